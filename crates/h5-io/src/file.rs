@@ -1,0 +1,541 @@
+//! File backend: positional I/O on an OS file, with advisory locking.
+
+use std::fmt;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use crate::error::{Error, IoOp, Result, checked_end, len_u64};
+use crate::storage::{LockMode, Storage};
+
+/// How [`FileStorage::open`] opens its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpenMode {
+    /// Existing file, read only: writes, `set_len` fail with a permission error.
+    ReadOnly,
+    /// Existing file, read and write.
+    ReadWrite,
+    /// Create the file, or truncate it to zero length if it exists.
+    Create,
+    /// Create the file; fail if it already exists.
+    CreateNew,
+}
+
+impl OpenMode {
+    /// Whether this mode allows writing.
+    pub const fn is_writable(self) -> bool {
+        !matches!(self, OpenMode::ReadOnly)
+    }
+}
+
+impl fmt::Display for OpenMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpenMode::ReadOnly => "read-only",
+            OpenMode::ReadWrite => "read-write",
+            OpenMode::Create => "create",
+            OpenMode::CreateNew => "create-new",
+        })
+    }
+}
+
+/// Whether [`FileStorage`] takes OS advisory locks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Locking {
+    /// Decide from the environment variable `HDF5_USE_FILE_LOCKING`, as libhdf5
+    /// does: `FALSE` or `0` (case-insensitive) disables locking, `BEST_EFFORT`
+    /// selects [`Locking::BestEffort`], anything else (or unset) enables it.
+    /// The variable is read once, when the file is opened.
+    #[default]
+    Auto,
+    /// Always lock.
+    Enabled,
+    /// Never lock: [`lock`](Storage::lock) and [`unlock`](Storage::unlock) are no-ops.
+    Disabled,
+    /// Lock, but treat "locking not supported by this file system" as success
+    /// (libhdf5's `BEST_EFFORT`). A conflicting holder is still
+    /// [`Error::Locked`].
+    BestEffort,
+}
+
+impl Locking {
+    /// The policy named by a value of `HDF5_USE_FILE_LOCKING` (`None`: unset).
+    /// Never returns [`Locking::Auto`].
+    pub fn from_env_value(value: Option<&str>) -> Locking {
+        match value.map(str::trim) {
+            Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => Locking::Disabled,
+            Some(v) if v.eq_ignore_ascii_case("best_effort") => Locking::BestEffort,
+            _ => Locking::Enabled,
+        }
+    }
+
+    /// Replace [`Locking::Auto`] by the policy from the environment.
+    fn resolve(self) -> Locking {
+        match self {
+            Locking::Auto => {
+                let value = std::env::var("HDF5_USE_FILE_LOCKING").ok();
+                Locking::from_env_value(value.as_deref())
+            }
+            other => other,
+        }
+    }
+}
+
+/// Options of [`FileStorage::open_with`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct FileOptions {
+    /// Locking policy; the default, [`Locking::Auto`], honours `HDF5_USE_FILE_LOCKING`.
+    pub locking: Locking,
+}
+
+/// A storage backed by an OS file, using positional reads and writes
+/// (`pread`/`pwrite` on Unix, `seek_read`/`seek_write` on Windows), so one
+/// handle can serve many threads without a shared cursor.
+///
+/// Locks are OS advisory locks taken with [`File::try_lock`] /
+/// [`File::try_lock_shared`] (`flock` on Linux, the mechanism libhdf5 uses):
+/// two `FileStorage`s on the same path conflict even within one process. A
+/// lock is released when the handle is dropped.
+///
+/// Changing the mode of a held lock (shared to exclusive or back) is done as
+/// unlock then lock, so it is not atomic, as with `flock`. If the new mode
+/// conflicts the old mode is re-taken if possible, and [`Error::Locked`] is
+/// returned.
+pub struct FileStorage {
+    file: File,
+    path: PathBuf,
+    mode: OpenMode,
+    locking: Locking,
+    held: Mutex<Option<LockMode>>,
+}
+
+impl FileStorage {
+    /// Open `path` in `mode` with default options (locking per
+    /// `HDF5_USE_FILE_LOCKING`). Opening takes no lock.
+    pub fn open(path: impl AsRef<Path>, mode: OpenMode) -> Result<Self> {
+        Self::open_with(path, mode, FileOptions::default())
+    }
+
+    /// Open `path` in `mode` with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, mode: OpenMode, options: FileOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let mut oo = OpenOptions::new();
+        oo.read(true);
+        match mode {
+            OpenMode::ReadOnly => {}
+            OpenMode::ReadWrite => {
+                oo.write(true);
+            }
+            OpenMode::Create => {
+                oo.write(true).create(true).truncate(true);
+            }
+            OpenMode::CreateNew => {
+                oo.write(true).create_new(true);
+            }
+        }
+        let file = oo.open(&path).map_err(|source| Error::Open {
+            path: path.clone(),
+            mode,
+            source,
+        })?;
+        Ok(FileStorage {
+            file,
+            path,
+            mode,
+            locking: options.locking.resolve(),
+            held: Mutex::new(None),
+        })
+    }
+
+    /// The path the file was opened with.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The mode the file was opened with.
+    pub fn open_mode(&self) -> OpenMode {
+        self.mode
+    }
+
+    /// The effective locking policy (never [`Locking::Auto`]).
+    pub fn locking(&self) -> Locking {
+        self.locking
+    }
+
+    fn file_len(&self, op: IoOp, offset: u64) -> Result<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|source| Error::Io { op, offset, source })
+    }
+
+    fn check_writable(&self, op: IoOp, offset: u64) -> Result<()> {
+        if self.mode.is_writable() {
+            Ok(())
+        } else {
+            Err(Error::Io {
+                op,
+                offset,
+                source: io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "storage was opened read-only",
+                ),
+            })
+        }
+    }
+
+    /// Try to take `mode` on the OS file. `Ok(false)`: would block.
+    fn try_os_lock(&self, mode: LockMode) -> Result<bool> {
+        let r = match mode {
+            LockMode::Shared => self.file.try_lock_shared(),
+            LockMode::Exclusive => self.file.try_lock(),
+        };
+        match r {
+            Ok(()) => Ok(true),
+            Err(TryLockError::WouldBlock) => Ok(false),
+            Err(TryLockError::Error(source)) => Err(Error::Io {
+                op: IoOp::Lock,
+                offset: 0,
+                source,
+            }),
+        }
+    }
+
+    fn os_unlock(&self) -> Result<()> {
+        self.file.unlock().map_err(|source| Error::Io {
+            op: IoOp::Unlock,
+            offset: 0,
+            source,
+        })
+    }
+}
+
+impl fmt::Debug for FileStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileStorage")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .field("locking", &self.locking)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Storage for FileStorage {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = len_u64(buf.len());
+        let end = checked_end(offset, len)?;
+        let file_len = self.file_len(IoOp::Read, offset)?;
+        if end > file_len {
+            return Err(Error::OutOfBounds {
+                offset,
+                len,
+                file_len,
+            });
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        pos::read_exact_at(&self.file, buf, offset).map_err(|source| {
+            if source.kind() == io::ErrorKind::UnexpectedEof {
+                // The file shrank between the length check and the read.
+                let file_len = self.file_len(IoOp::Read, offset).unwrap_or(0);
+                Error::OutOfBounds {
+                    offset,
+                    len,
+                    file_len,
+                }
+            } else {
+                Error::Io {
+                    op: IoOp::Read,
+                    offset,
+                    source,
+                }
+            }
+        })
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        checked_end(offset, len_u64(data.len()))?;
+        self.check_writable(IoOp::Write, offset)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        pos::write_all_at(&self.file, data, offset).map_err(|source| Error::Io {
+            op: IoOp::Write,
+            offset,
+            source,
+        })
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.file_len(IoOp::Len, 0)
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.check_writable(IoOp::SetLen, len)?;
+        self.file.set_len(len).map_err(|source| Error::Io {
+            op: IoOp::SetLen,
+            offset: len,
+            source,
+        })
+    }
+
+    /// `fsync` (data and metadata). A no-op on a read-only handle, which has
+    /// nothing to flush.
+    fn sync(&self) -> Result<()> {
+        if !self.mode.is_writable() {
+            return Ok(());
+        }
+        self.file.sync_all().map_err(|source| Error::Io {
+            op: IoOp::Sync,
+            offset: 0,
+            source,
+        })
+    }
+
+    fn lock(&self, mode: LockMode) -> Result<()> {
+        if self.locking == Locking::Disabled {
+            return Ok(());
+        }
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if *held == Some(mode) {
+            return Ok(());
+        }
+        if held.is_some() {
+            // std leaves re-locking a locked handle unspecified: unlock first.
+            self.os_unlock()?;
+        }
+        let previous = held.take();
+        match self.try_os_lock(mode) {
+            Ok(true) => {
+                *held = Some(mode);
+                Ok(())
+            }
+            Ok(false) => {
+                if let Some(old) = previous
+                    && let Ok(true) = self.try_os_lock(old)
+                {
+                    *held = Some(old);
+                }
+                Err(Error::Locked)
+            }
+            Err(Error::Io { source, .. })
+                if self.locking == Locking::BestEffort
+                    && source.kind() == io::ErrorKind::Unsupported =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn unlock(&self) -> Result<()> {
+        if self.locking == Locking::Disabled {
+            return Ok(());
+        }
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.is_some() {
+            self.os_unlock()?;
+            *held = None;
+        }
+        Ok(())
+    }
+}
+
+/// Positional I/O primitives.
+#[cfg(unix)]
+mod pos {
+    use std::fs::File;
+    use std::io;
+    use std::os::unix::fs::FileExt;
+
+    pub(super) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        file.read_exact_at(buf, offset)
+    }
+
+    pub(super) fn write_all_at(file: &File, data: &[u8], offset: u64) -> io::Result<()> {
+        file.write_all_at(data, offset)
+    }
+}
+
+/// Positional I/O primitives. `seek_read`/`seek_write` may transfer fewer bytes
+/// than asked, so loop.
+#[cfg(windows)]
+mod pos {
+    use std::fs::File;
+    use std::io;
+    use std::os::windows::fs::FileExt;
+
+    pub(super) fn read_exact_at(
+        file: &File,
+        mut buf: &mut [u8],
+        mut offset: u64,
+    ) -> io::Result<()> {
+        while !buf.is_empty() {
+            match file.seek_read(buf, offset) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn write_all_at(file: &File, mut data: &[u8], mut offset: u64) -> io::Result<()> {
+        while !data.is_empty() {
+            match file.seek_write(data, offset) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    data = &data[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(locking: Locking) -> FileOptions {
+        FileOptions { locking }
+    }
+
+    #[test]
+    fn env_value_parsing() {
+        assert_eq!(Locking::from_env_value(None), Locking::Enabled);
+        assert_eq!(Locking::from_env_value(Some("FALSE")), Locking::Disabled);
+        assert_eq!(Locking::from_env_value(Some("false")), Locking::Disabled);
+        assert_eq!(Locking::from_env_value(Some(" False ")), Locking::Disabled);
+        assert_eq!(Locking::from_env_value(Some("0")), Locking::Disabled);
+        assert_eq!(Locking::from_env_value(Some("TRUE")), Locking::Enabled);
+        assert_eq!(Locking::from_env_value(Some("1")), Locking::Enabled);
+        assert_eq!(Locking::from_env_value(Some("")), Locking::Enabled);
+        assert_eq!(
+            Locking::from_env_value(Some("best_effort")),
+            Locking::BestEffort
+        );
+        assert_ne!(Locking::Auto.resolve(), Locking::Auto);
+        assert_eq!(Locking::Disabled.resolve(), Locking::Disabled);
+    }
+
+    #[test]
+    fn open_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.bin");
+        let e = FileStorage::open(&p, OpenMode::ReadOnly).unwrap_err();
+        assert!(
+            matches!(&e, Error::Open { mode: OpenMode::ReadOnly, source, .. } if source.kind() == io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("f.bin"), "{e}");
+        {
+            let f = FileStorage::open(&p, OpenMode::CreateNew).unwrap();
+            assert_eq!(f.path(), p);
+            assert_eq!(f.open_mode(), OpenMode::CreateNew);
+            f.write_at(0, b"hello").unwrap();
+        }
+        let e = FileStorage::open(&p, OpenMode::CreateNew).unwrap_err();
+        assert!(
+            matches!(&e, Error::Open { source, .. } if source.kind() == io::ErrorKind::AlreadyExists)
+        );
+        {
+            let f = FileStorage::open(&p, OpenMode::ReadWrite).unwrap();
+            assert_eq!(f.len().unwrap(), 5);
+            f.write_at(5, b"!").unwrap();
+        }
+        {
+            let f = FileStorage::open(&p, OpenMode::ReadOnly).unwrap();
+            let mut buf = [0; 6];
+            f.read_at(0, &mut buf).unwrap();
+            assert_eq!(&buf, b"hello!");
+            let e = f.write_at(0, b"x").unwrap_err();
+            assert!(
+                matches!(&e, Error::Io { op: IoOp::Write, source, .. } if source.kind() == io::ErrorKind::PermissionDenied)
+            );
+            assert!(matches!(
+                f.set_len(0),
+                Err(Error::Io {
+                    op: IoOp::SetLen,
+                    ..
+                })
+            ));
+            f.sync().unwrap();
+        }
+        let f = FileStorage::open(&p, OpenMode::Create).unwrap();
+        assert_eq!(f.len().unwrap(), 0);
+    }
+
+    #[test]
+    fn exclusive_conflicts_between_handles() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lock.bin");
+        let a = FileStorage::open_with(&p, OpenMode::Create, opts(Locking::Enabled)).unwrap();
+        let b = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Enabled)).unwrap();
+        a.lock(LockMode::Exclusive).unwrap();
+        assert!(matches!(b.lock(LockMode::Exclusive), Err(Error::Locked)));
+        assert!(matches!(b.lock(LockMode::Shared), Err(Error::Locked)));
+        // Re-locking in the held mode is a no-op.
+        a.lock(LockMode::Exclusive).unwrap();
+        a.unlock().unwrap();
+        b.lock(LockMode::Exclusive).unwrap();
+        assert!(matches!(a.lock(LockMode::Shared), Err(Error::Locked)));
+        drop(b);
+        a.lock(LockMode::Exclusive).unwrap();
+    }
+
+    #[test]
+    fn shared_locks_coexist() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lock.bin");
+        let a = FileStorage::open_with(&p, OpenMode::Create, opts(Locking::Enabled)).unwrap();
+        let b = FileStorage::open_with(&p, OpenMode::ReadOnly, opts(Locking::Enabled)).unwrap();
+        let c = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Enabled)).unwrap();
+        a.lock(LockMode::Shared).unwrap();
+        b.lock(LockMode::Shared).unwrap();
+        assert!(matches!(c.lock(LockMode::Exclusive), Err(Error::Locked)));
+        // A failed upgrade keeps the shared lock.
+        assert!(matches!(a.lock(LockMode::Exclusive), Err(Error::Locked)));
+        assert!(matches!(c.lock(LockMode::Exclusive), Err(Error::Locked)));
+        b.unlock().unwrap();
+        a.lock(LockMode::Exclusive).unwrap();
+        assert!(matches!(c.lock(LockMode::Shared), Err(Error::Locked)));
+        a.lock(LockMode::Shared).unwrap();
+        c.lock(LockMode::Shared).unwrap();
+    }
+
+    #[test]
+    fn disabled_locking_is_a_no_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lock.bin");
+        let a = FileStorage::open_with(&p, OpenMode::Create, opts(Locking::Enabled)).unwrap();
+        let b = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Disabled)).unwrap();
+        assert_eq!(b.locking(), Locking::Disabled);
+        a.lock(LockMode::Exclusive).unwrap();
+        b.lock(LockMode::Exclusive).unwrap();
+        b.unlock().unwrap();
+        // b never took an OS lock, so a still holds its own.
+        let c = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Enabled)).unwrap();
+        assert!(matches!(c.lock(LockMode::Shared), Err(Error::Locked)));
+    }
+
+    #[test]
+    fn sparse_growth_reads_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = FileStorage::open(dir.path().join("s.bin"), OpenMode::Create).unwrap();
+        f.write_at(1 << 20, &[7]).unwrap();
+        assert_eq!(f.len().unwrap(), (1 << 20) + 1);
+        let mut buf = [1u8; 16];
+        f.read_at(1000, &mut buf).unwrap();
+        assert_eq!(buf, [0; 16]);
+    }
+}

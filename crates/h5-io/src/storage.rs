@@ -1,0 +1,186 @@
+//! The [`Storage`] trait and its blanket conveniences.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result, checked_end, len_u64};
+
+/// Advisory lock modes of [`Storage::lock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockMode {
+    /// Any number of handles may hold a shared lock at once (readers).
+    Shared,
+    /// Only one handle may hold an exclusive lock, and no shared ones (a writer).
+    Exclusive,
+}
+
+impl fmt::Display for LockMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LockMode::Shared => "shared",
+            LockMode::Exclusive => "exclusive",
+        })
+    }
+}
+
+/// Minimal object-safe storage trait: a growable array of bytes addressed by
+/// 64-bit offsets.
+///
+/// All methods take `&self` (backends use interior mutability) so a storage can
+/// be shared as `Arc<dyn Storage>` across threads. There is no cursor: every
+/// read and write names its offset.
+///
+/// # Contract
+///
+/// Checked for every implementation by `testkit::run_conformance`:
+///
+/// * If `offset + len` overflows `u64`, `read_at` and `write_at` fail with
+///   [`Error::AddressOverflow`] (checked before anything else).
+/// * `read_at` reads exactly `buf.len()` bytes. If the range
+///   `offset..offset + buf.len()` does not lie within `0..=len()` it fails with
+///   [`Error::OutOfBounds`] and `buf` is left unchanged. A zero-length read at
+///   any offset `<= len()` succeeds.
+/// * `write_at` writes all of `data`, growing the storage if needed; a gap
+///   between the old end and `offset` reads as zeros. A zero-length write is a
+///   no-op at any offset (it does not grow the storage).
+/// * `set_len` truncates or grows; grown bytes read as zeros.
+/// * `lock` is advisory and never blocks: a conflicting lock held through
+///   another handle gives [`Error::Locked`]. Locking again in the mode already
+///   held succeeds; `unlock` without a lock is a no-op.
+#[allow(
+    clippy::len_without_is_empty,
+    reason = "is_empty is provided for every storage by StorageExt"
+)]
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Read exactly `buf.len()` bytes at `offset`.
+    ///
+    /// Reading any byte at or past [`len`](Storage::len) is
+    /// [`Error::OutOfBounds`] `{ offset, len, file_len }`, and nothing is
+    /// partially returned. See [`StorageExt::read_at_zero_fill`] for reads that
+    /// treat the space past the end as zeros.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+
+    /// Write all of `data` at `offset`, extending the storage (zero-filling any
+    /// gap) if needed.
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Current length of the storage in bytes.
+    fn len(&self) -> Result<u64>;
+
+    /// Truncate or extend the storage to `len` bytes; extension reads as zeros.
+    fn set_len(&self, len: u64) -> Result<()>;
+
+    /// Make all completed writes and length changes durable.
+    fn sync(&self) -> Result<()>;
+
+    /// Advisory, non-blocking lock: [`LockMode::Shared`] (readers) or
+    /// [`LockMode::Exclusive`] (writer). A conflicting holder gives
+    /// [`Error::Locked`].
+    ///
+    /// Locking in the mode already held is a no-op. Changing mode on a handle
+    /// that holds a lock converts it; whether the conversion is atomic depends
+    /// on the backend (see [`FileStorage`](crate::FileStorage)).
+    fn lock(&self, mode: LockMode) -> Result<()>;
+
+    /// Release the lock taken by [`lock`](Storage::lock); a no-op when no lock
+    /// is held.
+    fn unlock(&self) -> Result<()>;
+}
+
+/// Conveniences, blanket-implemented for every `T: Storage + ?Sized`.
+///
+/// Each method is built on the [`Storage`] methods, so decorators such as
+/// [`Metrics`](crate::Metrics) see the underlying calls (for instance
+/// [`read_vec`](StorageExt::read_vec) is one `len` then one `read`).
+pub trait StorageExt: Storage {
+    /// Like [`Storage::read_at`] but bytes past [`len`](Storage::len) read as
+    /// zeros (HDF5 semantics for space that is allocated but never written).
+    ///
+    /// Calls `len` once, then `read_at` for the part that exists (if any).
+    fn read_at_zero_fill(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = len_u64(buf.len());
+        let end = checked_end(offset, len)?;
+        let file_len = self.len()?;
+        if end <= file_len {
+            return self.read_at(offset, buf);
+        }
+        let available = file_len.saturating_sub(offset).min(len);
+        // `available <= buf.len()`, so it fits in usize.
+        let split = usize::try_from(available).unwrap_or(buf.len());
+        let (present, missing) = buf.split_at_mut(split);
+        if !present.is_empty() {
+            self.read_at(offset, present)?;
+        }
+        missing.fill(0);
+        Ok(())
+    }
+
+    /// Read `len` bytes at `offset` into a new `Vec`.
+    ///
+    /// The range is checked against the storage length first (one `len` call),
+    /// so a huge length read from a corrupt file gives
+    /// [`Error::OutOfBounds`] instead of a huge allocation.
+    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let len64 = len_u64(len);
+        let end = checked_end(offset, len64)?;
+        let file_len = self.len()?;
+        if end > file_len {
+            return Err(Error::OutOfBounds {
+                offset,
+                len: len64,
+                file_len,
+            });
+        }
+        let mut buf = vec![0; len];
+        self.read_at(offset, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Whether [`len`](Storage::len) is zero.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+}
+
+impl<T: Storage + ?Sized> StorageExt for T {}
+
+macro_rules! forward_storage {
+    () => {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            (**self).read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+            (**self).write_at(offset, data)
+        }
+        fn len(&self) -> Result<u64> {
+            (**self).len()
+        }
+        fn set_len(&self, len: u64) -> Result<()> {
+            (**self).set_len(len)
+        }
+        fn sync(&self) -> Result<()> {
+            (**self).sync()
+        }
+        fn lock(&self, mode: LockMode) -> Result<()> {
+            (**self).lock(mode)
+        }
+        fn unlock(&self) -> Result<()> {
+            (**self).unlock()
+        }
+    };
+}
+
+/// Shared storage: `Arc<dyn Storage>` is itself a storage, so decorators can wrap it.
+impl<T: Storage + ?Sized> Storage for Arc<T> {
+    forward_storage!();
+}
+
+/// Boxed storage: `Box<dyn Storage>` is itself a storage.
+impl<T: Storage + ?Sized> Storage for Box<T> {
+    forward_storage!();
+}
+
+/// Borrowed storage: a decorator can wrap `&S` for a scoped measurement.
+impl<T: Storage + ?Sized> Storage for &T {
+    forward_storage!();
+}

@@ -1,0 +1,131 @@
+//! Runs the storage conformance suite on every backend and decorator.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use h5_io::testkit::run_conformance;
+use h5_io::{
+    FaultInjection, FileOptions, FileStorage, Locking, Logging, MemoryStorage, Metrics, OpenMode,
+    Sticky, Storage,
+};
+
+#[test]
+fn memory() {
+    run_conformance(&|| Box::new(MemoryStorage::new()));
+}
+
+#[test]
+fn file() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = AtomicU64::new(0);
+    run_conformance(&|| {
+        let path = dir
+            .path()
+            .join(format!("c{}.bin", n.fetch_add(1, Ordering::Relaxed)));
+        Box::new(FileStorage::open(path, OpenMode::CreateNew).unwrap())
+    });
+}
+
+#[test]
+fn file_locking_enabled() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = AtomicU64::new(0);
+    run_conformance(&|| {
+        let path = dir
+            .path()
+            .join(format!("c{}.bin", n.fetch_add(1, Ordering::Relaxed)));
+        let opts = FileOptions {
+            locking: Locking::Enabled,
+        };
+        Box::new(FileStorage::open_with(path, OpenMode::Create, opts).unwrap())
+    });
+}
+
+#[test]
+fn metrics() {
+    run_conformance(&|| Box::new(Metrics::new(MemoryStorage::new())));
+}
+
+#[test]
+fn logging() {
+    run_conformance(&|| Box::new(Logging::to_vec(MemoryStorage::new())));
+}
+
+#[test]
+fn logging_to_writer() {
+    run_conformance(&|| {
+        Box::new(Logging::new(
+            MemoryStorage::new(),
+            Box::new(std::io::sink()),
+        ))
+    });
+}
+
+#[test]
+fn sticky() {
+    run_conformance(&|| Box::new(Sticky::new(MemoryStorage::new())));
+}
+
+#[test]
+fn fault_injection_empty_plan() {
+    run_conformance(&|| Box::new(FaultInjection::new(MemoryStorage::new())));
+}
+
+#[test]
+fn arc_dyn() {
+    run_conformance(&|| {
+        let s: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+        Box::new(s)
+    });
+}
+
+#[test]
+fn stacked_decorators_over_arc_dyn_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = AtomicU64::new(0);
+    run_conformance(&|| {
+        let path = dir
+            .path()
+            .join(format!("c{}.bin", n.fetch_add(1, Ordering::Relaxed)));
+        let file: Arc<dyn Storage> = Arc::new(FileStorage::open(path, OpenMode::Create).unwrap());
+        Box::new(Sticky::new(Metrics::new(FaultInjection::new(
+            Logging::to_vec(file),
+        ))))
+    });
+}
+
+#[test]
+#[should_panic(expected = "storage conformance check `write_past_end_zero_fills_gap` failed")]
+fn suite_catches_a_broken_storage() {
+    /// Grows without zero-filling the gap.
+    #[derive(Debug, Default)]
+    struct Broken(MemoryStorage);
+    impl Storage for Broken {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+            self.0.read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+            let len = self.0.len()?;
+            if offset > len {
+                self.0.write_at(len, &vec![0xFF; (offset - len) as usize])?;
+            }
+            self.0.write_at(offset, data)
+        }
+        fn len(&self) -> h5_io::Result<u64> {
+            self.0.len()
+        }
+        fn set_len(&self, len: u64) -> h5_io::Result<()> {
+            self.0.set_len(len)
+        }
+        fn sync(&self) -> h5_io::Result<()> {
+            self.0.sync()
+        }
+        fn lock(&self, mode: h5_io::LockMode) -> h5_io::Result<()> {
+            self.0.lock(mode)
+        }
+        fn unlock(&self) -> h5_io::Result<()> {
+            self.0.unlock()
+        }
+    }
+    run_conformance(&|| Box::new(Broken::default()));
+}

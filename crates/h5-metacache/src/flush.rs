@@ -1,0 +1,220 @@
+//! Making space and flushing the whole cache (spec §3.2, §3.10).
+
+use crate::cache::{MetadataCache, Place, Slab};
+use crate::class::CacheTypes;
+use crate::error::{CacheError, Result};
+use crate::flags::{EntryFlushFlags, FlushFlags};
+use crate::list::{Chain, NIL};
+
+impl<T: CacheTypes> MetadataCache<T> {
+    /// Free room for `needed` more bytes, and write dirty tail entries until the min-clean goal holds
+    /// (MDC-016 .. MDC-025). Walks the LRU (or, when writing is not permitted, the clean LRU) from the
+    /// tail; clean entries are evicted, dirty ones written and moved to the head (second pass). The
+    /// scan restarts from the tail when a callback removed entries under it, and is bounded.
+    pub(crate) fn make_space(&mut self, needed: usize, write_ok: bool) -> Result<()> {
+        let needed = needed.min(self.max_cache_size);
+        if self.index_size + needed > self.max_cache_size {
+            self.cache_full = true;
+        }
+        let (chain, list_len) = if write_ok {
+            (Chain::Main, self.lru.len + self.markers.active_count())
+        } else {
+            (Chain::Aux, self.clru.len)
+        };
+        let budget = 2 * list_len + 2;
+        let mut scanned = 0usize;
+        let mut skipped = 0usize;
+        let mut scanned_for_space = 0usize;
+        let mut cur = self.tail_of(chain);
+        while cur != NIL {
+            let need_room = self.index_size + needed > self.max_cache_size;
+            let need_clean = write_ok && self.effective_clean_size() < self.min_clean_size;
+            if !(need_room || need_clean) || scanned >= budget {
+                break;
+            }
+            scanned += 1;
+            let prev = self.slab.nodes[cur as usize].main_or_aux(chain).prev;
+            let prev_gen = if prev == NIL {
+                0
+            } else {
+                self.slab.nodes[prev as usize].generation
+            };
+            let removals = self.removals;
+            if Slab::<T::Icr>::is_marker(cur) {
+                cur = prev;
+                continue;
+            }
+            let e = self.slab.entry(cur);
+            let mut own_removals = 0;
+            if e.busy() {
+                // being written by an outer call: leave it alone
+            } else if e.dirty {
+                if write_ok && e.ndirty_children == 0 {
+                    self.write_entry(cur, false)?;
+                }
+            } else if need_room {
+                scanned_for_space += 1;
+                self.flush_single(cur, EntryFlushFlags::INVALIDATE)?;
+                own_removals = 1;
+            } else {
+                skipped += 1;
+            }
+            let prev_ok = prev == NIL
+                || (Slab::<T::Icr>::is_marker(prev) && self.markers.is_active(prev))
+                || (self.slab.live(prev, prev_gen) && self.slab.entry(prev).place == Place::Lru);
+            cur = if self.removals != removals + own_removals || !prev_ok {
+                self.tail_of(chain)
+            } else {
+                prev
+            };
+        }
+        self.stats.make_space(scanned, skipped, scanned_for_space);
+        Ok(())
+    }
+
+    fn tail_of(&self, chain: Chain) -> u32 {
+        match chain {
+            Chain::Main => self.lru.tail,
+            Chain::Aux => self.clru.tail,
+        }
+    }
+
+    /// Flush the cache (MDC-074 .. MDC-081). Without flags: write every dirty entry (pinned ones too) in
+    /// ascending address order, children before parents, flush-last entries at the end. With
+    /// `MARKED_ENTRIES`: only entries whose flush marker is set. With `INVALIDATE`: then evict
+    /// everything (file close).
+    pub fn flush(&mut self, flags: FlushFlags) -> Result<()> {
+        let r = if self.flush_in_progress {
+            Err(CacheError::FlushInProgress)
+        } else {
+            self.flush_in_progress = true;
+            let r = if flags.contains(FlushFlags::INVALIDATE) {
+                self.flush_invalidate()
+            } else {
+                self.flush_dirty(flags.contains(FlushFlags::MARKED_ENTRIES))
+            };
+            self.flush_in_progress = false;
+            r
+        };
+        let word = if flags.contains(FlushFlags::INVALIDATE) {
+            "flush_invalidate"
+        } else if flags.contains(FlushFlags::MARKED_ENTRIES) {
+            "flush_marked"
+        } else {
+            "flush"
+        };
+        self.trace_op(format_args!("{word}"), r.is_ok().then_some("ok"));
+        self.after_op();
+        r
+    }
+
+    fn flush_dirty(&mut self, marked_only: bool) -> Result<()> {
+        if !self.write_ok() {
+            return Err(CacheError::WriteNotPermitted);
+        }
+        for last_phase in [false, true] {
+            while self.flush_pass(marked_only, last_phase)? > 0 {}
+        }
+        let mut protected = 0;
+        let mut stuck = 0;
+        for &slot in self.slist.values() {
+            let e = self.slab.entry(slot);
+            if marked_only && !e.flush_marker {
+                continue;
+            }
+            if e.place == Place::Protected {
+                protected += 1;
+            } else {
+                stuck += 1;
+            }
+        }
+        if protected > 0 {
+            return Err(CacheError::ProtectedEntries { count: protected });
+        }
+        if stuck > 0 {
+            return Err(CacheError::UnflushableEntries { count: stuck });
+        }
+        Ok(())
+    }
+
+    /// One ascending pass over the slist; returns how many entries it wrote.
+    fn flush_pass(&mut self, marked_only: bool, last_phase: bool) -> Result<usize> {
+        let mut cursor = 0u64;
+        let mut wrote = 0;
+        loop {
+            let next = self.slist.range(cursor..).find_map(|(&addr, &slot)| {
+                let e = self.slab.entry(slot);
+                let eligible = e.place != Place::Protected
+                    && !e.busy()
+                    && e.ndirty_children == 0
+                    && e.flush_last == last_phase
+                    && (!marked_only || e.flush_marker);
+                eligible.then_some((addr, slot))
+            });
+            let Some((addr, slot)) = next else {
+                break;
+            };
+            let outcome = self.write_entry(slot, true)?;
+            wrote += 1;
+            cursor = if outcome.slist_changed {
+                self.stats.flush_restarts += 1;
+                0
+            } else {
+                addr.saturating_add(1)
+            };
+        }
+        Ok(wrote)
+    }
+
+    /// Write everything, then evict everything, repeating while progress is made (MDC-080, Q-06).
+    fn flush_invalidate(&mut self) -> Result<()> {
+        if self.pl.len > 0 {
+            return Err(CacheError::ProtectedEntries { count: self.pl.len });
+        }
+        loop {
+            let before = (self.index_len, self.pel.len, self.slist.len());
+            self.flush_dirty(false)?;
+            let victims: Vec<(u32, u32)> = self
+                .lru
+                .iter(&self.slab, Chain::Main)
+                .filter(|s| !Slab::<T::Icr>::is_marker(*s))
+                .map(|s| (s, self.slab.nodes[s as usize].generation))
+                .collect();
+            for (slot, generation) in victims {
+                if !self.slab.live(slot, generation) {
+                    continue;
+                }
+                let e = self.slab.entry(slot);
+                if e.place != Place::Lru || e.busy() || e.dirty {
+                    continue;
+                }
+                self.flush_single(slot, EntryFlushFlags::INVALIDATE)?;
+            }
+            if self.index_len == 0 {
+                return Ok(());
+            }
+            if (self.index_len, self.pel.len, self.slist.len()) == before {
+                return Err(CacheError::PinnedEntriesRemain {
+                    count: self.pel.len,
+                });
+            }
+        }
+    }
+
+    /// Close: flush-invalidate, close the trace file, and return the statistics dump if
+    /// [`set_dump_stats_on_close`](Self::set_dump_stats_on_close) asked for one (MDC-080, MDC-134).
+    pub fn close(&mut self) -> Result<Option<String>> {
+        self.flush(FlushFlags::INVALIDATE)?;
+        self.tracer = None;
+        Ok(self.dump_stats_on_close.then(|| self.stats_report()))
+    }
+}
+
+impl<I> crate::cache::Node<I> {
+    pub(crate) fn main_or_aux(&self, chain: Chain) -> crate::list::Links {
+        match chain {
+            Chain::Main => self.main,
+            Chain::Aux => self.aux,
+        }
+    }
+}

@@ -1,0 +1,972 @@
+//! Entry operations: insert, protect (with load), unprotect, pin/unpin, mark dirty/clean, resize, move,
+//! expunge (spec §3.3 .. §3.8).
+
+use h5_io::StorageExt;
+
+use crate::cache::{Entry, MetadataCache, Place, ProtectHandle};
+use crate::class::{CacheTypes, ClassFlags, FileContext, NotifyAction};
+use crate::error::{CacheError, Callback, Result};
+use crate::flags::{EntryFlushFlags, ExpungeFlags, InsertFlags, ProtectFlags, UnprotectFlags};
+
+/// HDF5's undefined address.
+pub const UNDEFINED_ADDR: u64 = u64::MAX;
+
+/// A loaded entry before it is indexed.
+struct Loaded<I> {
+    icr: I,
+    size: usize,
+    image: Vec<u8>,
+    repaired: bool,
+}
+
+impl<T: CacheTypes> MetadataCache<T> {
+    pub(crate) fn client_err(
+        &self,
+        class: u8,
+        callback: Callback,
+        addr: u64,
+    ) -> impl FnOnce(crate::error::ClientError) -> CacheError + use<T> {
+        let class = self.class_name(class);
+        move |source| CacheError::Client {
+            class,
+            callback,
+            addr,
+            source,
+        }
+    }
+
+    fn check_tag(&self, addr: u64) -> Result<()> {
+        if !self.ignore_tags && self.current_tag.is_none() {
+            return Err(CacheError::MissingTag { addr });
+        }
+        Ok(())
+    }
+
+    /// Debug check that `[addr, addr+size)` overlaps no cached block (MDC-001).
+    fn check_overlap(&self, addr: u64, size: usize) -> Result<()> {
+        if !cfg!(debug_assertions) {
+            return Ok(());
+        }
+        let end = addr.saturating_add(size as u64);
+        for node in &self.slab.nodes {
+            if let Some(e) = &node.entry {
+                let e_end = e.addr.saturating_add(e.size as u64);
+                if e.addr < end && addr < e_end {
+                    return Err(CacheError::Overlap {
+                        addr,
+                        size,
+                        other: e.addr,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Flash check then make-space, when evictions are on and the entry does not fit or the min-clean
+    /// goal is unmet (MDC-028, MDC-040).
+    fn make_room_for(&mut self, size: usize, write_ok: bool) -> Result<()> {
+        if !self.config.evictions_enabled {
+            return Ok(());
+        }
+        if self.index_size + size > self.max_cache_size
+            || self.effective_clean_size() < self.min_clean_size
+        {
+            self.flash_check(size);
+            self.make_space(size, write_ok)?;
+        }
+        Ok(())
+    }
+
+    // ----- insert (MDC-026 .. MDC-029) -----
+
+    /// Insert an entry the client has just created (and allocated file space for). The entry is dirty.
+    pub fn insert(&mut self, class: u8, addr: u64, icr: T::Icr, flags: InsertFlags) -> Result<()> {
+        let r = self.insert_inner(class, addr, icr, flags);
+        let size = self
+            .peek(addr)
+            .map(|s| self.slab.entry(s).size)
+            .unwrap_or(0);
+        self.trace_op(
+            format_args!(
+                "insert {addr:#x} {size} {class}{}{}{}",
+                if flags.contains(InsertFlags::PIN) {
+                    " pin"
+                } else {
+                    ""
+                },
+                if flags.contains(InsertFlags::FLUSH_LAST) {
+                    " flush_last"
+                } else {
+                    ""
+                },
+                if flags.contains(InsertFlags::SET_FLUSH_MARKER) {
+                    " mark"
+                } else {
+                    ""
+                },
+            ),
+            r.is_ok().then_some("ok"),
+        );
+        self.after_op();
+        r
+    }
+
+    fn insert_inner(
+        &mut self,
+        class: u8,
+        addr: u64,
+        icr: T::Icr,
+        flags: InsertFlags,
+    ) -> Result<()> {
+        let cls = self.class(class)?;
+        if addr == UNDEFINED_ADDR {
+            return Err(CacheError::InvalidArgument {
+                what: "addr",
+                reason: "undefined address",
+            });
+        }
+        let size = cls
+            .image_len(&icr)
+            .map_err(self.client_err(class, Callback::ImageLen, addr))?;
+        if size == 0 {
+            return Err(CacheError::InvalidSize { addr, size });
+        }
+        if self.lookup(addr).is_some() {
+            return Err(CacheError::AddressInUse { addr });
+        }
+        self.check_overlap(addr, size)?;
+        self.check_tag(addr)?;
+        let write_ok = self.write_ok();
+        self.make_room_for(size, write_ok)?;
+        let mut e = Entry::new(addr, size, class, icr, true);
+        e.pinned_client = flags.contains(InsertFlags::PIN);
+        e.flush_marker = flags.contains(InsertFlags::SET_FLUSH_MARKER);
+        e.flush_last = flags.contains(InsertFlags::FLUSH_LAST);
+        e.collective = flags.contains(InsertFlags::FLUSH_COLLECTIVELY);
+        e.tag = self.current_tag;
+        if e.pinned_client {
+            e.life.pins += 1;
+        }
+        let slot = self.index_add(e);
+        let place = self.resting_place(slot);
+        self.link(slot, place);
+        self.stats
+            .insertion(class, flags.contains(InsertFlags::PIN));
+        self.stats
+            .parallel_dirty_created(crate::stats::DirtySource::Insert, size);
+        self.notify(slot, NotifyAction::AfterInsert)?;
+        Ok(())
+    }
+
+    pub(crate) fn notify(&mut self, slot: u32, action: NotifyAction) -> Result<()> {
+        let (class, addr) = {
+            let e = self.slab.entry(slot);
+            (e.class, e.addr)
+        };
+        let r = self.with_icr(slot, |c, cls, icr| cls.notify(c, action, addr, icr))?;
+        r.map_err(self.client_err(class, Callback::Notify, addr))
+    }
+
+    // ----- protect and load (MDC-030 .. MDC-046) -----
+
+    /// Protect the entry at `addr`, loading it if absent (MDC-030). Read-only protections may be
+    /// shared; a read-write protection is exclusive.
+    pub fn protect(
+        &mut self,
+        class: u8,
+        addr: u64,
+        udata: &T::Udata,
+        flags: ProtectFlags,
+    ) -> Result<ProtectHandle> {
+        let hits_before = self.stats.total_hits();
+        let r = self.protect_inner(class, addr, udata, flags);
+        if self.tracer.is_some() {
+            let size = self
+                .peek(addr)
+                .map(|s| self.slab.entry(s).size)
+                .unwrap_or(0);
+            let outcome = match &r {
+                Ok(_) if self.stats.total_hits() > hits_before => Some("hit"),
+                Ok(_) => Some("miss"),
+                Err(_) => None,
+            };
+            let ro = if flags.contains(ProtectFlags::READ_ONLY) {
+                " ro"
+            } else {
+                ""
+            };
+            self.trace_op(
+                format_args!("protect {addr:#x} {size} {class}{ro}"),
+                outcome,
+            );
+        }
+        self.after_op();
+        r
+    }
+
+    fn protect_inner(
+        &mut self,
+        class: u8,
+        addr: u64,
+        udata: &T::Udata,
+        flags: ProtectFlags,
+    ) -> Result<ProtectHandle> {
+        self.class(class)?;
+        let read_only = flags.contains(ProtectFlags::READ_ONLY);
+        let write_ok = self.write_ok();
+        let (slot, hit) = match self.lookup(addr) {
+            Some(slot) => {
+                let e = self.slab.entry(slot);
+                if e.class != class {
+                    return Err(CacheError::ClassMismatch {
+                        addr,
+                        cached: self.class_name(e.class),
+                        requested: self.class_name(class),
+                    });
+                }
+                if e.busy() {
+                    return Err(CacheError::EntryBusy { addr });
+                }
+                if e.place == Place::Protected && !(read_only && e.read_only) {
+                    return Err(CacheError::WrongState {
+                        addr,
+                        reason: if e.read_only {
+                            "entry is protected read-only; a read-write protect must wait"
+                        } else {
+                            "entry is already protected read-write"
+                        },
+                    });
+                }
+                (slot, true)
+            }
+            None => {
+                self.check_tag(addr)?;
+                let loaded = self.load(class, addr, udata)?;
+                self.check_overlap(addr, loaded.size)?;
+                self.make_room_for(loaded.size, write_ok)?;
+                let mut e = Entry::new(addr, loaded.size, class, loaded.icr, loaded.repaired);
+                e.image = loaded.image;
+                e.image_up_to_date = !loaded.repaired;
+                e.flush_last = flags.contains(ProtectFlags::FLUSH_LAST);
+                e.collective = flags.contains(ProtectFlags::FLUSH_COLLECTIVELY);
+                e.tag = self.current_tag;
+                let slot = self.index_add(e);
+                self.link(slot, Place::Lru);
+                (slot, false)
+            }
+        };
+        // Take the entry onto the protected list.
+        let already_protected = self.slab.entry(slot).place == Place::Protected;
+        if !already_protected {
+            self.unlink(slot);
+            self.link(slot, Place::Protected);
+            let e = self.slab.entry_mut(slot);
+            e.dirtied = false;
+            e.read_only = read_only;
+        }
+        let ro_refs = {
+            let e = self.slab.entry_mut(slot);
+            if read_only {
+                e.ro_refs += 1;
+            }
+            e.life.accesses += 1;
+            e.ro_refs
+        };
+        let generation = self.slab.nodes[slot as usize].generation;
+        if !hit {
+            if let Err(err) = self.notify(slot, NotifyAction::AfterLoad) {
+                // Undo the load so that a failed protect leaves nothing behind (MDC-038).
+                self.unlink(slot);
+                if self.slab.entry(slot).dirty {
+                    self.set_dirty_unlinked_clean(slot);
+                }
+                let e = self.index_remove(slot);
+                if let Some(icr) = e.icr {
+                    let cls = self.class(class)?;
+                    let _ = cls.free_icr(icr);
+                }
+                return Err(err);
+            }
+        }
+        self.cache_accesses += 1;
+        if hit {
+            self.cache_hits += 1;
+        }
+        self.stats.protect(class, hit, read_only, ro_refs);
+        self.record_high_water();
+        if self.size_decreased && self.config.evictions_enabled {
+            self.size_decreased = false;
+            self.make_space(0, write_ok)?;
+        }
+        if self.derived.resize_enabled && self.cache_accesses >= self.config.epoch_length {
+            self.end_of_epoch(write_ok)?;
+        }
+        Ok(ProtectHandle {
+            slot,
+            generation,
+            addr,
+            read_only,
+        })
+    }
+
+    /// Clear the dirty bit of an entry that is on no list (used only when undoing a failed load).
+    fn set_dirty_unlinked_clean(&mut self, slot: u32) {
+        // link/unlink around set_dirty keep the list code uniform.
+        self.link(slot, Place::Protected);
+        self.set_dirty(slot, false);
+        self.unlink(slot);
+    }
+
+    fn read_image(&mut self, info_flags: ClassFlags, addr: u64, len: usize) -> Result<Vec<u8>> {
+        if info_flags.skip_reads() {
+            return Ok(vec![0u8; len]);
+        }
+        let image = self.storage.read_vec(addr, len)?;
+        self.stats.read(len);
+        Ok(image)
+    }
+
+    /// Read length allowed at `addr`: the full `len` if it ends by the EOA, else clipped (speculative)
+    /// or an error (MDC-043).
+    fn clip_read(&self, addr: u64, len: usize, speculative: bool) -> Result<usize> {
+        let eoa = self.ctx.end_of_allocation();
+        let end = addr.checked_add(len as u64);
+        match end {
+            Some(end) if end <= eoa => Ok(len),
+            _ if speculative && addr < eoa => Ok((eoa - addr) as usize),
+            _ => Err(CacheError::PastEndOfAllocation {
+                what: "read",
+                addr,
+                len,
+                eoa,
+            }),
+        }
+    }
+
+    /// The load step (MDC-036, MDC-042 .. MDC-045, Q-35). Neither makes space nor inserts.
+    fn load(&mut self, class: u8, addr: u64, udata: &T::Udata) -> Result<Loaded<T::Icr>> {
+        let cls = self.class(class)?;
+        let info = cls.info().clone();
+        if info.flags.no_io() {
+            return Err(CacheError::NoIoClass { class: info.name });
+        }
+        let speculative = info.flags.contains(ClassFlags::SPECULATIVE_LOAD);
+        let compressed = info.flags.contains(ClassFlags::COMPRESSED);
+        let initial = cls.get_initial_load_size(udata).map_err(self.client_err(
+            class,
+            Callback::GetInitialLoadSize,
+            addr,
+        ))?;
+        if initial == 0 {
+            return Err(CacheError::InvalidSize { addr, size: 0 });
+        }
+        let mut attempts = 0u32;
+        let (mut image, final_size_known) = loop {
+            attempts += 1;
+            let len = self.clip_read(addr, initial, speculative)?;
+            let mut image = self.read_image(info.flags, addr, len)?;
+            let final_len = cls
+                .get_final_load_size(&image, udata)
+                .map_err(self.client_err(class, Callback::GetFinalLoadSize, addr))?;
+            if let Some(final_len) = final_len {
+                if final_len == 0 {
+                    return Err(CacheError::InvalidSize { addr, size: 0 });
+                }
+                if final_len > image.len() {
+                    if !speculative {
+                        return Err(CacheError::LoadSizeGrew {
+                            addr,
+                            bound: image.len(),
+                            reported: final_len,
+                        });
+                    }
+                    let len = self.clip_read(addr, final_len, false)?;
+                    image = self.read_image(info.flags, addr, len)?;
+                } else {
+                    image.truncate(final_len);
+                }
+            }
+            let ok = cls.verify_checksum(&image, udata).map_err(self.client_err(
+                class,
+                Callback::VerifyChecksum,
+                addr,
+            ))?;
+            if ok {
+                break (image, final_len.is_some());
+            }
+            self.stats.checksum_retry();
+            if attempts > self.checksum_retries {
+                return Err(CacheError::Checksum {
+                    class: info.name,
+                    addr,
+                    attempts,
+                });
+            }
+        };
+        let deser = |image: &[u8], this: &Self| {
+            cls.deserialize(image, udata).map_err(this.client_err(
+                class,
+                Callback::Deserialize,
+                addr,
+            ))
+        };
+        let mut d = deser(&image, self)?;
+        if (speculative || compressed) && !final_size_known {
+            let actual =
+                cls.image_len(&d.icr)
+                    .map_err(self.client_err(class, Callback::ImageLen, addr))?;
+            if actual == 0 {
+                let _ = cls.free_icr(d.icr);
+                return Err(CacheError::InvalidSize { addr, size: 0 });
+            }
+            if actual > image.len() {
+                if compressed || !speculative {
+                    let bound = image.len();
+                    let _ = cls.free_icr(d.icr);
+                    return Err(CacheError::LoadSizeGrew {
+                        addr,
+                        bound,
+                        reported: actual,
+                    });
+                }
+                // Speculative guess too small: discard the first object and read again (MDC-042).
+                cls.free_icr(d.icr)
+                    .map_err(self.client_err(class, Callback::FreeIcr, addr))?;
+                self.stats.speculative_retry();
+                let len = self.clip_read(addr, actual, false)?;
+                image = self.read_image(info.flags, addr, len)?;
+                d = deser(&image, self)?;
+                let again = cls.image_len(&d.icr).map_err(self.client_err(
+                    class,
+                    Callback::ImageLen,
+                    addr,
+                ))?;
+                if again > image.len() {
+                    let bound = image.len();
+                    let _ = cls.free_icr(d.icr);
+                    return Err(CacheError::LoadSizeGrew {
+                        addr,
+                        bound,
+                        reported: again,
+                    });
+                }
+                image.truncate(again);
+            } else {
+                image.truncate(actual);
+            }
+        }
+        let size = image.len();
+        Ok(Loaded {
+            icr: d.icr,
+            size,
+            image,
+            repaired: d.repaired,
+        })
+    }
+
+    // ----- access to protected objects -----
+
+    fn check_handle(&self, h: &ProtectHandle) -> Result<()> {
+        if !self.slab.live(h.slot, h.generation) {
+            return Err(CacheError::StaleHandle);
+        }
+        let e = self.slab.entry(h.slot);
+        if e.place != Place::Protected || e.addr != h.addr {
+            return Err(CacheError::StaleHandle);
+        }
+        Ok(())
+    }
+
+    /// The protected object.
+    pub fn icr(&self, h: &ProtectHandle) -> Result<&T::Icr> {
+        self.check_handle(h)?;
+        self.slab
+            .entry(h.slot)
+            .icr
+            .as_ref()
+            .ok_or(CacheError::EntryBusy { addr: h.addr })
+    }
+
+    /// The protected object, mutably (read-write protections only). Report changes with `DIRTIED`.
+    pub fn icr_mut(&mut self, h: &ProtectHandle) -> Result<&mut T::Icr> {
+        self.check_handle(h)?;
+        if h.read_only {
+            return Err(CacheError::WrongState {
+                addr: h.addr,
+                reason: "read-only protection gives no mutable access",
+            });
+        }
+        self.slab
+            .entry_mut(h.slot)
+            .icr
+            .as_mut()
+            .ok_or(CacheError::EntryBusy { addr: h.addr })
+    }
+
+    // ----- unprotect (MDC-047 .. MDC-056) -----
+
+    /// End a protection. Returns the object when `DELETED | TAKE_OWNERSHIP` hands it back.
+    pub fn unprotect(&mut self, h: ProtectHandle, flags: UnprotectFlags) -> Result<Option<T::Icr>> {
+        let addr = h.addr;
+        let r = self.unprotect_inner(h, flags);
+        if self.tracer.is_some() {
+            let names = [
+                (UnprotectFlags::DIRTIED, " dirtied"),
+                (UnprotectFlags::DELETED, " deleted"),
+                (UnprotectFlags::PIN, " pin"),
+                (UnprotectFlags::UNPIN, " unpin"),
+                (UnprotectFlags::SET_FLUSH_MARKER, " mark"),
+                (UnprotectFlags::FREE_FILE_SPACE, " free_space"),
+                (UnprotectFlags::TAKE_OWNERSHIP, " take_ownership"),
+            ];
+            let words: String = names
+                .iter()
+                .filter(|(f, _)| flags.contains(*f))
+                .map(|(_, w)| *w)
+                .collect();
+            self.trace_op(
+                format_args!("unprotect {addr:#x}{words}"),
+                r.is_ok().then_some("ok"),
+            );
+        }
+        self.after_op();
+        r
+    }
+
+    fn unprotect_inner(
+        &mut self,
+        h: ProtectHandle,
+        flags: UnprotectFlags,
+    ) -> Result<Option<T::Icr>> {
+        use UnprotectFlags as U;
+        let addr = h.addr;
+        let bad = |reason| CacheError::InvalidFlags {
+            call: "unprotect",
+            reason,
+        };
+        if flags.contains(U::PIN | U::UNPIN) {
+            return Err(bad("PIN and UNPIN together"));
+        }
+        if flags.intersects(U::FREE_FILE_SPACE | U::TAKE_OWNERSHIP) && !flags.contains(U::DELETED) {
+            return Err(bad("FREE_FILE_SPACE and TAKE_OWNERSHIP need DELETED"));
+        }
+        if flags.contains(U::FREE_FILE_SPACE | U::TAKE_OWNERSHIP) {
+            return Err(bad("FREE_FILE_SPACE and TAKE_OWNERSHIP together"));
+        }
+        self.check_handle(&h)?;
+        let slot = h.slot;
+        let e = self.slab.entry(slot);
+        if e.busy() {
+            return Err(CacheError::EntryBusy { addr });
+        }
+        if e.read_only != h.read_only {
+            return Err(CacheError::StaleHandle);
+        }
+        if flags.contains(U::DIRTIED) && e.read_only {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "DIRTIED on a read-only protection",
+            });
+        }
+        if flags.contains(U::PIN) && e.pinned_client {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "PIN on an entry already pinned by the client",
+            });
+        }
+        if flags.contains(U::UNPIN) && !e.pinned_client {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "UNPIN on an entry not pinned by the client",
+            });
+        }
+        if flags.contains(U::DELETED) {
+            if e.pinned_client && !flags.contains(U::UNPIN) {
+                return Err(CacheError::WrongState {
+                    addr,
+                    reason: "deleting a pinned entry needs UNPIN",
+                });
+            }
+            if !e.children.is_empty() {
+                return Err(CacheError::WrongState {
+                    addr,
+                    reason: "deleting a flush-dependency parent that still has children",
+                });
+            }
+            if !e.parents.is_empty() {
+                return Err(CacheError::WrongState {
+                    addr,
+                    reason: "deleting a flush-dependency child that is still linked",
+                });
+            }
+            if e.read_only && e.ro_refs > 1 {
+                return Err(CacheError::WrongState {
+                    addr,
+                    reason: "deleting an entry other readers still hold",
+                });
+            }
+            if flags.contains(U::FREE_FILE_SPACE) && self.ctx.is_temporary(addr) {
+                return Err(CacheError::WrongState {
+                    addr,
+                    reason: "freeing file space of an entry in temporary space",
+                });
+            }
+        }
+        let class = e.class;
+        // Read-only protections release the entry only with the last reader (MDC-032).
+        let last_reader = {
+            let e = self.slab.entry_mut(slot);
+            if e.read_only {
+                e.ro_refs -= 1;
+            }
+            e.ro_refs == 0
+        };
+        if flags.contains(U::PIN) {
+            let e = self.slab.entry_mut(slot);
+            e.pinned_client = true;
+            e.life.pins += 1;
+            self.stats.pin(class);
+        }
+        if flags.contains(U::UNPIN) {
+            self.slab.entry_mut(slot).pinned_client = false;
+            self.stats.unpin(class);
+        }
+        if flags.contains(U::SET_FLUSH_MARKER) {
+            self.slab.entry_mut(slot).flush_marker = true;
+        }
+        if !last_reader {
+            return Ok(None);
+        }
+        let (dirtied, clear_on_unprotect, was_dirty, size) = {
+            let e = self.slab.entry_mut(slot);
+            let d = e.dirtied || flags.contains(U::DIRTIED);
+            let c = e.clear_on_unprotect;
+            e.dirtied = false;
+            e.clear_on_unprotect = false;
+            e.read_only = false;
+            (d, c, e.dirty, e.size)
+        };
+        if dirtied {
+            if !was_dirty {
+                self.stats
+                    .parallel_dirty_created(crate::stats::DirtySource::Unprotect, size);
+            }
+            self.set_dirty(slot, true);
+        } else if clear_on_unprotect && was_dirty {
+            self.clear_entry(slot, false)?;
+        }
+        // Back to the pinned list or the LRU head (MDC-015, MDC-035).
+        self.unlink(slot);
+        let place = self.resting_place(slot);
+        self.link(slot, place);
+        if flags.contains(U::DELETED) {
+            let mut f = EntryFlushFlags::CLEAR_ONLY | EntryFlushFlags::INVALIDATE;
+            if flags.contains(U::FREE_FILE_SPACE) {
+                f |= EntryFlushFlags::FREE_FILE_SPACE;
+            }
+            if flags.contains(U::TAKE_OWNERSHIP) {
+                f |= EntryFlushFlags::TAKE_OWNERSHIP;
+            }
+            return self.flush_single(slot, f);
+        }
+        Ok(None)
+    }
+
+    // ----- pin / unpin (MDC-057 .. MDC-060) -----
+
+    /// Pin an entry that is protected and not already pinned by the client (MDC-057).
+    pub fn pin_protected(&mut self, addr: u64) -> Result<()> {
+        let r = self.pin_protected_inner(addr);
+        self.trace_op(format_args!("pin {addr:#x}"), r.is_ok().then_some("ok"));
+        self.after_op();
+        r
+    }
+
+    fn pin_protected_inner(&mut self, addr: u64) -> Result<()> {
+        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let e = self.slab.entry_mut(slot);
+        if e.place != Place::Protected {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "only a protected entry can be pinned",
+            });
+        }
+        if e.pinned_client {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "entry is already pinned by the client",
+            });
+        }
+        e.pinned_client = true;
+        e.life.pins += 1;
+        let class = e.class;
+        self.stats.pin(class);
+        Ok(())
+    }
+
+    /// Remove the client's pin (MDC-058). An unprotected entry that no dependency pins goes to the LRU
+    /// head.
+    pub fn unpin(&mut self, addr: u64) -> Result<()> {
+        let r = self.unpin_inner(addr);
+        self.trace_op(format_args!("unpin {addr:#x}"), r.is_ok().then_some("ok"));
+        self.after_op();
+        r
+    }
+
+    fn unpin_inner(&mut self, addr: u64) -> Result<()> {
+        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let e = self.slab.entry_mut(slot);
+        if !e.pinned_client {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "entry is not pinned by the client",
+            });
+        }
+        e.pinned_client = false;
+        let class = e.class;
+        self.stats.unpin(class);
+        self.replace_if_pin_changed(slot);
+        Ok(())
+    }
+
+    // ----- mark dirty / clean (MDC-061, MDC-062) -----
+
+    /// Report a change to a protected or pinned entry (MDC-061).
+    pub fn mark_dirty(&mut self, addr: u64) -> Result<()> {
+        let r = self.mark_dirty_inner(addr);
+        self.trace_op(
+            format_args!("mark_dirty {addr:#x}"),
+            r.is_ok().then_some("ok"),
+        );
+        self.after_op();
+        r
+    }
+
+    fn mark_dirty_inner(&mut self, addr: u64) -> Result<()> {
+        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let e = self.slab.entry_mut(slot);
+        if e.busy() {
+            return Err(CacheError::EntryBusy { addr });
+        }
+        match e.place {
+            Place::Protected if e.read_only => Err(CacheError::WrongState {
+                addr,
+                reason: "mark-dirty of a read-only protected entry",
+            }),
+            Place::Protected => {
+                e.dirtied = true;
+                Ok(())
+            }
+            Place::Pinned => {
+                let (was_dirty, size, class) = (e.dirty, e.size, e.class);
+                if !was_dirty {
+                    self.stats
+                        .parallel_dirty_created(crate::stats::DirtySource::MarkDirty, size);
+                }
+                self.set_dirty(slot, true);
+                self.stats.dirty_pin(class);
+                Ok(())
+            }
+            Place::Lru => Err(CacheError::WrongState {
+                addr,
+                reason: "mark-dirty needs a pinned or protected entry",
+            }),
+        }
+    }
+
+    /// Mark a dirty, unprotected entry clean without writing it (MDC-062). Clean entries are left as
+    /// they are.
+    pub fn mark_clean(&mut self, addr: u64) -> Result<()> {
+        let r = self.mark_clean_inner(addr);
+        self.trace_op(
+            format_args!("mark_clean {addr:#x}"),
+            r.is_ok().then_some("ok"),
+        );
+        self.after_op();
+        r
+    }
+
+    fn mark_clean_inner(&mut self, addr: u64) -> Result<()> {
+        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let e = self.slab.entry(slot);
+        if e.busy() {
+            return Err(CacheError::EntryBusy { addr });
+        }
+        if e.place == Place::Protected {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "a protected entry is marked clean at unprotect",
+            });
+        }
+        if e.dirty {
+            self.clear_entry(slot, false)?;
+        }
+        Ok(())
+    }
+
+    /// Mark a dirty entry clean without writing: clear callback, totals, stats (MDC-062, MDC-073).
+    pub(crate) fn clear_entry(&mut self, slot: u32, about_to_destroy: bool) -> Result<()> {
+        let (class, addr, pinned) = {
+            let e = self.slab.entry(slot);
+            (e.class, e.addr, e.is_pinned())
+        };
+        let r = self.with_icr(slot, |_, cls, icr| cls.clear(icr, about_to_destroy))?;
+        r.map_err(self.client_err(class, Callback::Clear, addr))?;
+        self.set_dirty(slot, false);
+        self.slab.entry_mut(slot).life.clears += 1;
+        self.stats.clear(class, pinned);
+        Ok(())
+    }
+
+    // ----- resize (MDC-063) -----
+
+    /// Change the size of a pinned or protected entry. The entry becomes dirty; nothing is evicted now.
+    pub fn resize(&mut self, addr: u64, new_size: usize) -> Result<()> {
+        let r = self.resize_inner(addr, new_size);
+        self.trace_op(
+            format_args!("resize {addr:#x} {new_size}"),
+            r.is_ok().then_some("ok"),
+        );
+        self.after_op();
+        r
+    }
+
+    fn resize_inner(&mut self, addr: u64, new_size: usize) -> Result<()> {
+        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let e = self.slab.entry(slot);
+        if new_size == 0 {
+            return Err(CacheError::InvalidSize { addr, size: 0 });
+        }
+        if e.busy() {
+            return Err(CacheError::EntryBusy { addr });
+        }
+        if !(e.place == Place::Protected || e.place == Place::Pinned) {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "resize needs a pinned or protected entry",
+            });
+        }
+        if e.place == Place::Protected && e.read_only {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "resize of a read-only protected entry",
+            });
+        }
+        let old = e.size;
+        if new_size > old {
+            self.flash_check(new_size - old);
+        }
+        self.change_size(slot, new_size);
+        self.set_dirty(slot, true);
+        Ok(())
+    }
+
+    // ----- move (MDC-064) -----
+
+    /// Give a cached entry a new address. Returns `Ok(false)` if `old_addr` is not cached.
+    pub fn move_entry(&mut self, class: u8, old_addr: u64, new_addr: u64) -> Result<bool> {
+        let r = self.move_inner(class, old_addr, new_addr);
+        self.trace_op(
+            format_args!("move {old_addr:#x} {new_addr:#x}"),
+            r.as_ref().ok().map(|m| if *m { "ok" } else { "absent" }),
+        );
+        self.after_op();
+        r
+    }
+
+    fn move_inner(&mut self, class: u8, old_addr: u64, new_addr: u64) -> Result<bool> {
+        let Some(slot) = self.peek(old_addr) else {
+            return Ok(false);
+        };
+        let e = self.slab.entry(slot);
+        if e.class != class {
+            return Err(CacheError::ClassMismatch {
+                addr: old_addr,
+                cached: self.class_name(e.class),
+                requested: self.class_name(class),
+            });
+        }
+        if e.busy() {
+            return Err(CacheError::EntryBusy { addr: old_addr });
+        }
+        if e.place == Place::Protected && e.read_only {
+            return Err(CacheError::WrongState {
+                addr: old_addr,
+                reason: "moving a read-only protected entry",
+            });
+        }
+        if new_addr == old_addr {
+            return Ok(true);
+        }
+        if new_addr == UNDEFINED_ADDR {
+            return Err(CacheError::InvalidArgument {
+                what: "new_addr",
+                reason: "undefined address",
+            });
+        }
+        if self.peek(new_addr).is_some() {
+            return Err(CacheError::AddressInUse { addr: new_addr });
+        }
+        let (was_dirty, size) = (e.dirty, e.size);
+        self.rekey(slot, new_addr);
+        if !was_dirty {
+            self.stats
+                .parallel_dirty_created(crate::stats::DirtySource::Move, size);
+        }
+        self.set_dirty(slot, true);
+        self.stats.moved(class);
+        Ok(true)
+    }
+
+    // ----- expunge (MDC-065) -----
+
+    /// Remove an entry without writing it. Not cached: nothing happens.
+    pub fn expunge(&mut self, class: u8, addr: u64, flags: ExpungeFlags) -> Result<()> {
+        let r = self.expunge_inner(class, addr, flags);
+        self.trace_op(format_args!("expunge {addr:#x}"), r.is_ok().then_some("ok"));
+        self.after_op();
+        r
+    }
+
+    fn expunge_inner(&mut self, class: u8, addr: u64, flags: ExpungeFlags) -> Result<()> {
+        let Some(slot) = self.peek(addr) else {
+            return Ok(());
+        };
+        let e = self.slab.entry(slot);
+        if e.class != class {
+            return Err(CacheError::ClassMismatch {
+                addr,
+                cached: self.class_name(e.class),
+                requested: self.class_name(class),
+            });
+        }
+        if e.busy() {
+            return Err(CacheError::EntryBusy { addr });
+        }
+        if e.place == Place::Protected {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "expunge of a protected entry",
+            });
+        }
+        if e.is_pinned() {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "expunge of a pinned entry",
+            });
+        }
+        let mut f = EntryFlushFlags::CLEAR_ONLY | EntryFlushFlags::INVALIDATE;
+        if flags.contains(ExpungeFlags::FREE_FILE_SPACE) {
+            if self.ctx.is_temporary(addr) {
+                return Err(CacheError::WrongState {
+                    addr,
+                    reason: "freeing file space of an entry in temporary space",
+                });
+            }
+            f |= EntryFlushFlags::FREE_FILE_SPACE;
+        }
+        self.flush_single(slot, f)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,290 @@
+//! Writing and evicting one entry (spec §3.9).
+
+use crate::cache::{LogFlushEvent, MetadataCache, Place};
+use crate::class::{CacheTypes, FileContext, NotifyAction};
+use crate::error::{CacheError, Callback, Result};
+use crate::flags::EntryFlushFlags;
+
+/// Byte pattern the serialize buffer starts with, so that unwritten bytes are recognisable (MDC-070).
+pub const SERIALIZE_POISON: u8 = 0xA5;
+
+/// What a write observed, for the flush loop's restart rule (MDC-076).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WriteOutcome {
+    pub(crate) slist_changed: bool,
+}
+
+impl<T: CacheTypes> MetadataCache<T> {
+    /// Write a dirty entry (MDC-068): pre-serialize, apply move/resize, serialize, write, log, mark
+    /// clean (an LRU entry moves to the LRU head), notify `AfterFlush`.
+    pub(crate) fn write_entry(&mut self, slot: u32, in_cache_flush: bool) -> Result<WriteOutcome> {
+        let (class, addr0, len0) = {
+            let e = self.slab.entry(slot);
+            (e.class, e.addr, e.size)
+        };
+        if self.slab.entry(slot).busy() {
+            return Err(CacheError::EntryBusy { addr: addr0 });
+        }
+        let info_flags = self.class(class)?.info().flags;
+        let mem_type = self.class(class)?.info().mem_type;
+        self.slab.entry_mut(slot).flush_in_progress = true;
+        let result = self.write_entry_steps(slot, class, addr0, len0, in_cache_flush, info_flags);
+        if let Some(e) = self.slab.nodes[slot as usize].entry.as_mut() {
+            e.flush_in_progress = false;
+        }
+        let (outcome, addr, len) = result?;
+        if let Some(log) = self.log_flush.as_mut() {
+            log(LogFlushEvent {
+                addr,
+                len,
+                class,
+                mem_type,
+            });
+        }
+        let pinned = self.slab.entry(slot).is_pinned();
+        self.slab.entry_mut(slot).image_up_to_date = true;
+        self.set_dirty(slot, false);
+        self.slab.entry_mut(slot).life.flushes += 1;
+        self.stats.flush(class, pinned);
+        self.notify(slot, NotifyAction::AfterFlush)?;
+        Ok(outcome)
+    }
+
+    fn write_entry_steps(
+        &mut self,
+        slot: u32,
+        class: u8,
+        addr0: u64,
+        len0: usize,
+        in_cache_flush: bool,
+        info_flags: crate::class::ClassFlags,
+    ) -> Result<(WriteOutcome, u64, usize)> {
+        self.slist_changed = false;
+        let pre = self.with_icr(slot, |c, cls, icr| cls.pre_serialize(c, icr, addr0, len0))?;
+        let pre = pre.map_err(self.client_err(class, Callback::PreSerialize, addr0))?;
+        let mut changed = self.slist_changed;
+        if changed {
+            self.stats.slist_change_in_pre_serialize += 1;
+        }
+        if pre.flags.moved && pre.new_addr != addr0 {
+            if self.peek(pre.new_addr).is_some() {
+                return Err(CacheError::AddressInUse { addr: pre.new_addr });
+            }
+            self.rekey(slot, pre.new_addr);
+            self.stats.flush_move(class, in_cache_flush);
+            changed = true;
+        }
+        if pre.flags.resized && pre.new_len != len0 {
+            if pre.new_len == 0 {
+                return Err(CacheError::InvalidSize {
+                    addr: addr0,
+                    size: 0,
+                });
+            }
+            self.change_size(slot, pre.new_len);
+            self.stats.flush_size_change(class, in_cache_flush);
+            changed = true;
+        }
+        let (addr, len) = {
+            let e = self.slab.entry(slot);
+            (e.addr, e.size)
+        };
+        let mut buf = std::mem::take(&mut self.slab.entry_mut(slot).image);
+        buf.clear();
+        buf.resize(len, SERIALIZE_POISON);
+        self.slist_changed = false;
+        let ser = self.with_icr(slot, |c, cls, icr| cls.serialize(c, icr, &mut buf))?;
+        if self.slist_changed {
+            self.stats.slist_change_in_serialize += 1;
+            changed = true;
+        }
+        if let Err(source) = ser {
+            self.slab.entry_mut(slot).image = buf;
+            return Err(CacheError::Client {
+                class: self.class_name(class),
+                callback: Callback::Serialize,
+                addr,
+                source,
+            });
+        }
+        // Writes into temporary space (at or past the EOA) are refused (MDC-096, E-39).
+        let eoa = self.ctx.end_of_allocation();
+        if addr.checked_add(len as u64).is_none_or(|end| end > eoa) {
+            self.slab.entry_mut(slot).image = buf;
+            return Err(CacheError::PastEndOfAllocation {
+                what: "write",
+                addr,
+                len,
+                eoa,
+            });
+        }
+        if !(info_flags.skip_writes() || info_flags.no_io()) {
+            if let Err(e) = self.storage.write_at(addr, &buf) {
+                self.slab.entry_mut(slot).image = buf;
+                return Err(e.into());
+            }
+            self.stats.bytes_written += len as u64;
+            self.stats.writes += 1;
+        }
+        self.slab.entry_mut(slot).image = buf;
+        Ok((
+            WriteOutcome {
+                slist_changed: changed,
+            },
+            addr,
+            len,
+        ))
+    }
+
+    /// Evict an unprotected, unpinned entry (MDC-072): notify `BeforeEvict`, drop remaining
+    /// dependency links, remove it, free its object (or hand it back).
+    pub(crate) fn evict(&mut self, slot: u32, take_ownership: bool) -> Result<Option<T::Icr>> {
+        let (class, addr) = {
+            let e = self.slab.entry(slot);
+            (e.class, e.addr)
+        };
+        self.slab.entry_mut(slot).destroy_in_progress = true;
+        if let Err(err) = self.notify(slot, NotifyAction::BeforeEvict) {
+            self.slab.entry_mut(slot).destroy_in_progress = false;
+            return Err(err);
+        }
+        // A child whose client did not unlink it in BeforeEvict is unlinked here so that no parent
+        // keeps a dangling child.
+        let parents: Vec<u32> = self.slab.entry(slot).parents.clone();
+        for p in parents {
+            self.unlink_dependency(p, slot);
+        }
+        if !self.slab.entry(slot).children.is_empty() {
+            self.slab.entry_mut(slot).destroy_in_progress = false;
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "evicting a flush-dependency parent",
+            });
+        }
+        self.unlink(slot);
+        let e = self.index_remove(slot);
+        self.stats.eviction(class);
+        let icr = e
+            .icr
+            .ok_or(CacheError::Invariant("evicted entry had no object"))?;
+        if take_ownership {
+            return Ok(Some(icr));
+        }
+        let cls = self.class(class)?;
+        cls.free_icr(icr)
+            .map_err(self.client_err(class, Callback::FreeIcr, addr))?;
+        Ok(None)
+    }
+
+    /// Single-entry flush with the flag combinations of MDC-067 table 1.
+    pub(crate) fn flush_single(
+        &mut self,
+        slot: u32,
+        flags: EntryFlushFlags,
+    ) -> Result<Option<T::Icr>> {
+        use EntryFlushFlags as F;
+        let clear_only = flags.contains(F::CLEAR_ONLY);
+        let invalidate = flags.contains(F::INVALIDATE);
+        let free_space = flags.contains(F::FREE_FILE_SPACE);
+        let take = flags.contains(F::TAKE_OWNERSHIP);
+        let legal = matches!(
+            (clear_only, invalidate, free_space, take),
+            (false, false, false, false)
+                | (true, false, false, false)
+                | (false, true, false, false)
+                | (true, true, false, false)
+                | (true, true, true, false)
+                | (false, true, false, true)
+                | (true, true, false, true)
+        );
+        if !legal {
+            return Err(CacheError::InvalidFlags {
+                call: "flush_entry",
+                reason: "combination not in table 1",
+            });
+        }
+        let (addr, dirty, place, pinned, ndirty_children) = {
+            let e = self.slab.entry(slot);
+            (e.addr, e.dirty, e.place, e.is_pinned(), e.ndirty_children)
+        };
+        if self.slab.entry(slot).busy() {
+            return Err(CacheError::EntryBusy { addr });
+        }
+        if place == Place::Protected {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "a protected entry cannot be flushed",
+            });
+        }
+        if !invalidate && !dirty {
+            // public paths choose only dirty entries for these.
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "plain or clear-only flush of a clean entry",
+            });
+        }
+        if invalidate && pinned {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "a pinned entry cannot be evicted",
+            });
+        }
+        if dirty && !clear_only && ndirty_children > 0 {
+            return Err(CacheError::FlushDependency {
+                parent: addr,
+                child: addr,
+                reason: "the entry has dirty flush-dependency children",
+            });
+        }
+        if free_space && self.ctx.is_temporary(addr) {
+            return Err(CacheError::WrongState {
+                addr,
+                reason: "freeing file space of an entry in temporary space",
+            });
+        }
+        if dirty {
+            if clear_only {
+                if !take {
+                    self.clear_entry(slot, invalidate)?;
+                } else {
+                    self.set_dirty(slot, false);
+                }
+            } else {
+                self.write_entry(slot, false)?;
+            }
+        }
+        if !invalidate {
+            return Ok(None);
+        }
+        let (class, size) = {
+            let e = self.slab.entry(slot);
+            (e.class, e.size)
+        };
+        let fsf = if free_space {
+            let cls = self.class(class)?;
+            let e = self.slab.entry(slot);
+            let icr = e.icr.as_ref().ok_or(CacheError::EntryBusy { addr })?;
+            Some(cls.get_fsf_size(icr).unwrap_or(size as u64))
+        } else {
+            None
+        };
+        let icr = self.evict(slot, take)?;
+        if let Some(len) = fsf {
+            self.ctx
+                .free_file_space(addr, len)
+                .map_err(self.client_err(class, Callback::FreeFileSpace, addr))?;
+        }
+        Ok(icr)
+    }
+
+    /// Flush one entry with explicit flags (MDC-067). Returns the object for `TAKE_OWNERSHIP`.
+    pub fn flush_entry(&mut self, addr: u64, flags: EntryFlushFlags) -> Result<Option<T::Icr>> {
+        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        if !self.write_ok() && !flags.contains(EntryFlushFlags::CLEAR_ONLY) {
+            return Err(CacheError::WriteNotPermitted);
+        }
+        let r = self.flush_single(slot, flags);
+        self.after_op();
+        r
+    }
+}
