@@ -21,6 +21,9 @@ use crate::resize::{EpochMarkers, ResizeReport};
 use crate::stats::Stats;
 use crate::trace::Tracer;
 
+/// Receiver of resize reports (MDC-125).
+pub(crate) type ReportHook = Box<dyn FnMut(&ResizeReport) + Send>;
+
 /// Upper bound on the number of client class ids (MDC-009).
 pub const MAX_CLASS_IDS: usize = 32;
 /// Default index bucket count (MDC-002).
@@ -465,6 +468,8 @@ impl<T: CacheTypes> CacheBuilder<T> {
             pl: List::default(),
             pel: List::default(),
             slist: BTreeMap::new(),
+            #[cfg(debug_assertions)]
+            by_addr: BTreeMap::new(),
             slist_size: 0,
             num_last_entries: 0,
             max_cache_size: 0,
@@ -494,6 +499,8 @@ impl<T: CacheTypes> CacheBuilder<T> {
             checksum_retries: self.checksum_retries,
             stats_prefix: String::new(),
             dump_stats_on_close: false,
+            callback_depth: 0,
+            invariant_checks: true,
         };
         cache.apply_config(&self.config)?;
         if let Some((max, min_clean)) = self.raw_sizes {
@@ -525,6 +532,9 @@ pub struct MetadataCache<T: CacheTypes> {
     pub(crate) pl: List,
     pub(crate) pel: List,
     pub(crate) slist: BTreeMap<u64, u32>,
+    /// Every entry by address, kept in debug builds for the overlap check (MDC-001).
+    #[cfg(debug_assertions)]
+    pub(crate) by_addr: BTreeMap<u64, u32>,
     pub(crate) slist_size: usize,
     pub(crate) num_last_entries: usize,
     pub(crate) max_cache_size: usize,
@@ -546,7 +556,7 @@ pub struct MetadataCache<T: CacheTypes> {
     pub(crate) check_write_permitted: Option<Box<dyn FnMut() -> bool + Send>>,
     pub(crate) log_flush: Option<Box<dyn FnMut(LogFlushEvent) + Send>>,
     pub(crate) aux: Option<Box<dyn std::any::Any + Send>>,
-    pub(crate) report_hook: Option<Box<dyn FnMut(&ResizeReport) + Send>>,
+    pub(crate) report_hook: Option<ReportHook>,
     pub(crate) reports: Vec<ResizeReport>,
     pub(crate) tracer: Option<Tracer>,
     pub(crate) stats: Stats,
@@ -555,6 +565,10 @@ pub struct MetadataCache<T: CacheTypes> {
     pub(crate) checksum_retries: u32,
     pub(crate) stats_prefix: String,
     pub(crate) dump_stats_on_close: bool,
+    /// Number of callbacks currently running (their calls back into the cache are nested).
+    pub(crate) callback_depth: u32,
+    /// Whether `extreme-checks` runs the full check after each public call.
+    pub(crate) invariant_checks: bool,
 }
 
 impl<T: CacheTypes> std::fmt::Debug for MetadataCache<T> {
@@ -640,6 +654,8 @@ impl<T: CacheTypes> MetadataCache<T> {
         let slot = self.slab.alloc(entry);
         let b = self.bucket_of(addr);
         self.hash_link_head(slot, b);
+        #[cfg(debug_assertions)]
+        self.by_addr.insert(addr, slot);
         self.index_len += 1;
         self.index_size += size;
         if dirty {
@@ -664,6 +680,8 @@ impl<T: CacheTypes> MetadataCache<T> {
         };
         let b = self.bucket_of(addr);
         self.hash_unlink(slot, b);
+        #[cfg(debug_assertions)]
+        self.by_addr.remove(&addr);
         self.index_len -= 1;
         self.index_size -= size;
         if dirty {
@@ -691,6 +709,11 @@ impl<T: CacheTypes> MetadataCache<T> {
         let dirty = self.slab.entry(slot).dirty;
         if dirty {
             self.slist_remove(slot);
+        }
+        #[cfg(debug_assertions)]
+        {
+            self.by_addr.remove(&old_addr);
+            self.by_addr.insert(new_addr, slot);
         }
         self.slab.entry_mut(slot).addr = new_addr;
         let nb = self.bucket_of(new_addr);
@@ -740,12 +763,34 @@ impl<T: CacheTypes> MetadataCache<T> {
                 };
                 aux.push_head(&mut self.slab, slot, Chain::Aux, size, true);
             }
-            Place::Protected => self
-                .pl
-                .push_head(&mut self.slab, slot, Chain::Main, size, true),
+            // The protected set is counted, not linked: nothing walks it on a hot path.
+            Place::Protected => {
+                self.pl.len += 1;
+                self.pl.size += size;
+            }
             Place::Pinned => self
                 .pel
                 .push_head(&mut self.slab, slot, Chain::Main, size, true),
+        }
+        // Every list growth passes through here, so the high-water mark of the list that grew is
+        // sampled even when no total changes (e.g. an unprotect with PIN) (MDC-131).
+        #[cfg(feature = "stats")]
+        {
+            let m = &mut self.stats.max;
+            match place {
+                Place::Lru => {
+                    m.lru_len = m.lru_len.max(self.lru.len);
+                    m.lru_size = m.lru_size.max(self.lru.size);
+                }
+                Place::Protected => {
+                    m.pl_len = m.pl_len.max(self.pl.len);
+                    m.pl_size = m.pl_size.max(self.pl.size);
+                }
+                Place::Pinned => {
+                    m.pel_len = m.pel_len.max(self.pel.len);
+                    m.pel_size = m.pel_size.max(self.pel.size);
+                }
+            }
         }
     }
 
@@ -766,9 +811,10 @@ impl<T: CacheTypes> MetadataCache<T> {
                 };
                 aux.remove(&mut self.slab, slot, Chain::Aux, size, true);
             }
-            Place::Protected => self
-                .pl
-                .remove(&mut self.slab, slot, Chain::Main, size, true),
+            Place::Protected => {
+                self.pl.len -= 1;
+                self.pl.size -= size;
+            }
             Place::Pinned => self
                 .pel
                 .remove(&mut self.slab, slot, Chain::Main, size, true),
@@ -886,11 +932,23 @@ impl<T: CacheTypes> MetadataCache<T> {
         self.record_high_water();
     }
 
+    /// Fold the current totals into the high-water marks (MDC-131).
     pub(crate) fn record_high_water(&mut self) {
         #[cfg(feature = "stats")]
         {
-            let t = self.totals();
-            self.stats.high_water(&t);
+            let m = &mut self.stats.max;
+            m.index_len = m.index_len.max(self.index_len);
+            m.index_size = m.index_size.max(self.index_size);
+            m.clean_size = m.clean_size.max(self.clean_size);
+            m.dirty_size = m.dirty_size.max(self.dirty_size);
+            m.slist_len = m.slist_len.max(self.slist.len());
+            m.slist_size = m.slist_size.max(self.slist_size);
+            m.lru_len = m.lru_len.max(self.lru.len);
+            m.lru_size = m.lru_size.max(self.lru.size);
+            m.pel_len = m.pel_len.max(self.pel.len);
+            m.pel_size = m.pel_size.max(self.pel.size);
+            m.pl_len = m.pl_len.max(self.pl.len);
+            m.pl_size = m.pl_size.max(self.pl.size);
         }
     }
 
@@ -901,11 +959,23 @@ impl<T: CacheTypes> MetadataCache<T> {
         self.clean_size + self.max_cache_size.saturating_sub(self.index_size)
     }
 
+    /// Check that a class id is registered, without cloning the class.
+    pub(crate) fn check_class(&self, id: u8) -> Result<()> {
+        if (id as usize) < self.classes.len() {
+            Ok(())
+        } else {
+            Err(CacheError::BadClass {
+                id: id as usize,
+                reason: "class id not registered",
+            })
+        }
+    }
+
     pub(crate) fn class(&self, id: u8) -> Result<Arc<dyn Class<T>>> {
         self.classes
             .get(id as usize)
             .cloned()
-            .ok_or(CacheError::BadClass {
+            .ok_or_else(|| CacheError::BadClass {
                 id: id as usize,
                 reason: "class id not registered",
             })
@@ -941,8 +1011,10 @@ impl<T: CacheTypes> MetadataCache<T> {
             .entry_mut(slot)
             .icr
             .take()
-            .ok_or(CacheError::EntryBusy { addr })?;
+            .ok_or_else(|| CacheError::EntryBusy { addr })?;
+        self.callback_depth += 1;
         let r = f(self, &class, &mut icr);
+        self.callback_depth -= 1;
         self.slab.entry_mut(slot).icr = Some(icr);
         Ok(r)
     }
@@ -995,7 +1067,9 @@ impl<T: CacheTypes> MetadataCache<T> {
     /// Mutable access to a pinned (unprotected) entry's object. Report changes with
     /// [`mark_dirty`](Self::mark_dirty) (MDC-059, MDC-061).
     pub fn pinned_icr_mut(&mut self, addr: u64) -> Result<&mut T::Icr> {
-        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let slot = self
+            .peek(addr)
+            .ok_or_else(|| CacheError::NotCached { addr })?;
         let e = self.slab.entry_mut(slot);
         if e.place != Place::Pinned {
             return Err(CacheError::WrongState {
@@ -1003,7 +1077,7 @@ impl<T: CacheTypes> MetadataCache<T> {
                 reason: "entry is not pinned and unprotected",
             });
         }
-        e.icr.as_mut().ok_or(CacheError::EntryBusy { addr })
+        e.icr.as_mut().ok_or_else(|| CacheError::EntryBusy { addr })
     }
 
     /// The cached image of an entry (valid when `image_up_to_date`).

@@ -217,7 +217,7 @@ impl CacheConfig {
         Self {
             initial_size: size,
             max_size: size.max(MIN_MAX_CACHE_SIZE),
-            min_size: size.min(MAX_MAX_CACHE_SIZE).max(MIN_MAX_CACHE_SIZE),
+            min_size: size.clamp(MIN_MAX_CACHE_SIZE, MAX_MAX_CACHE_SIZE),
             incr_mode: IncrMode::Off,
             flash_incr_mode: FlashIncrMode::Off,
             decr_mode: DecrMode::Off,

@@ -73,10 +73,10 @@ impl<T: CacheTypes> MetadataCache<T> {
         }
         let p = self
             .peek(parent)
-            .ok_or(Self::dep_err(parent, child, "parent is not resident"))?;
+            .ok_or_else(|| Self::dep_err(parent, child, "parent is not resident"))?;
         let c = self
             .peek(child)
-            .ok_or(Self::dep_err(parent, child, "child is not resident"))?;
+            .ok_or_else(|| Self::dep_err(parent, child, "child is not resident"))?;
         let pe = self.slab.entry(p);
         if !(pe.is_pinned() || pe.place == crate::cache::Place::Protected) {
             return Err(Self::dep_err(
@@ -138,10 +138,10 @@ impl<T: CacheTypes> MetadataCache<T> {
     fn destroy_dep_inner(&mut self, parent: u64, child: u64) -> Result<()> {
         let p = self
             .peek(parent)
-            .ok_or(Self::dep_err(parent, child, "parent is not resident"))?;
+            .ok_or_else(|| Self::dep_err(parent, child, "parent is not resident"))?;
         let c = self
             .peek(child)
-            .ok_or(Self::dep_err(parent, child, "child is not resident"))?;
+            .ok_or_else(|| Self::dep_err(parent, child, "child is not resident"))?;
         if !self.slab.entry(p).children.contains(&c) {
             return Err(Self::dep_err(parent, child, "no such dependency"));
         }

@@ -46,11 +46,13 @@ impl<T: CacheTypes> MetadataCache<T> {
             }
             let e = self.slab.entry(cur);
             let mut own_removals = 0;
+            let mut wrote = false;
             if e.busy() {
                 // being written by an outer call: leave it alone
             } else if e.dirty {
                 if write_ok && e.ndirty_children == 0 {
                     self.write_entry(cur, false)?;
+                    wrote = true;
                 }
             } else if need_room {
                 scanned_for_space += 1;
@@ -62,11 +64,12 @@ impl<T: CacheTypes> MetadataCache<T> {
             let prev_ok = prev == NIL
                 || (Slab::<T::Icr>::is_marker(prev) && self.markers.is_active(prev))
                 || (self.slab.live(prev, prev_gen) && self.slab.entry(prev).place == Place::Lru);
-            cur = if self.removals != removals + own_removals || !prev_ok {
-                self.tail_of(chain)
-            } else {
-                prev
-            };
+            // An entry written at the LRU head (nothing left before it) has moved to the head, which
+            // may now also be the tail: rescan from the tail so that it gets its second pass (MDC-016,
+            // MDC-021) instead of ending the walk with room still needed.
+            let restart =
+                self.removals != removals + own_removals || !prev_ok || (prev == NIL && wrote);
+            cur = if restart { self.tail_of(chain) } else { prev };
         }
         self.stats.make_space(scanned, skipped, scanned_for_space);
         Ok(())

@@ -42,24 +42,23 @@ impl<T: CacheTypes> MetadataCache<T> {
         Ok(())
     }
 
-    /// Debug check that `[addr, addr+size)` overlaps no cached block (MDC-001).
+    /// Debug check that `[addr, addr+size)` overlaps no cached block (MDC-001): only the nearest
+    /// cached blocks below and above `addr` can overlap it.
     fn check_overlap(&self, addr: u64, size: usize) -> Result<()> {
-        if !cfg!(debug_assertions) {
-            return Ok(());
-        }
-        let end = addr.saturating_add(size as u64);
-        for node in &self.slab.nodes {
-            if let Some(e) = &node.entry {
-                let e_end = e.addr.saturating_add(e.size as u64);
-                if e.addr < end && addr < e_end {
-                    return Err(CacheError::Overlap {
-                        addr,
-                        size,
-                        other: e.addr,
-                    });
+        #[cfg(debug_assertions)]
+        {
+            let end = addr.saturating_add(size as u64);
+            let below = self.by_addr.range(..=addr).next_back();
+            let above = self.by_addr.range(addr..).next();
+            for (&other, &slot) in below.into_iter().chain(above) {
+                let other_end = other.saturating_add(self.slab.entry(slot).size as u64);
+                if other < end && addr < other_end {
+                    return Err(CacheError::Overlap { addr, size, other });
                 }
             }
         }
+        #[cfg(not(debug_assertions))]
+        let _ = (addr, size);
         Ok(())
     }
 
@@ -155,7 +154,11 @@ impl<T: CacheTypes> MetadataCache<T> {
             .insertion(class, flags.contains(InsertFlags::PIN));
         self.stats
             .parallel_dirty_created(crate::stats::DirtySource::Insert, size);
-        self.notify(slot, NotifyAction::AfterInsert)?;
+        if let Err(err) = self.notify(slot, NotifyAction::AfterInsert) {
+            // The insert fails as a whole: the entry does not stay behind (like a failed load).
+            self.undo_add(slot);
+            return Err(err);
+        }
         Ok(())
     }
 
@@ -212,7 +215,7 @@ impl<T: CacheTypes> MetadataCache<T> {
         udata: &T::Udata,
         flags: ProtectFlags,
     ) -> Result<ProtectHandle> {
-        self.class(class)?;
+        self.check_class(class)?;
         let read_only = flags.contains(ProtectFlags::READ_ONLY);
         let write_ok = self.write_ok();
         let (slot, hit) = match self.lookup(addr) {
@@ -274,27 +277,19 @@ impl<T: CacheTypes> MetadataCache<T> {
             e.ro_refs
         };
         let generation = self.slab.nodes[slot as usize].generation;
-        if !hit {
-            if let Err(err) = self.notify(slot, NotifyAction::AfterLoad) {
-                // Undo the load so that a failed protect leaves nothing behind (MDC-038).
-                self.unlink(slot);
-                if self.slab.entry(slot).dirty {
-                    self.set_dirty_unlinked_clean(slot);
-                }
-                let e = self.index_remove(slot);
-                if let Some(icr) = e.icr {
-                    let cls = self.class(class)?;
-                    let _ = cls.free_icr(icr);
-                }
-                return Err(err);
-            }
+        if !hit && let Err(err) = self.notify(slot, NotifyAction::AfterLoad) {
+            // Undo the load so that a failed protect leaves nothing behind (MDC-038).
+            self.undo_add(slot);
+            return Err(err);
         }
         self.cache_accesses += 1;
         if hit {
             self.cache_hits += 1;
         }
         self.stats.protect(class, hit, read_only, ro_refs);
-        self.record_high_water();
+        if !hit {
+            self.record_high_water();
+        }
         if self.size_decreased && self.config.evictions_enabled {
             self.size_decreased = false;
             self.make_space(0, write_ok)?;
@@ -310,12 +305,23 @@ impl<T: CacheTypes> MetadataCache<T> {
         })
     }
 
-    /// Clear the dirty bit of an entry that is on no list (used only when undoing a failed load).
-    fn set_dirty_unlinked_clean(&mut self, slot: u32) {
-        // link/unlink around set_dirty keep the list code uniform.
-        self.link(slot, Place::Protected);
-        self.set_dirty(slot, false);
+    /// Remove an entry that a failed insert or load has just added, as if it had never been added:
+    /// drop any flush dependencies its notify created, take it off its list and the index, free its
+    /// object.
+    fn undo_add(&mut self, slot: u32) {
+        let parents = self.slab.entry(slot).parents.clone();
+        for p in parents {
+            self.unlink_dependency(p, slot);
+        }
+        let children = self.slab.entry(slot).children.clone();
+        for c in children {
+            self.unlink_dependency(slot, c);
+        }
         self.unlink(slot);
+        let e = self.index_remove(slot);
+        if let (Some(icr), Ok(cls)) = (e.icr, self.class(e.class)) {
+            let _ = cls.free_icr(icr);
+        }
     }
 
     fn read_image(&mut self, info_flags: ClassFlags, addr: u64, len: usize) -> Result<Vec<u8>> {
@@ -344,15 +350,14 @@ impl<T: CacheTypes> MetadataCache<T> {
         }
     }
 
-    /// The load step (MDC-036, MDC-042 .. MDC-045, Q-35). Neither makes space nor inserts.
+    /// The load step (MDC-036, MDC-042 .. MDC-045, Q-35). Neither makes space nor inserts. A
+    /// checksum mismatch re-reads the whole entry, up to `checksum_retries` times.
     fn load(&mut self, class: u8, addr: u64, udata: &T::Udata) -> Result<Loaded<T::Icr>> {
         let cls = self.class(class)?;
         let info = cls.info().clone();
         if info.flags.no_io() {
             return Err(CacheError::NoIoClass { class: info.name });
         }
-        let speculative = info.flags.contains(ClassFlags::SPECULATIVE_LOAD);
-        let compressed = info.flags.contains(ClassFlags::COMPRESSED);
         let initial = cls.get_initial_load_size(udata).map_err(self.client_err(
             class,
             Callback::GetInitialLoadSize,
@@ -362,38 +367,10 @@ impl<T: CacheTypes> MetadataCache<T> {
             return Err(CacheError::InvalidSize { addr, size: 0 });
         }
         let mut attempts = 0u32;
-        let (mut image, final_size_known) = loop {
+        loop {
             attempts += 1;
-            let len = self.clip_read(addr, initial, speculative)?;
-            let mut image = self.read_image(info.flags, addr, len)?;
-            let final_len = cls
-                .get_final_load_size(&image, udata)
-                .map_err(self.client_err(class, Callback::GetFinalLoadSize, addr))?;
-            if let Some(final_len) = final_len {
-                if final_len == 0 {
-                    return Err(CacheError::InvalidSize { addr, size: 0 });
-                }
-                if final_len > image.len() {
-                    if !speculative {
-                        return Err(CacheError::LoadSizeGrew {
-                            addr,
-                            bound: image.len(),
-                            reported: final_len,
-                        });
-                    }
-                    let len = self.clip_read(addr, final_len, false)?;
-                    image = self.read_image(info.flags, addr, len)?;
-                } else {
-                    image.truncate(final_len);
-                }
-            }
-            let ok = cls.verify_checksum(&image, udata).map_err(self.client_err(
-                class,
-                Callback::VerifyChecksum,
-                addr,
-            ))?;
-            if ok {
-                break (image, final_len.is_some());
+            if let Some(loaded) = self.load_attempt(&cls, &info, addr, udata, initial)? {
+                return Ok(loaded);
             }
             self.stats.checksum_retry();
             if attempts > self.checksum_retries {
@@ -403,66 +380,144 @@ impl<T: CacheTypes> MetadataCache<T> {
                     attempts,
                 });
             }
+        }
+    }
+
+    /// One read-verify-decode attempt; `None` when the checksum of the final image is wrong. The
+    /// checksum is always verified on the image of the entry's real size: before decoding when the
+    /// size is known from the image prefix or fixed, after sizing when only decoding tells it.
+    fn load_attempt(
+        &mut self,
+        cls: &std::sync::Arc<dyn crate::class::Class<T>>,
+        info: &crate::class::ClassInfo,
+        addr: u64,
+        udata: &T::Udata,
+        initial: usize,
+    ) -> Result<Option<Loaded<T::Icr>>> {
+        let class = info.id;
+        let speculative = info.flags.contains(ClassFlags::SPECULATIVE_LOAD);
+        let compressed = info.flags.contains(ClassFlags::COMPRESSED);
+        let len = self.clip_read(addr, initial, speculative)?;
+        let mut image = self.read_image(info.flags, addr, len)?;
+        let verify = |this: &Self, image: &[u8]| {
+            cls.verify_checksum(image, udata).map_err(this.client_err(
+                class,
+                Callback::VerifyChecksum,
+                addr,
+            ))
         };
-        let deser = |image: &[u8], this: &Self| {
+        let deserialize = |this: &Self, image: &[u8]| {
             cls.deserialize(image, udata).map_err(this.client_err(
                 class,
                 Callback::Deserialize,
                 addr,
             ))
         };
-        let mut d = deser(&image, self)?;
-        if (speculative || compressed) && !final_size_known {
-            let actual =
-                cls.image_len(&d.icr)
-                    .map_err(self.client_err(class, Callback::ImageLen, addr))?;
-            if actual == 0 {
-                let _ = cls.free_icr(d.icr);
+        // Release a decoded object on a failed load, like every other failed-load path (MDC-038).
+        let discard = |icr: T::Icr, err: CacheError| {
+            let _ = cls.free_icr(icr);
+            Err(err)
+        };
+        let final_len = cls
+            .get_final_load_size(&image, udata)
+            .map_err(self.client_err(class, Callback::GetFinalLoadSize, addr))?;
+        if let Some(final_len) = final_len {
+            if final_len == 0 {
                 return Err(CacheError::InvalidSize { addr, size: 0 });
             }
-            if actual > image.len() {
-                if compressed || !speculative {
-                    let bound = image.len();
-                    let _ = cls.free_icr(d.icr);
+            if final_len > image.len() {
+                if !speculative {
                     return Err(CacheError::LoadSizeGrew {
+                        addr,
+                        bound: image.len(),
+                        reported: final_len,
+                    });
+                }
+                let len = self.clip_read(addr, final_len, false)?;
+                image = self.read_image(info.flags, addr, len)?;
+            } else {
+                image.truncate(final_len);
+            }
+        }
+        if final_len.is_some() || !(speculative || compressed) {
+            if !verify(self, &image)? {
+                return Ok(None);
+            }
+            let d = deserialize(self, &image)?;
+            let size = image.len();
+            return Ok(Some(Loaded {
+                icr: d.icr,
+                size,
+                image,
+                repaired: d.repaired,
+            }));
+        }
+        // The size is known only after decoding (MDC-042 speculative, MDC-045 compressed).
+        let image_len = |this: &Self, icr: &T::Icr| {
+            cls.image_len(icr)
+                .map_err(this.client_err(class, Callback::ImageLen, addr))
+        };
+        let mut d = deserialize(self, &image)?;
+        let actual = match image_len(self, &d.icr) {
+            Ok(n) => n,
+            Err(e) => return discard(d.icr, e),
+        };
+        if actual == 0 {
+            return discard(d.icr, CacheError::InvalidSize { addr, size: 0 });
+        }
+        if actual > image.len() {
+            if compressed || !speculative {
+                let bound = image.len();
+                return discard(
+                    d.icr,
+                    CacheError::LoadSizeGrew {
                         addr,
                         bound,
                         reported: actual,
-                    });
-                }
-                // Speculative guess too small: discard the first object and read again (MDC-042).
-                cls.free_icr(d.icr)
-                    .map_err(self.client_err(class, Callback::FreeIcr, addr))?;
-                self.stats.speculative_retry();
-                let len = self.clip_read(addr, actual, false)?;
-                image = self.read_image(info.flags, addr, len)?;
-                d = deser(&image, self)?;
-                let again = cls.image_len(&d.icr).map_err(self.client_err(
-                    class,
-                    Callback::ImageLen,
-                    addr,
-                ))?;
-                if again > image.len() {
-                    let bound = image.len();
-                    let _ = cls.free_icr(d.icr);
-                    return Err(CacheError::LoadSizeGrew {
+                    },
+                );
+            }
+            // Speculative guess too small: discard the first object and read again (MDC-042).
+            cls.free_icr(d.icr)
+                .map_err(self.client_err(class, Callback::FreeIcr, addr))?;
+            self.stats.speculative_retry();
+            let len = self.clip_read(addr, actual, false)?;
+            image = self.read_image(info.flags, addr, len)?;
+            d = deserialize(self, &image)?;
+            let again = match image_len(self, &d.icr) {
+                Ok(n) => n,
+                Err(e) => return discard(d.icr, e),
+            };
+            if again > image.len() {
+                let bound = image.len();
+                return discard(
+                    d.icr,
+                    CacheError::LoadSizeGrew {
                         addr,
                         bound,
                         reported: again,
-                    });
-                }
-                image.truncate(again);
-            } else {
-                image.truncate(actual);
+                    },
+                );
             }
+            image.truncate(again);
+        } else {
+            image.truncate(actual);
+        }
+        match verify(self, &image) {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = cls.free_icr(d.icr);
+                return Ok(None);
+            }
+            Err(e) => return discard(d.icr, e),
         }
         let size = image.len();
-        Ok(Loaded {
+        Ok(Some(Loaded {
             icr: d.icr,
             size,
             image,
             repaired: d.repaired,
-        })
+        }))
     }
 
     // ----- access to protected objects -----
@@ -471,8 +526,10 @@ impl<T: CacheTypes> MetadataCache<T> {
         if !self.slab.live(h.slot, h.generation) {
             return Err(CacheError::StaleHandle);
         }
+        // Slot and generation name the entry; its address may have changed since (a move of a
+        // read-write protected entry, Q-04), so the handle follows the entry, not the address.
         let e = self.slab.entry(h.slot);
-        if e.place != Place::Protected || e.addr != h.addr {
+        if e.place != Place::Protected {
             return Err(CacheError::StaleHandle);
         }
         Ok(())
@@ -485,7 +542,7 @@ impl<T: CacheTypes> MetadataCache<T> {
             .entry(h.slot)
             .icr
             .as_ref()
-            .ok_or(CacheError::EntryBusy { addr: h.addr })
+            .ok_or_else(|| CacheError::EntryBusy { addr: h.addr })
     }
 
     /// The protected object, mutably (read-write protections only). Report changes with `DIRTIED`.
@@ -501,14 +558,18 @@ impl<T: CacheTypes> MetadataCache<T> {
             .entry_mut(h.slot)
             .icr
             .as_mut()
-            .ok_or(CacheError::EntryBusy { addr: h.addr })
+            .ok_or_else(|| CacheError::EntryBusy { addr: h.addr })
     }
 
     // ----- unprotect (MDC-047 .. MDC-056) -----
 
     /// End a protection. Returns the object when `DELETED | TAKE_OWNERSHIP` hands it back.
     pub fn unprotect(&mut self, h: ProtectHandle, flags: UnprotectFlags) -> Result<Option<T::Icr>> {
-        let addr = h.addr;
+        let addr = if self.slab.live(h.slot, h.generation) {
+            self.slab.entry(h.slot).addr
+        } else {
+            h.addr
+        };
         let r = self.unprotect_inner(h, flags);
         if self.tracer.is_some() {
             let names = [
@@ -540,7 +601,6 @@ impl<T: CacheTypes> MetadataCache<T> {
         flags: UnprotectFlags,
     ) -> Result<Option<T::Icr>> {
         use UnprotectFlags as U;
-        let addr = h.addr;
         let bad = |reason| CacheError::InvalidFlags {
             call: "unprotect",
             reason,
@@ -554,9 +614,15 @@ impl<T: CacheTypes> MetadataCache<T> {
         if flags.contains(U::FREE_FILE_SPACE | U::TAKE_OWNERSHIP) {
             return Err(bad("FREE_FILE_SPACE and TAKE_OWNERSHIP together"));
         }
+        // Rejected up front: pinning would happen before the delete fails, leaving a half-done call.
+        if flags.contains(U::DELETED | U::PIN) {
+            return Err(bad("DELETED and PIN together"));
+        }
         self.check_handle(&h)?;
         let slot = h.slot;
         let e = self.slab.entry(slot);
+        // The entry's current address: it may have moved while protected.
+        let addr = e.addr;
         if e.busy() {
             return Err(CacheError::EntryBusy { addr });
         }
@@ -684,7 +750,9 @@ impl<T: CacheTypes> MetadataCache<T> {
     }
 
     fn pin_protected_inner(&mut self, addr: u64) -> Result<()> {
-        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let slot = self
+            .peek(addr)
+            .ok_or_else(|| CacheError::NotCached { addr })?;
         let e = self.slab.entry_mut(slot);
         if e.place != Place::Protected {
             return Err(CacheError::WrongState {
@@ -715,7 +783,9 @@ impl<T: CacheTypes> MetadataCache<T> {
     }
 
     fn unpin_inner(&mut self, addr: u64) -> Result<()> {
-        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let slot = self
+            .peek(addr)
+            .ok_or_else(|| CacheError::NotCached { addr })?;
         let e = self.slab.entry_mut(slot);
         if !e.pinned_client {
             return Err(CacheError::WrongState {
@@ -744,7 +814,9 @@ impl<T: CacheTypes> MetadataCache<T> {
     }
 
     fn mark_dirty_inner(&mut self, addr: u64) -> Result<()> {
-        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let slot = self
+            .peek(addr)
+            .ok_or_else(|| CacheError::NotCached { addr })?;
         let e = self.slab.entry_mut(slot);
         if e.busy() {
             return Err(CacheError::EntryBusy { addr });
@@ -788,7 +860,9 @@ impl<T: CacheTypes> MetadataCache<T> {
     }
 
     fn mark_clean_inner(&mut self, addr: u64) -> Result<()> {
-        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let slot = self
+            .peek(addr)
+            .ok_or_else(|| CacheError::NotCached { addr })?;
         let e = self.slab.entry(slot);
         if e.busy() {
             return Err(CacheError::EntryBusy { addr });
@@ -833,7 +907,9 @@ impl<T: CacheTypes> MetadataCache<T> {
     }
 
     fn resize_inner(&mut self, addr: u64, new_size: usize) -> Result<()> {
-        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let slot = self
+            .peek(addr)
+            .ok_or_else(|| CacheError::NotCached { addr })?;
         let e = self.slab.entry(slot);
         if new_size == 0 {
             return Err(CacheError::InvalidSize { addr, size: 0 });
@@ -868,7 +944,7 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn move_entry(&mut self, class: u8, old_addr: u64, new_addr: u64) -> Result<bool> {
         let r = self.move_inner(class, old_addr, new_addr);
         self.trace_op(
-            format_args!("move {old_addr:#x} {new_addr:#x}"),
+            format_args!("move {old_addr:#x} {new_addr:#x} {class}"),
             r.as_ref().ok().map(|m| if *m { "ok" } else { "absent" }),
         );
         self.after_op();
@@ -924,7 +1000,15 @@ impl<T: CacheTypes> MetadataCache<T> {
     /// Remove an entry without writing it. Not cached: nothing happens.
     pub fn expunge(&mut self, class: u8, addr: u64, flags: ExpungeFlags) -> Result<()> {
         let r = self.expunge_inner(class, addr, flags);
-        self.trace_op(format_args!("expunge {addr:#x}"), r.is_ok().then_some("ok"));
+        let fs = if flags.contains(ExpungeFlags::FREE_FILE_SPACE) {
+            " free_space"
+        } else {
+            ""
+        };
+        self.trace_op(
+            format_args!("expunge {addr:#x} {class}{fs}"),
+            r.is_ok().then_some("ok"),
+        );
         self.after_op();
         r
     }

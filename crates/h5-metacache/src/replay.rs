@@ -1,17 +1,120 @@
-//! Synthetic clients and trace replay (MDC-128, an extension: HDF5 has no playback tool).
+//! Trace files: the format, a parser, synthetic clients and a replay engine (MDC-126 .. MDC-128).
 //!
-//! [`SyntheticTypes`] is a client family whose entries are plain byte vectors: a load of `n` bytes
-//! (the udata) decodes to those bytes, and serialize writes them back (zero-padded after a resize).
+//! HDF5 has no playback tool for its metadata cache traces; this module is the extension MDC-128 asks
+//! for. A trace recorded from a live cache (see [`crate::trace`]) or written by hand is parsed with
+//! [`parse_trace`] and replayed with [`replay`] against a fresh [`MetadataCache`] whose clients are
+//! [`SyntheticTypes`]: plain byte vectors sized from the trace. The replay reports the hit rate per epoch,
+//! the resize decisions and the I/O, so configurations can be tuned offline.
+//!
+//! # Trace format, version 1
+//!
+//! A trace is UTF-8 text, one record per line. The writer produces exactly these lines (plus the
+//! ` # RESULT` comment); the parser accepts them and a few conveniences for hand-written traces.
+//!
+//! ```text
+//! # h5-metacache trace v1
+//! set_config JSON
+//! insert ADDR SIZE TYPE [pin] [flush_last] [mark]
+//! protect ADDR SIZE TYPE [ro]
+//! unprotect ADDR [dirtied] [deleted] [pin] [unpin] [mark] [free_space] [take_ownership]
+//! resize ADDR NEW_SIZE
+//! move OLD_ADDR NEW_ADDR [TYPE]
+//! pin ADDR
+//! unpin ADDR
+//! mark_dirty ADDR
+//! mark_clean ADDR
+//! expunge ADDR [TYPE] [free_space]
+//! flush_entry ADDR [clear_only] [invalidate] [free_space] [take_ownership]
+//! flush_dep PARENT CHILD
+//! flush_undep PARENT CHILD
+//! flush
+//! flush_marked
+//! flush_invalidate
+//! ```
+//!
+//! * `ADDR`, `SIZE`, `PARENT`, `CHILD` are decimal or `0x`-prefixed hexadecimal; `TYPE` is a class id
+//!   (0 .. 255; the replay registers ids up to the largest one used, at most 32). The writer prints
+//!   addresses in hex and sizes and types in decimal.
+//! * Flag words follow the positional fields, separated by spaces, in any order; an unknown word is
+//!   an error. The writer prints them in the order listed.
+//! * Everything from `#` to the end of the line is a comment. The writer ends every record with
+//!   ` # RESULT`, where `RESULT` is `ok`, `hit` or `miss` (protect), `absent` (a move of an address that
+//!   is not cached) or `err` (the call failed). The parser keeps the first word of a comment (less
+//!   trailing punctuation) as the record's expected [`Outcome`] when it is one of those five; any
+//!   other comment is ignored. Blank and comment-only lines are ignored; a comment line
+//!   `# h5-metacache trace vN` with `N` other than 1 is rejected.
+//! * `set_config` is followed by one JSON object (a [`CacheConfig`]), then optionally a `#` comment.
+//!   Missing fields take their default-serial values ([`CacheConfig::from_json`]), so a hand-written
+//!   trace can say `set_config {"initial_size": 1048576}`. The writer records the configuration as
+//!   applied, including `open_trace_file` and the trace file name.
+//! * `protect` loads `SIZE` bytes when the address is not cached (the synthetic class's udata is the
+//!   load size); the writer records the size of the entry after the call (0 if it failed and nothing
+//!   is cached there). `insert` creates an entry of `SIZE` bytes.
+//! * `pin ADDR` is `pin_protected`: the entry must be protected at that point. `unprotect ADDR` ends one
+//!   of the protections taken by earlier `protect ADDR` records (read-only protections can be held
+//!   several times). `move` and `expunge` name the class the call was made with; a line without it
+//!   uses the class of the cached entry.
+//!
+//! The format is deterministic (the same calls give the same bytes, MDC-127) and versioned by its
+//! header line. [`TraceOp`]'s `Display` prints a record exactly as the writer does.
+//!
+//! # Replay
+//!
+//! [`replay`] builds a cache over [`h5_io::Metrics`]`<`[`h5_io::MemoryStorage`]`>`, pre-sized to the
+//! largest `ADDR + SIZE` of the trace so every load succeeds, with [`synthetic_classes`] up to the
+//! largest `TYPE`. It then runs every record and compares the result with the recorded one; see
+//! [`ReplayOptions`] for how a given configuration interacts with the trace's `set_config` records.
+//!
+//! ```
+//! use h5_metacache::replay::{parse_trace, replay, ReplayOptions};
+//!
+//! let trace = "\
+//! set_config {\"initial_size\": 1048576, \"min_size\": 1048576}
+//! insert 0x1000 512 0   # ok
+//! protect 0x1000 512 0 ro # hit
+//! unprotect 0x1000        # ok
+//! protect 0x4000 4096 1  # miss
+//! unprotect 0x4000 dirtied
+//! flush                   # ok
+//! ";
+//! let records = parse_trace(trace)?;
+//! let report = replay(&records, &ReplayOptions::default())?;
+//! assert_eq!((report.summary.protects, report.summary.hits, report.summary.misses), (2, 1, 1));
+//! assert_eq!(report.summary.loads, 1);           // the miss read 4096 bytes
+//! assert_eq!(report.summary.flushes, 2);         // both dirty entries written by the flush
+//! assert_eq!(report.summary.mismatches, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
 
+use h5_io::{MemoryStorage, Metrics};
+use serde::Serialize;
+
 use crate::MetadataCache;
+use crate::cache::{CacheBuilder, ProtectHandle};
 use crate::class::{
     CacheTypes, Class, ClassFlags, ClassInfo, Deserialized, MemType, UnboundedFile,
 };
-use crate::error::ClientError;
+use crate::config::{CACHE_CONFIG_VERSION, CacheConfig, ConfigError};
+use crate::error::{CacheError, ClientError};
+use crate::flags::{
+    EntryFlushFlags, ExpungeFlags, FlushFlags, InsertFlags, ProtectFlags, UnprotectFlags,
+};
+use crate::resize::{ResizeOutcome, ResizeReport};
+
+pub mod workloads;
+
+pub use workloads::{TourParams, tour_trace, tour_trace_with};
+
+// ----- synthetic clients -----
 
 /// A client family of byte-vector entries, for replay, the tour and benchmarks.
+///
+/// A load of `n` bytes (the udata) decodes to those bytes, and serialize writes them back
+/// (zero-padded after a resize).
 #[derive(Debug)]
 pub struct SyntheticTypes;
 
@@ -82,4 +185,1258 @@ impl Class<SyntheticTypes> for SyntheticClass {
         image[n..].fill(0);
         Ok(())
     }
+}
+
+// ----- records -----
+
+/// The result a trace records for a call (the first word of a record's comment).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The call succeeded.
+    Ok,
+    /// A protect found the entry cached.
+    Hit,
+    /// A protect loaded the entry.
+    Miss,
+    /// A move of an address that is not cached (nothing happened).
+    Absent,
+    /// The call failed.
+    Err,
+}
+
+impl Outcome {
+    /// The word the writer uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Hit => "hit",
+            Outcome::Miss => "miss",
+            Outcome::Absent => "absent",
+            Outcome::Err => "err",
+        }
+    }
+
+    fn from_word(w: &str) -> Option<Self> {
+        Some(match w {
+            "ok" => Outcome::Ok,
+            "hit" => Outcome::Hit,
+            "miss" => Outcome::Miss,
+            "absent" => Outcome::Absent,
+            "err" => Outcome::Err,
+            _ => return None,
+        })
+    }
+
+    /// Whether a replayed `actual` result agrees with this recorded one. `ok` accepts any success
+    /// (so a hand-written `protect ... # ok` accepts a hit or a miss); the others must be equal.
+    pub fn accepts(self, actual: Outcome) -> bool {
+        match self {
+            Outcome::Ok => actual != Outcome::Err,
+            _ => self == actual,
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One cache call of a trace. `Display` prints it exactly as the trace writer does (without the
+/// result comment).
+#[derive(Clone, PartialEq, Debug)]
+pub enum TraceOp {
+    /// `insert ADDR SIZE TYPE [pin] [flush_last] [mark]`.
+    Insert {
+        /// Address.
+        addr: u64,
+        /// Entry size.
+        size: usize,
+        /// Class id.
+        class: u8,
+        /// `PIN`, `FLUSH_LAST`, `SET_FLUSH_MARKER`.
+        flags: InsertFlags,
+    },
+    /// `protect ADDR SIZE TYPE [ro]`.
+    Protect {
+        /// Address.
+        addr: u64,
+        /// Entry size (the load size when the entry is not cached).
+        size: usize,
+        /// Class id.
+        class: u8,
+        /// Read-only protection.
+        read_only: bool,
+    },
+    /// `unprotect ADDR [flags]`.
+    Unprotect {
+        /// Address the protection was taken at.
+        addr: u64,
+        /// Unprotect flags.
+        flags: UnprotectFlags,
+    },
+    /// `resize ADDR NEW_SIZE`.
+    Resize {
+        /// Address.
+        addr: u64,
+        /// New size.
+        new_size: usize,
+    },
+    /// `move OLD_ADDR NEW_ADDR [TYPE]`.
+    Move {
+        /// Current address.
+        old_addr: u64,
+        /// New address.
+        new_addr: u64,
+        /// Class named by the call; `None`: the class of the cached entry.
+        class: Option<u8>,
+    },
+    /// `pin ADDR` (`pin_protected`).
+    Pin {
+        /// Address.
+        addr: u64,
+    },
+    /// `unpin ADDR`.
+    Unpin {
+        /// Address.
+        addr: u64,
+    },
+    /// `mark_dirty ADDR`.
+    MarkDirty {
+        /// Address.
+        addr: u64,
+    },
+    /// `mark_clean ADDR`.
+    MarkClean {
+        /// Address.
+        addr: u64,
+    },
+    /// `expunge ADDR [TYPE] [free_space]`.
+    Expunge {
+        /// Address.
+        addr: u64,
+        /// Class named by the call; `None`: the class of the cached entry.
+        class: Option<u8>,
+        /// `FREE_FILE_SPACE`.
+        flags: ExpungeFlags,
+    },
+    /// `flush_entry ADDR [clear_only] [invalidate] [free_space] [take_ownership]`.
+    FlushEntry {
+        /// Address.
+        addr: u64,
+        /// Single-entry flush flags.
+        flags: EntryFlushFlags,
+    },
+    /// `flush_dep PARENT CHILD`.
+    FlushDep {
+        /// Parent address.
+        parent: u64,
+        /// Child address.
+        child: u64,
+    },
+    /// `flush_undep PARENT CHILD`.
+    FlushUndep {
+        /// Parent address.
+        parent: u64,
+        /// Child address.
+        child: u64,
+    },
+    /// `flush`.
+    Flush,
+    /// `flush_marked`.
+    FlushMarked,
+    /// `flush_invalidate`.
+    FlushInvalidate,
+    /// `set_config JSON`.
+    SetConfig(Box<CacheConfig>),
+}
+
+const INSERT_WORDS: [(InsertFlags, &str); 3] = [
+    (InsertFlags::PIN, "pin"),
+    (InsertFlags::FLUSH_LAST, "flush_last"),
+    (InsertFlags::SET_FLUSH_MARKER, "mark"),
+];
+const UNPROTECT_WORDS: [(UnprotectFlags, &str); 7] = [
+    (UnprotectFlags::DIRTIED, "dirtied"),
+    (UnprotectFlags::DELETED, "deleted"),
+    (UnprotectFlags::PIN, "pin"),
+    (UnprotectFlags::UNPIN, "unpin"),
+    (UnprotectFlags::SET_FLUSH_MARKER, "mark"),
+    (UnprotectFlags::FREE_FILE_SPACE, "free_space"),
+    (UnprotectFlags::TAKE_OWNERSHIP, "take_ownership"),
+];
+const EXPUNGE_WORDS: [(ExpungeFlags, &str); 1] = [(ExpungeFlags::FREE_FILE_SPACE, "free_space")];
+const FLUSH_ENTRY_WORDS: [(EntryFlushFlags, &str); 4] = [
+    (EntryFlushFlags::CLEAR_ONLY, "clear_only"),
+    (EntryFlushFlags::INVALIDATE, "invalidate"),
+    (EntryFlushFlags::FREE_FILE_SPACE, "free_space"),
+    (EntryFlushFlags::TAKE_OWNERSHIP, "take_ownership"),
+];
+
+/// Write ` word` for every flag of `words` that `has` reports set.
+fn write_words<F: Copy>(
+    f: &mut fmt::Formatter<'_>,
+    words: &[(F, &str)],
+    has: impl Fn(F) -> bool,
+) -> fmt::Result {
+    for &(flag, word) in words {
+        if has(flag) {
+            write!(f, " {word}")?;
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for TraceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceOp::Insert {
+                addr,
+                size,
+                class,
+                flags,
+            } => {
+                write!(f, "insert {addr:#x} {size} {class}")?;
+                write_words(f, &INSERT_WORDS, |w| flags.contains(w))
+            }
+            TraceOp::Protect {
+                addr,
+                size,
+                class,
+                read_only,
+            } => {
+                write!(f, "protect {addr:#x} {size} {class}")?;
+                if *read_only {
+                    f.write_str(" ro")?;
+                }
+                Ok(())
+            }
+            TraceOp::Unprotect { addr, flags } => {
+                write!(f, "unprotect {addr:#x}")?;
+                write_words(f, &UNPROTECT_WORDS, |w| flags.contains(w))
+            }
+            TraceOp::Resize { addr, new_size } => write!(f, "resize {addr:#x} {new_size}"),
+            TraceOp::Move {
+                old_addr,
+                new_addr,
+                class,
+            } => {
+                write!(f, "move {old_addr:#x} {new_addr:#x}")?;
+                if let Some(c) = class {
+                    write!(f, " {c}")?;
+                }
+                Ok(())
+            }
+            TraceOp::Pin { addr } => write!(f, "pin {addr:#x}"),
+            TraceOp::Unpin { addr } => write!(f, "unpin {addr:#x}"),
+            TraceOp::MarkDirty { addr } => write!(f, "mark_dirty {addr:#x}"),
+            TraceOp::MarkClean { addr } => write!(f, "mark_clean {addr:#x}"),
+            TraceOp::Expunge { addr, class, flags } => {
+                write!(f, "expunge {addr:#x}")?;
+                if let Some(c) = class {
+                    write!(f, " {c}")?;
+                }
+                write_words(f, &EXPUNGE_WORDS, |w| flags.contains(w))
+            }
+            TraceOp::FlushEntry { addr, flags } => {
+                write!(f, "flush_entry {addr:#x}")?;
+                write_words(f, &FLUSH_ENTRY_WORDS, |w| flags.contains(w))
+            }
+            TraceOp::FlushDep { parent, child } => write!(f, "flush_dep {parent:#x} {child:#x}"),
+            TraceOp::FlushUndep { parent, child } => {
+                write!(f, "flush_undep {parent:#x} {child:#x}")
+            }
+            TraceOp::Flush => f.write_str("flush"),
+            TraceOp::FlushMarked => f.write_str("flush_marked"),
+            TraceOp::FlushInvalidate => f.write_str("flush_invalidate"),
+            TraceOp::SetConfig(c) => write!(f, "set_config {}", c.to_json()),
+        }
+    }
+}
+
+/// One parsed trace line.
+#[derive(Clone, PartialEq, Debug)]
+pub struct TraceRecord {
+    /// 1-based line number in the trace text.
+    pub line: usize,
+    /// The call.
+    pub op: TraceOp,
+    /// The recorded result, if the line has one.
+    pub expected: Option<Outcome>,
+}
+
+impl fmt::Display for TraceRecord {
+    /// The record as the writer prints it: the call, then ` # RESULT` when a result is known.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.expected {
+            Some(o) => write!(f, "{} # {o}", self.op),
+            None => write!(f, "{}", self.op),
+        }
+    }
+}
+
+// ----- parser -----
+
+/// What is wrong with a trace line.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum ParseErrorKind {
+    /// The first word is not an operation of the format.
+    #[error("unknown operation `{0}`")]
+    UnknownOp(String),
+    /// A required field is missing.
+    #[error("`{op}` is missing its {field} field")]
+    MissingField {
+        /// The operation.
+        op: &'static str,
+        /// The field.
+        field: &'static str,
+    },
+    /// A field is not a number of the right range.
+    #[error("`{op}` {field} `{text}` is not a valid number ({expected})")]
+    BadNumber {
+        /// The operation.
+        op: &'static str,
+        /// The field.
+        field: &'static str,
+        /// The text found.
+        text: String,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// A word after the positional fields is not a flag of the operation.
+    #[error("`{op}` does not take the flag `{word}`")]
+    UnknownFlag {
+        /// The operation.
+        op: &'static str,
+        /// The word found.
+        word: String,
+    },
+    /// An operation without flags has extra words.
+    #[error("unexpected `{word}` after `{op}`'s fields")]
+    Extra {
+        /// The operation.
+        op: &'static str,
+        /// The first extra word.
+        word: String,
+    },
+    /// The `set_config` JSON is malformed or is not a configuration.
+    #[error("bad set_config JSON: {0}")]
+    BadConfig(String),
+    /// The header names a format version this parser does not read.
+    #[error("unsupported trace format version `{0}` (this parser reads v1)")]
+    UnsupportedVersion(String),
+}
+
+/// A trace line that could not be parsed.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("trace line {line}: {kind}")]
+pub struct TraceParseError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong.
+    pub kind: ParseErrorKind,
+}
+
+/// Parse a whole trace. Blank and comment lines are skipped; the first bad line is an error.
+pub fn parse_trace(text: &str) -> Result<Vec<TraceRecord>, TraceParseError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        if let Some(rec) = parse_line(raw).map_err(|kind| TraceParseError { line, kind })? {
+            out.push(TraceRecord {
+                line,
+                op: rec.0,
+                expected: rec.1,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The outcome named by a comment (the text after `#`).
+fn comment_outcome(comment: &str) -> Option<Outcome> {
+    comment
+        .split_whitespace()
+        .next()
+        .map(|w| w.trim_end_matches(|c: char| c.is_ascii_punctuation()))
+        .and_then(Outcome::from_word)
+}
+
+const HEADER_PREFIX: &str = "h5-metacache trace v";
+
+/// Parse one line: `None` for blank and comment lines.
+fn parse_line(raw: &str) -> Result<Option<(TraceOp, Option<Outcome>)>, ParseErrorKind> {
+    let line = raw.trim_ascii();
+    if line.is_empty() {
+        return Ok(None);
+    }
+    if let Some(comment) = line.strip_prefix('#') {
+        if let Some(v) = comment.trim().strip_prefix(HEADER_PREFIX) {
+            let v = v.split_whitespace().next().unwrap_or("");
+            if v != "1" {
+                return Err(ParseErrorKind::UnsupportedVersion(v.to_string()));
+            }
+        }
+        return Ok(None);
+    }
+    let word_end = line
+        .bytes()
+        .position(|b| b.is_ascii_whitespace() || b == b'#')
+        .unwrap_or(line.len());
+    let (word, rest) = line.split_at(word_end);
+    if word == "set_config" {
+        return parse_set_config(rest).map(Some);
+    }
+    let (body, comment) = match rest.bytes().position(|b| b == b'#') {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+        None => (rest, None),
+    };
+    let expected = comment.and_then(comment_outcome);
+    let mut f = Fields {
+        op: "",
+        it: body.split_ascii_whitespace(),
+    };
+    let op = match word {
+        "insert" => {
+            f.op = "insert";
+            let addr = f.addr("ADDR")?;
+            let size = f.size("SIZE")?;
+            let class = f.class()?;
+            let flags = f.flags(&INSERT_WORDS, InsertFlags::NONE)?;
+            TraceOp::Insert {
+                addr,
+                size,
+                class,
+                flags,
+            }
+        }
+        "protect" => {
+            f.op = "protect";
+            let addr = f.addr("ADDR")?;
+            let size = f.size("SIZE")?;
+            let class = f.class()?;
+            let ro = f.flags(&[(true, "ro")], false)?;
+            TraceOp::Protect {
+                addr,
+                size,
+                class,
+                read_only: ro,
+            }
+        }
+        "unprotect" => {
+            f.op = "unprotect";
+            let addr = f.addr("ADDR")?;
+            let flags = f.flags(&UNPROTECT_WORDS, UnprotectFlags::NONE)?;
+            TraceOp::Unprotect { addr, flags }
+        }
+        "resize" => {
+            f.op = "resize";
+            let addr = f.addr("ADDR")?;
+            let new_size = f.size("NEW_SIZE")?;
+            f.end()?;
+            TraceOp::Resize { addr, new_size }
+        }
+        "move" => {
+            f.op = "move";
+            let old_addr = f.addr("OLD_ADDR")?;
+            let new_addr = f.addr("NEW_ADDR")?;
+            let class = f.opt_class()?;
+            f.end()?;
+            TraceOp::Move {
+                old_addr,
+                new_addr,
+                class,
+            }
+        }
+        "expunge" => {
+            f.op = "expunge";
+            let addr = f.addr("ADDR")?;
+            let class = f.opt_class()?;
+            let flags = f.flags(&EXPUNGE_WORDS, ExpungeFlags::NONE)?;
+            TraceOp::Expunge { addr, class, flags }
+        }
+        "flush_entry" => {
+            f.op = "flush_entry";
+            let addr = f.addr("ADDR")?;
+            let flags = f.flags(&FLUSH_ENTRY_WORDS, EntryFlushFlags::NONE)?;
+            TraceOp::FlushEntry { addr, flags }
+        }
+        "pin" | "unpin" | "mark_dirty" | "mark_clean" => {
+            f.op = match word {
+                "pin" => "pin",
+                "unpin" => "unpin",
+                "mark_dirty" => "mark_dirty",
+                _ => "mark_clean",
+            };
+            let addr = f.addr("ADDR")?;
+            f.end()?;
+            match word {
+                "pin" => TraceOp::Pin { addr },
+                "unpin" => TraceOp::Unpin { addr },
+                "mark_dirty" => TraceOp::MarkDirty { addr },
+                _ => TraceOp::MarkClean { addr },
+            }
+        }
+        "flush_dep" | "flush_undep" => {
+            f.op = if word == "flush_dep" {
+                "flush_dep"
+            } else {
+                "flush_undep"
+            };
+            let parent = f.addr("PARENT")?;
+            let child = f.addr("CHILD")?;
+            f.end()?;
+            if word == "flush_dep" {
+                TraceOp::FlushDep { parent, child }
+            } else {
+                TraceOp::FlushUndep { parent, child }
+            }
+        }
+        "flush" | "flush_marked" | "flush_invalidate" => {
+            f.op = match word {
+                "flush" => "flush",
+                "flush_marked" => "flush_marked",
+                _ => "flush_invalidate",
+            };
+            f.end()?;
+            match word {
+                "flush" => TraceOp::Flush,
+                "flush_marked" => TraceOp::FlushMarked,
+                _ => TraceOp::FlushInvalidate,
+            }
+        }
+        other => return Err(ParseErrorKind::UnknownOp(other.to_string())),
+    };
+    Ok(Some((op, expected)))
+}
+
+/// `set_config`: one JSON object, then an optional comment.
+fn parse_set_config(rest: &str) -> Result<(TraceOp, Option<Outcome>), ParseErrorKind> {
+    let text = rest.trim_start();
+    if text.is_empty() || text.starts_with('#') {
+        return Err(ParseErrorKind::MissingField {
+            op: "set_config",
+            field: "JSON",
+        });
+    }
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    let value = match stream.next() {
+        Some(Ok(v)) => v,
+        Some(Err(e)) => return Err(ParseErrorKind::BadConfig(e.to_string())),
+        None => {
+            return Err(ParseErrorKind::MissingField {
+                op: "set_config",
+                field: "JSON",
+            });
+        }
+    };
+    let json_end = stream.byte_offset();
+    let (json, after) = text.split_at(json_end);
+    let after = after.trim_start();
+    let expected = match after.strip_prefix('#') {
+        Some(comment) => comment_outcome(comment),
+        None if after.is_empty() => None,
+        None => {
+            let word = after.split_whitespace().next().unwrap_or(after).to_string();
+            return Err(ParseErrorKind::Extra {
+                op: "set_config",
+                word,
+            });
+        }
+    };
+    if !value.is_object() {
+        return Err(ParseErrorKind::BadConfig(
+            "a configuration must be a JSON object".to_string(),
+        ));
+    }
+    let config = CacheConfig::from_json(json).map_err(|e| {
+        // Name the offending field when serde can tell.
+        let detail = serde_json::from_value::<CacheConfig>(with_defaults(value))
+            .err()
+            .map(|se| se.to_string())
+            .unwrap_or_else(|| e.to_string());
+        ParseErrorKind::BadConfig(detail)
+    })?;
+    Ok((TraceOp::SetConfig(Box::new(config)), expected))
+}
+
+/// `given` with every missing configuration field filled from the default serial configuration.
+fn with_defaults(given: serde_json::Value) -> serde_json::Value {
+    let mut merged = match serde_json::to_value(CacheConfig::default_serial()) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    if let serde_json::Value::Object(g) = given {
+        merged.extend(g);
+    }
+    serde_json::Value::Object(merged)
+}
+
+/// The positional fields and flag words of one record.
+struct Fields<'a> {
+    op: &'static str,
+    it: std::str::SplitAsciiWhitespace<'a>,
+}
+
+impl<'a> Fields<'a> {
+    fn next(&mut self, field: &'static str) -> Result<&'a str, ParseErrorKind> {
+        self.it
+            .next()
+            .ok_or(ParseErrorKind::MissingField { op: self.op, field })
+    }
+
+    fn bad(&self, field: &'static str, text: &str, expected: &'static str) -> ParseErrorKind {
+        ParseErrorKind::BadNumber {
+            op: self.op,
+            field,
+            text: text.to_string(),
+            expected,
+        }
+    }
+
+    fn addr(&mut self, field: &'static str) -> Result<u64, ParseErrorKind> {
+        let t = self.next(field)?;
+        parse_u64(t).ok_or_else(|| self.bad(field, t, "decimal or 0x-hex, at most 2^64-1"))
+    }
+
+    fn size(&mut self, field: &'static str) -> Result<usize, ParseErrorKind> {
+        let t = self.next(field)?;
+        parse_u64(t)
+            .and_then(|v| usize::try_from(v).ok())
+            .ok_or_else(|| self.bad(field, t, "decimal or 0x-hex byte count"))
+    }
+
+    fn class(&mut self) -> Result<u8, ParseErrorKind> {
+        let t = self.next("TYPE")?;
+        parse_class(t).ok_or_else(|| self.bad("TYPE", t, "a class id 0..255"))
+    }
+
+    /// An optional TYPE: the next word if it starts with a digit.
+    fn opt_class(&mut self) -> Result<Option<u8>, ParseErrorKind> {
+        let mut peek = self.it.clone();
+        match peek.next() {
+            Some(t) if t.starts_with(|c: char| c.is_ascii_digit()) => {
+                self.it = peek;
+                parse_class(t)
+                    .map(Some)
+                    .ok_or_else(|| self.bad("TYPE", t, "a class id 0..255"))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn flags<F: Copy + std::ops::BitOrAssign>(
+        &mut self,
+        words: &[(F, &str)],
+        mut acc: F,
+    ) -> Result<F, ParseErrorKind> {
+        for w in self.it.by_ref() {
+            match words.iter().find(|(_, name)| *name == w) {
+                Some((flag, _)) => acc |= *flag,
+                None => {
+                    return Err(ParseErrorKind::UnknownFlag {
+                        op: self.op,
+                        word: w.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(acc)
+    }
+
+    fn end(&mut self) -> Result<(), ParseErrorKind> {
+        match self.it.next() {
+            None => Ok(()),
+            Some(w) => Err(ParseErrorKind::Extra {
+                op: self.op,
+                word: w.to_string(),
+            }),
+        }
+    }
+}
+
+fn parse_u64(t: &str) -> Option<u64> {
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u64::from_str_radix(hex, 16).ok()
+    } else {
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        t.parse().ok()
+    }
+}
+
+fn parse_class(t: &str) -> Option<u8> {
+    parse_u64(t).and_then(|v| u8::try_from(v).ok())
+}
+
+// ----- replay -----
+
+/// Largest address extent (highest `ADDR + SIZE`) a replay pre-sizes its in-memory storage to.
+pub const MAX_REPLAY_EXTENT: u64 = 1 << 30;
+
+/// How many mismatching records a report lists by line (all are counted).
+pub const MAX_LISTED_MISMATCHES: usize = 10;
+
+/// Replay settings.
+///
+/// The cache starts with the default serial configuration. A trace recorded from a live cache starts
+/// with the `set_config` record that opened the trace file; that record sets the configuration the
+/// recording ran with. When `config` is given it **replaces the trace's first `set_config` record**
+/// (the cache is built with it and that record is skipped); later `set_config` records still apply,
+/// because they are changes the workload itself made. Every configuration the replay applies is
+/// adjusted: trace-file opening and closing are dropped (a replay never writes a trace), resize
+/// reports are switched on (they only add reporting), and `epoch_length_override` replaces the epoch
+/// length.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayOptions {
+    /// Configuration that replaces the trace's first `set_config` record.
+    pub config: Option<CacheConfig>,
+    /// Epoch length (protects) for the per-epoch lines and for every configuration applied; `None`:
+    /// the active configuration's `epoch_length`.
+    pub epoch_length_override: Option<u64>,
+}
+
+/// Why a replay could not run at all (a record that fails is a mismatch, not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The configuration given in [`ReplayOptions`] is invalid.
+    #[error("invalid replay configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// The cache could not be built.
+    #[error("cannot build the replay cache: {0}")]
+    Build(#[source] CacheError),
+    /// The trace addresses reach beyond [`MAX_REPLAY_EXTENT`].
+    #[error(
+        "the trace addresses reach {extent:#x}, beyond the replay's in-memory file limit of {limit:#x} bytes"
+    )]
+    AddressSpaceTooLarge {
+        /// Highest `ADDR + SIZE` of the trace.
+        extent: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+/// One full epoch of the replay: `epoch_length` successful protects.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize)]
+pub struct EpochLine {
+    /// 1-based epoch number.
+    pub epoch: u64,
+    /// Hits / protects within this epoch.
+    pub hit_rate: f64,
+    /// Maximum cache size at the epoch's end (after the cache's own epoch-end resizing).
+    pub max_size: usize,
+    /// Bytes cached at the epoch's end.
+    pub cur_size: usize,
+}
+
+/// A resize report delivered during the replay, with where it happened.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct ResizeEvent {
+    /// Trace line of the call during which the cache resized.
+    pub line: usize,
+    /// Successful protects replayed up to and including that call.
+    pub protects: u64,
+    /// The cache's report.
+    pub report: ResizeReport,
+}
+
+impl ResizeEvent {
+    /// Whether the maximum size changed (increase, flash increase or decrease).
+    pub fn changed_size(&self) -> bool {
+        matches!(
+            self.report.outcome,
+            ResizeOutcome::Increase | ResizeOutcome::FlashIncrease | ResizeOutcome::Decrease
+        )
+    }
+}
+
+impl Serialize for ResizeEvent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json {
+            line: usize,
+            protects: u64,
+            epoch: u64,
+            outcome: String,
+            hit_rate: f64,
+            old_max_size: usize,
+            new_max_size: usize,
+            old_min_clean_size: usize,
+            new_min_clean_size: usize,
+            cur_size: usize,
+        }
+        let r = &self.report;
+        Json {
+            line: self.line,
+            protects: self.protects,
+            epoch: r.epoch,
+            outcome: format!("{:?}", r.outcome),
+            hit_rate: r.hit_rate,
+            old_max_size: r.old_max_size,
+            new_max_size: r.new_max_size,
+            old_min_clean_size: r.old_min_clean_size,
+            new_min_clean_size: r.new_min_clean_size,
+            cur_size: r.cur_size,
+        }
+        .serialize(s)
+    }
+}
+
+impl fmt::Display for ResizeEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = &self.report;
+        let what = match r.outcome {
+            ResizeOutcome::FlashIncrease => "flash increase",
+            ResizeOutcome::Increase => "increase",
+            ResizeOutcome::Decrease => "decrease",
+            ResizeOutcome::InSpec => "in spec",
+            ResizeOutcome::AtMaxSize => "at max size",
+            ResizeOutcome::AtMinSize => "at min size",
+            ResizeOutcome::NotFull => "not full",
+            ResizeOutcome::IncreaseDisabled => "increase disabled",
+            ResizeOutcome::DecreaseDisabled => "decrease disabled",
+        };
+        write!(
+            f,
+            "after {} protects (line {}): {what}, max {} -> {}, hit rate {:.4}",
+            self.protects, self.line, r.old_max_size, r.new_max_size, r.hit_rate
+        )
+    }
+}
+
+/// A record whose replayed result differs from the recorded one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct Mismatch {
+    /// Trace line.
+    pub line: usize,
+    /// Recorded result.
+    pub expected: Outcome,
+    /// Replayed result.
+    pub actual: Outcome,
+}
+
+/// Totals of a replay.
+#[derive(Clone, PartialEq, Debug, Serialize)]
+pub struct ReplaySummary {
+    /// Records replayed.
+    pub records: usize,
+    /// Successful protects.
+    pub protects: u64,
+    /// Protects that found the entry cached.
+    pub hits: u64,
+    /// Protects that loaded the entry.
+    pub misses: u64,
+    /// `hits / protects` (0 without protects).
+    pub hit_rate: f64,
+    /// Storage reads.
+    pub loads: u64,
+    /// Storage writes.
+    pub flushes: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Entries evicted (the cache's `total_evictions`).
+    pub evictions: u64,
+    /// Maximum cache size at the end.
+    pub final_max_size: usize,
+    /// Bytes cached at the end.
+    pub final_size: usize,
+    /// Every resize report, in order.
+    pub resize_reports: Vec<ResizeEvent>,
+    /// Records whose result differs from the recorded one (failed where the trace succeeded or the
+    /// other way round, or a hit where the trace says miss and vice versa).
+    pub mismatches: u64,
+    /// The first [`MAX_LISTED_MISMATCHES`] mismatches.
+    pub first_mismatches: Vec<Mismatch>,
+}
+
+/// What a replay observed: one line per full epoch and the totals.
+#[derive(Clone, PartialEq, Debug, Serialize)]
+pub struct ReplayReport {
+    /// Epoch length used for [`epochs`](Self::epochs) (at the end of the replay).
+    pub epoch_length: u64,
+    /// One line per `epoch_length` successful protects; a final partial epoch has no line.
+    pub epochs: Vec<EpochLine>,
+    /// Totals.
+    pub summary: ReplaySummary,
+}
+
+impl ReplayReport {
+    /// Readable text: one line per epoch, the size changes, then the totals.
+    ///
+    /// ```text
+    /// epoch 1  hit rate 0.9876  max 4194304  size 3145728
+    /// ```
+    pub fn to_text(&self) -> String {
+        use fmt::Write as _;
+        let mut t = String::new();
+        for e in &self.epochs {
+            let _ = writeln!(t, "{e}");
+        }
+        let s = &self.summary;
+        for r in s.resize_reports.iter().filter(|r| r.changed_size()) {
+            let _ = writeln!(t, "resize {r}");
+        }
+        let _ = writeln!(
+            t,
+            "protects {}  hits {}  misses {}  hit rate {:.4}",
+            s.protects, s.hits, s.misses, s.hit_rate
+        );
+        let _ = writeln!(
+            t,
+            "loads {} ({} bytes)  flushes {} ({} bytes)  evictions {}",
+            s.loads, s.bytes_read, s.flushes, s.bytes_written, s.evictions
+        );
+        let _ = writeln!(
+            t,
+            "final max size {}  final size {}",
+            s.final_max_size, s.final_size
+        );
+        let lines: Vec<String> = s
+            .first_mismatches
+            .iter()
+            .map(|m| m.line.to_string())
+            .collect();
+        if s.mismatches == 0 {
+            let _ = writeln!(t, "records {}  mismatches 0", s.records);
+        } else {
+            let _ = writeln!(
+                t,
+                "records {}  mismatches {} (first at lines {})",
+                s.records,
+                s.mismatches,
+                lines.join(", ")
+            );
+        }
+        t
+    }
+
+    /// The report as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".to_string())
+    }
+}
+
+impl fmt::Display for EpochLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "epoch {}  hit rate {:.4}  max {}  size {}",
+            self.epoch, self.hit_rate, self.max_size, self.cur_size
+        )
+    }
+}
+
+/// Largest `ADDR + SIZE` the records touch, and the largest class id.
+fn trace_extent(records: &[TraceRecord]) -> (u64, u8) {
+    let mut extent = 0u64;
+    let mut max_class = 0u8;
+    let mut size_of: HashMap<u64, u64> = HashMap::new();
+    for r in records {
+        let mut reach = |addr: u64, size: usize| {
+            extent = extent.max(addr.saturating_add(size as u64));
+        };
+        match &r.op {
+            TraceOp::Insert {
+                addr, size, class, ..
+            }
+            | TraceOp::Protect {
+                addr, size, class, ..
+            } => {
+                reach(*addr, *size);
+                size_of.insert(*addr, *size as u64);
+                max_class = max_class.max(*class);
+            }
+            TraceOp::Resize { addr, new_size } => {
+                reach(*addr, *new_size);
+                size_of.insert(*addr, *new_size as u64);
+            }
+            TraceOp::Move {
+                old_addr,
+                new_addr,
+                class,
+            } => {
+                let size = size_of.get(old_addr).copied().unwrap_or(0);
+                reach(*new_addr, size as usize);
+                size_of.insert(*new_addr, size);
+                if let Some(c) = class {
+                    max_class = max_class.max(*c);
+                }
+            }
+            TraceOp::Expunge { class: Some(c), .. } => max_class = max_class.max(*c),
+            _ => {}
+        }
+    }
+    (extent, max_class)
+}
+
+/// The configuration the replay applies in place of `c` (see [`ReplayOptions`]).
+fn adjust(c: &CacheConfig, opts: &ReplayOptions) -> CacheConfig {
+    let mut c = c.clone();
+    c.open_trace_file = false;
+    c.close_trace_file = false;
+    c.trace_file_name = String::new();
+    c.rpt_fcn_enabled = true;
+    if let Some(n) = opts.epoch_length_override {
+        c.epoch_length = n;
+    }
+    c
+}
+
+struct Engine {
+    cache: MetadataCache<SyntheticTypes>,
+    metrics: Arc<Metrics<MemoryStorage>>,
+    handles: HashMap<u64, Vec<ProtectHandle>>,
+    epoch_length: u64,
+    override_epoch: bool,
+    epoch_protects: u64,
+    epoch_hits: u64,
+    epochs: Vec<EpochLine>,
+    protects: u64,
+    hits: u64,
+    misses: u64,
+}
+
+fn outcome<T>(r: &Result<T, CacheError>) -> Outcome {
+    if r.is_ok() { Outcome::Ok } else { Outcome::Err }
+}
+
+impl Engine {
+    /// The class an address-only call names: the cached entry's, else 0.
+    fn class_at(&mut self, addr: u64) -> u8 {
+        self.cache.status(addr).map(|s| s.class).unwrap_or(0)
+    }
+
+    fn refresh_epoch_length(&mut self) {
+        if !self.override_epoch
+            && let Ok(c) = self.cache.get_config(CACHE_CONFIG_VERSION)
+        {
+            self.epoch_length = c.epoch_length.max(1);
+        }
+    }
+
+    fn count_protect(&mut self, hit: bool) {
+        self.protects += 1;
+        self.epoch_protects += 1;
+        if hit {
+            self.hits += 1;
+            self.epoch_hits += 1;
+        } else {
+            self.misses += 1;
+        }
+        if self.epoch_protects >= self.epoch_length {
+            let info = self.cache.size_info();
+            self.epochs.push(EpochLine {
+                epoch: self.epochs.len() as u64 + 1,
+                hit_rate: self.epoch_hits as f64 / self.epoch_protects as f64,
+                max_size: info.max_size,
+                cur_size: info.cur_size,
+            });
+            self.epoch_protects = 0;
+            self.epoch_hits = 0;
+        }
+    }
+
+    fn run(&mut self, op: &TraceOp, opts: &ReplayOptions) -> Outcome {
+        let c = &mut self.cache;
+        match op {
+            TraceOp::Insert {
+                addr,
+                size,
+                class,
+                flags,
+            } => outcome(&c.insert(*class, *addr, vec![0u8; *size], *flags)),
+            TraceOp::Protect {
+                addr,
+                size,
+                class,
+                read_only,
+            } => {
+                let hits_before = c.stats().total_hits;
+                let flags = if *read_only {
+                    ProtectFlags::READ_ONLY
+                } else {
+                    ProtectFlags::NONE
+                };
+                match c.protect(*class, *addr, size, flags) {
+                    Ok(h) => {
+                        let hit = c.stats().total_hits > hits_before;
+                        self.handles.entry(*addr).or_default().push(h);
+                        self.count_protect(hit);
+                        if hit { Outcome::Hit } else { Outcome::Miss }
+                    }
+                    Err(_) => Outcome::Err,
+                }
+            }
+            TraceOp::Unprotect { addr, flags } => {
+                let Some(held) = self.handles.get_mut(addr) else {
+                    return Outcome::Err;
+                };
+                let h = held.pop();
+                if held.is_empty() {
+                    self.handles.remove(addr);
+                }
+                let Some(h) = h else {
+                    return Outcome::Err;
+                };
+                outcome(&c.unprotect(h, *flags))
+            }
+            TraceOp::Resize { addr, new_size } => outcome(&c.resize(*addr, *new_size)),
+            TraceOp::Move {
+                old_addr,
+                new_addr,
+                class,
+            } => {
+                let class = match class {
+                    Some(k) => *k,
+                    None => self.class_at(*old_addr),
+                };
+                match self.cache.move_entry(class, *old_addr, *new_addr) {
+                    Ok(true) => Outcome::Ok,
+                    Ok(false) => Outcome::Absent,
+                    Err(_) => Outcome::Err,
+                }
+            }
+            TraceOp::Pin { addr } => outcome(&c.pin_protected(*addr)),
+            TraceOp::Unpin { addr } => outcome(&c.unpin(*addr)),
+            TraceOp::MarkDirty { addr } => outcome(&c.mark_dirty(*addr)),
+            TraceOp::MarkClean { addr } => outcome(&c.mark_clean(*addr)),
+            TraceOp::Expunge { addr, class, flags } => {
+                let class = match class {
+                    Some(k) => *k,
+                    None => self.class_at(*addr),
+                };
+                outcome(&self.cache.expunge(class, *addr, *flags))
+            }
+            TraceOp::FlushEntry { addr, flags } => outcome(&c.flush_entry(*addr, *flags)),
+            TraceOp::FlushDep { parent, child } => {
+                outcome(&c.create_flush_dependency(*parent, *child))
+            }
+            TraceOp::FlushUndep { parent, child } => {
+                outcome(&c.destroy_flush_dependency(*parent, *child))
+            }
+            TraceOp::Flush => outcome(&c.flush(FlushFlags::NONE)),
+            TraceOp::FlushMarked => outcome(&c.flush(FlushFlags::MARKED_ENTRIES)),
+            TraceOp::FlushInvalidate => outcome(&c.flush(FlushFlags::INVALIDATE)),
+            TraceOp::SetConfig(cfg) => {
+                let r = c.set_config(&adjust(cfg, opts));
+                self.refresh_epoch_length();
+                outcome(&r)
+            }
+        }
+    }
+}
+
+/// Replay `records` against a fresh cache of [`SyntheticTypes`] (MDC-128). See the module
+/// documentation for the setup and [`ReplayOptions`] for the configuration rules.
+pub fn replay(records: &[TraceRecord], opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
+    let (extent, max_class) = trace_extent(records);
+    if extent > MAX_REPLAY_EXTENT {
+        return Err(ReplayError::AddressSpaceTooLarge {
+            extent,
+            limit: MAX_REPLAY_EXTENT,
+        });
+    }
+    let start = adjust(
+        opts.config
+            .as_ref()
+            .unwrap_or(&CacheConfig::default_serial()),
+        opts,
+    );
+    start.validate()?;
+    let metrics = Arc::new(Metrics::new(MemoryStorage::with_data(vec![
+        0u8;
+        extent as usize
+    ])));
+    let nclasses = (usize::from(max_class) + 1).min(crate::MAX_CLASS_IDS);
+    let cache = CacheBuilder::<SyntheticTypes>::new(
+        metrics.clone(),
+        synthetic_classes(nclasses),
+        UnboundedFile,
+    )
+    .config(start)
+    .build()
+    .map_err(ReplayError::Build)?;
+    metrics.reset();
+    let mut e = Engine {
+        cache,
+        metrics,
+        handles: HashMap::new(),
+        epoch_length: 1,
+        override_epoch: opts.epoch_length_override.is_some(),
+        epoch_protects: 0,
+        epoch_hits: 0,
+        epochs: Vec::new(),
+        protects: 0,
+        hits: 0,
+        misses: 0,
+    };
+    e.epoch_length = opts.epoch_length_override.unwrap_or(1).max(1);
+    e.refresh_epoch_length();
+    let mut skip_first_config = opts.config.is_some();
+    let mut resize_reports = Vec::new();
+    let mut mismatches = 0u64;
+    let mut first_mismatches = Vec::new();
+    for r in records {
+        if skip_first_config && matches!(r.op, TraceOp::SetConfig(_)) {
+            skip_first_config = false;
+            continue;
+        }
+        let actual = e.run(&r.op, opts);
+        if let Some(expected) = r.expected
+            && !expected.accepts(actual)
+        {
+            mismatches += 1;
+            if first_mismatches.len() < MAX_LISTED_MISMATCHES {
+                first_mismatches.push(Mismatch {
+                    line: r.line,
+                    expected,
+                    actual,
+                });
+            }
+        }
+        for report in e.cache.take_resize_reports() {
+            resize_reports.push(ResizeEvent {
+                line: r.line,
+                protects: e.protects,
+                report,
+            });
+        }
+    }
+    let io = e.metrics.snapshot();
+    let info = e.cache.size_info();
+    let summary = ReplaySummary {
+        records: records.len(),
+        protects: e.protects,
+        hits: e.hits,
+        misses: e.misses,
+        hit_rate: if e.protects == 0 {
+            0.0
+        } else {
+            e.hits as f64 / e.protects as f64
+        },
+        loads: io.reads,
+        flushes: io.writes,
+        bytes_read: io.bytes_read,
+        bytes_written: io.bytes_written,
+        evictions: e.cache.stats().total_evictions,
+        final_max_size: info.max_size,
+        final_size: info.cur_size,
+        resize_reports,
+        mismatches,
+        first_mismatches,
+    };
+    Ok(ReplayReport {
+        epoch_length: e.epoch_length,
+        epochs: e.epochs,
+        summary,
+    })
 }

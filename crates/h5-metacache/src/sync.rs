@@ -14,7 +14,9 @@ impl<T: CacheTypes> MetadataCache<T> {
     /// not dirty here are an error: coherency has been lost (E-43).
     pub fn apply_clean_list(&mut self, addrs: &[u64]) -> Result<()> {
         for &addr in addrs {
-            let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+            let slot = self
+                .peek(addr)
+                .ok_or_else(|| CacheError::NotCached { addr })?;
             let e = self.slab.entry(slot);
             if !e.dirty {
                 return Err(CacheError::WrongState {

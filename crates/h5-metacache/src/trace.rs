@@ -1,4 +1,5 @@
-//! Trace files (spec §3.17): one line per cache call, in the documented v1 text format.
+//! Trace files (spec §3.17, MDC-126, MDC-127): one line per cache call, in the v1 text format that
+//! [`crate::replay`] documents, parses and replays.
 //!
 //! ```text
 //! # h5-metacache trace v1
@@ -6,12 +7,19 @@
 //! insert 0x100 64 2 pin # ok
 //! protect 0x100 64 2 ro # hit
 //! unprotect 0x100 dirtied # ok
+//! move 0x100 0x200 2 # ok
 //! flush # ok
 //! ```
 //!
-//! Each record is the call as the replay tool reads it, then `# ` and the result (`ok`, `hit`,
-//! `miss`, `absent` or `err`). The format is deterministic: the same calls give the same bytes.
-//! The parser and replay engine live in [`crate::replay`].
+//! Applying a configuration with `open_trace_file` and `trace_file_name` opens (truncates) the file and
+//! writes [`TRACE_HEADER`]; that configuration is the first record. From then on every public call
+//! that changes the cache (insert, protect, unprotect, resize, move, pin, unpin, mark dirty or clean,
+//! expunge, single-entry flush, flush dependencies, flushes, set_config) appends one record: the call
+//! as the replay tool reads it, then ` # ` and the result (`ok`, `hit`, `miss`, `absent` or `err`).
+//! A configuration with `close_trace_file` closes the file (that configuration is not recorded).
+//! Queries are not recorded. The format is deterministic: the same calls give the same bytes
+//! (MDC-127). Records are buffered; [`MetadataCache::flush_trace`] or closing the trace writes them
+//! out.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -166,7 +166,7 @@ impl<T: CacheTypes> MetadataCache<T> {
         self.stats.eviction(class);
         let icr = e
             .icr
-            .ok_or(CacheError::Invariant("evicted entry had no object"))?;
+            .ok_or_else(|| CacheError::Invariant("evicted entry had no object"))?;
         if take_ownership {
             return Ok(Some(icr));
         }
@@ -263,7 +263,10 @@ impl<T: CacheTypes> MetadataCache<T> {
         let fsf = if free_space {
             let cls = self.class(class)?;
             let e = self.slab.entry(slot);
-            let icr = e.icr.as_ref().ok_or(CacheError::EntryBusy { addr })?;
+            let icr = e
+                .icr
+                .as_ref()
+                .ok_or_else(|| CacheError::EntryBusy { addr })?;
             Some(cls.get_fsf_size(icr).unwrap_or(size as u64))
         } else {
             None
@@ -279,12 +282,35 @@ impl<T: CacheTypes> MetadataCache<T> {
 
     /// Flush one entry with explicit flags (MDC-067). Returns the object for `TAKE_OWNERSHIP`.
     pub fn flush_entry(&mut self, addr: u64, flags: EntryFlushFlags) -> Result<Option<T::Icr>> {
-        let slot = self.peek(addr).ok_or(CacheError::NotCached { addr })?;
+        let r = self.flush_entry_inner(addr, flags);
+        if self.tracer.is_some() {
+            let names = [
+                (EntryFlushFlags::CLEAR_ONLY, " clear_only"),
+                (EntryFlushFlags::INVALIDATE, " invalidate"),
+                (EntryFlushFlags::FREE_FILE_SPACE, " free_space"),
+                (EntryFlushFlags::TAKE_OWNERSHIP, " take_ownership"),
+            ];
+            let words: String = names
+                .iter()
+                .filter(|(f, _)| flags.contains(*f))
+                .map(|(_, w)| *w)
+                .collect();
+            self.trace_op(
+                format_args!("flush_entry {addr:#x}{words}"),
+                r.is_ok().then_some("ok"),
+            );
+        }
+        self.after_op();
+        r
+    }
+
+    fn flush_entry_inner(&mut self, addr: u64, flags: EntryFlushFlags) -> Result<Option<T::Icr>> {
+        let slot = self
+            .peek(addr)
+            .ok_or_else(|| CacheError::NotCached { addr })?;
         if !self.write_ok() && !flags.contains(EntryFlushFlags::CLEAR_ONLY) {
             return Err(CacheError::WriteNotPermitted);
         }
-        let r = self.flush_single(slot, flags);
-        self.after_op();
-        r
+        self.flush_single(slot, flags)
     }
 }

@@ -302,9 +302,8 @@ impl Class<Mock> for MockClass {
             None => Ok(()),
         }
     }
-    fn free_icr(&self, icr: MockEntry) -> Result<(), ClientError> {
+    fn free_icr(&self, _icr: MockEntry) -> Result<(), ClientError> {
         self.record(Event::FreeIcr);
-        drop(icr);
         self.check_fail(Callback::FreeIcr)
     }
     fn clear(&self, _icr: &mut MockEntry, about_to_destroy: bool) -> Result<(), ClientError> {
