@@ -21,6 +21,9 @@ use crate::resize::{EpochMarkers, ResizeReport};
 use crate::stats::Stats;
 use crate::trace::Tracer;
 
+/// Source of process-unique cache ids for [`ProtectHandle`]s.
+static NEXT_CACHE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Receiver of resize reports (MDC-125).
 pub(crate) type ReportHook = Box<dyn FnMut(&ResizeReport) + Send>;
 
@@ -209,6 +212,8 @@ impl<I> Slab<I> {
 /// [`unprotect`](MetadataCache::unprotect). Not `Clone`, so one protection is released once.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ProtectHandle {
+    /// The cache that issued it: a handle is valid only in its own cache.
+    pub(crate) cache: u64,
     pub(crate) slot: u32,
     pub(crate) generation: u32,
     pub(crate) addr: u64,
@@ -452,6 +457,7 @@ impl<T: CacheTypes> CacheBuilder<T> {
         self.config.validate()?;
         let nclasses = self.classes.len();
         let mut cache = MetadataCache {
+            id: NEXT_CACHE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             storage: self.storage,
             classes: self.classes,
             ctx: self.ctx,
@@ -516,6 +522,8 @@ impl<T: CacheTypes> CacheBuilder<T> {
 ///
 /// Single-threaded, like the C original: the file layer guards it with one lock.
 pub struct MetadataCache<T: CacheTypes> {
+    /// Process-unique id, stamped into every handle this cache issues.
+    pub(crate) id: u64,
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) classes: Vec<Arc<dyn Class<T>>>,
     pub(crate) ctx: T::Ctx,
@@ -1229,8 +1237,8 @@ impl<T: CacheTypes> MetadataCache<T> {
         self.epochs
     }
 
-    /// Handle of the entry's current protection state, for tests: whether `h` still refers to a live entry.
+    /// Whether `h` was issued by this cache and still refers to a live entry.
     pub fn handle_is_live(&self, h: &ProtectHandle) -> bool {
-        self.slab.live(h.slot, h.generation)
+        h.cache == self.id && self.slab.live(h.slot, h.generation)
     }
 }

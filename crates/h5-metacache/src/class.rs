@@ -272,8 +272,8 @@ pub trait Class<T: CacheTypes>: Send + Sync {
 
     /// Size of the file space to free when this entry is deleted with `FREE_FILE_SPACE`, if it differs
     /// from the entry size (MDC-052, MDC-066).
-    fn get_fsf_size(&self, _icr: &T::Icr) -> Option<u64> {
-        None
+    fn get_fsf_size(&self, _icr: &T::Icr) -> Result<Option<u64>, ClientError> {
+        Ok(None)
     }
 }
 

@@ -29,6 +29,8 @@ pub enum Callback {
     FreeIcr,
     /// `clear`.
     Clear,
+    /// `get_fsf_size`.
+    GetFsfSize,
     /// The file context's `free_file_space`.
     FreeFileSpace,
 }
@@ -46,6 +48,7 @@ impl std::fmt::Display for Callback {
             Callback::Notify => "notify",
             Callback::FreeIcr => "free_icr",
             Callback::Clear => "clear",
+            Callback::GetFsfSize => "get_fsf_size",
             Callback::FreeFileSpace => "free_file_space",
         };
         f.write_str(name)
@@ -246,3 +249,34 @@ pub enum CacheError {
 
 /// Result alias for the metadata cache.
 pub type Result<T, E = CacheError> = std::result::Result<T, E>;
+
+/// A failed [`unprotect`](crate::MetadataCache::unprotect).
+///
+/// When the call was rejected before it changed anything, `handle` gives the protection back so that
+/// the caller can release it properly (otherwise the entry would stay protected for good). Converts
+/// into [`CacheError`] with `?`.
+#[derive(Debug)]
+pub struct UnprotectError {
+    /// What went wrong.
+    pub error: CacheError,
+    /// The still-held protection, when nothing was changed.
+    pub handle: Option<crate::ProtectHandle>,
+}
+
+impl std::fmt::Display for UnprotectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for UnprotectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.error)
+    }
+}
+
+impl From<UnprotectError> for CacheError {
+    fn from(e: UnprotectError) -> Self {
+        e.error
+    }
+}

@@ -140,20 +140,36 @@ impl<T: CacheTypes> MetadataCache<T> {
         Ok(())
     }
 
-    /// One ascending pass over the slist; returns how many entries it wrote.
+    /// One ascending pass over the slist; returns how many entries it wrote. The normal phase writes
+    /// entries that are not flush-last; the last phase writes flush-last entries and any entry that
+    /// had to wait for a flush-last descendant (dependency order outranks flush-last, MDC-078).
     fn flush_pass(&mut self, marked_only: bool, last_phase: bool) -> Result<usize> {
         let mut cursor = 0u64;
         let mut wrote = 0;
         loop {
-            let next = self.slist.range(cursor..).find_map(|(&addr, &slot)| {
-                let e = self.slab.entry(slot);
-                let eligible = e.place != Place::Protected
-                    && !e.busy()
-                    && e.ndirty_children == 0
-                    && e.flush_last == last_phase
-                    && (!marked_only || e.flush_marker);
-                eligible.then_some((addr, slot))
-            });
+            // `blocking`: only flush-last entries that some parent waits for.
+            let find = |from: u64, want_last: bool, blocking: bool| {
+                self.slist.range(from..).find_map(|(&addr, &slot)| {
+                    let e = self.slab.entry(slot);
+                    let eligible = e.place != Place::Protected
+                        && !e.busy()
+                        && e.ndirty_children == 0
+                        && e.flush_last == want_last
+                        && (!blocking || !e.parents.is_empty())
+                        && (!marked_only || e.flush_marker);
+                    eligible.then_some((addr, slot))
+                })
+            };
+            // The last phase rescans from the lowest address each time (it holds few entries):
+            // entries released by a flush-last child first, then flush-last entries that others
+            // wait for, and independent flush-last entries (the superblock) at the very end.
+            let next = if last_phase {
+                find(0, false, false)
+                    .or_else(|| find(0, true, true))
+                    .or_else(|| find(0, true, false))
+            } else {
+                find(cursor, false, false)
+            };
             let Some((addr, slot)) = next else {
                 break;
             };

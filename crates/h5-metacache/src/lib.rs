@@ -70,7 +70,7 @@ pub use config::{
     IncrMode, MetadataWriteStrategy,
 };
 pub use deps::MAX_FLUSH_DEP_HEIGHT;
-pub use error::{CacheError, Callback, ClientError, Result};
+pub use error::{CacheError, Callback, ClientError, Result, UnprotectError};
 pub use flags::{
     EntryFlushFlags, ExpungeFlags, FlushFlags, InsertFlags, ProtectFlags, UnprotectFlags,
 };

@@ -5,7 +5,7 @@ use h5_io::StorageExt;
 
 use crate::cache::{Entry, MetadataCache, Place, ProtectHandle};
 use crate::class::{CacheTypes, ClassFlags, FileContext, NotifyAction};
-use crate::error::{CacheError, Callback, Result};
+use crate::error::{CacheError, Callback, Result, UnprotectError};
 use crate::flags::{EntryFlushFlags, ExpungeFlags, InsertFlags, ProtectFlags, UnprotectFlags};
 
 /// HDF5's undefined address.
@@ -298,6 +298,7 @@ impl<T: CacheTypes> MetadataCache<T> {
             self.end_of_epoch(write_ok)?;
         }
         Ok(ProtectHandle {
+            cache: self.id,
             slot,
             generation,
             addr,
@@ -523,7 +524,7 @@ impl<T: CacheTypes> MetadataCache<T> {
     // ----- access to protected objects -----
 
     fn check_handle(&self, h: &ProtectHandle) -> Result<()> {
-        if !self.slab.live(h.slot, h.generation) {
+        if h.cache != self.id || !self.slab.live(h.slot, h.generation) {
             return Err(CacheError::StaleHandle);
         }
         // Slot and generation name the entry; its address may have changed since (a move of a
@@ -564,13 +565,30 @@ impl<T: CacheTypes> MetadataCache<T> {
     // ----- unprotect (MDC-047 .. MDC-056) -----
 
     /// End a protection. Returns the object when `DELETED | TAKE_OWNERSHIP` hands it back.
-    pub fn unprotect(&mut self, h: ProtectHandle, flags: UnprotectFlags) -> Result<Option<T::Icr>> {
+    ///
+    /// A call rejected before it changed anything (bad flags, wrong state) returns the handle in the
+    /// error, so the protection can still be released; a call that fails later (a callback of a
+    /// `DELETED` entry failing) has already released it.
+    pub fn unprotect(
+        &mut self,
+        h: ProtectHandle,
+        flags: UnprotectFlags,
+    ) -> Result<Option<T::Icr>, UnprotectError> {
         let addr = if self.slab.live(h.slot, h.generation) {
             self.slab.entry(h.slot).addr
         } else {
             h.addr
         };
-        let r = self.unprotect_inner(h, flags);
+        let r = match self.check_unprotect(&h, flags) {
+            Err(error) => Err(UnprotectError {
+                error,
+                handle: Some(h),
+            }),
+            Ok(()) => self.release(h, flags).map_err(|error| UnprotectError {
+                error,
+                handle: None,
+            }),
+        };
         if self.tracer.is_some() {
             let names = [
                 (UnprotectFlags::DIRTIED, " dirtied"),
@@ -595,11 +613,8 @@ impl<T: CacheTypes> MetadataCache<T> {
         r
     }
 
-    fn unprotect_inner(
-        &mut self,
-        h: ProtectHandle,
-        flags: UnprotectFlags,
-    ) -> Result<Option<T::Icr>> {
+    /// Every check of an unprotect, before anything changes (MDC-047 .. MDC-055).
+    fn check_unprotect(&self, h: &ProtectHandle, flags: UnprotectFlags) -> Result<()> {
         use UnprotectFlags as U;
         let bad = |reason| CacheError::InvalidFlags {
             call: "unprotect",
@@ -618,9 +633,8 @@ impl<T: CacheTypes> MetadataCache<T> {
         if flags.contains(U::DELETED | U::PIN) {
             return Err(bad("DELETED and PIN together"));
         }
-        self.check_handle(&h)?;
-        let slot = h.slot;
-        let e = self.slab.entry(slot);
+        self.check_handle(h)?;
+        let e = self.slab.entry(h.slot);
         // The entry's current address: it may have moved while protected.
         let addr = e.addr;
         if e.busy() {
@@ -679,7 +693,14 @@ impl<T: CacheTypes> MetadataCache<T> {
                 });
             }
         }
-        let class = e.class;
+        Ok(())
+    }
+
+    /// Apply a checked unprotect.
+    fn release(&mut self, h: ProtectHandle, flags: UnprotectFlags) -> Result<Option<T::Icr>> {
+        use UnprotectFlags as U;
+        let slot = h.slot;
+        let class = self.slab.entry(slot).class;
         // Read-only protections release the entry only with the last reader (MDC-032).
         let last_reader = {
             let e = self.slab.entry_mut(slot);
@@ -719,13 +740,15 @@ impl<T: CacheTypes> MetadataCache<T> {
                     .parallel_dirty_created(crate::stats::DirtySource::Unprotect, size);
             }
             self.set_dirty(slot, true);
-        } else if clear_on_unprotect && was_dirty {
-            self.clear_entry(slot, false)?;
         }
         // Back to the pinned list or the LRU head (MDC-015, MDC-035).
         self.unlink(slot);
         let place = self.resting_place(slot);
         self.link(slot, place);
+        if !dirtied && clear_on_unprotect && was_dirty {
+            // Written by another rank at a sync point while protected here (MDC-056).
+            self.clear_entry(slot, false)?;
+        }
         if flags.contains(U::DELETED) {
             let mut f = EntryFlushFlags::CLEAR_ONLY | EntryFlushFlags::INVALIDATE;
             if flags.contains(U::FREE_FILE_SPACE) {
@@ -1052,5 +1075,75 @@ impl<T: CacheTypes> MetadataCache<T> {
         }
         self.flush_single(slot, f)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use h5_io::MemoryStorage;
+
+    use crate::replay::{SyntheticTypes, synthetic_classes};
+    use crate::{CacheBuilder, CacheError, ExpungeFlags, InsertFlags, MetadataCache, ProtectFlags};
+    use crate::{ProtectHandle, UnboundedFile, UnprotectFlags};
+
+    fn cache() -> MetadataCache<SyntheticTypes> {
+        CacheBuilder::new(
+            Arc::new(MemoryStorage::new()),
+            synthetic_classes(1),
+            UnboundedFile,
+        )
+        .build()
+        .unwrap()
+    }
+
+    /// MDC-012, E-33: a handle whose slot was freed and reused by a newer entry at the same address
+    /// is rejected by the generation check and never aliases the new entry. Handles cannot outlive
+    /// their entry through the public API, so the stale handle is forged here.
+    #[test]
+    fn mdc_012_reused_slot_generation_is_rejected() {
+        let mut c = cache();
+        c.insert(0, 0x100, vec![1; 64], InsertFlags::NONE).unwrap();
+        let h = c.protect(0, 0x100, &64, ProtectFlags::READ_ONLY).unwrap();
+        let stale = ProtectHandle {
+            cache: h.cache,
+            slot: h.slot,
+            generation: h.generation,
+            addr: h.addr,
+            read_only: true,
+        };
+        c.unprotect(h, UnprotectFlags::NONE).unwrap();
+        c.expunge(0, 0x100, ExpungeFlags::NONE).unwrap();
+        c.insert(0, 0x100, vec![2; 64], InsertFlags::NONE).unwrap();
+        let fresh = c.protect(0, 0x100, &64, ProtectFlags::READ_ONLY).unwrap();
+        assert_eq!((fresh.slot, fresh.addr), (stale.slot, stale.addr));
+        assert_ne!(fresh.generation, stale.generation);
+        assert!(matches!(c.icr(&stale), Err(CacheError::StaleHandle)));
+        let err = c.unprotect(stale, UnprotectFlags::NONE).unwrap_err();
+        assert!(matches!(err.error, CacheError::StaleHandle));
+        assert_eq!(
+            c.status(0x100).unwrap().ro_refs,
+            1,
+            "the new entry is untouched"
+        );
+        assert_eq!(c.icr(&fresh).unwrap()[0], 2);
+        c.unprotect(fresh, UnprotectFlags::NONE).unwrap();
+    }
+
+    /// MDC-047: a rejected unprotect changes nothing and hands the protection back, which then
+    /// releases normally.
+    #[test]
+    fn mdc_047_rejected_unprotect_returns_the_handle() {
+        let mut c = cache();
+        c.insert(0, 0x100, vec![1; 64], InsertFlags::NONE).unwrap();
+        let h = c.protect(0, 0x100, &64, ProtectFlags::READ_ONLY).unwrap();
+        let err = c.unprotect(h, UnprotectFlags::DIRTIED).unwrap_err();
+        assert!(matches!(err.error, CacheError::WrongState { .. }));
+        let h = err.handle.expect("rejected before any change");
+        assert!(c.status(0x100).unwrap().protected);
+        c.unprotect(h, UnprotectFlags::NONE).unwrap();
+        assert!(!c.status(0x100).unwrap().protected);
+        c.close().unwrap();
     }
 }

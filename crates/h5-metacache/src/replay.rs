@@ -1287,7 +1287,16 @@ impl Engine {
                 let Some(h) = h else {
                     return Outcome::Err;
                 };
-                outcome(&c.unprotect(h, *flags))
+                match c.unprotect(h, *flags) {
+                    Ok(_) => Outcome::Ok,
+                    Err(e) => {
+                        // A rejected unprotect leaves the protection held: keep its handle.
+                        if let Some(h) = e.handle {
+                            self.handles.entry(*addr).or_default().push(h);
+                        }
+                        Outcome::Err
+                    }
+                }
             }
             TraceOp::Resize { addr, new_size } => outcome(&c.resize(*addr, *new_size)),
             TraceOp::Move {
@@ -1300,7 +1309,13 @@ impl Engine {
                     None => self.class_at(*old_addr),
                 };
                 match self.cache.move_entry(class, *old_addr, *new_addr) {
-                    Ok(true) => Outcome::Ok,
+                    Ok(true) => {
+                        // Protections follow the entry to its new address.
+                        if let Some(held) = self.handles.remove(old_addr) {
+                            self.handles.entry(*new_addr).or_default().extend(held);
+                        }
+                        Outcome::Ok
+                    }
                     Ok(false) => Outcome::Absent,
                     Err(_) => Outcome::Err,
                 }

@@ -242,6 +242,27 @@ impl<T: CacheTypes> MetadataCache<T> {
                 reason: "freeing file space of an entry in temporary space",
             });
         }
+        // The size of file space to free is asked first, so that a failure leaves the entry as it was.
+        let (class, size) = {
+            let e = self.slab.entry(slot);
+            (e.class, e.size)
+        };
+        let fsf = if free_space {
+            let cls = self.class(class)?;
+            let e = self.slab.entry(slot);
+            let icr = e
+                .icr
+                .as_ref()
+                .ok_or_else(|| CacheError::EntryBusy { addr })?;
+            let fsf = cls.get_fsf_size(icr).map_err(self.client_err(
+                class,
+                Callback::GetFsfSize,
+                addr,
+            ))?;
+            Some(fsf.unwrap_or(size as u64))
+        } else {
+            None
+        };
         if dirty {
             if clear_only {
                 if !take {
@@ -256,21 +277,6 @@ impl<T: CacheTypes> MetadataCache<T> {
         if !invalidate {
             return Ok(None);
         }
-        let (class, size) = {
-            let e = self.slab.entry(slot);
-            (e.class, e.size)
-        };
-        let fsf = if free_space {
-            let cls = self.class(class)?;
-            let e = self.slab.entry(slot);
-            let icr = e
-                .icr
-                .as_ref()
-                .ok_or_else(|| CacheError::EntryBusy { addr })?;
-            Some(cls.get_fsf_size(icr).unwrap_or(size as u64))
-        } else {
-            None
-        };
         let icr = self.evict(slot, take)?;
         if let Some(len) = fsf {
             self.ctx

@@ -849,7 +849,7 @@ fn apply(h: &mut Harness, op: &Op) {
                 } else {
                     UnprotectFlags::NONE
                 };
-                c.unprotect(p, f).map(|_| ())
+                c.unprotect(p, f).map(|_| ()).map_err(CacheError::from)
             }
             Err(e) => Err(e),
         },
@@ -2110,5 +2110,59 @@ fn e_39_write_to_temporary_space_is_refused() {
     assert_eq!(h.write_ops(), vec![OpRecord::new(IoOp::Write, 0x800, 64)]);
     assert!(!h.cache.contains(0xfe0));
     assert!(!dirty(&mut h, 0x800));
+    h.check();
+}
+
+/// MDC-091: `get_fsf_size` can fail like every other callback; the failure is reported and leaves
+/// the entry exactly as it was (asked before the entry is cleared or evicted).
+#[test]
+fn mdc_091_get_fsf_size_failure_leaves_the_entry() {
+    let mut h = harness(1, fixed(64 * 1024, 0.0));
+    h.insert(0, 0x100, 64);
+    h.classes[0].knobs().fail.insert(Callback::GetFsfSize);
+    let err = h
+        .cache
+        .expunge(0, 0x100, ExpungeFlags::FREE_FILE_SPACE)
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        CacheError::Client {
+            callback: Callback::GetFsfSize,
+            ..
+        }
+    ));
+    let s = h.cache.status(0x100).unwrap();
+    assert!(s.dirty, "still dirty: nothing was cleared");
+    assert_eq!(h.classes[0].count(|e| matches!(e, Event::Clear { .. })), 0);
+    assert!(h.cache.ctx().frees.is_empty());
+    h.classes[0].knobs().fail.clear();
+    h.cache
+        .expunge(0, 0x100, ExpungeFlags::FREE_FILE_SPACE)
+        .unwrap();
+    assert_eq!(h.cache.ctx().frees, vec![(0x100, 64)]);
+    h.check();
+}
+
+/// MDC-077, MDC-078: a flush-last child under an ordinary parent. Dependency order outranks
+/// flush-last: the parent waits for its child and is written in the final phase right after it,
+/// and an independent flush-last entry (the superblock at 0x0) still goes last of all.
+#[test]
+fn mdc_077_078_flush_last_child_under_ordinary_parent() {
+    let mut h = harness(1, fixed(64 * 1024, 0.0));
+    h.cache
+        .insert(0, 0x0, MockEntry::new(64), InsertFlags::FLUSH_LAST)
+        .unwrap();
+    h.cache
+        .insert(0, 0x100, MockEntry::new(64), InsertFlags::PIN)
+        .unwrap();
+    h.insert(0, 0x500, 64);
+    h.cache
+        .insert(0, 0x900, MockEntry::new(64), InsertFlags::FLUSH_LAST)
+        .unwrap();
+    h.cache.create_flush_dependency(0x100, 0x900).unwrap();
+    h.clear_io();
+    h.cache.flush(FlushFlags::NONE).unwrap();
+    assert_eq!(h.writes(), vec![0x500, 0x900, 0x100, 0x0]);
+    assert!(h.cache.dirty_addrs().is_empty());
     h.check();
 }

@@ -448,7 +448,7 @@ impl Model {
                         .filter(|(_, e)| {
                             e.dirty
                                 && !e.protected()
-                                && e.last == last_phase
+                                && (last_phase || !e.last)
                                 && (!marked_only || e.marker)
                         })
                         .map(|(a, _)| *a)
@@ -1210,9 +1210,20 @@ impl Sim {
         }
         let (_, h) = self.handles.remove(idx);
         if !errs.is_empty() {
-            let r = self.h.cache.unprotect(h, flags);
-            self.expect_err(r, &errs);
-            self.stranded += 1;
+            match self.h.cache.unprotect(h, flags) {
+                Ok(v) => panic!(
+                    "{}: illegal unprotect {flags:?} succeeded ({v:?}); expected one of {errs:?}",
+                    self.ctx
+                ),
+                Err(e) => {
+                    // A rejected unprotect changes nothing and gives the protection back.
+                    let Some(h) = e.handle else {
+                        panic!("{}: rejected unprotect did not return its handle", self.ctx)
+                    };
+                    self.expect_err::<()>(Err(e.error), &errs);
+                    self.handles.insert(idx, (a, h));
+                }
+            }
             return Outcome::quiet();
         }
         if flags.contains(U::DIRTIED) {
@@ -1534,10 +1545,21 @@ impl Sim {
                 }
             }
         }
-        // MDC-077: flush-last entries after every other entry.
+        // MDC-077: flush-last entries after every other entry, except entries that had to wait
+        // for a flush-last descendant (dependency order outranks flush-last, MDC-078).
         let (last, other): (Vec<u64>, Vec<u64>) =
             written.iter().partition(|a| before.get(**a).last);
-        if let (Some(&l), Some(&o)) = (last.first(), other.last()) {
+        let waits_for_last = |a: u64| {
+            let mut d = BTreeSet::new();
+            before.descendants(a, &mut d);
+            d.iter().any(|c| last.contains(c))
+        };
+        let independent: Vec<u64> = other
+            .iter()
+            .copied()
+            .filter(|&a| !waits_for_last(a))
+            .collect();
+        if let (Some(&l), Some(&o)) = (last.first(), independent.last()) {
             assert!(
                 pos[&o] < pos[&l],
                 "{ctx}: flush-last {l:#x} written before {o:#x}"
@@ -1815,7 +1837,8 @@ fn regression_unprotect_deleted_pin_changes_nothing() {
         Op::Unprotect { sel: 0, kind: 14 },
     ];
     let sim = run(&ops, 0);
-    assert_eq!((sim.n.rejected, sim.stranded), (1, 1));
+    // Rejected, and the protection is not stranded: the handle came back.
+    assert_eq!((sim.n.rejected, sim.stranded), (1, 0));
 
     let mut h = harness(1, fixed(4 * 1024, 0.0));
     let hd = h.cache.protect(0, 0x800, &16, ProtectFlags::NONE).unwrap();
@@ -1823,7 +1846,14 @@ fn regression_unprotect_deleted_pin_changes_nothing() {
         .cache
         .unprotect(hd, UnprotectFlags::DELETED | UnprotectFlags::PIN)
         .unwrap_err();
-    assert!(matches!(err, CacheError::InvalidFlags { .. }), "{err:?}");
+    assert!(
+        matches!(err.error, CacheError::InvalidFlags { .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.handle.is_some(),
+        "the rejected call gives the protection back"
+    );
     let s = h.cache.status(0x800).unwrap();
     assert!(s.protected && !s.pinned_by_client);
     let t = h.cache.totals();

@@ -58,13 +58,31 @@ fn reads(h: &Harness) -> Vec<(u64, u64)> {
     h.read_ops().iter().map(|r| (r.offset, r.len)).collect()
 }
 
-fn is_wrong_state<T: std::fmt::Debug>(r: &Result<T>) -> bool {
-    matches!(r, Err(CacheError::WrongState { .. }))
+/// The cache error inside a failed call's error (`unprotect` wraps it with the returned handle).
+trait AsCacheError {
+    fn cache_error(&self) -> &CacheError;
+}
+impl AsCacheError for CacheError {
+    fn cache_error(&self) -> &CacheError {
+        self
+    }
+}
+impl AsCacheError for UnprotectError {
+    fn cache_error(&self) -> &CacheError {
+        &self.error
+    }
 }
 
-fn is_invalid_flags<T: std::fmt::Debug>(r: &Result<T>) -> bool {
+fn is_wrong_state<T, E: AsCacheError>(r: &Result<T, E>) -> bool {
     matches!(
-        r,
+        r.as_ref().map_err(|e| e.cache_error()),
+        Err(CacheError::WrongState { .. })
+    )
+}
+
+fn is_invalid_flags<T, E: AsCacheError>(r: &Result<T, E>) -> bool {
+    matches!(
+        r.as_ref().map_err(|e| e.cache_error()),
         Err(CacheError::InvalidFlags {
             call: "unprotect",
             ..
@@ -312,7 +330,7 @@ fn mdc_036_load_sequence() {
         h.classes[0].events(),
         vec![
             Event::GetInitialLoadSize,
-            Event::VerifyChecksum,
+            Event::VerifyChecksum { len: 512 },
             Event::Deserialize { len: 512 },
             // make-space evicts the LRU tail before the new entry is announced
             Event::Notify {
@@ -668,7 +686,7 @@ fn mdc_042_q35_final_load_size_path() {
         [
             Event::GetInitialLoadSize,
             Event::GetFinalLoadSize { len: 64 },
-            Event::VerifyChecksum,
+            Event::VerifyChecksum { len: 200 },
             Event::Deserialize { len: 200 },
         ]
     );
@@ -707,7 +725,10 @@ fn q35_checksum_retry_then_failure() {
     h.classes[0].knobs().bad_checksums = 1;
     h.touch(0, 0x100, 64);
     assert_eq!(reads(&h), vec![(0x100, 64), (0x100, 64)]);
-    assert_eq!(h.classes[0].count(|e| *e == Event::VerifyChecksum), 2);
+    assert_eq!(
+        h.classes[0].count(|e| matches!(e, Event::VerifyChecksum { .. })),
+        2
+    );
     assert_eq!(h.cache.stats().checksum_retries, 1);
     assert!(h.cache.contains(0x100));
 
@@ -888,7 +909,13 @@ fn mdc_047_e21_unprotect_of_unprotected_entry() {
     b.touch(0, 0x100, 64);
     let before = b.cache.totals();
     let r = b.cache.unprotect(pa, UnprotectFlags::DIRTIED);
-    assert!(matches!(r, Err(CacheError::StaleHandle)), "{r:?}");
+    assert!(
+        matches!(
+            r.as_ref().map_err(|e| &e.error),
+            Err(CacheError::StaleHandle)
+        ),
+        "{r:?}"
+    );
     assert_eq!(b.cache.totals(), before);
     let s = st(&mut b, 0x100);
     assert!(!s.protected && !s.dirty);
@@ -913,7 +940,13 @@ fn e33_stale_handle_with_reused_slot() {
     assert!(b.cache.handle_is_live(&current));
     assert!(matches!(b.cache.icr(&stale), Err(CacheError::StaleHandle)));
     let r = b.cache.unprotect(stale, UnprotectFlags::DELETED);
-    assert!(matches!(r, Err(CacheError::StaleHandle)), "{r:?}");
+    assert!(
+        matches!(
+            r.as_ref().map_err(|e| &e.error),
+            Err(CacheError::StaleHandle)
+        ),
+        "{r:?}"
+    );
     let s = st(&mut b, 0x100);
     assert!(s.protected);
     assert_eq!(b.cache.totals().index_len, 1);
@@ -1845,5 +1878,47 @@ fn e17_operations_on_entry_in_its_own_callback_are_busy() {
     assert!(got.iter().all(|(_, busy)| *busy), "{got:?}");
     assert_eq!(h.cache.totals().index_len, 0);
     assert!(!h.cache.contains(0xF000));
+    h.check();
+}
+
+/// Q-35, MDC-042: on the speculative path where only decoding tells the size, the checksum is
+/// verified on the image of the real size (after the re-read), not on the guessed prefix; a bad
+/// checksum there re-reads the whole entry and discards the decoded object.
+#[test]
+fn q35_speculative_checksum_covers_the_final_image() {
+    let mut h = harness_with_flags(&[ClassFlags::SPECULATIVE_LOAD], fixed(64 * KIB, 0.0));
+    h.classes[0].knobs().real_sizes = vec![200];
+    h.touch(0, 0x100, 64);
+    assert_eq!(reads(&h), vec![(0x100, 64), (0x100, 200)]);
+    let checked: Vec<usize> = h.classes[0]
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::VerifyChecksum { len } => Some(*len),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        checked,
+        vec![200],
+        "one verification, of the full 200-byte image"
+    );
+    assert_eq!(st(&mut h, 0x100).size, 200);
+
+    // A bad checksum on the final image: the whole load repeats once, then succeeds.
+    h.classes[0].clear_events();
+    h.clear_io();
+    h.classes[0].knobs().bad_checksums = 1;
+    h.touch(0, 0x1000, 64);
+    assert_eq!(
+        reads(&h),
+        vec![(0x1000, 64), (0x1000, 200), (0x1000, 64), (0x1000, 200)]
+    );
+    let frees = h.classes[0].count(|e| *e == Event::FreeIcr);
+    assert_eq!(
+        frees, 3,
+        "two discarded guesses and the object of the bad image"
+    );
+    assert_eq!(h.cache.stats().checksum_retries, 1);
     h.check();
 }

@@ -69,7 +69,7 @@ impl FileContext for MockFile {
 pub enum Event {
     GetInitialLoadSize,
     GetFinalLoadSize { len: usize },
-    VerifyChecksum,
+    VerifyChecksum { len: usize },
     Deserialize { len: usize },
     ImageLen,
     PreSerialize { addr: u64, len: usize },
@@ -204,8 +204,8 @@ impl Class<Mock> for MockClass {
         }
         Ok(k)
     }
-    fn verify_checksum(&self, _image: &[u8], _u: &usize) -> Result<bool, ClientError> {
-        self.record(Event::VerifyChecksum);
+    fn verify_checksum(&self, image: &[u8], _u: &usize) -> Result<bool, ClientError> {
+        self.record(Event::VerifyChecksum { len: image.len() });
         self.check_fail(Callback::VerifyChecksum)?;
         let mut k = self.knobs.lock().unwrap();
         if k.bad_checksums > 0 {
@@ -310,9 +310,10 @@ impl Class<Mock> for MockClass {
         self.record(Event::Clear { about_to_destroy });
         self.check_fail(Callback::Clear)
     }
-    fn get_fsf_size(&self, _icr: &MockEntry) -> Option<u64> {
+    fn get_fsf_size(&self, _icr: &MockEntry) -> Result<Option<u64>, ClientError> {
         self.record(Event::GetFsfSize);
-        self.knobs.lock().unwrap().fsf_size
+        self.check_fail(Callback::GetFsfSize)?;
+        Ok(self.knobs.lock().unwrap().fsf_size)
     }
 }
 
