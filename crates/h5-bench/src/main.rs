@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use h5_io::{MemoryStorage, Storage};
-use h5_metacache::replay::{SyntheticTypes, synthetic_classes};
+use h5_metacache::replay::{
+    ReplayOptions, SyntheticTypes, parse_trace, replay, synthetic_classes, tour_trace,
+};
 use h5_metacache::{
     CacheBuilder, CacheConfig, FlushFlags, InsertFlags, MetadataCache, ProtectFlags, UnboundedFile,
     UnprotectFlags,
@@ -126,4 +128,33 @@ fn metacache(reps: usize, pairs: u64) {
             m.as_nanos() as f64 / pairs as f64
         );
     }
+    replay_tour(reps);
+}
+
+/// Replay the built-in tour trace (parsing excluded from the timing) with the default adaptive
+/// configuration: every call goes through the trace engine, the cache and in-memory storage.
+fn replay_tour(reps: usize) {
+    let records = parse_trace(&tour_trace()).expect("the built-in trace parses");
+    let opts = ReplayOptions::default();
+    let mut protects = 0;
+    let runs: Vec<Duration> = (0..reps)
+        .map(|_| {
+            let start = Instant::now();
+            let report = replay(&records, &opts).expect("the built-in trace replays");
+            let elapsed = start.elapsed();
+            assert_eq!(
+                report.summary.mismatches, 0,
+                "replay must reproduce the trace"
+            );
+            protects = report.summary.protects;
+            elapsed
+        })
+        .collect();
+    let m = median(runs);
+    println!(
+        "  replay of the tour trace ({} records, {protects} protects)  {:>6.1} M records/s  ({:.0} ms)",
+        records.len(),
+        records.len() as f64 / m.as_secs_f64() / 1e6,
+        m.as_secs_f64() * 1e3
+    );
 }

@@ -71,6 +71,11 @@ impl ClassFlags {
         self.0 & other.0 == other.0 && other.0 != 0
     }
 
+    /// The raw value (the source's flag values, MDC-090).
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
     pub(crate) const fn no_io(self) -> bool {
         self.0 & 0x4 != 0
     }

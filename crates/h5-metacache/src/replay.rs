@@ -911,6 +911,9 @@ pub enum ReplayError {
     /// The cache could not be built.
     #[error("cannot build the replay cache: {0}")]
     Build(#[source] CacheError),
+    /// The cache broke one of its invariants during the replay (a bug in the cache).
+    #[error("the cache broke an invariant during the replay: {0}")]
+    Invariant(#[source] CacheError),
     /// The trace addresses reach beyond [`MAX_REPLAY_EXTENT`].
     #[error(
         "the trace addresses reach {extent:#x}, beyond the replay's in-memory file limit of {limit:#x} bytes"
@@ -1203,6 +1206,8 @@ struct Engine {
     protects: u64,
     hits: u64,
     misses: u64,
+    /// The first invariant violation seen at an epoch boundary.
+    invariant_error: Option<CacheError>,
 }
 
 fn outcome<T>(r: &Result<T, CacheError>) -> Outcome {
@@ -1233,6 +1238,9 @@ impl Engine {
             self.misses += 1;
         }
         if self.epoch_protects >= self.epoch_length {
+            if self.invariant_error.is_none() {
+                self.invariant_error = self.cache.check_invariants().err();
+            }
             let info = self.cache.size_info();
             self.epochs.push(EpochLine {
                 epoch: self.epochs.len() as u64 + 1,
@@ -1372,7 +1380,7 @@ pub fn replay(records: &[TraceRecord], opts: &ReplayOptions) -> Result<ReplayRep
         extent as usize
     ])));
     let nclasses = (usize::from(max_class) + 1).min(crate::MAX_CLASS_IDS);
-    let cache = CacheBuilder::<SyntheticTypes>::new(
+    let mut cache = CacheBuilder::<SyntheticTypes>::new(
         metrics.clone(),
         synthetic_classes(nclasses),
         UnboundedFile,
@@ -1380,6 +1388,9 @@ pub fn replay(records: &[TraceRecord], opts: &ReplayOptions) -> Result<ReplayRep
     .config(start)
     .build()
     .map_err(ReplayError::Build)?;
+    // A replay makes hundreds of thousands of calls: instead of the `extreme-checks` full check
+    // after every call (quadratic), the engine checks every invariant once per epoch and at the end.
+    cache.set_invariant_checks(false);
     metrics.reset();
     let mut e = Engine {
         cache,
@@ -1393,6 +1404,7 @@ pub fn replay(records: &[TraceRecord], opts: &ReplayOptions) -> Result<ReplayRep
         protects: 0,
         hits: 0,
         misses: 0,
+        invariant_error: None,
     };
     e.epoch_length = opts.epoch_length_override.unwrap_or(1).max(1);
     e.refresh_epoch_length();
@@ -1426,6 +1438,10 @@ pub fn replay(records: &[TraceRecord], opts: &ReplayOptions) -> Result<ReplayRep
             });
         }
     }
+    if let Some(err) = e.invariant_error.take() {
+        return Err(ReplayError::Invariant(err));
+    }
+    e.cache.check_invariants().map_err(ReplayError::Invariant)?;
     let io = e.metrics.snapshot();
     let info = e.cache.size_info();
     let summary = ReplaySummary {

@@ -1513,7 +1513,7 @@ fn mdc_114_e09_evictions_off_needs_every_mode_off() {
 /// MDC-115 / E-10: the write strategy must be one of the two (raw value 7 is rejected, as is an
 /// unknown name in JSON), `dirty_bytes_threshold` must be in [512 B, 32 MiB], and
 /// `open_trace_file` needs a name of 1 to 1024 bytes. (E-10's "different across ranks" is a
-/// parallel-mode check, MDC-147, outside this file.)
+/// parallel-mode check of spec §3.19, not implemented yet.)
 #[test]
 fn mdc_115_e10_parallel_and_trace_fields() {
     assert_eq!(
