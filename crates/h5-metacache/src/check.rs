@@ -31,7 +31,8 @@ impl<T: CacheTypes> MetadataCache<T> {
         self.invariant_checks = on;
     }
 
-    /// Re-validate every invariant listed in [`crate::cache`]'s module documentation.
+    /// Re-validate every invariant of the cache (listed in `docs/design.md` §2.3 and in the `cache`
+    /// module's documentation).
     pub fn check_invariants(&self) -> Result<()> {
         let fail = |what: &'static str| Err(CacheError::Invariant(what));
         let mut n_entries = 0usize;

@@ -9,6 +9,7 @@
 use crate::cache::MetadataCache;
 use crate::class::CacheTypes;
 use crate::error::{CacheError, Result};
+use crate::trace::{Outcome, TraceOp};
 
 /// Largest allowed height of a flush-dependency tree (a leaf has height 0).
 pub const MAX_FLUSH_DEP_HEIGHT: usize = 8;
@@ -56,8 +57,8 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn create_flush_dependency(&mut self, parent: u64, child: u64) -> Result<()> {
         let r = self.create_dep_inner(parent, child);
         self.trace_op(
-            format_args!("flush_dep {parent:#x} {child:#x}"),
-            r.is_ok().then_some("ok"),
+            |_| TraceOp::FlushDep { parent, child },
+            r.is_ok().then_some(Outcome::Ok),
         );
         self.after_op();
         r
@@ -128,8 +129,8 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn destroy_flush_dependency(&mut self, parent: u64, child: u64) -> Result<()> {
         let r = self.destroy_dep_inner(parent, child);
         self.trace_op(
-            format_args!("flush_undep {parent:#x} {child:#x}"),
-            r.is_ok().then_some("ok"),
+            |_| TraceOp::FlushUndep { parent, child },
+            r.is_ok().then_some(Outcome::Ok),
         );
         self.after_op();
         r

@@ -5,6 +5,7 @@ use crate::class::CacheTypes;
 use crate::error::{CacheError, Result};
 use crate::flags::{EntryFlushFlags, FlushFlags};
 use crate::list::{Chain, NIL};
+use crate::trace::{Outcome, TraceOp};
 
 impl<T: CacheTypes> MetadataCache<T> {
     /// Free room for `needed` more bytes, and write dirty tail entries until the min-clean goal holds
@@ -99,14 +100,18 @@ impl<T: CacheTypes> MetadataCache<T> {
             self.flush_in_progress = false;
             r
         };
-        let word = if flags.contains(FlushFlags::INVALIDATE) {
-            "flush_invalidate"
-        } else if flags.contains(FlushFlags::MARKED_ENTRIES) {
-            "flush_marked"
-        } else {
-            "flush"
-        };
-        self.trace_op(format_args!("{word}"), r.is_ok().then_some("ok"));
+        self.trace_op(
+            |_| {
+                if flags.contains(FlushFlags::INVALIDATE) {
+                    TraceOp::FlushInvalidate
+                } else if flags.contains(FlushFlags::MARKED_ENTRIES) {
+                    TraceOp::FlushMarked
+                } else {
+                    TraceOp::Flush
+                }
+            },
+            r.is_ok().then_some(Outcome::Ok),
+        );
         self.after_op();
         r
     }

@@ -7,6 +7,7 @@ use crate::cache::{Entry, MetadataCache, Place, ProtectHandle};
 use crate::class::{CacheTypes, ClassFlags, FileContext, NotifyAction};
 use crate::error::{CacheError, Callback, Result, UnprotectError};
 use crate::flags::{EntryFlushFlags, ExpungeFlags, InsertFlags, ProtectFlags, UnprotectFlags};
+use crate::trace::{Outcome, TraceOp};
 
 /// HDF5's undefined address.
 pub const UNDEFINED_ADDR: u64 = u64::MAX;
@@ -33,6 +34,13 @@ impl<T: CacheTypes> MetadataCache<T> {
             addr,
             source,
         }
+    }
+
+    /// Size of the entry cached at `addr`, 0 when nothing is (what insert and protect records show).
+    fn cached_size(&self, addr: u64) -> usize {
+        self.peek(addr)
+            .map(|s| self.slab.entry(s).size)
+            .unwrap_or(0)
     }
 
     fn check_tag(&self, addr: u64) -> Result<()> {
@@ -82,30 +90,14 @@ impl<T: CacheTypes> MetadataCache<T> {
     /// Insert an entry the client has just created (and allocated file space for). The entry is dirty.
     pub fn insert(&mut self, class: u8, addr: u64, icr: T::Icr, flags: InsertFlags) -> Result<()> {
         let r = self.insert_inner(class, addr, icr, flags);
-        let size = self
-            .peek(addr)
-            .map(|s| self.slab.entry(s).size)
-            .unwrap_or(0);
         self.trace_op(
-            format_args!(
-                "insert {addr:#x} {size} {class}{}{}{}",
-                if flags.contains(InsertFlags::PIN) {
-                    " pin"
-                } else {
-                    ""
-                },
-                if flags.contains(InsertFlags::FLUSH_LAST) {
-                    " flush_last"
-                } else {
-                    ""
-                },
-                if flags.contains(InsertFlags::SET_FLUSH_MARKER) {
-                    " mark"
-                } else {
-                    ""
-                },
-            ),
-            r.is_ok().then_some("ok"),
+            |c| TraceOp::Insert {
+                addr,
+                size: c.cached_size(addr),
+                class,
+                flags,
+            },
+            r.is_ok().then_some(Outcome::Ok),
         );
         self.after_op();
         r
@@ -184,26 +176,20 @@ impl<T: CacheTypes> MetadataCache<T> {
     ) -> Result<ProtectHandle> {
         let hits_before = self.stats.total_hits();
         let r = self.protect_inner(class, addr, udata, flags);
-        if self.tracer.is_some() {
-            let size = self
-                .peek(addr)
-                .map(|s| self.slab.entry(s).size)
-                .unwrap_or(0);
-            let outcome = match &r {
-                Ok(_) if self.stats.total_hits() > hits_before => Some("hit"),
-                Ok(_) => Some("miss"),
-                Err(_) => None,
-            };
-            let ro = if flags.contains(ProtectFlags::READ_ONLY) {
-                " ro"
-            } else {
-                ""
-            };
-            self.trace_op(
-                format_args!("protect {addr:#x} {size} {class}{ro}"),
-                outcome,
-            );
-        }
+        let outcome = match &r {
+            Ok(_) if self.stats.total_hits() > hits_before => Some(Outcome::Hit),
+            Ok(_) => Some(Outcome::Miss),
+            Err(_) => None,
+        };
+        self.trace_op(
+            |c| TraceOp::Protect {
+                addr,
+                size: c.cached_size(addr),
+                class,
+                read_only: flags.contains(ProtectFlags::READ_ONLY),
+            },
+            outcome,
+        );
         self.after_op();
         r
     }
@@ -589,26 +575,10 @@ impl<T: CacheTypes> MetadataCache<T> {
                 handle: None,
             }),
         };
-        if self.tracer.is_some() {
-            let names = [
-                (UnprotectFlags::DIRTIED, " dirtied"),
-                (UnprotectFlags::DELETED, " deleted"),
-                (UnprotectFlags::PIN, " pin"),
-                (UnprotectFlags::UNPIN, " unpin"),
-                (UnprotectFlags::SET_FLUSH_MARKER, " mark"),
-                (UnprotectFlags::FREE_FILE_SPACE, " free_space"),
-                (UnprotectFlags::TAKE_OWNERSHIP, " take_ownership"),
-            ];
-            let words: String = names
-                .iter()
-                .filter(|(f, _)| flags.contains(*f))
-                .map(|(_, w)| *w)
-                .collect();
-            self.trace_op(
-                format_args!("unprotect {addr:#x}{words}"),
-                r.is_ok().then_some("ok"),
-            );
-        }
+        self.trace_op(
+            |_| TraceOp::Unprotect { addr, flags },
+            r.is_ok().then_some(Outcome::Ok),
+        );
         self.after_op();
         r
     }
@@ -767,7 +737,7 @@ impl<T: CacheTypes> MetadataCache<T> {
     /// Pin an entry that is protected and not already pinned by the client (MDC-057).
     pub fn pin_protected(&mut self, addr: u64) -> Result<()> {
         let r = self.pin_protected_inner(addr);
-        self.trace_op(format_args!("pin {addr:#x}"), r.is_ok().then_some("ok"));
+        self.trace_op(|_| TraceOp::Pin { addr }, r.is_ok().then_some(Outcome::Ok));
         self.after_op();
         r
     }
@@ -800,7 +770,10 @@ impl<T: CacheTypes> MetadataCache<T> {
     /// head.
     pub fn unpin(&mut self, addr: u64) -> Result<()> {
         let r = self.unpin_inner(addr);
-        self.trace_op(format_args!("unpin {addr:#x}"), r.is_ok().then_some("ok"));
+        self.trace_op(
+            |_| TraceOp::Unpin { addr },
+            r.is_ok().then_some(Outcome::Ok),
+        );
         self.after_op();
         r
     }
@@ -829,8 +802,8 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn mark_dirty(&mut self, addr: u64) -> Result<()> {
         let r = self.mark_dirty_inner(addr);
         self.trace_op(
-            format_args!("mark_dirty {addr:#x}"),
-            r.is_ok().then_some("ok"),
+            |_| TraceOp::MarkDirty { addr },
+            r.is_ok().then_some(Outcome::Ok),
         );
         self.after_op();
         r
@@ -875,8 +848,8 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn mark_clean(&mut self, addr: u64) -> Result<()> {
         let r = self.mark_clean_inner(addr);
         self.trace_op(
-            format_args!("mark_clean {addr:#x}"),
-            r.is_ok().then_some("ok"),
+            |_| TraceOp::MarkClean { addr },
+            r.is_ok().then_some(Outcome::Ok),
         );
         self.after_op();
         r
@@ -922,8 +895,8 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn resize(&mut self, addr: u64, new_size: usize) -> Result<()> {
         let r = self.resize_inner(addr, new_size);
         self.trace_op(
-            format_args!("resize {addr:#x} {new_size}"),
-            r.is_ok().then_some("ok"),
+            |_| TraceOp::Resize { addr, new_size },
+            r.is_ok().then_some(Outcome::Ok),
         );
         self.after_op();
         r
@@ -967,8 +940,14 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn move_entry(&mut self, class: u8, old_addr: u64, new_addr: u64) -> Result<bool> {
         let r = self.move_inner(class, old_addr, new_addr);
         self.trace_op(
-            format_args!("move {old_addr:#x} {new_addr:#x} {class}"),
-            r.as_ref().ok().map(|m| if *m { "ok" } else { "absent" }),
+            |_| TraceOp::Move {
+                old_addr,
+                new_addr,
+                class: Some(class),
+            },
+            r.as_ref()
+                .ok()
+                .map(|&moved| if moved { Outcome::Ok } else { Outcome::Absent }),
         );
         self.after_op();
         r
@@ -1023,14 +1002,13 @@ impl<T: CacheTypes> MetadataCache<T> {
     /// Remove an entry without writing it. Not cached: nothing happens.
     pub fn expunge(&mut self, class: u8, addr: u64, flags: ExpungeFlags) -> Result<()> {
         let r = self.expunge_inner(class, addr, flags);
-        let fs = if flags.contains(ExpungeFlags::FREE_FILE_SPACE) {
-            " free_space"
-        } else {
-            ""
-        };
         self.trace_op(
-            format_args!("expunge {addr:#x} {class}{fs}"),
-            r.is_ok().then_some("ok"),
+            |_| TraceOp::Expunge {
+                addr,
+                class: Some(class),
+                flags,
+            },
+            r.is_ok().then_some(Outcome::Ok),
         );
         self.after_op();
         r

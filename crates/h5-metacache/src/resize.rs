@@ -11,7 +11,7 @@ use crate::config::{
 use crate::error::{CacheError, Result};
 use crate::flags::EntryFlushFlags;
 use crate::list::{Chain, NIL};
-use crate::trace::Tracer;
+use crate::trace::{Outcome, TraceOp, Tracer};
 
 /// Largest number of undelivered resize reports kept when no hook is set.
 const MAX_QUEUED_REPORTS: usize = 4096;
@@ -311,8 +311,8 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn set_config(&mut self, config: &CacheConfig) -> Result<()> {
         let r = self.apply_config(config);
         self.trace_op(
-            format_args!("set_config {}", config.to_json()),
-            r.is_ok().then_some("ok"),
+            |_| TraceOp::SetConfig(Box::new(config.clone())),
+            r.is_ok().then_some(Outcome::Ok),
         );
         self.after_op();
         r

@@ -4,6 +4,7 @@ use crate::cache::{LogFlushEvent, MetadataCache, Place};
 use crate::class::{CacheTypes, FileContext, NotifyAction};
 use crate::error::{CacheError, Callback, Result};
 use crate::flags::EntryFlushFlags;
+use crate::trace::{Outcome, TraceOp};
 
 /// Byte pattern the serialize buffer starts with, so that unwritten bytes are recognisable (MDC-070).
 pub const SERIALIZE_POISON: u8 = 0xA5;
@@ -289,23 +290,10 @@ impl<T: CacheTypes> MetadataCache<T> {
     /// Flush one entry with explicit flags (MDC-067). Returns the object for `TAKE_OWNERSHIP`.
     pub fn flush_entry(&mut self, addr: u64, flags: EntryFlushFlags) -> Result<Option<T::Icr>> {
         let r = self.flush_entry_inner(addr, flags);
-        if self.tracer.is_some() {
-            let names = [
-                (EntryFlushFlags::CLEAR_ONLY, " clear_only"),
-                (EntryFlushFlags::INVALIDATE, " invalidate"),
-                (EntryFlushFlags::FREE_FILE_SPACE, " free_space"),
-                (EntryFlushFlags::TAKE_OWNERSHIP, " take_ownership"),
-            ];
-            let words: String = names
-                .iter()
-                .filter(|(f, _)| flags.contains(*f))
-                .map(|(_, w)| *w)
-                .collect();
-            self.trace_op(
-                format_args!("flush_entry {addr:#x}{words}"),
-                r.is_ok().then_some("ok"),
-            );
-        }
+        self.trace_op(
+            |_| TraceOp::FlushEntry { addr, flags },
+            r.is_ok().then_some(Outcome::Ok),
+        );
         self.after_op();
         r
     }

@@ -8,8 +8,8 @@
 
 use std::fmt::Write as _;
 
-use super::TraceOp;
 use crate::flags::{InsertFlags, UnprotectFlags};
+use crate::trace::TraceOp;
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
@@ -295,7 +295,7 @@ mod tests {
         };
         let t = tour_trace_with(&p);
         assert_eq!(t, tour_trace_with(&p));
-        let recs = super::super::parse_trace(&t).expect("tour parses");
+        let recs = crate::trace::parse_trace(&t).expect("tour parses");
         let protects = recs
             .iter()
             .filter(|r| matches!(r.op, TraceOp::Protect { .. }))
