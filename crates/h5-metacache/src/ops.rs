@@ -444,6 +444,17 @@ impl<T: CacheTypes> MetadataCache<T> {
             cls.image_len(icr)
                 .map_err(this.client_err(class, Callback::ImageLen, addr))
         };
+        // The reported size is larger than the bytes read, and no (further) re-read is allowed.
+        let grew = |icr, bound, reported| {
+            discard(
+                icr,
+                CacheError::LoadSizeGrew {
+                    addr,
+                    bound,
+                    reported,
+                },
+            )
+        };
         let mut d = deserialize(self, &image)?;
         let actual = match image_len(self, &d.icr) {
             Ok(n) => n,
@@ -454,15 +465,7 @@ impl<T: CacheTypes> MetadataCache<T> {
         }
         if actual > image.len() {
             if compressed || !speculative {
-                let bound = image.len();
-                return discard(
-                    d.icr,
-                    CacheError::LoadSizeGrew {
-                        addr,
-                        bound,
-                        reported: actual,
-                    },
-                );
+                return grew(d.icr, image.len(), actual);
             }
             // Speculative guess too small: discard the first object and read again (MDC-042).
             cls.free_icr(d.icr)
@@ -476,15 +479,7 @@ impl<T: CacheTypes> MetadataCache<T> {
                 Err(e) => return discard(d.icr, e),
             };
             if again > image.len() {
-                let bound = image.len();
-                return discard(
-                    d.icr,
-                    CacheError::LoadSizeGrew {
-                        addr,
-                        bound,
-                        reported: again,
-                    },
-                );
+                return grew(d.icr, image.len(), again);
             }
             image.truncate(again);
         } else {
