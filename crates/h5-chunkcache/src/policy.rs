@@ -1,5 +1,5 @@
 //! Replacement policies (SCC-014, SCC-079 .. SCC-084) and the per-dataset budget with its
-//! minimums (SCC-088 .. SCC-090).
+//! minimums (spec §2.10).
 //!
 //! A policy knows nothing about chunk contents or I/O. The cache tells it about entries
 //! ([`ReplacementPolicy::inserted`], [`touched`](ReplacementPolicy::touched),
@@ -79,7 +79,7 @@ pub struct EntryInfo {
     pub bytes: usize,
     /// The chunk holds data not yet written to the file.
     pub dirty: bool,
-    /// The chunk has been fully read or written (SCC-081).
+    /// The chunk has been fully read or written (spec §2.9, full vs partial coverage).
     pub full: bool,
 }
 
@@ -162,7 +162,7 @@ pub trait ReplacementPolicy: Send + std::fmt::Debug {
 }
 
 /// The policy configured under `name` ("lru", "lfu" or "dataset-lru", see [`POLICY_NAMES`]) with
-/// default settings; `None` for any other name (SCC-016: the cache reports that as a configuration
+/// default settings; `None` for any other name (the cache will report that as a configuration
 /// error).
 pub fn policy_by_name(name: &str) -> Option<Box<dyn ReplacementPolicy>> {
     match name {
@@ -177,7 +177,7 @@ pub fn policy_by_name(name: &str) -> Option<Box<dyn ReplacementPolicy>> {
 // Budget
 // ---------------------------------------------------------------------------------------------
 
-/// Per-dataset resident bytes, minimums and the global limit (SCC-088 .. SCC-090).
+/// Per-dataset resident bytes, minimums and the global limit (spec §2.10).
 ///
 /// The cache keeps it up to date with [`add`](Budget::add) and [`sub`](Budget::sub) from the same
 /// sizes it uses for its footprint, so the per-dataset totals add up to [`total`](Budget::total).
@@ -256,7 +256,7 @@ impl Budget {
         self.limit
     }
 
-    /// Changes the global limit (SCC-091); effective minimums follow.
+    /// Changes the global limit (runtime resizing, spec §2.10); effective minimums follow.
     pub fn set_limit(&mut self, limit: usize) {
         self.limit = limit;
     }

@@ -1,5 +1,5 @@
 //! Dataspace selections, their decomposition into per-chunk copy runs, and the in-memory
-//! scatter/gather helpers (SCC-011, SCC-049, SCC-050, SCC-057; plan in `docs/design.md` §3 step 4).
+//! scatter/gather helpers (SCC-011, SCC-049, SCC-057; plan in `docs/design.md` §3 step 4).
 //!
 //! Everything here is pure computation: no I/O, no panics on any input (errors are
 //! [`SelectionError`]), and every product of dimensions is checked for `u64` overflow.
@@ -15,7 +15,7 @@
 //! trailing dimensions of the selection (`All` over a dataset chunked by rows, say) is one run, and
 //! otherwise a piece has one run per chunk row it touches. [`scatter`], [`gather`] and
 //! [`fill_runs`] then move bytes run by run; type conversion is not done here (identity in the
-//! first milestone, SCC-005).
+//! first milestone, spec §2.2).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -382,7 +382,7 @@ pub struct ChunkPiece {
 
 impl ChunkPiece {
     /// Whether the piece writes every element of its chunk that lies inside `extent` (a full
-    /// overwrite: a new chunk then needs no fill, SCC-065; per OQ-34, elements of an edge chunk
+    /// overwrite: a new chunk then needs no fill, spec §2.7; per OQ-34, elements of an edge chunk
     /// outside the extent do not count).
     ///
     /// Exact for any runs (overlaps and duplicates are counted once, parts of runs outside the
