@@ -78,3 +78,15 @@ pub use ops::UNDEFINED_ADDR;
 pub use resize::{ResizeOutcome, ResizeReport};
 pub use stats::{ClassStats, DirtyBytesCreated, Stats};
 pub use write::SERIALIZE_POISON;
+
+#[cfg(test)]
+mod tests {
+    /// The file layer keeps the cache behind a lock and shares the file across threads, so a cache
+    /// over `Send` client types must be `Send` (it is deliberately not `Sync`: one caller at a time).
+    #[test]
+    fn cache_is_send_for_send_clients() {
+        fn assert_send<T: Send>() {}
+        assert_send::<crate::MetadataCache<crate::replay::SyntheticTypes>>();
+        assert_send::<crate::ProtectHandle>();
+    }
+}
