@@ -10,7 +10,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// metrics, op logs and injected faults.
 ///
 /// `Display` prints the lowercase method name (`read`, `write`, `len`, `set_len`,
-/// `sync`, `lock`, `unlock`).
+/// `sync`, `lock`, `unlock`, `read_vectored`, `write_vectored`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IoOp {
     /// [`Storage::read_at`](crate::Storage::read_at).
@@ -27,11 +27,17 @@ pub enum IoOp {
     Lock,
     /// [`Storage::unlock`](crate::Storage::unlock).
     Unlock,
+    /// [`Storage::read_vectored`](crate::Storage::read_vectored): one vector
+    /// call, whatever its number of segments.
+    ReadVectored,
+    /// [`Storage::write_vectored`](crate::Storage::write_vectored): one vector
+    /// call, whatever its number of segments.
+    WriteVectored,
 }
 
 impl IoOp {
     /// Every operation, in declaration order.
-    pub const ALL: [IoOp; 7] = [
+    pub const ALL: [IoOp; 9] = [
         IoOp::Read,
         IoOp::Write,
         IoOp::Len,
@@ -39,6 +45,8 @@ impl IoOp {
         IoOp::Sync,
         IoOp::Lock,
         IoOp::Unlock,
+        IoOp::ReadVectored,
+        IoOp::WriteVectored,
     ];
 
     /// The lowercase name printed by `Display`.
@@ -51,6 +59,8 @@ impl IoOp {
             IoOp::Sync => "sync",
             IoOp::Lock => "lock",
             IoOp::Unlock => "unlock",
+            IoOp::ReadVectored => "read_vectored",
+            IoOp::WriteVectored => "write_vectored",
         }
     }
 
@@ -64,6 +74,8 @@ impl IoOp {
             IoOp::Sync => 4,
             IoOp::Lock => 5,
             IoOp::Unlock => 6,
+            IoOp::ReadVectored => 7,
+            IoOp::WriteVectored => 8,
         }
     }
 }
@@ -186,7 +198,17 @@ mod tests {
         let names: Vec<String> = IoOp::ALL.iter().map(ToString::to_string).collect();
         assert_eq!(
             names,
-            ["read", "write", "len", "set_len", "sync", "lock", "unlock"]
+            [
+                "read",
+                "write",
+                "len",
+                "set_len",
+                "sync",
+                "lock",
+                "unlock",
+                "read_vectored",
+                "write_vectored"
+            ]
         );
         for (i, op) in IoOp::ALL.iter().enumerate() {
             assert_eq!(op.index(), i);

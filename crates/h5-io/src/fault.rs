@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Error, IoOp, Result, len_u64};
-use crate::storage::{LockMode, Storage};
+use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment};
 
 /// One rule of a [`FaultPlan`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,7 +24,8 @@ pub enum FaultRule {
         n: u64,
     },
     /// The `n`-th `write_at` call stores only its first `keep_bytes` bytes, then
-    /// fails with [`Error::TornWrite`].
+    /// fails with [`Error::TornWrite`]. Applies to `write_at` only, not to
+    /// `write_vectored` (which has its own call counter, [`IoOp::WriteVectored`]).
     TornWriteNth {
         /// 1-based number of the write call.
         n: u64,
@@ -113,6 +114,28 @@ impl FaultPlan {
 /// A failed call does not reach the inner storage (except the stored prefix of
 /// a torn write); calls not failed pass through unchanged.
 ///
+/// A vectored call counts as **one** call of its own kind,
+/// [`IoOp::ReadVectored`] or [`IoOp::WriteVectored`], whatever its number of
+/// segments; it is not counted as a `Read` or `Write`, so rules on
+/// `IoOp::Read`/`IoOp::Write` never fire on vectored calls and vice versa.
+/// A failed vectored call reaches no segment. Torn-write rules apply to
+/// `write_at` only.
+///
+/// ```
+/// use h5_io::{Error, FaultInjection, IoOp, MemoryStorage, Storage, WriteSegment};
+///
+/// let s = FaultInjection::new(MemoryStorage::new()).fail_nth(IoOp::WriteVectored, 1);
+/// let segs = [WriteSegment::new(0, b"ab"), WriteSegment::new(8, b"cd")];
+/// assert!(matches!(
+///     s.write_vectored(&segs),
+///     Err(Error::Injected { op: IoOp::WriteVectored, call: 1 })
+/// ));
+/// assert_eq!(s.inner().len()?, 0);
+/// s.write_vectored(&segs)?;
+/// assert_eq!((s.calls(IoOp::WriteVectored), s.calls(IoOp::Write)), (2, 0));
+/// # Ok::<(), h5_io::Error>(())
+/// ```
+///
 /// ```
 /// use h5_io::{Error, FaultInjection, IoOp, MemoryStorage, Storage};
 ///
@@ -126,7 +149,7 @@ impl FaultPlan {
 pub struct FaultInjection<S> {
     inner: S,
     plan: Mutex<FaultPlan>,
-    calls: [AtomicU64; 7],
+    calls: [AtomicU64; IoOp::ALL.len()],
 }
 
 impl<S> FaultInjection<S> {
@@ -223,6 +246,7 @@ impl<S> FaultInjection<S> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<S: Storage> Storage for FaultInjection<S> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.check(IoOp::Read)?;
@@ -275,6 +299,16 @@ impl<S: Storage> Storage for FaultInjection<S> {
     fn unlock(&self) -> Result<()> {
         self.check(IoOp::Unlock)?;
         self.inner.unlock()
+    }
+
+    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        self.check(IoOp::ReadVectored)?;
+        self.inner.read_vectored(segments)
+    }
+
+    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        self.check(IoOp::WriteVectored)?;
+        self.inner.write_vectored(segments)
     }
 }
 
@@ -343,6 +377,8 @@ mod tests {
                 IoOp::Sync => s.sync(),
                 IoOp::Lock => s.lock(LockMode::Shared),
                 IoOp::Unlock => s.unlock(),
+                IoOp::ReadVectored => s.read_vectored(&mut [ReadSegment::new(0, &mut b)]),
+                IoOp::WriteVectored => s.write_vectored(&[WriteSegment::new(0, &[1])]),
             };
             assert!(
                 matches!(r, Err(Error::Injected { op: o, call: 1 }) if o == op),
@@ -420,6 +456,75 @@ mod tests {
         assert!(matches!(s.sync(), Err(Error::Injected { call: 1, .. })));
         s.set_plan(FaultPlan::new());
         s.sync().unwrap();
+    }
+
+    #[test]
+    fn vector_calls_have_their_own_counters() {
+        let s = FaultInjection::new(Metrics::new(MemoryStorage::with_data(vec![0; 16])))
+            .fail_nth(IoOp::WriteVectored, 2)
+            .fail_nth(IoOp::ReadVectored, 1)
+            .fail_nth(IoOp::Write, 1)
+            .torn_write_nth(2, 1);
+        let segs = [
+            WriteSegment::new(8, &[8, 8]),
+            WriteSegment::new(0, &[1]),
+            WriteSegment::new(20, &[2; 3]),
+        ];
+        // Call 1 passes, with all its segments.
+        s.write_vectored(&segs).unwrap();
+        // Call 2 fails as a whole: no segment reaches storage.
+        let before = s.inner().inner().snapshot();
+        let e = s
+            .write_vectored(&[WriteSegment::new(0, &[9; 30])])
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Injected {
+                    op: IoOp::WriteVectored,
+                    call: 2
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(s.inner().inner().snapshot(), before);
+        s.write_vectored(&segs).unwrap();
+        assert_eq!(s.calls(IoOp::WriteVectored), 3);
+        // Vector calls did not consume the Write rules: the first write_at
+        // still fails, the second is still torn.
+        assert_eq!(s.calls(IoOp::Write), 0);
+        assert!(matches!(
+            s.write_at(0, &[7]),
+            Err(Error::Injected {
+                op: IoOp::Write,
+                call: 1
+            })
+        ));
+        assert!(matches!(
+            s.write_at(0, &[7, 7]),
+            Err(Error::TornWrite { written: 1, .. })
+        ));
+        // Reads: the vector call fails, a plain read (counted apart) passes.
+        let (mut a, mut b) = ([0; 2], [0; 1]);
+        let e = s
+            .read_vectored(&mut [ReadSegment::new(8, &mut a), ReadSegment::new(0, &mut b)])
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::Injected {
+                op: IoOp::ReadVectored,
+                call: 1
+            }
+        ));
+        s.read_at(0, &mut b).unwrap();
+        s.read_vectored(&mut [ReadSegment::new(8, &mut a), ReadSegment::new(0, &mut b)])
+            .unwrap();
+        assert_eq!((a, b), ([8, 8], [7]));
+        assert_eq!((s.calls(IoOp::ReadVectored), s.calls(IoOp::Read)), (2, 1));
+        // Only the calls that were let through reached the inner storage.
+        let m = s.inner().snapshot();
+        assert_eq!((m.write_vectors, m.write_segments), (2, 6));
+        assert_eq!((m.read_vectors, m.read_segments), (1, 2));
     }
 
     #[test]

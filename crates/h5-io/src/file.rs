@@ -3,11 +3,12 @@
 use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Error, IoOp, Result, checked_end, len_u64};
-use crate::storage::{LockMode, Storage};
+use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment, check_segments};
 
 /// How [`FileStorage::open`] opens its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,6 +99,14 @@ pub struct FileOptions {
 /// two `FileStorage`s on the same path conflict even within one process. A
 /// lock is released when the handle is dropped.
 ///
+/// Vectored calls check every segment first (overflow, then bounds for reads,
+/// with one length query), then transfer the segments in file order. Runs of
+/// segments that are exactly adjacent in the file (each starting where the
+/// previous one ends) are moved with one positional read or write through a
+/// bounce buffer, up to 1 MiB per run; other segments get one system call
+/// each. Write segments that overlap are written one by one in slice order
+/// instead, so the last one wins.
+///
 /// Changing the mode of a held lock (shared to exclusive or back) is done as
 /// unlock then lock, so it is not atomic, as with `flock`. If the new mode
 /// conflicts the old mode is re-taken if possible, and [`Error::Locked`] is
@@ -185,6 +194,31 @@ impl FileStorage {
         }
     }
 
+    /// `read_exact_at`, mapping a short read (the file shrank after the bounds
+    /// check) to [`Error::OutOfBounds`].
+    fn read_exact(&self, op: IoOp, offset: u64, buf: &mut [u8]) -> Result<()> {
+        pos::read_exact_at(&self.file, buf, offset).map_err(|source| {
+            if source.kind() == io::ErrorKind::UnexpectedEof {
+                let file_len = self.file_len(op, offset).unwrap_or(0);
+                Error::OutOfBounds {
+                    offset,
+                    len: len_u64(buf.len()),
+                    file_len,
+                }
+            } else {
+                Error::Io { op, offset, source }
+            }
+        })
+    }
+
+    fn write_all(&self, op: IoOp, offset: u64, data: &[u8]) -> Result<()> {
+        pos::write_all_at(&self.file, data, offset).map_err(|source| Error::Io {
+            op,
+            offset,
+            source,
+        })
+    }
+
     /// Try to take `mode` on the OS file. `Ok(false)`: would block.
     fn try_os_lock(&self, mode: LockMode) -> Result<bool> {
         let r = match mode {
@@ -221,6 +255,7 @@ impl fmt::Debug for FileStorage {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl Storage for FileStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let len = len_u64(buf.len());
@@ -236,23 +271,7 @@ impl Storage for FileStorage {
         if buf.is_empty() {
             return Ok(());
         }
-        pos::read_exact_at(&self.file, buf, offset).map_err(|source| {
-            if source.kind() == io::ErrorKind::UnexpectedEof {
-                // The file shrank between the length check and the read.
-                let file_len = self.file_len(IoOp::Read, offset).unwrap_or(0);
-                Error::OutOfBounds {
-                    offset,
-                    len,
-                    file_len,
-                }
-            } else {
-                Error::Io {
-                    op: IoOp::Read,
-                    offset,
-                    source,
-                }
-            }
-        })
+        self.read_exact(IoOp::Read, offset, buf)
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
@@ -261,11 +280,7 @@ impl Storage for FileStorage {
         if data.is_empty() {
             return Ok(());
         }
-        pos::write_all_at(&self.file, data, offset).map_err(|source| Error::Io {
-            op: IoOp::Write,
-            offset,
-            source,
-        })
+        self.write_all(IoOp::Write, offset, data)
     }
 
     fn len(&self) -> Result<u64> {
@@ -341,6 +356,122 @@ impl Storage for FileStorage {
         }
         Ok(())
     }
+
+    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        check_segments(segments.iter().map(|s| (s.offset, s.buf.len())))?;
+        let Some(first) = segments.first() else {
+            return Ok(());
+        };
+        let file_len = self.file_len(IoOp::ReadVectored, first.offset)?;
+        for seg in segments.iter() {
+            let len = len_u64(seg.buf.len());
+            if checked_end(seg.offset, len)? > file_len {
+                return Err(Error::OutOfBounds {
+                    offset: seg.offset,
+                    len,
+                    file_len,
+                });
+            }
+        }
+        let order = file_order(segments.iter().map(|s| (s.offset, s.buf.len())));
+        let extent = |i: usize| (segments[i].offset, segments[i].buf.len());
+        for run in adjacent_runs(&order, extent) {
+            let run = &order[run];
+            let offset = segments[run[0]].offset;
+            if let [only] = run {
+                self.read_exact(IoOp::ReadVectored, offset, segments[*only].buf)?;
+                continue;
+            }
+            let total = run.iter().map(|&i| segments[i].buf.len()).sum();
+            let mut bounce = vec![0; total];
+            self.read_exact(IoOp::ReadVectored, offset, &mut bounce)?;
+            let mut rest = &bounce[..];
+            for &i in run {
+                let (part, tail) = rest.split_at(segments[i].buf.len());
+                segments[i].buf.copy_from_slice(part);
+                rest = tail;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        check_segments(segments.iter().map(|s| (s.offset, s.data.len())))?;
+        let Some(first) = segments.first() else {
+            return Ok(());
+        };
+        self.check_writable(IoOp::WriteVectored, first.offset)?;
+        let order = file_order(segments.iter().map(|s| (s.offset, s.data.len())));
+        let end = |i: usize| segments[i].offset + len_u64(segments[i].data.len());
+        // Sorted by start, two segments overlap only if two neighbours do.
+        if order.windows(2).any(|w| end(w[0]) > segments[w[1]].offset) {
+            // Slice order decides which bytes win: one segment at a time.
+            for seg in segments.iter().filter(|s| !s.data.is_empty()) {
+                self.write_all(IoOp::WriteVectored, seg.offset, seg.data)?;
+            }
+            return Ok(());
+        }
+        let extent = |i: usize| (segments[i].offset, segments[i].data.len());
+        for run in adjacent_runs(&order, extent) {
+            let run = &order[run];
+            let offset = segments[run[0]].offset;
+            if let [only] = run {
+                self.write_all(IoOp::WriteVectored, offset, segments[*only].data)?;
+                continue;
+            }
+            let total = run.iter().map(|&i| segments[i].data.len()).sum();
+            let mut bounce = Vec::with_capacity(total);
+            for &i in run {
+                bounce.extend_from_slice(segments[i].data);
+            }
+            self.write_all(IoOp::WriteVectored, offset, &bounce)?;
+        }
+        Ok(())
+    }
+}
+
+/// Largest number of bytes one merged run of adjacent segments moves through a
+/// bounce buffer; bigger segments are transferred alone.
+const MERGE_LIMIT: usize = 1 << 20;
+
+/// Indices of the non-empty segments (given as `(offset, len)`), sorted by
+/// offset; segments with equal offsets keep their slice order.
+fn file_order(extents: impl Iterator<Item = (u64, usize)>) -> Vec<usize> {
+    let mut order: Vec<(u64, usize)> = extents
+        .enumerate()
+        .filter(|&(_, (_, len))| len > 0)
+        .map(|(i, (offset, _))| (offset, i))
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Split `order` (segment indices sorted by offset; `extent(i)` is segment
+/// `i`'s `(offset, len)`, whose end does not overflow) into runs to transfer
+/// with one system call each: maximal runs where every segment starts exactly
+/// where the previous one ends, cut so that a run of several segments holds at
+/// most [`MERGE_LIMIT`] bytes.
+fn adjacent_runs(order: &[usize], extent: impl Fn(usize) -> (u64, usize)) -> Vec<Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    while start < order.len() {
+        let (offset, len) = extent(order[start]);
+        let mut run_end = offset + len_u64(len);
+        let mut total = len;
+        let mut end = start + 1;
+        while let Some(&next) = order.get(end) {
+            let (offset, len) = extent(next);
+            if offset != run_end || total.saturating_add(len) > MERGE_LIMIT {
+                break;
+            }
+            run_end += len_u64(len);
+            total += len;
+            end += 1;
+        }
+        runs.push(start..end);
+        start = end;
+    }
+    runs
 }
 
 /// Positional I/O primitives.
@@ -526,6 +657,48 @@ mod tests {
         // b never took an OS lock, so a still holds its own.
         let c = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Enabled)).unwrap();
         assert!(matches!(c.lock(LockMode::Shared), Err(Error::Locked)));
+    }
+
+    #[test]
+    fn runs_merge_only_exact_neighbours_up_to_the_limit() {
+        let extents = [
+            (100, 10),                         // 0
+            (0, 50),                           // 1
+            (50, 50),                          // 2: 1, 2, 0 are adjacent in file order
+            (200, 0),                          // 3: empty, dropped
+            (111, 5),                          // 4: gap of one byte after 0
+            (116, MERGE_LIMIT - 5),            // 5: 4 and 5 fill the limit exactly
+            (116 + MERGE_LIMIT as u64 - 5, 1), // 6: adjacent, but over the limit
+            (1 << 40, 8),                      // 7
+        ];
+        let order = file_order(extents.iter().copied());
+        assert_eq!(order, [1, 2, 0, 4, 5, 6, 7]);
+        let runs: Vec<Vec<usize>> = adjacent_runs(&order, |i| extents[i])
+            .into_iter()
+            .map(|r| order[r].to_vec())
+            .collect();
+        assert_eq!(runs, [vec![1, 2, 0], vec![4, 5], vec![6], vec![7]]);
+    }
+
+    #[test]
+    fn vectored_on_read_only_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ro.bin");
+        FileStorage::open(&p, OpenMode::Create)
+            .unwrap()
+            .write_at(0, b"abcdef")
+            .unwrap();
+        let f = FileStorage::open(&p, OpenMode::ReadOnly).unwrap();
+        let (mut a, mut b) = ([0; 2], [0; 3]);
+        f.read_vectored(&mut [ReadSegment::new(3, &mut b), ReadSegment::new(0, &mut a)])
+            .unwrap();
+        assert_eq!((&a, &b), (b"ab", b"def"));
+        let e = f.write_vectored(&[WriteSegment::new(0, b"x")]).unwrap_err();
+        assert!(
+            matches!(&e, Error::Io { op: IoOp::WriteVectored, source, .. } if source.kind() == io::ErrorKind::PermissionDenied),
+            "{e:?}"
+        );
+        f.write_vectored(&[]).unwrap();
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! trait, [`Storage`]: a growable array of bytes addressed by 64-bit offsets,
 //! with **positional I/O** (every read and write names its offset; there is no
 //! cursor, so one handle can be shared as `Arc<dyn Storage>` by many threads),
-//! plus length, sync and advisory locking. [`StorageExt`] adds conveniences
+//! plus length, sync and advisory locking, and vectored reads and writes
+//! ([`Storage::read_vectored`], [`Storage::write_vectored`]) that move many
+//! segments in one call. [`StorageExt`] adds conveniences
 //! every storage gets for free (zero-filled reads, bounded `Vec` reads).
 //!
 //! **Backends**: [`MemoryStorage`] (a `Vec<u8>`, with clones acting as separate
@@ -63,4 +65,4 @@ pub use logging::Logging;
 pub use memory::MemoryStorage;
 pub use metrics::{Metrics, MetricsSnapshot, OpRecord};
 pub use sticky::Sticky;
-pub use storage::{LockMode, Storage, StorageExt};
+pub use storage::{LockMode, ReadSegment, Storage, StorageExt, WriteSegment};

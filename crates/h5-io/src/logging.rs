@@ -4,8 +4,8 @@ use std::fmt::{self, Display};
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::error::Result;
-use crate::storage::{LockMode, Storage};
+use crate::error::{Result, len_u64};
+use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment};
 
 /// Where [`Logging`] sends its lines.
 enum Sink {
@@ -25,7 +25,12 @@ enum Sink {
 /// sync ok
 /// lock mode=exclusive err=storage is locked by another handle (...)
 /// unlock ok
+/// read_vectored segments=3 bytes=96 ok
+/// write_vectored segments=2 bytes=4160 err=injected failure of write_vectored call #1
 /// ```
+///
+/// A vectored call is one line with its segment count and the total bytes of
+/// its segments (requested, so also on error).
 ///
 /// Results, including errors, pass through unchanged. Failures of the sink
 /// itself are ignored: logging never changes what the storage does.
@@ -130,6 +135,7 @@ impl<S: fmt::Debug> fmt::Debug for Logging<S> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<S: Storage> Storage for Logging<S> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let r = self.inner.read_at(offset, buf);
@@ -173,6 +179,26 @@ impl<S: Storage> Storage for Logging<S> {
         let r = self.inner.unlock();
         self.log(format_args!("unlock "), r, ok)
     }
+
+    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        let r = self.inner.read_vectored(segments);
+        let bytes: u64 = segments.iter().map(|s| len_u64(s.buf.len())).sum();
+        self.log(
+            format_args!("read_vectored segments={} bytes={bytes} ", segments.len()),
+            r,
+            ok,
+        )
+    }
+
+    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        let r = self.inner.write_vectored(segments);
+        let bytes: u64 = segments.iter().map(|s| len_u64(s.data.len())).sum();
+        self.log(
+            format_args!("write_vectored segments={} bytes={bytes} ", segments.len()),
+            r,
+            ok,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -209,6 +235,41 @@ mod tests {
                 "lock mode=exclusive ok",
                 "lock mode=shared ok",
                 "unlock ok",
+            ]
+        );
+    }
+
+    #[test]
+    fn vectored_lines() {
+        let s = Logging::to_vec(
+            FaultInjection::new(MemoryStorage::new()).fail_nth(IoOp::WriteVectored, 1),
+        );
+        let segs = [
+            WriteSegment::new(4096, &[1; 64]),
+            WriteSegment::new(0, &[2; 4096]),
+        ];
+        assert!(s.write_vectored(&segs).is_err());
+        s.write_vectored(&segs).unwrap();
+        s.write_vectored(&[]).unwrap();
+        let (mut a, mut b, mut c) = ([0; 32], [0; 32], [0; 32]);
+        s.read_vectored(&mut [
+            ReadSegment::new(0, &mut a),
+            ReadSegment::new(4096, &mut b),
+            ReadSegment::new(32, &mut c),
+        ])
+        .unwrap();
+        let e = s
+            .read_vectored(&mut [ReadSegment::new(4150, &mut a)])
+            .unwrap_err();
+        assert!(matches!(e, Error::OutOfBounds { .. }));
+        assert_eq!(
+            s.lines(),
+            [
+                "write_vectored segments=2 bytes=4160 err=injected failure of write_vectored call #1",
+                "write_vectored segments=2 bytes=4160 ok",
+                "write_vectored segments=0 bytes=0 ok",
+                "read_vectored segments=3 bytes=96 ok",
+                "read_vectored segments=1 bytes=32 err=read of 32 bytes at offset 4150 past end of storage (4160 bytes)",
             ]
         );
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::error::{Error, IoOp, Result, checked_end, len_u64};
-use crate::storage::{LockMode, Storage};
+use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment, check_segments};
 
 /// State shared by all clones of one [`MemoryStorage`].
 struct Shared {
@@ -143,6 +143,7 @@ impl fmt::Debug for MemoryStorage {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl Storage for MemoryStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let len = len_u64(buf.len());
@@ -203,6 +204,56 @@ impl Storage for MemoryStorage {
 
     fn unlock(&self) -> Result<()> {
         self.lock_table().remove(&self.handle);
+        Ok(())
+    }
+
+    /// One read-lock acquisition for the whole call; every segment is checked
+    /// (overflow, then bounds) before any byte is copied, so on error the
+    /// buffers are unchanged.
+    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        check_segments(segments.iter().map(|s| (s.offset, s.buf.len())))?;
+        let data = self.data_read();
+        let file_len = len_u64(data.len());
+        for seg in segments.iter() {
+            let len = len_u64(seg.buf.len());
+            // Cannot overflow: checked above.
+            let end = checked_end(seg.offset, len)?;
+            if end > file_len {
+                return Err(Error::OutOfBounds {
+                    offset: seg.offset,
+                    len,
+                    file_len,
+                });
+            }
+        }
+        for seg in segments.iter_mut() {
+            let start = index(seg.offset);
+            let end = start + seg.buf.len();
+            seg.buf.copy_from_slice(&data[start..end]);
+        }
+        Ok(())
+    }
+
+    /// One write-lock acquisition for the whole call; the buffer is grown once,
+    /// to the largest segment end, before any byte is copied, so a failed call
+    /// (overflow or allocation failure) writes nothing.
+    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        let mut new_end: Option<(u64, u64)> = None;
+        for seg in segments {
+            let end = checked_end(seg.offset, len_u64(seg.data.len()))?;
+            if !seg.data.is_empty() && new_end.is_none_or(|(e, _)| end > e) {
+                new_end = Some((end, seg.offset));
+            }
+        }
+        let Some((max_end, at)) = new_end else {
+            return Ok(()); // no segment has data
+        };
+        let mut buf = self.data_write();
+        grow(&mut buf, max_end, IoOp::WriteVectored, at)?;
+        for seg in segments.iter().filter(|s| !s.data.is_empty()) {
+            let start = index(seg.offset);
+            buf[start..start + seg.data.len()].copy_from_slice(seg.data);
+        }
         Ok(())
     }
 }

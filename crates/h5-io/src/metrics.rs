@@ -5,21 +5,23 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{IoOp, Result, len_u64};
-use crate::storage::{LockMode, Storage};
+use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment};
 
 /// Counter values of a [`Metrics`] decorator at one moment.
 ///
 /// Call counters count every call, successful or not; byte counters count only
-/// the bytes of successful reads and writes.
+/// the bytes of successful reads and writes, vectored ones included. A vectored
+/// call counts once in `read_vectors` / `write_vectors` and once per segment in
+/// `read_segments` / `write_segments`, never in `reads` / `writes`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MetricsSnapshot {
     /// Calls of `read_at`.
     pub reads: u64,
     /// Calls of `write_at`.
     pub writes: u64,
-    /// Bytes returned by successful `read_at` calls.
+    /// Bytes returned by successful `read_at` and `read_vectored` calls.
     pub bytes_read: u64,
-    /// Bytes stored by successful `write_at` calls.
+    /// Bytes stored by successful `write_at` and `write_vectored` calls.
     pub bytes_written: u64,
     /// Calls of `sync`.
     pub syncs: u64,
@@ -31,6 +33,14 @@ pub struct MetricsSnapshot {
     pub locks: u64,
     /// Calls of `unlock`.
     pub unlocks: u64,
+    /// Calls of `read_vectored`.
+    pub read_vectors: u64,
+    /// Calls of `write_vectored`.
+    pub write_vectors: u64,
+    /// Segments passed to `read_vectored` calls.
+    pub read_segments: u64,
+    /// Segments passed to `write_vectored` calls.
+    pub write_segments: u64,
 }
 
 impl MetricsSnapshot {
@@ -46,17 +56,23 @@ impl MetricsSnapshot {
             lens: self.lens.saturating_sub(earlier.lens),
             locks: self.locks.saturating_sub(earlier.locks),
             unlocks: self.unlocks.saturating_sub(earlier.unlocks),
+            read_vectors: self.read_vectors.saturating_sub(earlier.read_vectors),
+            write_vectors: self.write_vectors.saturating_sub(earlier.write_vectors),
+            read_segments: self.read_segments.saturating_sub(earlier.read_segments),
+            write_segments: self.write_segments.saturating_sub(earlier.write_segments),
         }
     }
 }
 
 impl fmt::Display for MetricsSnapshot {
     /// One line, e.g.
-    /// `reads=2 bytes_read=16 writes=1 bytes_written=8 syncs=0 set_lens=0 lens=1 locks=0 unlocks=0`.
+    /// `reads=2 bytes_read=16 writes=1 bytes_written=8 syncs=0 set_lens=0 lens=1 locks=0 unlocks=0
+    /// read_vectors=0 read_segments=0 write_vectors=0 write_segments=0` (without the line break).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "reads={} bytes_read={} writes={} bytes_written={} syncs={} set_lens={} lens={} locks={} unlocks={}",
+            "reads={} bytes_read={} writes={} bytes_written={} syncs={} set_lens={} lens={} locks={} unlocks={} \
+             read_vectors={} read_segments={} write_vectors={} write_segments={}",
             self.reads,
             self.bytes_read,
             self.writes,
@@ -65,7 +81,11 @@ impl fmt::Display for MetricsSnapshot {
             self.set_lens,
             self.lens,
             self.locks,
-            self.unlocks
+            self.unlocks,
+            self.read_vectors,
+            self.read_segments,
+            self.write_vectors,
+            self.write_segments
         )
     }
 }
@@ -75,9 +95,11 @@ impl fmt::Display for MetricsSnapshot {
 pub struct OpRecord {
     /// The operation called.
     pub op: IoOp,
-    /// Byte offset for `read`/`write`; 0 for the other operations.
+    /// Byte offset for `read`/`write` and for one segment of
+    /// `read_vectored`/`write_vectored`; 0 for the other operations.
     pub offset: u64,
-    /// Byte count for `read`/`write`, the requested length for `set_len`;
+    /// Byte count for `read`/`write` and for one segment of
+    /// `read_vectored`/`write_vectored`, the requested length for `set_len`;
     /// 0 for the other operations.
     pub len: u64,
 }
@@ -97,6 +119,12 @@ impl OpRecord {
 /// thread the log is exactly the call sequence. Failed calls are logged and
 /// counted too.
 ///
+/// A vectored call is logged as one record per segment, in slice order, with
+/// op [`IoOp::ReadVectored`] or [`IoOp::WriteVectored`] and the segment's
+/// offset and length (a call with no segments leaves no record), so
+/// [`ops_of(IoOp::Read)`](Self::ops_of) and `ops_of(IoOp::Write)` see only
+/// single-range calls.
+///
 /// ```
 /// use h5_io::{IoOp, MemoryStorage, Metrics, OpRecord, Storage};
 ///
@@ -108,6 +136,24 @@ impl OpRecord {
 /// assert_eq!(
 ///     m.ops(),
 ///     [OpRecord::new(IoOp::Write, 0x100, 8), OpRecord::new(IoOp::Write, 0x200, 8)]
+/// );
+/// # Ok::<(), h5_io::Error>(())
+/// ```
+///
+/// Vectored calls:
+///
+/// ```
+/// use h5_io::{IoOp, MemoryStorage, Metrics, OpRecord, Storage, WriteSegment};
+///
+/// let m = Metrics::new(MemoryStorage::new());
+/// m.record_ops(true);
+/// m.write_vectored(&[WriteSegment::new(0x200, &[2; 8]), WriteSegment::new(0x100, &[1; 4])])?;
+/// let snap = m.snapshot();
+/// assert_eq!((snap.write_vectors, snap.write_segments, snap.writes), (1, 2, 0));
+/// assert_eq!(snap.bytes_written, 12);
+/// assert_eq!(
+///     m.ops_of(IoOp::WriteVectored),
+///     [OpRecord::new(IoOp::WriteVectored, 0x200, 8), OpRecord::new(IoOp::WriteVectored, 0x100, 4)]
 /// );
 /// # Ok::<(), h5_io::Error>(())
 /// ```
@@ -123,6 +169,10 @@ pub struct Metrics<S> {
     lens: AtomicU64,
     locks: AtomicU64,
     unlocks: AtomicU64,
+    read_vectors: AtomicU64,
+    write_vectors: AtomicU64,
+    read_segments: AtomicU64,
+    write_segments: AtomicU64,
     recording: AtomicBool,
     log: Mutex<Vec<OpRecord>>,
 }
@@ -141,6 +191,10 @@ impl<S> Metrics<S> {
             lens: AtomicU64::new(0),
             locks: AtomicU64::new(0),
             unlocks: AtomicU64::new(0),
+            read_vectors: AtomicU64::new(0),
+            write_vectors: AtomicU64::new(0),
+            read_segments: AtomicU64::new(0),
+            write_segments: AtomicU64::new(0),
             recording: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
         }
@@ -169,6 +223,10 @@ impl<S> Metrics<S> {
             lens: get(&self.lens),
             locks: get(&self.locks),
             unlocks: get(&self.unlocks),
+            read_vectors: get(&self.read_vectors),
+            write_vectors: get(&self.write_vectors),
+            read_segments: get(&self.read_segments),
+            write_segments: get(&self.write_segments),
         }
     }
 
@@ -184,6 +242,10 @@ impl<S> Metrics<S> {
             &self.lens,
             &self.locks,
             &self.unlocks,
+            &self.read_vectors,
+            &self.write_vectors,
+            &self.read_segments,
+            &self.write_segments,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -224,8 +286,26 @@ impl<S> Metrics<S> {
             self.log_guard().push(OpRecord { op, offset, len });
         }
     }
+
+    /// Count one vectored call of `segments.len()` segments and log one record
+    /// per segment if recording.
+    fn enter_vectored(
+        &self,
+        calls: &AtomicU64,
+        segment_count: &AtomicU64,
+        op: IoOp,
+        segments: impl ExactSizeIterator<Item = (u64, u64)>,
+    ) {
+        calls.fetch_add(1, Ordering::Relaxed);
+        segment_count.fetch_add(len_u64(segments.len()), Ordering::Relaxed);
+        if self.recording.load(Ordering::SeqCst) {
+            self.log_guard()
+                .extend(segments.map(|(offset, len)| OpRecord { op, offset, len }));
+        }
+    }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<S: Storage> Storage for Metrics<S> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let len = len_u64(buf.len());
@@ -267,6 +347,32 @@ impl<S: Storage> Storage for Metrics<S> {
         self.enter(&self.unlocks, IoOp::Unlock, 0, 0);
         self.inner.unlock()
     }
+
+    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        self.enter_vectored(
+            &self.read_vectors,
+            &self.read_segments,
+            IoOp::ReadVectored,
+            segments.iter().map(|s| (s.offset, len_u64(s.buf.len()))),
+        );
+        self.inner.read_vectored(segments)?;
+        let bytes: u64 = segments.iter().map(|s| len_u64(s.buf.len())).sum();
+        self.bytes_read.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        self.enter_vectored(
+            &self.write_vectors,
+            &self.write_segments,
+            IoOp::WriteVectored,
+            segments.iter().map(|s| (s.offset, len_u64(s.data.len()))),
+        );
+        self.inner.write_vectored(segments)?;
+        let bytes: u64 = segments.iter().map(|s| len_u64(s.data.len())).sum();
+        self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -305,11 +411,13 @@ mod tests {
                 lens: 2,
                 locks: 1,
                 unlocks: 1,
+                ..Default::default()
             }
         );
         assert_eq!(
             m.snapshot().to_string(),
-            "reads=3 bytes_read=7 writes=2 bytes_written=16 syncs=1 set_lens=1 lens=2 locks=1 unlocks=1"
+            "reads=3 bytes_read=7 writes=2 bytes_written=16 syncs=1 set_lens=1 lens=2 locks=1 unlocks=1 \
+             read_vectors=0 read_segments=0 write_vectors=0 write_segments=0"
         );
         let before = m.snapshot();
         m.write_at(0, &[0; 3]).unwrap();
@@ -367,6 +475,109 @@ mod tests {
         );
         m.clear_ops();
         assert!(m.ops().is_empty());
+    }
+
+    #[test]
+    fn vector_calls_and_segments_counted_apart() {
+        use crate::{ReadSegment, WriteSegment};
+        let m = Metrics::new(MemoryStorage::new());
+        m.write_at(0, &[1; 4]).unwrap(); // not recorded
+        m.record_ops(true);
+        m.write_vectored(&[
+            WriteSegment::new(0x200, &[2; 32]),
+            WriteSegment::new(0x100, &[1; 16]),
+            WriteSegment::new(0x110, &[3; 16]),
+        ])
+        .unwrap();
+        m.write_vectored(&[]).unwrap();
+        let (mut a, mut b) = ([0; 8], [0; 4]);
+        m.read_vectored(&mut [ReadSegment::new(0x100, &mut a), ReadSegment::new(0, &mut b)])
+            .unwrap();
+        assert_eq!((a, b), ([1; 8], [1; 4]));
+        // Failed vector read: call and segments counted, no bytes.
+        assert!(matches!(
+            m.read_vectored(&mut [
+                ReadSegment::new(0, &mut b),
+                ReadSegment::new(0x1000, &mut a)
+            ]),
+            Err(Error::OutOfBounds { offset: 0x1000, .. })
+        ));
+        m.read_at(0, &mut b).unwrap();
+        assert_eq!(
+            m.snapshot(),
+            MetricsSnapshot {
+                reads: 1,
+                writes: 1,
+                bytes_read: 8 + 4 + 4,
+                bytes_written: 4 + 64,
+                read_vectors: 2,
+                write_vectors: 2,
+                read_segments: 4,
+                write_segments: 3,
+                ..Default::default()
+            }
+        );
+        // One record per segment, in slice order; Read/Write filters see only
+        // the single-range calls.
+        assert_eq!(
+            m.ops_of(IoOp::WriteVectored),
+            [
+                OpRecord::new(IoOp::WriteVectored, 0x200, 32),
+                OpRecord::new(IoOp::WriteVectored, 0x100, 16),
+                OpRecord::new(IoOp::WriteVectored, 0x110, 16),
+            ]
+        );
+        assert_eq!(
+            m.ops_of(IoOp::ReadVectored),
+            [
+                OpRecord::new(IoOp::ReadVectored, 0x100, 8),
+                OpRecord::new(IoOp::ReadVectored, 0, 4),
+                OpRecord::new(IoOp::ReadVectored, 0, 4),
+                OpRecord::new(IoOp::ReadVectored, 0x1000, 8),
+            ]
+        );
+        assert!(m.ops_of(IoOp::Write).is_empty());
+        assert_eq!(m.ops_of(IoOp::Read), [OpRecord::new(IoOp::Read, 0, 4)]);
+        assert_eq!(m.ops().len(), 8);
+        let before = m.snapshot();
+        m.write_vectored(&[WriteSegment::new(0, &[5; 2])]).unwrap();
+        assert_eq!(
+            m.snapshot().since(&before),
+            MetricsSnapshot {
+                write_vectors: 1,
+                write_segments: 1,
+                bytes_written: 2,
+                ..Default::default()
+            }
+        );
+        assert!(
+            m.snapshot()
+                .to_string()
+                .ends_with("read_vectors=2 read_segments=4 write_vectors=3 write_segments=4")
+        );
+        m.reset();
+        assert_eq!(m.snapshot(), MetricsSnapshot::default());
+    }
+
+    #[test]
+    fn vector_calls_reach_the_inner_vector_methods() {
+        use crate::{ReadSegment, WriteSegment};
+        // Metrics over Metrics: the outer one must forward vector calls as
+        // vector calls, not fall back to per-segment read_at/write_at.
+        let m = Metrics::new(Metrics::new(MemoryStorage::new()));
+        m.write_vectored(&[WriteSegment::new(0, &[1]), WriteSegment::new(2, &[2])])
+            .unwrap();
+        let mut a = [0; 3];
+        m.read_vectored(&mut [ReadSegment::new(0, &mut a)]).unwrap();
+        let inner = m.inner().snapshot();
+        assert_eq!(
+            (inner.writes, inner.write_vectors, inner.write_segments),
+            (0, 1, 2)
+        );
+        assert_eq!(
+            (inner.reads, inner.read_vectors, inner.read_segments),
+            (0, 1, 1)
+        );
     }
 
     #[test]

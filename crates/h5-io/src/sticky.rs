@@ -3,10 +3,10 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Error, IoOp, Result};
-use crate::storage::{LockMode, Storage};
+use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment};
 
-/// Decorator that poisons the handle after any failed `write_at`, `set_len` or
-/// `sync`: the failing call returns its own error, and every later call,
+/// Decorator that poisons the handle after any failed `write_at`,
+/// `write_vectored`, `set_len` or `sync`: the failing call returns its own error, and every later call,
 /// reads included, returns [`Error::PreviousIo`].
 ///
 /// There is deliberately no way to clear the state. As with SQLite's pager
@@ -18,7 +18,7 @@ use crate::storage::{LockMode, Storage};
 /// re-read what is actually there ([`into_inner`](Self::into_inner) gives the
 /// underlying handle back for that purpose).
 ///
-/// Failures of `read_at`, `len`, `lock` and `unlock` are not sticky: they do
+/// Failures of `read_at`, `read_vectored`, `len`, `lock` and `unlock` are not sticky: they do
 /// not change the stored bytes. Neither is [`Error::AddressOverflow`], which is
 /// an argument check made before any I/O is attempted.
 ///
@@ -91,6 +91,7 @@ impl<S> Sticky<S> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl<S: Storage> Storage for Sticky<S> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.check()?;
@@ -126,6 +127,16 @@ impl<S: Storage> Storage for Sticky<S> {
         self.check()?;
         self.inner.unlock()
     }
+
+    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        self.check()?;
+        self.inner.read_vectored(segments)
+    }
+
+    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        self.check()?;
+        self.mutating(IoOp::WriteVectored, self.inner.write_vectored(segments))
+    }
 }
 
 #[cfg(test)]
@@ -142,6 +153,15 @@ mod tests {
         assert!(matches!(s.sync(), Err(Error::PreviousIo)));
         assert!(matches!(s.lock(LockMode::Shared), Err(Error::PreviousIo)));
         assert!(matches!(s.unlock(), Err(Error::PreviousIo)));
+        assert!(matches!(
+            s.read_vectored(&mut [ReadSegment::new(0, &mut b)]),
+            Err(Error::PreviousIo)
+        ));
+        assert!(matches!(
+            s.write_vectored(&[WriteSegment::new(0, &[1])]),
+            Err(Error::PreviousIo)
+        ));
+        assert!(matches!(s.write_vectored(&[]), Err(Error::PreviousIo)));
     }
 
     #[test]
@@ -192,14 +212,58 @@ mod tests {
     }
 
     #[test]
+    fn failed_vector_write_poisons() {
+        let s = Sticky::new(Metrics::new(
+            FaultInjection::new(MemoryStorage::new()).fail_nth(IoOp::WriteVectored, 3),
+        ));
+        let segs = [WriteSegment::new(0, &[1, 2]), WriteSegment::new(4, &[3])];
+        s.write_vectored(&segs).unwrap();
+        // An overflowing segment is rejected before any I/O: not sticky.
+        let bad = [
+            WriteSegment::new(8, &[1]),
+            WriteSegment::new(u64::MAX, &[1]),
+        ];
+        assert!(matches!(
+            s.write_vectored(&bad),
+            Err(Error::AddressOverflow { .. })
+        ));
+        assert!(!s.is_poisoned());
+        assert_eq!(
+            s.len().unwrap(),
+            5,
+            "nothing of the overflowing call was written"
+        );
+        assert!(matches!(
+            s.write_vectored(&segs),
+            Err(Error::Injected {
+                op: IoOp::WriteVectored,
+                ..
+            })
+        ));
+        assert_eq!(s.poisoned_by(), Some(IoOp::WriteVectored));
+        let before = s.inner().snapshot();
+        refuses_everything(&s);
+        assert_eq!(s.inner().snapshot(), before);
+    }
+
+    #[test]
     fn read_failures_are_not_sticky() {
         let s = Sticky::new(
             FaultInjection::new(MemoryStorage::with_data(vec![7; 4]))
                 .fail_nth(IoOp::Read, 1)
                 .fail_nth(IoOp::Len, 1)
-                .fail_nth(IoOp::Lock, 1),
+                .fail_nth(IoOp::Lock, 1)
+                .fail_nth(IoOp::ReadVectored, 1),
         );
         let mut b = [0; 2];
+        assert!(matches!(
+            s.read_vectored(&mut [ReadSegment::new(0, &mut b)]),
+            Err(Error::Injected { .. })
+        ));
+        assert!(matches!(
+            s.read_vectored(&mut [ReadSegment::new(3, &mut b)]),
+            Err(Error::OutOfBounds { .. })
+        ));
         assert!(matches!(s.read_at(0, &mut b), Err(Error::Injected { .. })));
         // Out-of-bounds reads are not sticky either.
         assert!(matches!(

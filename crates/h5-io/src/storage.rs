@@ -23,6 +23,48 @@ impl fmt::Display for LockMode {
     }
 }
 
+/// One segment of a [`Storage::read_vectored`] call: read `buf.len()` bytes at
+/// `offset` into `buf`.
+#[derive(Debug)]
+pub struct ReadSegment<'a> {
+    /// Byte offset in the storage.
+    pub offset: u64,
+    /// Destination; its length is the number of bytes to read.
+    pub buf: &'a mut [u8],
+}
+
+impl<'a> ReadSegment<'a> {
+    /// A segment reading `buf.len()` bytes at `offset`.
+    pub fn new(offset: u64, buf: &'a mut [u8]) -> Self {
+        ReadSegment { offset, buf }
+    }
+}
+
+/// One segment of a [`Storage::write_vectored`] call: write `data` at `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WriteSegment<'a> {
+    /// Byte offset in the storage.
+    pub offset: u64,
+    /// The bytes to write.
+    pub data: &'a [u8],
+}
+
+impl<'a> WriteSegment<'a> {
+    /// A segment writing `data` at `offset`.
+    pub fn new(offset: u64, data: &'a [u8]) -> Self {
+        WriteSegment { offset, data }
+    }
+}
+
+/// [`Error::AddressOverflow`] for the first `(offset, len)` whose end overflows
+/// `u64`: the up-front check every vectored call makes before any I/O.
+pub(crate) fn check_segments(segments: impl IntoIterator<Item = (u64, usize)>) -> Result<()> {
+    for (offset, len) in segments {
+        checked_end(offset, len_u64(len))?;
+    }
+    Ok(())
+}
+
 /// Minimal object-safe storage trait: a growable array of bytes addressed by
 /// 64-bit offsets.
 ///
@@ -44,6 +86,24 @@ impl fmt::Display for LockMode {
 ///   between the old end and `offset` reads as zeros. A zero-length write is a
 ///   no-op at any offset (it does not grow the storage).
 /// * `set_len` truncates or grows; grown bytes read as zeros.
+/// * `read_vectored` and `write_vectored` take a slice of segments, which may
+///   be in any order, need not be adjacent and may overlap. Each segment
+///   behaves like the corresponding `read_at` / `write_at` call (bounds,
+///   overflow, zero-length segments, zero-filled growth). An empty slice is a
+///   no-op that succeeds.
+/// * Every segment is checked for overflow before any I/O: if one overflows,
+///   the call fails with [`Error::AddressOverflow`] for the first such segment
+///   in slice order, and nothing is read or written.
+/// * A vectored read that touches bytes past the end fails with
+///   [`Error::OutOfBounds`] for the first such segment in slice order. After
+///   any error the contents of all the buffers are unspecified (some may have
+///   been filled); a read never changes the storage.
+/// * A vectored write applies overlapping segments in slice order, so where
+///   they overlap the last segment wins, and grows the storage to the largest
+///   segment end. If it fails (other than with `AddressOverflow`), some of the
+///   segments, possibly only in part, may have been written, as with a failed
+///   `write_at`: the caller must treat every segment's range as unknown.
+///   Segments that do not overlap may be written in any order.
 /// * `lock` is advisory and never blocks: a conflicting lock held through
 ///   another handle gives [`Error::Locked`]. Locking again in the mode already
 ///   held succeeds; `unlock` without a lock is a no-op.
@@ -85,6 +145,37 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Release the lock taken by [`lock`](Storage::lock); a no-op when no lock
     /// is held.
     fn unlock(&self) -> Result<()>;
+
+    /// Read every segment: `segments[i].buf.len()` bytes at
+    /// `segments[i].offset` into `segments[i].buf`.
+    ///
+    /// The default checks all segments for overflow, then calls
+    /// [`read_at`](Storage::read_at) once per segment, in slice order.
+    /// Backends override it to do better (one lock acquisition, merged
+    /// system calls); decorators forward it so the inner storage's version is
+    /// used. See the trait's `# Contract` for the semantics.
+    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        check_segments(segments.iter().map(|s| (s.offset, s.buf.len())))?;
+        for seg in segments.iter_mut() {
+            self.read_at(seg.offset, seg.buf)?;
+        }
+        Ok(())
+    }
+
+    /// Write every segment: `segments[i].data` at `segments[i].offset`, in
+    /// slice order where segments overlap.
+    ///
+    /// The default checks all segments for overflow, then calls
+    /// [`write_at`](Storage::write_at) once per segment, in slice order, and
+    /// stops at the first error (earlier segments stay written). See the
+    /// trait's `# Contract` for the semantics.
+    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        check_segments(segments.iter().map(|s| (s.offset, s.data.len())))?;
+        for seg in segments {
+            self.write_at(seg.offset, seg.data)?;
+        }
+        Ok(())
+    }
 }
 
 /// Conveniences, blanket-implemented for every `T: Storage + ?Sized`.
@@ -167,20 +258,29 @@ macro_rules! forward_storage {
         fn unlock(&self) -> Result<()> {
             (**self).unlock()
         }
+        fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+            (**self).read_vectored(segments)
+        }
+        fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+            (**self).write_vectored(segments)
+        }
     };
 }
 
 /// Shared storage: `Arc<dyn Storage>` is itself a storage, so decorators can wrap it.
+#[deny(clippy::missing_trait_methods)]
 impl<T: Storage + ?Sized> Storage for Arc<T> {
     forward_storage!();
 }
 
 /// Boxed storage: `Box<dyn Storage>` is itself a storage.
+#[deny(clippy::missing_trait_methods)]
 impl<T: Storage + ?Sized> Storage for Box<T> {
     forward_storage!();
 }
 
 /// Borrowed storage: a decorator can wrap `&S` for a scoped measurement.
+#[deny(clippy::missing_trait_methods)]
 impl<T: Storage + ?Sized> Storage for &T {
     forward_storage!();
 }

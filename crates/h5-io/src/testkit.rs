@@ -12,7 +12,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
-use crate::{Error, LockMode, Storage, StorageExt};
+use crate::{Error, LockMode, ReadSegment, Storage, StorageExt, WriteSegment};
 
 /// A named contract check, run on a fresh, empty storage.
 pub type Check = (&'static str, fn(&dyn Storage));
@@ -42,6 +42,26 @@ pub const CHECKS: &[Check] = &[
     ("lock_shared_unlock_exclusive", lock_shared_unlock_exclusive),
     ("read_at_zero_fill", read_at_zero_fill),
     ("read_vec_checks_length_first", read_vec_checks_length_first),
+    ("vectored_empty_is_a_no_op", vectored_empty_is_a_no_op),
+    ("vectored_read_any_order", vectored_read_any_order),
+    (
+        "vectored_write_adjacent_and_scattered",
+        vectored_write_adjacent_and_scattered,
+    ),
+    (
+        "vectored_write_extends_and_zero_fills",
+        vectored_write_extends_and_zero_fills,
+    ),
+    ("vectored_read_out_of_bounds", vectored_read_out_of_bounds),
+    (
+        "vectored_overlapping_writes_last_wins",
+        vectored_overlapping_writes_last_wins,
+    ),
+    ("vectored_address_overflow", vectored_address_overflow),
+    (
+        "vectored_many_adjacent_segments",
+        vectored_many_adjacent_segments,
+    ),
 ];
 
 /// Run every check in [`CHECKS`], each on a new storage from `make`.
@@ -348,4 +368,323 @@ pub fn read_vec_checks_length_first(s: &dyn Storage) {
         other => panic!("read_vec(0, usize::MAX / 2): expected OutOfBounds, got {other:?}"),
     }
     assert!(matches!(s.read_vec(45, 6), Err(Error::OutOfBounds { .. })));
+}
+
+/// A deterministic permutation of `0..n` (xorshift-driven Fisher-Yates), so
+/// the checks need no random-number dependency.
+fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x = seed | 1;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// Read `extents` (`(offset, len)`) with one `read_vectored` call, one buffer per extent.
+fn read_vectored(s: &dyn Storage, extents: &[(u64, usize)]) -> Vec<Vec<u8>> {
+    let mut bufs: Vec<Vec<u8>> = extents.iter().map(|&(_, n)| vec![0xA5; n]).collect();
+    let mut segs: Vec<ReadSegment<'_>> = extents
+        .iter()
+        .zip(bufs.iter_mut())
+        .map(|(&(offset, _), buf)| ReadSegment::new(offset, buf))
+        .collect();
+    ok(
+        s.read_vectored(&mut segs),
+        &format!("read_vectored({extents:?})"),
+    );
+    bufs
+}
+
+/// Write `(offset, data)` pairs with one `write_vectored` call.
+fn write_vectored(s: &dyn Storage, parts: &[(u64, Vec<u8>)]) {
+    let segs: Vec<WriteSegment<'_>> = parts
+        .iter()
+        .map(|(offset, data)| WriteSegment::new(*offset, data))
+        .collect();
+    let extents: Vec<(u64, usize)> = parts.iter().map(|(o, d)| (*o, d.len())).collect();
+    ok(
+        s.write_vectored(&segs),
+        &format!("write_vectored({extents:?})"),
+    );
+}
+
+/// Empty slices, and slices of zero-length segments, succeed and change nothing.
+pub fn vectored_empty_is_a_no_op(s: &dyn Storage) {
+    ok(
+        s.read_vectored(&mut []),
+        "read_vectored(&mut []) on empty storage",
+    );
+    ok(
+        s.write_vectored(&[]),
+        "write_vectored(&[]) on empty storage",
+    );
+    assert_eq!(len(s), 0, "an empty vector write must not grow the storage");
+    write(s, 0, &pattern(10, 4));
+    ok(s.read_vectored(&mut []), "read_vectored(&mut [])");
+    ok(s.write_vectored(&[]), "write_vectored(&[])");
+    // Zero-length segments behave like zero-length single calls.
+    write_vectored(s, &[(0, vec![]), (5, vec![]), (1000, vec![])]);
+    assert_eq!(
+        len(s),
+        10,
+        "zero-length write segments must not grow the storage"
+    );
+    let bufs = read_vectored(s, &[(10, 0), (0, 0), (4, 0)]);
+    assert!(bufs.iter().all(Vec::is_empty));
+    assert_eq!(read(s, 0, 10), pattern(10, 4));
+}
+
+/// Vector reads return the right bytes for segments in any order: scattered,
+/// adjacent, overlapping, repeated, unaligned.
+pub fn vectored_read_any_order(s: &dyn Storage) {
+    let data = pattern(4096, 5);
+    write(s, 0, &data);
+    let mut extents: Vec<(u64, usize)> = vec![
+        (0, 16),
+        (16, 16),   // adjacent to the previous one
+        (32, 100),  // and to that one
+        (1000, 1),  // scattered
+        (4000, 96), // ends exactly at len
+        (500, 300),
+        (600, 50), // inside the previous one
+        (600, 50), // repeated
+        (4095, 1),
+        (77, 0),
+    ];
+    // Eight adjacent 64-byte segments, to be read shuffled.
+    extents.extend((0..8).map(|k| (2048 + 64 * k, 64)));
+    for seed in [1, 2, 3] {
+        let order = shuffled(extents.len(), seed);
+        let req: Vec<(u64, usize)> = order.iter().map(|&i| extents[i]).collect();
+        let bufs = read_vectored(s, &req);
+        for (&(offset, n), buf) in req.iter().zip(&bufs) {
+            let o = offset as usize;
+            assert!(
+                buf[..] == data[o..o + n],
+                "read_vectored segment ({offset}, {n}) returned the wrong bytes (order {req:?})"
+            );
+        }
+    }
+    assert_eq!(len(s), 4096, "reads must not change the storage");
+}
+
+/// Vector writes of adjacent and scattered segments, in shuffled order, land
+/// where single writes would.
+pub fn vectored_write_adjacent_and_scattered(s: &dyn Storage) {
+    let mut parts: Vec<(u64, Vec<u8>)> = Vec::new();
+    // A run of adjacent segments of uneven sizes, 100..700.
+    let mut at = 100;
+    for (k, n) in [50usize, 1, 149, 200, 100, 100].into_iter().enumerate() {
+        parts.push((at, pattern(n, 10 + k as u8)));
+        at += n as u64;
+    }
+    // Scattered segments with gaps between them.
+    parts.push((0, pattern(10, 20)));
+    parts.push((750, pattern(25, 21)));
+    parts.push((2000, pattern(48, 22)));
+    let order = shuffled(parts.len(), 7);
+    let shuffled_parts: Vec<(u64, Vec<u8>)> = order.iter().map(|&i| parts[i].clone()).collect();
+    write_vectored(s, &shuffled_parts);
+
+    let mut expect = vec![0u8; 2048];
+    for (offset, data) in &parts {
+        let o = *offset as usize;
+        expect[o..o + data.len()].copy_from_slice(data);
+    }
+    assert_eq!(
+        len(s),
+        2048,
+        "vector write must grow to the largest segment end"
+    );
+    assert!(
+        read(s, 0, 2048) == expect,
+        "vector write of shuffled segments {:?} stored the wrong bytes",
+        shuffled_parts
+            .iter()
+            .map(|(o, d)| (*o, d.len()))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// A vector write past the end grows the storage and zero-fills every gap;
+/// segments inside the storage do not change its length.
+pub fn vectored_write_extends_and_zero_fills(s: &dyn Storage) {
+    write(s, 0, &[1, 2, 3]);
+    write_vectored(s, &[(1000, vec![9; 24]), (500, vec![8; 4]), (1, vec![7])]);
+    assert_eq!(len(s), 1024, "vector write must extend to 1024");
+    let all = read(s, 0, 1024);
+    assert_eq!(all[..3], [1, 7, 3], "bytes before the first gap");
+    assert!(
+        all[3..500].iter().all(|&b| b == 0),
+        "first gap must read as zeros"
+    );
+    assert_eq!(all[500..504], [8; 4]);
+    assert!(
+        all[504..1000].iter().all(|&b| b == 0),
+        "second gap must read as zeros"
+    );
+    assert_eq!(all[1000..], [9; 24]);
+    write_vectored(s, &[(10, vec![5; 10]), (1020, vec![6; 4])]);
+    assert_eq!(len(s), 1024, "vector write inside must not change len");
+}
+
+/// A vector read with a segment past the end fails with `OutOfBounds` for the
+/// first such segment in slice order, and changes nothing.
+pub fn vectored_read_out_of_bounds(s: &dyn Storage) {
+    let expect_oob = |s: &dyn Storage, extents: &[(u64, usize)], bad: (u64, usize)| {
+        let file_len = len(s);
+        let mut bufs: Vec<Vec<u8>> = extents.iter().map(|&(_, n)| vec![0xA5; n]).collect();
+        let mut segs: Vec<ReadSegment<'_>> = extents
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(&(offset, _), buf)| ReadSegment::new(offset, buf))
+            .collect();
+        match s.read_vectored(&mut segs) {
+            Err(Error::OutOfBounds {
+                offset,
+                len,
+                file_len: f,
+            }) => assert_eq!(
+                (offset, len, f),
+                (bad.0, bad.1 as u64, file_len),
+                "OutOfBounds fields for read_vectored({extents:?})"
+            ),
+            other => panic!(
+                "read_vectored({extents:?}) (len {file_len}): expected OutOfBounds, got {other:?}"
+            ),
+        }
+    };
+    expect_oob(s, &[(0, 1)], (0, 1));
+    write(s, 0, &[7; 64]);
+    expect_oob(s, &[(0, 8), (60, 5), (64, 1)], (60, 5));
+    expect_oob(s, &[(64, 1), (0, 8)], (64, 1));
+    expect_oob(s, &[(10, 4), (20, 4), (1 << 40, 4096)], (1 << 40, 4096));
+    expect_oob(s, &[(0, 65)], (0, 65));
+    expect_oob(s, &[(65, 0)], (65, 0));
+    assert_eq!(
+        len(s),
+        64,
+        "failed vector reads must not change the storage"
+    );
+    assert_eq!(read(s, 0, 64), [7; 64]);
+    let bufs = read_vectored(s, &[(60, 4), (64, 0)]);
+    assert_eq!(bufs[0], [7; 4], "segment ending exactly at len succeeds");
+}
+
+/// Overlapping write segments are applied in slice order: the last one wins.
+pub fn vectored_overlapping_writes_last_wins(s: &dyn Storage) {
+    write_vectored(
+        s,
+        &[
+            (0, vec![1; 16]),
+            (4, vec![2; 8]),
+            (10, vec![3; 10]),
+            (2, vec![4; 2]), // lower offset, after the others
+            (30, vec![5; 4]),
+            (30, vec![6; 4]), // same range: the second wins
+            (40, vec![7; 4]),
+            (38, vec![8; 4]), // overlaps the start of the previous one
+        ],
+    );
+    let mut expect = vec![0u8; 44];
+    expect[..16].fill(1);
+    expect[4..12].fill(2);
+    expect[10..20].fill(3);
+    expect[2..4].fill(4);
+    expect[30..34].fill(6);
+    expect[40..44].fill(7);
+    expect[38..42].fill(8);
+    assert_eq!(len(s), 44);
+    assert_eq!(read(s, 0, 44), expect);
+}
+
+/// A segment whose end overflows `u64` fails the whole call with
+/// `AddressOverflow` before any I/O: nothing is read or written.
+pub fn vectored_address_overflow(s: &dyn Storage) {
+    write(s, 0, &[1; 8]);
+    let cases: [(u64, usize); 2] = [(u64::MAX, 1), (u64::MAX - 3, 8)];
+    for (offset, n) in cases {
+        let data = vec![2u8; n];
+        let segs = [
+            WriteSegment::new(0, &[9; 4]),
+            WriteSegment::new(100, &[9; 4]),
+            WriteSegment::new(offset, &data),
+        ];
+        let r = s.write_vectored(&segs);
+        assert!(
+            matches!(r, Err(Error::AddressOverflow { offset: o, len: l }) if o == offset && l == n as u64),
+            "write_vectored with segment ({offset}, {n}): expected AddressOverflow, got {r:?}"
+        );
+        let (mut a, mut b) = (vec![0; 4], vec![0; n]);
+        let r = s.read_vectored(&mut [
+            ReadSegment::new(0, &mut a),
+            ReadSegment::new(offset, &mut b),
+        ]);
+        assert!(
+            matches!(r, Err(Error::AddressOverflow { offset: o, len: l }) if o == offset && l == n as u64),
+            "read_vectored with segment ({offset}, {n}): expected AddressOverflow, got {r:?}"
+        );
+        // Overflow is checked before bounds.
+        let mut c = vec![0; 4];
+        let r = s.read_vectored(&mut [
+            ReadSegment::new(1000, &mut c),
+            ReadSegment::new(offset, &mut b),
+        ]);
+        assert!(
+            matches!(r, Err(Error::AddressOverflow { .. })),
+            "read_vectored with an out-of-bounds then an overflowing segment: expected AddressOverflow, got {r:?}"
+        );
+    }
+    assert_eq!(
+        len(s),
+        8,
+        "failed vector writes must not change the storage"
+    );
+    assert_eq!(read(s, 0, 8), [1; 8]);
+}
+
+/// Many adjacent segments (over 2 MiB in all, so backends that merge
+/// neighbours must split the runs) round-trip in both directions, with the
+/// reads segmented differently from the writes.
+pub fn vectored_many_adjacent_segments(s: &dyn Storage) {
+    let sizes: Vec<usize> = (0..48).map(|k| 40_000 + 1_237 * k).collect();
+    let total: usize = sizes.iter().sum();
+    let data = pattern(total, 11);
+    let mut parts = Vec::new();
+    let mut at = 0;
+    for n in &sizes {
+        parts.push((3 + at as u64, data[at..at + n].to_vec()));
+        at += n;
+    }
+    let order = shuffled(parts.len(), 9);
+    let shuffled_parts: Vec<(u64, Vec<u8>)> = order.iter().map(|&i| parts[i].clone()).collect();
+    write_vectored(s, &shuffled_parts);
+    assert_eq!(len(s), 3 + total as u64);
+    assert!(
+        read(s, 3, total) == data,
+        "many adjacent vector-written segments read back wrong"
+    );
+
+    // Read back in 4 KiB adjacent pieces plus a tail, in shuffled order.
+    let mut extents = Vec::new();
+    let mut at = 0;
+    while at < total {
+        let n = (total - at).min(4096);
+        extents.push((3 + at as u64, n));
+        at += n;
+    }
+    let order = shuffled(extents.len(), 10);
+    let req: Vec<(u64, usize)> = order.iter().map(|&i| extents[i]).collect();
+    let bufs = read_vectored(s, &req);
+    for (&(offset, n), buf) in req.iter().zip(&bufs) {
+        let o = offset as usize - 3;
+        assert!(
+            buf[..] == data[o..o + n],
+            "vector read of segment ({offset}, {n}) among adjacent ones returned the wrong bytes"
+        );
+    }
 }

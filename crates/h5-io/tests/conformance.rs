@@ -6,8 +6,90 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use h5_io::testkit::run_conformance;
 use h5_io::{
     FaultInjection, FileOptions, FileStorage, Locking, Logging, MemoryStorage, Metrics, OpenMode,
-    Sticky, Storage,
+    Sticky, Storage, WriteSegment,
 };
+
+/// Implements only the required methods, so the trait's looping default
+/// `read_vectored`/`write_vectored` are used; they must conform too.
+#[derive(Debug, Default)]
+struct RequiredOnly(MemoryStorage);
+
+impl Storage for RequiredOnly {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+        self.0.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+        self.0.write_at(offset, data)
+    }
+    fn len(&self) -> h5_io::Result<u64> {
+        self.0.len()
+    }
+    fn set_len(&self, len: u64) -> h5_io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync(&self) -> h5_io::Result<()> {
+        self.0.sync()
+    }
+    fn lock(&self, mode: h5_io::LockMode) -> h5_io::Result<()> {
+        self.0.lock(mode)
+    }
+    fn unlock(&self) -> h5_io::Result<()> {
+        self.0.unlock()
+    }
+}
+
+#[test]
+fn default_vectored_methods() {
+    run_conformance(&|| Box::new(RequiredOnly::default()));
+}
+
+#[test]
+fn decorators_over_default_vectored_methods() {
+    run_conformance(&|| {
+        Box::new(Sticky::new(Metrics::new(FaultInjection::new(
+            Logging::to_vec(RequiredOnly::default()),
+        ))))
+    });
+}
+
+#[test]
+#[should_panic(
+    expected = "storage conformance check `vectored_overlapping_writes_last_wins` failed"
+)]
+fn suite_catches_vector_writes_out_of_slice_order() {
+    /// Writes vector segments sorted by offset, ignoring slice order.
+    #[derive(Debug, Default)]
+    struct SortsWrites(RequiredOnly);
+    impl Storage for SortsWrites {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+            self.0.read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+            self.0.write_at(offset, data)
+        }
+        fn len(&self) -> h5_io::Result<u64> {
+            self.0.len()
+        }
+        fn set_len(&self, len: u64) -> h5_io::Result<()> {
+            self.0.set_len(len)
+        }
+        fn sync(&self) -> h5_io::Result<()> {
+            self.0.sync()
+        }
+        fn lock(&self, mode: h5_io::LockMode) -> h5_io::Result<()> {
+            self.0.lock(mode)
+        }
+        fn unlock(&self) -> h5_io::Result<()> {
+            self.0.unlock()
+        }
+        fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> h5_io::Result<()> {
+            let mut sorted = segments.to_vec();
+            sorted.sort_by_key(|s| s.offset);
+            self.0.write_vectored(&sorted)
+        }
+    }
+    run_conformance(&|| Box::new(SortsWrites::default()));
+}
 
 #[test]
 fn memory() {

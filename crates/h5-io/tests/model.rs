@@ -1,7 +1,9 @@
 //! Property test: random operation sequences on the backends agree with a
 //! plain `Vec<u8>` model.
 
-use h5_io::{Error, FileStorage, MemoryStorage, OpenMode, Storage, StorageExt};
+use h5_io::{
+    Error, FileStorage, MemoryStorage, OpenMode, ReadSegment, Storage, StorageExt, WriteSegment,
+};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -10,6 +12,30 @@ enum Op {
     Read { offset: u64, len: usize },
     ReadZeroFill { offset: u64, len: usize },
     SetLen(u64),
+    WriteVectored(Vec<(u64, Vec<u8>)>),
+    ReadVectored(Vec<(u64, usize)>),
+}
+
+/// Segment offsets and lengths: scattered ones (small ranges, so overlaps and
+/// exact adjacency happen) mixed with a shuffled run of adjacent segments.
+fn extents() -> impl Strategy<Value = Vec<(u64, usize)>> {
+    let scattered = proptest::collection::vec((0u64..300, 0usize..40), 0..5);
+    let run = (0u64..300, proptest::collection::vec(0usize..30, 0..5)).prop_map(|(start, lens)| {
+        let mut at = start;
+        lens.into_iter()
+            .map(|n| {
+                let seg = (at, n);
+                at += n as u64;
+                seg
+            })
+            .collect::<Vec<_>>()
+    });
+    (scattered, run)
+        .prop_map(|(mut a, b)| {
+            a.extend(b);
+            a
+        })
+        .prop_shuffle()
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -19,6 +45,13 @@ fn op() -> impl Strategy<Value = Op> {
         (0u64..700, 0usize..120).prop_map(|(offset, len)| Op::Read { offset, len }),
         (0u64..700, 0usize..120).prop_map(|(offset, len)| Op::ReadZeroFill { offset, len }),
         (0u64..700).prop_map(Op::SetLen),
+        extents().prop_map(|ext| Op::WriteVectored(
+            ext.into_iter()
+                .enumerate()
+                .map(|(k, (offset, n))| (offset, vec![k as u8 + 1; n]))
+                .collect()
+        )),
+        extents().prop_map(Op::ReadVectored),
     ]
 }
 
@@ -72,6 +105,48 @@ fn check_against_model(s: &dyn Storage, ops: &[Op]) {
             Op::SetLen(n) => {
                 s.set_len(*n).unwrap();
                 model.resize(*n as usize, 0);
+            }
+            Op::WriteVectored(parts) => {
+                let segs: Vec<WriteSegment<'_>> = parts
+                    .iter()
+                    .map(|(offset, data)| WriteSegment::new(*offset, data))
+                    .collect();
+                s.write_vectored(&segs).unwrap();
+                for (offset, data) in parts.iter().filter(|(_, d)| !d.is_empty()) {
+                    let end = *offset as usize + data.len();
+                    if end > model.len() {
+                        model.resize(end, 0);
+                    }
+                    model[*offset as usize..end].copy_from_slice(data);
+                }
+            }
+            Op::ReadVectored(extents) => {
+                let mut bufs: Vec<Vec<u8>> = extents.iter().map(|&(_, n)| vec![0xA5; n]).collect();
+                let mut segs: Vec<ReadSegment<'_>> = extents
+                    .iter()
+                    .zip(bufs.iter_mut())
+                    .map(|(&(offset, _), buf)| ReadSegment::new(offset, buf))
+                    .collect();
+                let r = s.read_vectored(&mut segs);
+                let first_bad = extents
+                    .iter()
+                    .find(|&&(offset, n)| offset as usize + n > model.len());
+                match (first_bad, r) {
+                    (None, Ok(())) => {
+                        for (&(offset, n), buf) in extents.iter().zip(&bufs) {
+                            assert_eq!(buf[..], model[offset as usize..offset as usize + n]);
+                        }
+                    }
+                    (
+                        Some(&(offset, n)),
+                        Err(Error::OutOfBounds {
+                            offset: o,
+                            len: l,
+                            file_len,
+                        }),
+                    ) => assert_eq!((o, l as usize, file_len as usize), (offset, n, model.len())),
+                    (bad, r) => panic!("{op:?}: first bad segment {bad:?}, got {r:?}"),
+                }
             }
         }
         assert_eq!(s.len().unwrap(), model.len() as u64);
