@@ -1,0 +1,79 @@
+//! Errors of the chunk cache.
+
+use crate::DatasetId;
+use crate::layout::LayoutError;
+use crate::selection::SelectionError;
+
+/// Everything a [`ChunkCache`](crate::cache::ChunkCache) operation can report.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ChunkCacheError {
+    /// A configuration value is not acceptable.
+    #[error("invalid configuration `{field}`: {reason}")]
+    Config {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The dataset is not registered.
+    #[error("dataset {0:?} is not registered")]
+    UnknownDataset(DatasetId),
+    /// The dataset is already registered.
+    #[error("dataset {0:?} is already registered")]
+    AlreadyRegistered(DatasetId),
+    /// The layout's constants are unusable.
+    #[error("dataset {dataset:?}: invalid layout: {reason}")]
+    InvalidLayout {
+        /// The dataset.
+        dataset: DatasetId,
+        /// Why.
+        reason: String,
+    },
+    /// The caller's buffer does not have the selection's size.
+    #[error("buffer size: {needed} bytes needed, {got} given")]
+    BufferSize {
+        /// Bytes the selection needs.
+        needed: usize,
+        /// Bytes given.
+        got: usize,
+    },
+    /// The selection does not fit the dataset.
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
+    /// A layout callback failed.
+    #[error("dataset {dataset:?}, chunk {coord:?}: layout callback `{callback}` failed: {source}")]
+    Layout {
+        /// The dataset.
+        dataset: DatasetId,
+        /// The chunk's scaled coordinates (empty for batched calls).
+        coord: Vec<u64>,
+        /// Which callback.
+        callback: &'static str,
+        /// The layout's error.
+        source: LayoutError,
+    },
+    /// A layout callback returned a result of the wrong size or count.
+    #[error(
+        "dataset {dataset:?}: layout callback `{callback}` returned {got}, expected {expected}"
+    )]
+    InvalidLayoutSizes {
+        /// The dataset.
+        dataset: DatasetId,
+        /// Which callback.
+        callback: &'static str,
+        /// What was expected (bytes or results).
+        expected: usize,
+        /// What was returned.
+        got: usize,
+    },
+    /// An internal invariant was broken (a bug in the cache); nothing was lost silently.
+    #[error("internal error: {0}")]
+    Internal(&'static str),
+    /// Storage I/O failed.
+    #[error(transparent)]
+    Io(#[from] h5_io::Error),
+}
+
+/// Result alias of the chunk cache.
+pub type Result<T, E = ChunkCacheError> = std::result::Result<T, E>;
