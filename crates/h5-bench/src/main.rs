@@ -3,6 +3,12 @@
 //! `h5-bench metacache` measures the metadata cache on its own: protect/unprotect pairs that hit
 //! (read-only and read-write), and the replay of the built-in tour trace. Each figure is the median
 //! of several timed repetitions after a warm-up; run it with `--release`.
+//!
+//! `h5-bench chunkcache` measures the chunk cache's parallel codec: a multi-chunk write + flush
+//! (encode) and a full read into a fresh cache (decode) of float32 chunks through a real
+//! shuffle + deflate layout, on 1 and 2 codec threads.
+
+mod chunkcache;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -36,16 +42,33 @@ enum Command {
         #[arg(long, default_value_t = 5_000_000)]
         pairs: u64,
     },
+    /// Chunk cache encode/decode throughput with shuffle + deflate on 1 and 2 threads.
+    Chunkcache {
+        /// Timed repetitions per figure (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Chunks written and read per repetition.
+        #[arg(long, default_value_t = 64)]
+        chunks: u64,
+        /// Chunk size in KiB (a multiple of 4 bytes: float32 elements).
+        #[arg(long, default_value_t = 1024)]
+        chunk_kib: u64,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.command {
         Command::Metacache { reps, pairs } => metacache(reps.max(1), pairs.max(1)),
+        Command::Chunkcache {
+            reps,
+            chunks,
+            chunk_kib,
+        } => chunkcache::run(reps.max(1), chunks.max(1), chunk_kib.max(1)),
     }
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }

@@ -15,6 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use h5_io::{ReadSegment, Storage, WriteSegment};
+use rayon::prelude::*;
 
 use crate::error::{ChunkCacheError, Result};
 use crate::layout::{ChunkLayout, DiskLocation, Encoded, InsertRequest, LayoutInfo, Udata};
@@ -40,6 +41,11 @@ pub struct ChunkCacheConfig {
     pub default_dataset_min: usize,
     /// Replacement policy name, one of [`POLICY_NAMES`]. Default `"lru"`.
     pub policy: String,
+    /// Threads running the codec (`decode`/`encode`) calls of one read batch or one flush:
+    /// `None` uses rayon's global pool, `Some(1)` runs them inline on the caller's thread and
+    /// `Some(n)` a dedicated pool of `n` threads built by [`ChunkCache::new`]. Not zero.
+    /// Default `None`.
+    pub threads: Option<usize>,
 }
 
 impl Default for ChunkCacheConfig {
@@ -48,6 +54,7 @@ impl Default for ChunkCacheConfig {
             limit: DEFAULT_LIMIT,
             default_dataset_min: DEFAULT_DATASET_MIN,
             policy: "lru".to_owned(),
+            threads: None,
         }
     }
 }
@@ -58,6 +65,12 @@ impl ChunkCacheConfig {
         if self.limit == 0 {
             return Err(ChunkCacheError::Config {
                 field: "limit",
+                reason: "must not be zero".to_owned(),
+            });
+        }
+        if self.threads == Some(0) {
+            return Err(ChunkCacheError::Config {
+                field: "threads",
                 reason: "must not be zero".to_owned(),
             });
         }
@@ -186,7 +199,53 @@ struct Loaded {
     full: bool,
 }
 
-/// The shared chunk cache of one file (single-threaded; the file wraps it in a lock).
+/// Where the codec calls of one batch run.
+enum Codec {
+    /// On the caller's thread, one after the other.
+    Inline,
+    /// On rayon's global pool.
+    Global,
+    /// On the cache's own pool.
+    Pool(rayon::ThreadPool),
+}
+
+impl Codec {
+    /// Runs `f` on every item, in parallel unless inline or fewer than two items. `f` must only
+    /// do pure codec work on its item: the cache's bookkeeping stays on the caller's thread.
+    fn for_each<T: Send>(&self, items: &mut [T], f: impl Fn(&mut T) + Sync + Send) {
+        if items.len() < 2 {
+            items.iter_mut().for_each(f);
+            return;
+        }
+        match self {
+            Codec::Inline => items.iter_mut().for_each(f),
+            Codec::Global => items.par_iter_mut().with_max_len(1).for_each(f),
+            Codec::Pool(pool) => {
+                pool.install(|| items.par_iter_mut().with_max_len(1).for_each(f));
+            }
+        }
+    }
+}
+
+/// One decode of a read batch: inputs, then the result.
+struct DecodeJob {
+    loaded: Loaded,
+    layout: Arc<dyn ChunkLayout>,
+    partial_bound: bool,
+    result: Option<std::result::Result<Vec<u8>, crate::layout::LayoutError>>,
+}
+
+/// One encode of a flush: the entry, then the result.
+struct EncodeJob<'a> {
+    id: u32,
+    entry: &'a mut Entry,
+    partial_bound: bool,
+    result: Option<std::result::Result<Encoded, crate::layout::LayoutError>>,
+}
+
+/// The shared chunk cache of one file (single-threaded bookkeeping; the file wraps it in a lock).
+/// The codec calls of one read batch or one flush run in parallel (see
+/// [`ChunkCacheConfig::threads`]).
 pub struct ChunkCache {
     storage: Arc<dyn Storage>,
     entries: Vec<Option<Entry>>,
@@ -196,6 +255,7 @@ pub struct ChunkCache {
     policy: Box<dyn ReplacementPolicy>,
     budget: Budget,
     stats: ChunkCacheStats,
+    codec: Codec,
 }
 
 impl std::fmt::Debug for ChunkCache {
@@ -235,6 +295,20 @@ impl ChunkCache {
             field: "policy",
             reason: "unknown policy".to_owned(),
         })?;
+        let codec = match config.threads {
+            None => Codec::Global,
+            Some(1) => Codec::Inline,
+            Some(n) => Codec::Pool(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(|i| format!("h5-chunkcache-codec-{i}"))
+                    .build()
+                    .map_err(|e| ChunkCacheError::Config {
+                        field: "threads",
+                        reason: format!("cannot build a pool of {n} threads: {e}"),
+                    })?,
+            ),
+        };
         Ok(Self {
             storage,
             entries: Vec::new(),
@@ -244,6 +318,7 @@ impl ChunkCache {
             policy,
             budget: Budget::new(config.limit, config.default_dataset_min),
             stats: ChunkCacheStats::default(),
+            codec,
         })
     }
 
@@ -600,22 +675,41 @@ impl ChunkCache {
             self.storage.read_vectored(&mut segs)?;
             drop(segs);
         }
-        let mut out = Vec::with_capacity(found.len());
-        for (mut l, _) in found {
+        // Decode every image in parallel; everything else stays on this thread, in order.
+        let mut jobs = Vec::with_capacity(found.len());
+        for (l, _) in found {
             self.stats.bytes_read += l.data.len() as u64;
             let st = self.state(l.key.dataset)?;
             let extent = st.layout.extent();
             let pb = st.partial_bound(&l.key.coord, &extent);
+            jobs.push(DecodeJob {
+                layout: Arc::clone(&st.layout),
+                loaded: l,
+                partial_bound: pb,
+                result: None,
+            });
+        }
+        self.codec.for_each(&mut jobs, |j| {
+            let l = &mut j.loaded;
             let image = std::mem::take(&mut l.data);
-            let data = st
-                .layout
-                .decode(&l.key.coord, image, pb, &mut l.udata)
+            j.result = Some(
+                j.layout
+                    .decode(&l.key.coord, image, j.partial_bound, &mut l.udata),
+            );
+        });
+        let mut out = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            let mut l = j.loaded;
+            let data = j
+                .result
+                .ok_or(ChunkCacheError::Internal("a decode did not run"))?
                 .map_err(layout_err(l.key.dataset, Some(&l.key.coord), "decode"))?;
-            if data.len() != st.chunk_bytes {
+            let chunk_bytes = self.state(l.key.dataset)?.chunk_bytes;
+            if data.len() != chunk_bytes {
                 return Err(ChunkCacheError::InvalidLayoutSizes {
                     dataset: l.key.dataset,
                     callback: "decode",
-                    expected: st.chunk_bytes,
+                    expected: chunk_bytes,
                     got: data.len(),
                 });
             }
@@ -951,23 +1045,44 @@ impl ChunkCache {
             if ids.is_empty() {
                 continue;
             }
-            let mut images: Vec<(u32, Option<Vec<u8>>, u64, bool)> = Vec::new();
-            for &i in &ids {
-                let Some(e) = self.entries.get_mut(i as usize).and_then(Option::as_mut) else {
+            // Encode every dirty chunk in parallel (ids ascend, as the slab does), then take the
+            // results in order; the first error in that order is reported.
+            let mut jobs: Vec<EncodeJob<'_>> = Vec::with_capacity(ids.len());
+            let mut want = ids.iter().copied().peekable();
+            for (i, slot) in self.entries.iter_mut().enumerate() {
+                let Some(&next) = want.peek() else { break };
+                if i as u32 != next {
                     continue;
-                };
-                let pb = partial_bound(&dims, &e.coord, &extent);
-                let enc = layout
-                    .encode(&e.coord, &e.data, pb, &mut e.udata)
-                    .map_err(layout_err(ds, Some(&e.coord), "encode"))?;
+                }
+                want.next();
+                if let Some(e) = slot.as_mut() {
+                    let pb = partial_bound(&dims, &e.coord, &extent);
+                    jobs.push(EncodeJob {
+                        id: next,
+                        entry: e,
+                        partial_bound: pb,
+                        result: None,
+                    });
+                }
+            }
+            self.codec.for_each(&mut jobs, |j| {
+                let e = &mut *j.entry;
+                j.result = Some(layout.encode(&e.coord, &e.data, j.partial_bound, &mut e.udata));
+            });
+            let mut images: Vec<(u32, Option<Vec<u8>>, u64, bool)> = Vec::with_capacity(jobs.len());
+            for j in jobs {
+                let enc = j
+                    .result
+                    .ok_or(ChunkCacheError::Internal("an encode did not run"))?
+                    .map_err(layout_err(ds, Some(&j.entry.coord), "encode"))?;
                 let (img, len) = match enc {
-                    Encoded::SameAsCache => (None, e.data.len()),
+                    Encoded::SameAsCache => (None, j.entry.data.len()),
                     Encoded::Owned(v) => {
                         let n = v.len();
                         (Some(v), n)
                     }
                 };
-                images.push((i, img, len as u64, pb));
+                images.push((j.id, img, len as u64, j.partial_bound));
             }
             // Take the udata out to lend them all to one insert call.
             let mut taken: Vec<(u32, ChunkCoord, Option<DiskLocation>, Udata)> = images

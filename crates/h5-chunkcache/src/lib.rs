@@ -17,7 +17,9 @@
 //!   read (SCC-058, SCC-059) and write (SCC-065) flows, eviction of clean and dirty chunks
 //!   (SCC-074 .. SCC-077), flush and flush-one-dataset with evict in one insert call per dataset
 //!   and one vectored write (SCC-020, SCC-021, SCC-044, SCC-085), destroy (SCC-017), runtime limit
-//!   changes and exact accounting (SCC-087); errors in [`error`].
+//!   changes and exact accounting (SCC-087); the `decode` calls of one read batch and the
+//!   `encode` calls of one flush run in parallel on rayon (`ChunkCacheConfig::threads`), the
+//!   bookkeeping staying on the caller's thread; errors in [`error`].
 //!
 //! Not built yet: sparse/defined-values chunk types (an associated chunk type on the layout),
 //! pre-encoding, cache bypass / direct I/O, set-extent notification, erase and defined values,
