@@ -453,24 +453,7 @@ impl ChunkCache {
             full,
             partial_bound_on_disk: false,
         };
-        let info = entry.info();
-        let id = match self.free.pop() {
-            Some(i) => {
-                self.entries[i as usize] = Some(entry);
-                i
-            }
-            None => {
-                self.entries.push(Some(entry));
-                u32::try_from(self.entries.len() - 1).unwrap_or(u32::MAX - 1)
-            }
-        };
-        let id = EntryId(id);
-        self.map.insert(key, id);
-        if let Some(st) = self.datasets.get_mut(&key.dataset) {
-            st.members.insert(id.0);
-        }
-        self.budget.add(key.dataset, info.bytes);
-        self.policy.inserted(id, info);
+        let id = self.admit_raw(entry);
         if busy {
             self.policy.set_busy(id, true);
         }

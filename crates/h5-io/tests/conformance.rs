@@ -9,33 +9,40 @@ use h5_io::{
     Sticky, Storage, WriteSegment,
 };
 
+/// The seven required `Storage` methods, forwarded to field `.0`.
+macro_rules! forward_required {
+    () => {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+            self.0.read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+            self.0.write_at(offset, data)
+        }
+        fn len(&self) -> h5_io::Result<u64> {
+            self.0.len()
+        }
+        fn set_len(&self, len: u64) -> h5_io::Result<()> {
+            self.0.set_len(len)
+        }
+        fn sync(&self) -> h5_io::Result<()> {
+            self.0.sync()
+        }
+        fn lock(&self, mode: h5_io::LockMode) -> h5_io::Result<()> {
+            self.0.lock(mode)
+        }
+        fn unlock(&self) -> h5_io::Result<()> {
+            self.0.unlock()
+        }
+    };
+}
+
 /// Implements only the required methods, so the trait's looping default
 /// `read_vectored`/`write_vectored` are used; they must conform too.
 #[derive(Debug, Default)]
 struct RequiredOnly(MemoryStorage);
 
 impl Storage for RequiredOnly {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
-        self.0.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
-        self.0.write_at(offset, data)
-    }
-    fn len(&self) -> h5_io::Result<u64> {
-        self.0.len()
-    }
-    fn set_len(&self, len: u64) -> h5_io::Result<()> {
-        self.0.set_len(len)
-    }
-    fn sync(&self) -> h5_io::Result<()> {
-        self.0.sync()
-    }
-    fn lock(&self, mode: h5_io::LockMode) -> h5_io::Result<()> {
-        self.0.lock(mode)
-    }
-    fn unlock(&self) -> h5_io::Result<()> {
-        self.0.unlock()
-    }
+    forward_required!();
 }
 
 #[test]
@@ -61,27 +68,7 @@ fn suite_catches_vector_writes_out_of_slice_order() {
     #[derive(Debug, Default)]
     struct SortsWrites(RequiredOnly);
     impl Storage for SortsWrites {
-        fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
-            self.0.read_at(offset, buf)
-        }
-        fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
-            self.0.write_at(offset, data)
-        }
-        fn len(&self) -> h5_io::Result<u64> {
-            self.0.len()
-        }
-        fn set_len(&self, len: u64) -> h5_io::Result<()> {
-            self.0.set_len(len)
-        }
-        fn sync(&self) -> h5_io::Result<()> {
-            self.0.sync()
-        }
-        fn lock(&self, mode: h5_io::LockMode) -> h5_io::Result<()> {
-            self.0.lock(mode)
-        }
-        fn unlock(&self) -> h5_io::Result<()> {
-            self.0.unlock()
-        }
+        forward_required!();
         fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> h5_io::Result<()> {
             let mut sorted = segments.to_vec();
             sorted.sort_by_key(|s| s.offset);
