@@ -13,7 +13,7 @@ use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
 use h5_chunkcache::selection::Selection;
 use h5_chunkcache::{
-    ChunkCache, ChunkCacheConfig, ChunkCoord, ChunkLayout, DatasetId, DiskLocation, Encoded,
+    Chunk, ChunkCache, ChunkCacheConfig, ChunkCoord, ChunkLayout, DatasetId, DiskLocation, Encoded,
     InsertRequest, LayoutError, LayoutInfo, Lookup, ReadRequest, Udata, WriteRequest,
 };
 use h5_io::{MemoryStorage, Storage};
@@ -75,11 +75,8 @@ fn unshuffle(src: &[u8]) -> Vec<u8> {
 impl ChunkLayout for DeflateLayout {
     fn query(&self) -> LayoutInfo {
         LayoutInfo {
-            chunk_dims: vec![self.chunk_elems],
-            elem_size: ELEM,
-            fill: Vec::new(),
             needs_codec: true,
-            edge_chunks_differ: false,
+            ..LayoutInfo::dense(&[self.chunk_elems], ELEM, &[])
         }
     }
 
@@ -91,10 +88,12 @@ impl ChunkLayout for DeflateLayout {
         let index = self.index.lock().map_err(|_| "index lock poisoned")?;
         Ok(coords
             .iter()
-            .map(|c| Lookup {
-                location: index.get(&c.as_slice()[0]).copied(),
-                size_hint: self.chunk_bytes(),
-                udata: Box::new(()),
+            .map(|c| {
+                Lookup::dense(
+                    index.get(&c.as_slice()[0]).copied(),
+                    self.chunk_bytes(),
+                    Box::new(()),
+                )
             })
             .collect())
     }
@@ -105,26 +104,27 @@ impl ChunkLayout for DeflateLayout {
         image: Vec<u8>,
         _partial_bound: bool,
         _udata: &mut Udata,
-    ) -> Result<Vec<u8>, LayoutError> {
+    ) -> Result<Chunk, LayoutError> {
         let mut shuffled = Vec::with_capacity(self.chunk_bytes());
         ZlibDecoder::new(image.as_slice()).read_to_end(&mut shuffled)?;
         if shuffled.len() != self.chunk_bytes() {
             return Err("inflated chunk has the wrong size".into());
         }
-        Ok(unshuffle(&shuffled))
+        Ok(Chunk::Dense(unshuffle(&shuffled)))
     }
 
-    fn new_chunk(&self, _coord: &ChunkCoord, _fill: bool) -> Result<(Vec<u8>, Udata), LayoutError> {
-        Ok((vec![0; self.chunk_bytes()], Box::new(())))
+    fn new_chunk(&self, _coord: &ChunkCoord, _fill: bool) -> Result<(Chunk, Udata), LayoutError> {
+        Ok((Chunk::Dense(vec![0; self.chunk_bytes()]), Box::new(())))
     }
 
     fn encode(
         &self,
         _coord: &ChunkCoord,
-        chunk: &[u8],
+        chunk: &Chunk,
         _partial_bound: bool,
         _udata: &mut Udata,
     ) -> Result<Encoded, LayoutError> {
+        let chunk = chunk.as_dense().ok_or("not a dense chunk")?;
         let mut enc = ZlibEncoder::new(Vec::with_capacity(chunk.len() / 2), Compression::new(1));
         enc.write_all(&shuffle(chunk))?;
         Ok(Encoded::Owned(enc.finish()?))
@@ -143,6 +143,17 @@ impl ChunkLayout for DeflateLayout {
                 loc
             })
             .collect())
+    }
+
+    fn delete_chunk(
+        &self,
+        coord: &ChunkCoord,
+        _location: Option<DiskLocation>,
+        _udata: &mut Udata,
+    ) -> Result<(), LayoutError> {
+        let mut index = self.index.lock().map_err(|_| "index lock poisoned")?;
+        index.remove(&coord.as_slice()[0]);
+        Ok(())
     }
 }
 
@@ -185,12 +196,8 @@ fn once(data: &[u8], chunks: u64, chunk_elems: u64, threads: usize) -> (Duration
     let mut c = new_cache(&storage, threads, limit);
     c.register(ds, layout.clone()).expect("register");
     let start = Instant::now();
-    c.write(&[WriteRequest {
-        dataset: ds,
-        selection: &Selection::All,
-        buf: data,
-    }])
-    .expect("write");
+    c.write(&[WriteRequest::new(ds, &Selection::All, data)])
+        .expect("write");
     c.flush().expect("flush");
     let write = start.elapsed();
     let encoded = c.stats().bytes_written;
@@ -200,12 +207,8 @@ fn once(data: &[u8], chunks: u64, chunk_elems: u64, threads: usize) -> (Duration
     c.register(ds, layout).expect("register");
     let mut buf = vec![0u8; data.len()];
     let start = Instant::now();
-    c.read(&mut [ReadRequest {
-        dataset: ds,
-        selection: &Selection::All,
-        buf: &mut buf,
-    }])
-    .expect("read");
+    c.read(&mut [ReadRequest::new(ds, &Selection::All, &mut buf)])
+        .expect("read");
     let read = start.elapsed();
     assert_eq!(c.stats().misses, chunks, "every chunk must be decoded");
     assert!(buf == data, "the values read differ from those written");

@@ -34,10 +34,14 @@ pub mod layout;
 pub mod policy;
 pub mod selection;
 
-pub use cache::{ChunkCache, ChunkCacheConfig, ChunkCacheStats, ReadRequest, WriteRequest};
+pub use cache::{
+    Bypass, ChunkCache, ChunkCacheConfig, ChunkCacheStats, EntryStats, IoReport, KeyHashing,
+    ReadRequest, SelectionIoMode, WriteRequest,
+};
 pub use error::ChunkCacheError;
 pub use key::{ChunkCoord, ChunkKey, DatasetId, MAX_RANK};
 pub use layout::{
-    ChunkLayout, DiskLocation, Encoded, InsertRequest, LayoutError, LayoutInfo, Lookup, MemUsage,
-    Udata,
+    Capabilities, Chunk, ChunkLayout, Conversion, CustomChunk, DefinedInfo, DirectPlan,
+    DiskLocation, Encoded, Erased, InsertRequest, LayoutError, LayoutInfo, Lookup, MemUsage,
+    Segment, Udata,
 };

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
+use crate::layout::{Conversion, LayoutError};
 use crate::{ChunkCoord, MAX_RANK};
 
 /// Every way a selection computation can fail. Each variant names what the caller got wrong; none
@@ -513,6 +514,81 @@ pub fn gather(
             return Err(SelectionError::Overflow);
         };
         dst.copy_from_slice(src);
+    }
+    Ok(())
+}
+
+/// Like [`scatter`], converting every element with `conv` (chunk elements are
+/// `conv.src_size()` bytes, buffer elements `conv.dst_size()`). With a background-needing
+/// conversion the buffer's current elements are the background. All runs are bounds-checked
+/// first.
+pub fn scatter_converted(
+    chunk: &[u8],
+    buf: &mut [u8],
+    runs: &[CopyRun],
+    conv: &dyn Conversion,
+) -> Result<(), LayoutError> {
+    let (cs, bs) = (conv.src_size(), conv.dst_size());
+    check_runs_2(runs, cs, chunk.len(), bs, buf.len())?;
+    for run in runs.iter().filter(|r| r.len > 0) {
+        let c = byte_range(run.chunk_offset, run.len, cs)?;
+        let b = byte_range(run.buf_offset, run.len, bs)?;
+        let (Some(src), Some(dst)) = (chunk.get(c), buf.get_mut(b)) else {
+            return Err(SelectionError::Overflow.into());
+        };
+        conv.convert(src, dst, run.len as usize)?;
+    }
+    Ok(())
+}
+
+/// Like [`gather`], converting every element with `conv` (buffer elements are
+/// `conv.src_size()` bytes, chunk elements `conv.dst_size()`). The chunk's current elements are
+/// the background (SCC-105 describes why that matters). All runs are bounds-checked first.
+pub fn gather_converted(
+    buf: &[u8],
+    chunk: &mut [u8],
+    runs: &[CopyRun],
+    conv: &dyn Conversion,
+) -> Result<(), LayoutError> {
+    let (bs, cs) = (conv.src_size(), conv.dst_size());
+    check_runs_2(runs, cs, chunk.len(), bs, buf.len())?;
+    for run in runs.iter().filter(|r| r.len > 0) {
+        let c = byte_range(run.chunk_offset, run.len, cs)?;
+        let b = byte_range(run.buf_offset, run.len, bs)?;
+        let (Some(src), Some(dst)) = (buf.get(b), chunk.get_mut(c)) else {
+            return Err(SelectionError::Overflow.into());
+        };
+        conv.convert(src, dst, run.len as usize)?;
+    }
+    Ok(())
+}
+
+/// Bounds check of runs whose chunk and buffer elements have different sizes.
+fn check_runs_2(
+    runs: &[CopyRun],
+    chunk_elem: usize,
+    chunk_len: usize,
+    buf_elem: usize,
+    buf_len: usize,
+) -> Result<(), SelectionError> {
+    if chunk_elem == 0 || buf_elem == 0 {
+        return Err(SelectionError::ZeroElementSize);
+    }
+    for run in runs.iter().filter(|r| r.len > 0) {
+        let c = byte_range(run.chunk_offset, run.len, chunk_elem)?;
+        if c.end > chunk_len {
+            return Err(SelectionError::ChunkTooSmall {
+                needed: c.end,
+                got: chunk_len,
+            });
+        }
+        let b = byte_range(run.buf_offset, run.len, buf_elem)?;
+        if b.end > buf_len {
+            return Err(SelectionError::BufferTooSmall {
+                needed: b.end,
+                got: buf_len,
+            });
+        }
     }
     Ok(())
 }

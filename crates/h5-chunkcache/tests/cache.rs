@@ -25,6 +25,8 @@ fn cache(s: &Store, limit: usize) -> ChunkCache {
         ChunkCacheConfig {
             limit,
             default_dataset_min: 0,
+            bypass_fraction: 1.0,
+            preencode_high_water: None,
             ..ChunkCacheConfig::default()
         },
     )
@@ -37,22 +39,14 @@ fn slab(start: &[u64], shape: &[u64]) -> Selection {
 
 fn read(c: &mut ChunkCache, ds: u64, sel: &Selection, n: usize) -> Vec<u8> {
     let mut buf = vec![0u8; n];
-    c.read(&mut [ReadRequest {
-        dataset: DatasetId(ds),
-        selection: sel,
-        buf: &mut buf,
-    }])
-    .unwrap();
+    c.read(&mut [ReadRequest::new(DatasetId(ds), sel, &mut buf)])
+        .unwrap();
     buf
 }
 
 fn write(c: &mut ChunkCache, ds: u64, sel: &Selection, data: &[u8]) {
-    c.write(&[WriteRequest {
-        dataset: DatasetId(ds),
-        selection: sel,
-        buf: data,
-    }])
-    .unwrap();
+    c.write(&[WriteRequest::new(DatasetId(ds), sel, data)])
+        .unwrap();
 }
 
 /// SCC-120: the V0 round trip. 1-D, 5 one-byte elements in one chunk, fill 7; writing positions
@@ -128,16 +122,8 @@ fn scc_058_batched_miss_path() {
         let before = s.snapshot();
         let (mut x, mut y) = (vec![0u8; 8], vec![0u8; 8]);
         c.read(&mut [
-            ReadRequest {
-                dataset: DatasetId(1),
-                selection: &all,
-                buf: &mut x,
-            },
-            ReadRequest {
-                dataset: DatasetId(2),
-                selection: &all,
-                buf: &mut y,
-            },
+            ReadRequest::new(DatasetId(1), &all, &mut x),
+            ReadRequest::new(DatasetId(2), &all, &mut y),
         ])
         .unwrap();
         assert_eq!(x, [1, 2, 3, 4, 5, 6, 7, 8]);
@@ -288,6 +274,7 @@ fn scc_076_dirty_eviction() {
     assert_eq!(
         ev,
         [
+            Event::Lookup(1, vec![vec![1]], 0),
             Event::NewChunk(1, vec![1], false),
             Event::EncodeInPlace(1, vec![0]),
             Event::Insert(1, 1)
@@ -383,11 +370,7 @@ fn config_and_argument_errors() {
         Err(ChunkCacheError::AlreadyRegistered(_))
     ));
     let mut buf = [0u8; 3];
-    let r = c.read(&mut [ReadRequest {
-        dataset: DatasetId(1),
-        selection: &Selection::All,
-        buf: &mut buf,
-    }]);
+    let r = c.read(&mut [ReadRequest::new(DatasetId(1), &Selection::All, &mut buf)]);
     assert!(matches!(
         r,
         Err(ChunkCacheError::BufferSize { needed: 4, got: 3 })
@@ -411,6 +394,8 @@ fn write_errors_keep_chunks_dirty() {
         ChunkCacheConfig {
             limit: 1 << 20,
             default_dataset_min: 0,
+            bypass_fraction: 1.0,
+            preencode_high_water: None,
             ..ChunkCacheConfig::default()
         },
     )
@@ -437,17 +422,16 @@ fn write_errors_keep_chunks_dirty() {
         ChunkCacheConfig {
             limit: 4,
             default_dataset_min: 0,
+            bypass_fraction: 1.0,
+            preencode_high_water: None,
             ..ChunkCacheConfig::default()
         },
     )
     .unwrap();
     c.register(DatasetId(1), m.clone()).unwrap();
     write(&mut c, 1, &slab(&[0], &[4]), &[9; 4]);
-    let r = c.write(&[WriteRequest {
-        dataset: DatasetId(1),
-        selection: &slab(&[4], &[4]),
-        buf: &[8; 4],
-    }]);
+    let sel = slab(&[4], &[4]);
+    let r = c.write(&[WriteRequest::new(DatasetId(1), &sel, &[8; 4])]);
     assert!(matches!(r, Err(ChunkCacheError::Io(_))));
     assert_eq!(c.stats().dirty_entries, 1);
     c.flush().unwrap();

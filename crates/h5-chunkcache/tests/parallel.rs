@@ -8,7 +8,7 @@ use std::thread::ThreadId;
 use std::time::Duration;
 
 use h5_chunkcache::{
-    ChunkCache, ChunkCacheConfig, ChunkCacheError, ChunkCoord, ChunkLayout, DatasetId,
+    Chunk, ChunkCache, ChunkCacheConfig, ChunkCacheError, ChunkCoord, ChunkLayout, DatasetId,
     DiskLocation, Encoded, InsertRequest, LayoutError, LayoutInfo, Lookup, ReadRequest, Udata,
     WriteRequest, selection::Selection,
 };
@@ -31,11 +31,8 @@ const CHUNK: u64 = 4;
 impl ChunkLayout for ThreadLayout {
     fn query(&self) -> LayoutInfo {
         LayoutInfo {
-            chunk_dims: vec![CHUNK],
-            elem_size: 1,
-            fill: Vec::new(),
             needs_codec: true,
-            edge_chunks_differ: false,
+            ..LayoutInfo::dense(&[CHUNK], 1, &[])
         }
     }
 
@@ -47,10 +44,12 @@ impl ChunkLayout for ThreadLayout {
         let index = self.index.lock().unwrap();
         Ok(coords
             .iter()
-            .map(|c| Lookup {
-                location: index.get(&c.as_slice()[0]).copied(),
-                size_hint: CHUNK as usize,
-                udata: Box::new(()),
+            .map(|c| {
+                Lookup::dense(
+                    index.get(&c.as_slice()[0]).copied(),
+                    CHUNK as usize,
+                    Box::new(()),
+                )
             })
             .collect())
     }
@@ -61,7 +60,7 @@ impl ChunkLayout for ThreadLayout {
         image: Vec<u8>,
         _partial_bound: bool,
         _udata: &mut Udata,
-    ) -> Result<Vec<u8>, LayoutError> {
+    ) -> Result<Chunk, LayoutError> {
         self.decode_threads
             .lock()
             .unwrap()
@@ -70,17 +69,17 @@ impl ChunkLayout for ThreadLayout {
         if self.fail.lock().unwrap().contains(&coord.as_slice()[0]) {
             return Err(format!("decode of chunk {:?} fails", coord.as_slice()).into());
         }
-        Ok(image)
+        Ok(Chunk::Dense(image))
     }
 
-    fn new_chunk(&self, _coord: &ChunkCoord, _fill: bool) -> Result<(Vec<u8>, Udata), LayoutError> {
-        Ok((vec![0; CHUNK as usize], Box::new(())))
+    fn new_chunk(&self, _coord: &ChunkCoord, _fill: bool) -> Result<(Chunk, Udata), LayoutError> {
+        Ok((Chunk::Dense(vec![0; CHUNK as usize]), Box::new(())))
     }
 
     fn encode(
         &self,
         coord: &ChunkCoord,
-        _chunk: &[u8],
+        _chunk: &Chunk,
         _partial_bound: bool,
         _udata: &mut Udata,
     ) -> Result<Encoded, LayoutError> {
@@ -109,6 +108,16 @@ impl ChunkLayout for ThreadLayout {
             })
             .collect())
     }
+
+    fn delete_chunk(
+        &self,
+        coord: &ChunkCoord,
+        _location: Option<DiskLocation>,
+        _udata: &mut Udata,
+    ) -> Result<(), LayoutError> {
+        self.index.lock().unwrap().remove(&coord.as_slice()[0]);
+        Ok(())
+    }
 }
 
 fn data() -> Vec<u8> {
@@ -132,22 +141,14 @@ fn written(threads: Option<usize>) -> (Arc<dyn Storage>, Arc<ThreadLayout>, Chun
     let layout = Arc::new(ThreadLayout::default());
     let mut c = cache(&storage, threads);
     c.register(DatasetId(1), layout.clone()).unwrap();
-    c.write(&[WriteRequest {
-        dataset: DatasetId(1),
-        selection: &Selection::All,
-        buf: &data(),
-    }])
-    .unwrap();
+    c.write(&[WriteRequest::new(DatasetId(1), &Selection::All, &data())])
+        .unwrap();
     (storage, layout, c)
 }
 
 fn read_all(c: &mut ChunkCache) -> Result<Vec<u8>, ChunkCacheError> {
     let mut buf = vec![0u8; (CHUNKS * CHUNK) as usize];
-    c.read(&mut [ReadRequest {
-        dataset: DatasetId(1),
-        selection: &Selection::All,
-        buf: &mut buf,
-    }])?;
+    c.read(&mut [ReadRequest::new(DatasetId(1), &Selection::All, &mut buf)])?;
     Ok(buf)
 }
 

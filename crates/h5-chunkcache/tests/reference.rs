@@ -115,12 +115,8 @@ fn new_cache(
 
 fn read_back(c: &mut ChunkCache, d: usize, sel: &Selection, n: usize) -> Vec<u8> {
     let mut buf = vec![0u8; n];
-    c.read(&mut [ReadRequest {
-        dataset: DatasetId(d as u64),
-        selection: sel,
-        buf: &mut buf,
-    }])
-    .unwrap();
+    c.read(&mut [ReadRequest::new(DatasetId(d as u64), sel, &mut buf)])
+        .unwrap();
     buf
 }
 
@@ -168,7 +164,7 @@ proptest! {
                         .map(|k| seed.wrapping_add(k as u8))
                         .collect();
                     let sel = Selection::Hyperslab(Hyperslab::contiguous(&start, &shape).unwrap());
-                    c.write(&[WriteRequest { dataset: DatasetId(d as u64), selection: &sel, buf: &data }])
+                    c.write(&[WriteRequest::new(DatasetId(d as u64), &sel, &data)])
                         .unwrap();
                     for (k, &i) in idx.iter().enumerate() {
                         let es = sp.elem_size;

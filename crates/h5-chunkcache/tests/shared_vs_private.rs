@@ -54,12 +54,8 @@ fn populate(storage: &Arc<Metrics<MemoryStorage>>) -> Vec<Arc<MockLayout>> {
         let m = Arc::new(MockLayout::new(d, &[HOT * CHUNK], &[CHUNK], 1, &[]).sharing(&first));
         c.register(DatasetId(d), m.clone()).unwrap();
         let data = vec![d as u8; (HOT * CHUNK) as usize];
-        c.write(&[WriteRequest {
-            dataset: DatasetId(d),
-            selection: &Selection::All,
-            buf: &data,
-        }])
-        .unwrap();
+        c.write(&[WriteRequest::new(DatasetId(d), &Selection::All, &data)])
+            .unwrap();
         layouts.push(m);
     }
     c.flush().unwrap();
@@ -69,12 +65,8 @@ fn populate(storage: &Arc<Metrics<MemoryStorage>>) -> Vec<Arc<MockLayout>> {
 fn read_chunk(c: &mut ChunkCache, d: u64, h: u64) {
     let sel = Selection::Hyperslab(Hyperslab::contiguous(&[h * CHUNK], &[CHUNK]).unwrap());
     let mut buf = vec![0u8; CHUNK as usize];
-    c.read(&mut [ReadRequest {
-        dataset: DatasetId(d),
-        selection: &sel,
-        buf: &mut buf,
-    }])
-    .unwrap();
+    c.read(&mut [ReadRequest::new(DatasetId(d), &sel, &mut buf)])
+        .unwrap();
     assert!(buf.iter().all(|&b| b == d as u8));
 }
 

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use h5_chunkcache::{
-    ChunkCoord, ChunkLayout, DiskLocation, Encoded, InsertRequest, LayoutError, LayoutInfo, Lookup,
-    Udata,
+    Chunk, ChunkCoord, ChunkLayout, DiskLocation, Encoded, InsertRequest, LayoutError, LayoutInfo,
+    Lookup, Udata,
 };
 
 /// One layout callback, as recorded.
@@ -25,6 +25,8 @@ pub(crate) enum Event {
     EncodeInPlace(u64, Vec<u64>),
     /// An insert batch of this many chunks.
     Insert(u64, usize),
+    /// delete_chunk of a chunk, with the location it had.
+    Delete(u64, Vec<u64>, Option<DiskLocation>),
 }
 
 /// The event log shared by several mocks.
@@ -64,6 +66,12 @@ pub(crate) struct MockLayout {
     pub(crate) alloc: Arc<AtomicU64>,
     pub(crate) log: Log,
     pub(crate) live: Arc<AtomicUsize>,
+    /// `(callback, coord, partial_bound)` of every decode, encode and encode_in_place.
+    pub(crate) pb_log: Mutex<Vec<(&'static str, Vec<u64>, bool)>>,
+    /// Whether edge chunks are encoded differently.
+    pub(crate) edge_differ: bool,
+    /// Extra layout constants (capabilities, early allocation...) applied by `query`.
+    pub(crate) tweak: Option<fn(&mut LayoutInfo)>,
 }
 
 impl MockLayout {
@@ -86,7 +94,26 @@ impl MockLayout {
             alloc: Arc::new(AtomicU64::new(4096)),
             log: Arc::new(Mutex::new(Vec::new())),
             live: Arc::new(AtomicUsize::new(0)),
+            pb_log: Mutex::new(Vec::new()),
+            edge_differ: false,
+            tweak: None,
         }
+    }
+
+    /// Declares edge chunks encoded differently.
+    pub(crate) fn with_edge_differ(mut self) -> Self {
+        self.edge_differ = true;
+        self
+    }
+
+    /// Sets the current extent (the caller of set-extent notification does this first).
+    pub(crate) fn set_extent(&self, extent: &[u64]) {
+        *self.extent.lock().unwrap() = extent.to_vec();
+    }
+
+    /// The stored location of a chunk, if any.
+    pub(crate) fn location(&self, coord: &[u64]) -> Option<DiskLocation> {
+        self.index.lock().unwrap().get(coord).copied()
     }
 
     /// Shares the log, allocator and udata counter of `other`.
@@ -125,13 +152,15 @@ impl MockLayout {
 
 impl ChunkLayout for MockLayout {
     fn query(&self) -> LayoutInfo {
-        LayoutInfo {
-            chunk_dims: self.dims.clone(),
-            elem_size: self.elem_size,
-            fill: self.fill.clone(),
+        let mut info = LayoutInfo {
             needs_codec: self.codec,
-            edge_chunks_differ: false,
+            edge_chunks_differ: self.edge_differ,
+            ..LayoutInfo::dense(&self.dims, self.elem_size, &self.fill)
+        };
+        if let Some(t) = self.tweak {
+            t(&mut info);
         }
+        info
     }
 
     fn extent(&self) -> Vec<u64> {
@@ -142,10 +171,12 @@ impl ChunkLayout for MockLayout {
         let index = self.index.lock().unwrap();
         let out: Vec<Lookup> = coords
             .iter()
-            .map(|c| Lookup {
-                location: index.get(c.as_slice()).copied(),
-                size_hint: self.chunk_bytes(),
-                udata: MockUdata::boxed(&self.live),
+            .map(|c| {
+                Lookup::dense(
+                    index.get(c.as_slice()).copied(),
+                    self.chunk_bytes(),
+                    MockUdata::boxed(&self.live),
+                )
             })
             .collect();
         let found = out.iter().filter(|l| l.location.is_some()).count();
@@ -162,22 +193,26 @@ impl ChunkLayout for MockLayout {
         &self,
         coord: &ChunkCoord,
         image: Vec<u8>,
-        _partial_bound: bool,
+        partial_bound: bool,
         _udata: &mut Udata,
-    ) -> Result<Vec<u8>, LayoutError> {
+    ) -> Result<Chunk, LayoutError> {
         self.record(Event::Decode(self.tag, coord.as_slice().to_vec()));
+        self.pb_log
+            .lock()
+            .unwrap()
+            .push(("decode", coord.as_slice().to_vec(), partial_bound));
         if !self.codec {
-            return Ok(image);
+            return Ok(Chunk::Dense(image));
         }
         let (head, body) = image.split_at(4);
         let n = u32::from_le_bytes(head.try_into()?) as usize;
         if n != body.len() {
             return Err("bad length header".into());
         }
-        Ok(body.iter().map(|b| b ^ 0x5A).collect())
+        Ok(Chunk::Dense(body.iter().map(|b| b ^ 0x5A).collect()))
     }
 
-    fn new_chunk(&self, coord: &ChunkCoord, fill: bool) -> Result<(Vec<u8>, Udata), LayoutError> {
+    fn new_chunk(&self, coord: &ChunkCoord, fill: bool) -> Result<(Chunk, Udata), LayoutError> {
         self.record(Event::NewChunk(self.tag, coord.as_slice().to_vec(), fill));
         let n = self.chunk_bytes();
         let data = if fill && !self.fill.is_empty() {
@@ -185,17 +220,22 @@ impl ChunkLayout for MockLayout {
         } else {
             vec![0; n]
         };
-        Ok((data, MockUdata::boxed(&self.live)))
+        Ok((Chunk::Dense(data), MockUdata::boxed(&self.live)))
     }
 
     fn encode(
         &self,
         coord: &ChunkCoord,
-        chunk: &[u8],
-        _partial_bound: bool,
+        chunk: &Chunk,
+        partial_bound: bool,
         _udata: &mut Udata,
     ) -> Result<Encoded, LayoutError> {
         self.record(Event::Encode(self.tag, coord.as_slice().to_vec()));
+        self.pb_log
+            .lock()
+            .unwrap()
+            .push(("encode", coord.as_slice().to_vec(), partial_bound));
+        let chunk = chunk.as_dense().ok_or("not dense")?;
         Ok(if self.codec {
             Encoded::Owned(toy_encode(chunk))
         } else {
@@ -206,11 +246,19 @@ impl ChunkLayout for MockLayout {
     fn encode_in_place(
         &self,
         coord: &ChunkCoord,
-        chunk: Vec<u8>,
-        _partial_bound: bool,
+        chunk: Chunk,
+        partial_bound: bool,
         _udata: &mut Udata,
     ) -> Result<Vec<u8>, LayoutError> {
         self.record(Event::EncodeInPlace(self.tag, coord.as_slice().to_vec()));
+        self.pb_log.lock().unwrap().push((
+            "encode_in_place",
+            coord.as_slice().to_vec(),
+            partial_bound,
+        ));
+        let Chunk::Dense(chunk) = chunk else {
+            return Err("not dense".into());
+        };
         Ok(if self.codec {
             toy_encode(&chunk)
         } else {
@@ -235,6 +283,17 @@ impl ChunkLayout for MockLayout {
                 loc
             })
             .collect())
+    }
+
+    fn delete_chunk(
+        &self,
+        coord: &ChunkCoord,
+        location: Option<DiskLocation>,
+        _udata: &mut Udata,
+    ) -> Result<(), LayoutError> {
+        self.record(Event::Delete(self.tag, coord.as_slice().to_vec(), location));
+        self.index.lock().unwrap().remove(coord.as_slice());
+        Ok(())
     }
 }
 

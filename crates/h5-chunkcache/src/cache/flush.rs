@@ -1,0 +1,369 @@
+//! Flushing (SCC-020, SCC-021, SCC-085) and pre-encoding ahead of eviction (SCC-078).
+//!
+//! A flush encodes every dirty chunk of a dataset in parallel (reusing a pre-encoded image when
+//! there is one), makes one `insert` call per dataset and one vectored write for everything.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use h5_io::WriteSegment;
+
+use super::{ChunkCache, Entry, layout_err, partial_bound};
+use crate::DatasetId;
+use crate::error::{ChunkCacheError, Result};
+use crate::layout::{Chunk, Encoded, InsertRequest, LayoutError, Udata};
+use crate::policy::EntryId;
+use crate::{ChunkCoord, layout::DiskLocation};
+
+/// One encode of a flush or pre-encode batch: the entry, then the result.
+struct EncodeJob<'a> {
+    id: u32,
+    entry: &'a mut Entry,
+    partial_bound: bool,
+    result: Option<(std::result::Result<Encoded, LayoutError>, Duration)>,
+}
+
+/// One chunk's image ready to be written.
+struct Image {
+    id: u32,
+    /// `None`: write the dense cache form itself.
+    bytes: Option<Vec<u8>>,
+    len: u64,
+    partial_bound: bool,
+}
+
+impl ChunkCache {
+    /// Writes every dirty chunk of every dataset: one `insert` call per dataset and one vectored
+    /// write in all. Entries stay resident and become clean; a flush is not a use (OQ-22). On an
+    /// error the chunks not written stay dirty.
+    pub fn flush(&mut self) -> Result<()> {
+        let mut ds: Vec<DatasetId> = self.datasets.keys().copied().collect();
+        ds.sort_unstable();
+        self.flush_sets(&ds)
+    }
+
+    /// Writes one dataset's dirty chunks, then, if `evict`, removes all its entries (dataset
+    /// close uses the evicting form). Touches only that dataset's entries (SCC-013).
+    pub fn flush_dataset(&mut self, ds: DatasetId, evict: bool) -> Result<()> {
+        self.state(ds)?;
+        self.flush_sets(&[ds])?;
+        if evict {
+            let ids: Vec<u32> = self
+                .datasets
+                .get(&ds)
+                .map(|s| s.members.iter().copied().collect())
+                .unwrap_or_default();
+            for id in ids {
+                self.remove(EntryId(id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes the given entries of one dataset only (used by direct chunk read and bypass).
+    pub(super) fn flush_entries(&mut self, ds: DatasetId, ids: &[u32]) -> Result<()> {
+        let plan = self.encode_and_insert(ds, ids)?;
+        self.write_plan(plan)
+    }
+
+    fn flush_sets(&mut self, sets: &[DatasetId]) -> Result<()> {
+        let mut plan: Vec<(Image, DiskLocation)> = Vec::new();
+        for &ds in sets {
+            let st = self.state(ds)?;
+            let ids: Vec<u32> = st
+                .members
+                .iter()
+                .copied()
+                .filter(|&i| self.entry(EntryId(i)).is_some_and(|e| e.dirty))
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            plan.extend(self.encode_and_insert(ds, &ids)?);
+        }
+        self.write_plan(plan)
+    }
+
+    /// Encodes the dirty entries `ids` (ascending) of `ds` in parallel and inserts them in one
+    /// call; returns what to write where.
+    fn encode_and_insert(
+        &mut self,
+        ds: DatasetId,
+        ids: &[u32],
+    ) -> Result<Vec<(Image, DiskLocation)>> {
+        let st = self.state(ds)?;
+        let layout = Arc::clone(&st.layout);
+        let dims = st.info.chunk_dims.clone();
+        let extent = layout.extent();
+        let mut images: Vec<Image> = Vec::with_capacity(ids.len());
+        let mut jobs: Vec<EncodeJob<'_>> = Vec::with_capacity(ids.len());
+        let mut want = ids.iter().copied().peekable();
+        for (i, slot) in self.entries.iter_mut().enumerate() {
+            let Some(&next) = want.peek() else { break };
+            if i as u32 != next {
+                continue;
+            }
+            want.next();
+            let Some(e) = slot.as_mut() else { continue };
+            if !e.dirty {
+                continue;
+            }
+            if let Some((img, pb)) = e.image.take() {
+                // Pre-encoded (SCC-078): write that image, no encode.
+                images.push(Image {
+                    id: next,
+                    len: img.len() as u64,
+                    bytes: Some(img),
+                    partial_bound: pb,
+                });
+                continue;
+            }
+            let pb = partial_bound(&dims, &e.coord, &extent);
+            jobs.push(EncodeJob {
+                id: next,
+                entry: e,
+                partial_bound: pb,
+                result: None,
+            });
+        }
+        self.codec.for_each(&mut jobs, |j| {
+            let e = &mut *j.entry;
+            let t = Instant::now();
+            let r = layout.encode(&e.coord, &e.chunk, j.partial_bound, &mut e.udata);
+            j.result = Some((r, t.elapsed()));
+        });
+        let mut first_err = None;
+        for j in jobs {
+            let Some((r, took)) = j.result else {
+                return Err(ChunkCacheError::Internal("an encode did not run"));
+            };
+            self.stats.encode_time += took;
+            let enc = match r {
+                Ok(enc) => enc,
+                Err(err) => {
+                    first_err
+                        .get_or_insert_with(|| layout_err(ds, Some(&j.entry.coord), "encode")(err));
+                    continue;
+                }
+            };
+            let (bytes, len) = match enc {
+                Encoded::SameAsCache => match &j.entry.chunk {
+                    Chunk::Dense(v) => (None, v.len()),
+                    Chunk::Custom(_) => {
+                        first_err.get_or_insert(ChunkCacheError::InvalidLayoutSizes {
+                            dataset: ds,
+                            callback: "encode",
+                            expected: 0,
+                            got: 0,
+                        });
+                        continue;
+                    }
+                },
+                Encoded::Owned(v) => {
+                    let n = v.len();
+                    (Some(v), n)
+                }
+            };
+            images.push(Image {
+                id: j.id,
+                bytes,
+                len: len as u64,
+                partial_bound: j.partial_bound,
+            });
+        }
+        // Images taken from entries changed their footprint.
+        for im in &images {
+            self.reaccount(EntryId(im.id));
+        }
+        if let Some(err) = first_err {
+            return Err(err);
+        }
+        images.sort_by_key(|im| im.id);
+        // Take the udata out to lend them all to one insert call.
+        let mut taken: Vec<(u32, ChunkCoord, Option<DiskLocation>, Udata)> = images
+            .iter()
+            .filter_map(|im| {
+                let e = self.entries.get_mut(im.id as usize)?.as_mut()?;
+                let u = std::mem::replace(&mut e.udata, Box::new(()));
+                Some((im.id, e.coord, e.location, u))
+            })
+            .collect();
+        let locs = {
+            let mut reqs: Vec<InsertRequest<'_>> = taken
+                .iter_mut()
+                .zip(&images)
+                .map(|((_, coord, old, u), im)| InsertRequest {
+                    coord: *coord,
+                    old: *old,
+                    new_size: im.len,
+                    udata: u,
+                })
+                .collect();
+            layout.insert(&mut reqs)
+        };
+        for (i, _, _, u) in taken {
+            if let Some(e) = self.entries.get_mut(i as usize).and_then(Option::as_mut) {
+                e.udata = u;
+            }
+        }
+        let locs = locs.map_err(layout_err(ds, None, "insert"))?;
+        if locs.len() != images.len() {
+            return Err(ChunkCacheError::InvalidLayoutSizes {
+                dataset: ds,
+                callback: "insert",
+                expected: images.len(),
+                got: locs.len(),
+            });
+        }
+        let mut plan = Vec::with_capacity(images.len());
+        for (im, loc) in images.into_iter().zip(locs) {
+            if let Some(e) = self
+                .entries
+                .get_mut(im.id as usize)
+                .and_then(Option::as_mut)
+            {
+                // The index now points here; a failed write keeps the entry dirty (EC-24).
+                e.location = Some(loc);
+                e.partial_bound_on_disk = im.partial_bound;
+            }
+            plan.push((im, loc));
+        }
+        Ok(plan)
+    }
+
+    /// Writes a plan with one vectored write and marks its entries clean.
+    fn write_plan(&mut self, plan: Vec<(Image, DiskLocation)>) -> Result<()> {
+        if plan.is_empty() {
+            return Ok(());
+        }
+        let segs: Vec<WriteSegment<'_>> = plan
+            .iter()
+            .filter_map(|(im, loc)| {
+                let data = match &im.bytes {
+                    Some(v) => v.as_slice(),
+                    None => self
+                        .entries
+                        .get(im.id as usize)?
+                        .as_ref()?
+                        .chunk
+                        .as_dense()?,
+                };
+                Some(WriteSegment::new(loc.addr, data))
+            })
+            .collect();
+        let bytes: u64 = segs.iter().map(|s| s.data.len() as u64).sum();
+        self.storage.write_vectored(&segs)?;
+        drop(segs);
+        self.stats.bytes_written += bytes;
+        for (im, _) in plan {
+            if let Some(e) = self
+                .entries
+                .get_mut(im.id as usize)
+                .and_then(Option::as_mut)
+            {
+                e.dirty = false;
+                let info = e.info();
+                self.policy.updated(EntryId(im.id), info);
+            }
+        }
+        Ok(())
+    }
+
+    /// Pre-encodes dirty chunks of codec layouts once the footprint passes the high-water mark
+    /// (SCC-078, OQ-27): the least recently used dirty chunks without an image, enough of them
+    /// (by cache bytes) to cover the excess over the mark, encoded in parallel. The images count
+    /// in the footprint; eviction then only writes them (SCC-075).
+    pub(super) fn maybe_preencode(&mut self) -> Result<()> {
+        let Some(hw) = self.config.preencode_high_water else {
+            return Ok(());
+        };
+        let mark = (self.budget.limit() as f64 * hw) as usize;
+        let total = self.budget.total();
+        if total <= mark {
+            return Ok(());
+        }
+        let excess = total - mark;
+        let mut cands: Vec<(u64, u32)> = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let e = e.as_ref()?;
+                let codec = self.datasets.get(&e.dataset)?.info.needs_codec;
+                (e.dirty && e.image.is_none() && e.has_values && codec)
+                    .then_some((e.stamp, i as u32))
+            })
+            .collect();
+        if cands.is_empty() {
+            return Ok(());
+        }
+        cands.sort_unstable();
+        let mut chosen: Vec<u32> = Vec::new();
+        let mut covered = 0usize;
+        for (_, i) in cands {
+            if covered >= excess {
+                break;
+            }
+            covered += self.entries[i as usize].as_ref().map_or(0, |e| e.accounted);
+            chosen.push(i);
+        }
+        chosen.sort_unstable();
+        let mut jobs: Vec<(EncodeJob<'_>, Arc<dyn crate::ChunkLayout>)> = Vec::new();
+        let mut want = chosen.iter().copied().peekable();
+        for (i, slot) in self.entries.iter_mut().enumerate() {
+            let Some(&next) = want.peek() else { break };
+            if i as u32 != next {
+                continue;
+            }
+            want.next();
+            let Some(e) = slot.as_mut() else { continue };
+            let Some(st) = self.datasets.get(&e.dataset) else {
+                continue;
+            };
+            let pb = st.partial_bound(&e.coord, &st.layout.extent());
+            let layout = Arc::clone(&st.layout);
+            jobs.push((
+                EncodeJob {
+                    id: next,
+                    entry: e,
+                    partial_bound: pb,
+                    result: None,
+                },
+                layout,
+            ));
+        }
+        self.codec.for_each(&mut jobs, |(j, layout)| {
+            let e = &mut *j.entry;
+            let t = Instant::now();
+            let r = layout.encode(&e.coord, &e.chunk, j.partial_bound, &mut e.udata);
+            j.result = Some((r, t.elapsed()));
+        });
+        let mut done = Vec::new();
+        let mut first_err = None;
+        for (j, _) in jobs {
+            let Some((r, took)) = j.result else { continue };
+            self.stats.encode_time += took;
+            match r {
+                Ok(Encoded::Owned(img)) => {
+                    j.entry.image = Some((img, j.partial_bound));
+                    done.push(j.id);
+                }
+                // No separate image: nothing to prepare.
+                Ok(Encoded::SameAsCache) => {}
+                Err(err) => {
+                    first_err.get_or_insert_with(|| {
+                        layout_err(j.entry.dataset, Some(&j.entry.coord), "encode")(err)
+                    });
+                }
+            }
+        }
+        self.stats.preencoded += done.len() as u64;
+        for id in done {
+            self.reaccount(EntryId(id));
+        }
+        if let Some(err) = first_err {
+            return Err(err);
+        }
+        self.make_room(0)
+    }
+}

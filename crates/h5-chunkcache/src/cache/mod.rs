@@ -1,0 +1,1627 @@
+//! The cache itself: one memory budget for the chunks of every registered dataset (spec
+//! §2.4–§2.12).
+//!
+//! Entries live in a slab (`Vec<Option<Entry>>` plus a free list; the index is the policy's
+//! [`EntryId`]), found through a `HashMap<ChunkKey, EntryId>`. The [`Budget`] and the boxed
+//! [`ReplacementPolicy`] are told about every change of an entry's size, dirty or full state.
+//! An entry accounts for its chunk's allocated bytes plus its pre-encoded image's capacity; the
+//! amount is kept in the entry so that removal subtracts exactly what was added (SCC-087).
+//!
+//! All storage I/O is issued here and merged: a read or write call does one batched `lookup` per
+//! dataset and one `read_vectored` for every chunk it has to load; a flush does one `insert` per
+//! dataset and one `write_vectored` for every dirty chunk. The flows live in submodules: `read`,
+//! `write`, `flush` (with pre-encoding), `bypass` (direct transfers that skip the cache),
+//! `direct` (direct chunk read/write), `defined` (defined elements and erase) and `extent`
+//! (set-extent notification).
+
+mod bypass;
+mod defined;
+mod direct;
+mod extent;
+mod flush;
+mod read;
+mod write;
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use h5_io::{ReadSegment, Storage};
+use rayon::prelude::*;
+
+use crate::error::{ChunkCacheError, Result};
+use crate::layout::{
+    Capabilities, Chunk, ChunkLayout, Conversion, DefinedInfo, DiskLocation, InsertRequest,
+    LayoutError, LayoutInfo, MemUsage, Udata,
+};
+use crate::policy::{
+    Budget, DEFAULT_DATASET_MIN, EntryId, EntryInfo, POLICY_NAMES, ReplacementPolicy,
+    policy_by_name,
+};
+use crate::selection::{ChunkPiece, CopyRun, Selection, decompose};
+use crate::{ChunkCoord, ChunkKey, DatasetId};
+
+pub use bypass::Bypass;
+
+/// Default memory limit: 64 MiB.
+pub const DEFAULT_LIMIT: usize = 64 << 20;
+
+/// Default size of the conversion buffer of one I/O call: 1 MiB, as libhdf5.
+pub const DEFAULT_CONVERSION_BUFFER: usize = 1 << 20;
+
+/// How keys are hashed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum KeyHashing {
+    /// A fast deterministic hash of the dataset and coordinates (OQ-41).
+    #[default]
+    Fast,
+    /// Every key hashes to the same value. Only for tests proving that collisions never evict
+    /// (SCC-012); lookups become linear in the number of entries.
+    SingleBucket,
+}
+
+/// Cache configuration.
+///
+/// A per-dataset minimum larger than the limit is accepted: the [`Budget`] scales the minimums of
+/// resident datasets down so that they never add up to more than the limit (OQ-24); the
+/// statistics report the effective values.
+#[derive(Clone, PartialEq, Debug)]
+pub struct ChunkCacheConfig {
+    /// Memory limit in bytes (not zero). Default [`DEFAULT_LIMIT`].
+    pub limit: usize,
+    /// Minimum kept for each dataset while others are above theirs. Default 1 MiB.
+    pub default_dataset_min: usize,
+    /// Replacement policy name, one of [`POLICY_NAMES`]. Default `"lru"`.
+    pub policy: String,
+    /// Threads running the codec (`decode`/`encode`) calls of one read batch or one flush:
+    /// `None` uses rayon's global pool, `Some(1)` runs them inline on the caller's thread and
+    /// `Some(n)` a dedicated pool of `n` threads built by [`ChunkCache::new`]. Not zero.
+    /// Default `None`.
+    pub threads: Option<usize>,
+    /// Fraction of the limit above which dirty chunks of codec layouts are encoded ahead of
+    /// eviction (OQ-27); `None` turns pre-encoding off. In (0, 1]. Default 0.9.
+    pub preencode_high_water: Option<f64>,
+    /// Under [`Bypass::Auto`], a chunk larger than this fraction of the limit skips the cache
+    /// (OQ-33). In (0, 1]. Default 0.5.
+    pub bypass_fraction: f64,
+    /// Bytes of the conversion buffer a converting bypass transfer may use (SCC-071). Not zero.
+    pub conversion_buffer: usize,
+    /// A chunk counts as fully accessed when the bounding box of its read or written elements
+    /// covers at least this fraction of its elements inside the extent (OQ-35). In (0, 1].
+    /// Default 1.0.
+    pub full_threshold: f64,
+    /// How keys are hashed. Default [`KeyHashing::Fast`].
+    pub key_hashing: KeyHashing,
+}
+
+impl Default for ChunkCacheConfig {
+    fn default() -> Self {
+        Self {
+            limit: DEFAULT_LIMIT,
+            default_dataset_min: DEFAULT_DATASET_MIN,
+            policy: "lru".to_owned(),
+            threads: None,
+            preencode_high_water: Some(0.9),
+            bypass_fraction: 0.5,
+            conversion_buffer: DEFAULT_CONVERSION_BUFFER,
+            full_threshold: 1.0,
+            key_hashing: KeyHashing::Fast,
+        }
+    }
+}
+
+fn config_err(field: &'static str, reason: impl Into<String>) -> ChunkCacheError {
+    ChunkCacheError::Config {
+        field,
+        reason: reason.into(),
+    }
+}
+
+fn in_unit(v: f64) -> bool {
+    v > 0.0 && v <= 1.0
+}
+
+impl ChunkCacheConfig {
+    /// Checks the configuration (SCC-016): the limit and buffer sizes must not be zero, fractions
+    /// must lie in (0, 1] and the policy must be known.
+    pub fn validate(&self) -> Result<()> {
+        if self.limit == 0 {
+            return Err(config_err("limit", "must not be zero"));
+        }
+        if self.threads == Some(0) {
+            return Err(config_err("threads", "must not be zero"));
+        }
+        if !POLICY_NAMES.contains(&self.policy.as_str()) {
+            return Err(config_err(
+                "policy",
+                format!(
+                    "unknown policy {:?}, expected one of {POLICY_NAMES:?}",
+                    self.policy
+                ),
+            ));
+        }
+        if let Some(h) = self.preencode_high_water
+            && !in_unit(h)
+        {
+            return Err(config_err("preencode_high_water", "must be in (0, 1]"));
+        }
+        if !in_unit(self.bypass_fraction) {
+            return Err(config_err("bypass_fraction", "must be in (0, 1]"));
+        }
+        if self.conversion_buffer == 0 {
+            return Err(config_err("conversion_buffer", "must not be zero"));
+        }
+        if !in_unit(self.full_threshold) {
+            return Err(config_err("full_threshold", "must be in (0, 1]"));
+        }
+        Ok(())
+    }
+}
+
+/// Which direct-transfer paths a read or write call used (SCC-107).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct SelectionIoMode {
+    /// Some chunk was transferred with selection I/O.
+    pub selection: bool,
+    /// Some chunk was transferred with vector I/O.
+    pub vector: bool,
+}
+
+/// What a read or write call did.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct IoReport {
+    /// Indices of the requests left to the caller because their dataset's layout does not use
+    /// the cache (SCC-018, SCC-019).
+    pub not_cached: Vec<usize>,
+    /// The direct-transfer modes actually used.
+    pub mode: SelectionIoMode,
+}
+
+/// Counters and sizes of a cache at one moment (SCC-015). Printable with `{}`.
+#[derive(Clone, PartialEq, Debug, Default)]
+pub struct ChunkCacheStats {
+    /// The memory limit.
+    pub limit: usize,
+    /// The replacement policy's name.
+    pub policy: &'static str,
+    /// The default per-dataset minimum.
+    pub default_dataset_min: usize,
+    /// The pre-encoding high-water fraction, if on.
+    pub preencode_high_water: Option<f64>,
+    /// The bypass fraction.
+    pub bypass_fraction: f64,
+    /// Allocated bytes of all resident chunks and pre-encoded images.
+    pub footprint: usize,
+    /// Highest footprint seen.
+    pub peak_footprint: usize,
+    /// Bytes of chunk data held (sum of the chunks' used sizes).
+    pub used: usize,
+    /// Resident chunks.
+    pub entries: usize,
+    /// Resident chunks not yet written to the file.
+    pub dirty_entries: usize,
+    /// Allocated bytes of the dirty chunks.
+    pub dirty_bytes: usize,
+    /// Chunk pieces served from the cache.
+    pub hits: u64,
+    /// Chunk pieces that were not resident.
+    pub misses: u64,
+    /// Entries evicted to make room (clean + dirty).
+    pub evictions: u64,
+    /// Clean entries evicted.
+    pub evictions_clean: u64,
+    /// Dirty entries evicted (each written first).
+    pub evictions_dirty: u64,
+    /// Entries whose values were dropped (keeping the defined set) to make room.
+    pub values_dropped: u64,
+    /// Entries condensed to make room.
+    pub condensed: u64,
+    /// Dirty chunks encoded ahead of eviction.
+    pub preencoded: u64,
+    /// Chunk pieces transferred around the cache (bypass).
+    pub bypassed: u64,
+    /// Times the footprint had to exceed the limit because nothing could be evicted.
+    pub overshoots: u64,
+    /// Conversion buffers allocated.
+    pub conversion_buffers: u64,
+    /// Bytes read from storage.
+    pub bytes_read: u64,
+    /// Bytes written to storage.
+    pub bytes_written: u64,
+    /// Time spent in decode calls (summed over threads).
+    pub decode_time: Duration,
+    /// Time spent in encode calls (summed over threads).
+    pub encode_time: Duration,
+    /// Sum of the effective minimums of datasets with resident data (OQ-25).
+    pub quiescent: usize,
+    /// The rest of the limit.
+    pub active: usize,
+    /// Footprint per dataset with resident chunks.
+    pub per_dataset: HashMap<DatasetId, usize>,
+}
+
+impl std::fmt::Display for ChunkCacheStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |b: usize| b as f64 / (1 << 20) as f64;
+        let total = self.hits + self.misses;
+        let rate = if total == 0 {
+            0.0
+        } else {
+            self.hits as f64 / total as f64
+        };
+        writeln!(
+            f,
+            "chunk cache ({} policy): {:.1} MiB of {:.1} MiB (peak {:.1} MiB, used {:.1} MiB)",
+            self.policy,
+            mib(self.footprint),
+            mib(self.limit),
+            mib(self.peak_footprint),
+            mib(self.used)
+        )?;
+        writeln!(
+            f,
+            "  entries {} ({} dirty, {:.1} MiB); hits {} misses {} (hit rate {:.3})",
+            self.entries,
+            self.dirty_entries,
+            mib(self.dirty_bytes),
+            self.hits,
+            self.misses,
+            rate
+        )?;
+        writeln!(
+            f,
+            "  evictions {} (clean {}, dirty {}); values dropped {}; condensed {}; pre-encoded {}; \
+             bypassed {}; overshoots {}",
+            self.evictions,
+            self.evictions_clean,
+            self.evictions_dirty,
+            self.values_dropped,
+            self.condensed,
+            self.preencoded,
+            self.bypassed,
+            self.overshoots
+        )?;
+        write!(
+            f,
+            "  read {:.1} MiB, written {:.1} MiB; decode {:.3} s, encode {:.3} s",
+            self.bytes_read as f64 / (1 << 20) as f64,
+            self.bytes_written as f64 / (1 << 20) as f64,
+            self.decode_time.as_secs_f64(),
+            self.encode_time.as_secs_f64()
+        )
+    }
+}
+
+/// The state of one resident chunk (SCC-008), from [`ChunkCache::entry_stats`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct EntryStats {
+    /// The chunk holds data not yet written.
+    pub dirty: bool,
+    /// The values are resident (false: only the defined-element set).
+    pub has_values: bool,
+    /// Where its image is in the file, if it has one.
+    pub location: Option<DiskLocation>,
+    /// The chunk object's memory.
+    pub usage: MemUsage,
+    /// Capacity of the pre-encoded image, if there is one.
+    pub image_bytes: Option<usize>,
+    /// Reads and writes of this chunk since it was admitted.
+    pub access_count: u64,
+    /// Whether it counts as fully accessed.
+    pub full: bool,
+    /// Edge state of the image on disk (SCC-038).
+    pub partial_bound_on_disk: bool,
+}
+
+/// One read: the selected elements of `dataset` into `buf`, densely in selection order.
+#[derive(Debug)]
+pub struct ReadRequest<'a> {
+    /// The dataset.
+    pub dataset: DatasetId,
+    /// The elements to read.
+    pub selection: &'a Selection,
+    /// Destination, exactly `elements × element size` bytes (the memory type's size when
+    /// converting).
+    pub buf: &'a mut [u8],
+    /// File-to-memory conversion, if the memory type differs.
+    pub conversion: Option<&'a dyn Conversion>,
+    /// Whether to skip the cache.
+    pub bypass: Bypass,
+    /// Nothing to transfer (the dataset is marked skip-I/O): the request is ignored.
+    pub skip_io: bool,
+}
+
+impl<'a> ReadRequest<'a> {
+    /// A plain read without conversion.
+    pub fn new(dataset: DatasetId, selection: &'a Selection, buf: &'a mut [u8]) -> Self {
+        Self {
+            dataset,
+            selection,
+            buf,
+            conversion: None,
+            bypass: Bypass::Auto,
+            skip_io: false,
+        }
+    }
+
+    /// Converts with `conv` (file to memory).
+    pub fn converting(mut self, conv: &'a dyn Conversion) -> Self {
+        self.conversion = Some(conv);
+        self
+    }
+
+    /// Sets the bypass mode.
+    pub fn with_bypass(mut self, bypass: Bypass) -> Self {
+        self.bypass = bypass;
+        self
+    }
+
+    /// Marks the request skip-I/O.
+    pub fn skip(mut self) -> Self {
+        self.skip_io = true;
+        self
+    }
+}
+
+/// One write: `buf` (the selected elements densely in selection order) into `dataset`.
+#[derive(Debug)]
+pub struct WriteRequest<'a> {
+    /// The dataset.
+    pub dataset: DatasetId,
+    /// The elements to write.
+    pub selection: &'a Selection,
+    /// Source, exactly `elements × element size` bytes (the memory type's size when converting).
+    pub buf: &'a [u8],
+    /// Memory-to-file conversion, if the memory type differs.
+    pub conversion: Option<&'a dyn Conversion>,
+    /// Whether to skip the cache.
+    pub bypass: Bypass,
+    /// Nothing to transfer (the dataset is marked skip-I/O): the request is ignored.
+    pub skip_io: bool,
+}
+
+impl<'a> WriteRequest<'a> {
+    /// A plain write without conversion.
+    pub fn new(dataset: DatasetId, selection: &'a Selection, buf: &'a [u8]) -> Self {
+        Self {
+            dataset,
+            selection,
+            buf,
+            conversion: None,
+            bypass: Bypass::Auto,
+            skip_io: false,
+        }
+    }
+
+    /// Converts with `conv` (memory to file).
+    pub fn converting(mut self, conv: &'a dyn Conversion) -> Self {
+        self.conversion = Some(conv);
+        self
+    }
+
+    /// Sets the bypass mode.
+    pub fn with_bypass(mut self, bypass: Bypass) -> Self {
+        self.bypass = bypass;
+        self
+    }
+
+    /// Marks the request skip-I/O.
+    pub fn skip(mut self) -> Self {
+        self.skip_io = true;
+        self
+    }
+}
+
+/// Bounding box of the elements read or written in a chunk (OQ-35), in chunk-local element
+/// coordinates, `hi` exclusive. Empty when `lo` is empty.
+#[derive(Clone, Debug, Default)]
+struct Coverage {
+    lo: Vec<u64>,
+    hi: Vec<u64>,
+}
+
+impl Coverage {
+    /// Widens the box by the elements of `runs` (chunk-local linear offsets over `dims`).
+    fn add_runs(&mut self, runs: &[CopyRun], dims: &[u64]) {
+        for r in runs.iter().filter(|r| r.len > 0) {
+            let first = delinearize(r.chunk_offset, dims);
+            let last = delinearize(r.chunk_offset + r.len - 1, dims);
+            // Dimensions after the first one where `first` and `last` differ wrap around fully.
+            let split = first.iter().zip(&last).position(|(a, b)| a != b);
+            let rank = dims.len();
+            let mut lo = vec![0; rank];
+            let mut hi = vec![0; rank];
+            for d in 0..rank {
+                match split {
+                    Some(s) if d > s => {
+                        lo[d] = 0;
+                        hi[d] = dims[d];
+                    }
+                    _ => {
+                        lo[d] = first[d].min(last[d]);
+                        hi[d] = first[d].max(last[d]) + 1;
+                    }
+                }
+            }
+            if self.lo.is_empty() {
+                self.lo = lo;
+                self.hi = hi;
+            } else {
+                for d in 0..rank {
+                    self.lo[d] = self.lo[d].min(lo[d]);
+                    self.hi[d] = self.hi[d].max(hi[d]);
+                }
+            }
+        }
+    }
+
+    /// The fraction of the chunk's inside-extent box that the bounding box covers.
+    fn fraction(&self, inside: &[u64]) -> f64 {
+        if self.lo.is_empty() {
+            return 0.0;
+        }
+        let mut covered = 1.0;
+        let mut total = 1.0;
+        for ((&n, &lo), &hi) in inside.iter().zip(&self.lo).zip(&self.hi) {
+            covered *= hi.min(n).saturating_sub(lo) as f64;
+            total *= n as f64;
+        }
+        if total == 0.0 { 0.0 } else { covered / total }
+    }
+}
+
+fn delinearize(mut off: u64, dims: &[u64]) -> Vec<u64> {
+    let mut out = vec![0; dims.len()];
+    for d in (0..dims.len()).rev() {
+        let n = dims[d].max(1);
+        out[d] = off % n;
+        off /= n;
+    }
+    out
+}
+
+struct Entry {
+    coord: ChunkCoord,
+    dataset: DatasetId,
+    chunk: Chunk,
+    /// The values are resident (false: the chunk holds only its defined set, SCC-009).
+    has_values: bool,
+    location: Option<DiskLocation>,
+    udata: Udata,
+    dirty: bool,
+    full: bool,
+    coverage: Coverage,
+    access_count: u64,
+    /// Cache-wide access stamp of the last read or write (pre-encoding picks the oldest).
+    stamp: u64,
+    /// Image encoded ahead of eviction, with the edge state it was encoded with (SCC-007).
+    image: Option<(Vec<u8>, bool)>,
+    /// The chunk was last encoded as extending past the extent (SCC-038).
+    partial_bound_on_disk: bool,
+    /// Bytes this entry has added to the budget.
+    accounted: usize,
+}
+
+impl Entry {
+    fn footprint(&self) -> usize {
+        self.chunk
+            .mem_usage()
+            .allocated
+            .saturating_add(self.image.as_ref().map_or(0, |(v, _)| v.capacity()))
+    }
+
+    fn info(&self) -> EntryInfo {
+        EntryInfo {
+            dataset: self.dataset,
+            bytes: self.accounted,
+            dirty: self.dirty,
+            full: self.full,
+        }
+    }
+
+    fn key(&self) -> ChunkKey {
+        ChunkKey {
+            dataset: self.dataset,
+            coord: self.coord,
+        }
+    }
+}
+
+struct DatasetState {
+    layout: Arc<dyn ChunkLayout>,
+    info: LayoutInfo,
+    /// Bytes of a dense chunk.
+    chunk_bytes: usize,
+    members: BTreeSet<u32>,
+}
+
+impl DatasetState {
+    fn fill_value(&self) -> Vec<u8> {
+        if self.info.fill.is_empty() {
+            vec![0; self.info.elem_size]
+        } else {
+            self.info.fill.clone()
+        }
+    }
+
+    fn partial_bound(&self, coord: &ChunkCoord, extent: &[u64]) -> bool {
+        partial_bound(&self.info.chunk_dims, coord, extent)
+    }
+
+    fn has(&self, c: Capabilities) -> bool {
+        self.info.capabilities.contains(c)
+    }
+
+    /// Chunk dims clipped to the extent for the chunk at `coord`.
+    fn inside_dims(&self, coord: &ChunkCoord, extent: &[u64]) -> Vec<u64> {
+        coord
+            .as_slice()
+            .iter()
+            .zip(&self.info.chunk_dims)
+            .zip(extent)
+            .map(|((c, d), e)| e.saturating_sub(c.saturating_mul(*d)).min(*d))
+            .collect()
+    }
+}
+
+/// Whether the chunk at `coord` extends past `extent`.
+fn partial_bound(chunk_dims: &[u64], coord: &ChunkCoord, extent: &[u64]) -> bool {
+    coord
+        .as_slice()
+        .iter()
+        .zip(chunk_dims)
+        .zip(extent)
+        .any(|((c, d), e)| c.saturating_add(1).saturating_mul(*d) > *e)
+}
+
+/// A chunk loaded or created during a call, before admission.
+struct Loaded {
+    key: ChunkKey,
+    chunk: Chunk,
+    has_values: bool,
+    udata: Udata,
+    location: Option<DiskLocation>,
+    partial_bound_on_disk: bool,
+}
+
+/// What to load for a key.
+#[allow(dead_code)] // `Defined` is used by the defined-values flow being built.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum LoadKind {
+    /// The whole chunk, decoded.
+    Values,
+    /// Only the defined-element set (falls back to the whole chunk without `decode_defined`).
+    Defined,
+    /// Only the location (a full overwrite keeps the old address for insert, SCC-063).
+    Locate,
+}
+
+/// What [`ChunkCache::load`] found.
+#[derive(Default)]
+struct LoadResult {
+    /// Chunks read and decoded.
+    loaded: Vec<Loaded>,
+    /// Keys not on disk (udata dropped).
+    missing: Vec<ChunkKey>,
+    /// Keys asked for [`LoadKind::Defined`] whose chunk is all defined (nothing read).
+    all_defined: Vec<(ChunkKey, DiskLocation)>,
+    /// Keys asked for [`LoadKind::Locate`] that exist.
+    located: Vec<(ChunkKey, DiskLocation)>,
+}
+
+/// Where the codec calls of one batch run.
+enum Codec {
+    /// On the caller's thread, one after the other.
+    Inline,
+    /// On rayon's global pool.
+    Global,
+    /// On the cache's own pool.
+    Pool(rayon::ThreadPool),
+}
+
+impl Codec {
+    /// Runs `f` on every item, in parallel unless inline or fewer than two items. `f` must only
+    /// do pure codec work on its item: the cache's bookkeeping stays on the caller's thread.
+    fn for_each<T: Send>(&self, items: &mut [T], f: impl Fn(&mut T) + Sync + Send) {
+        if items.len() < 2 {
+            items.iter_mut().for_each(f);
+            return;
+        }
+        match self {
+            Codec::Inline => items.iter_mut().for_each(f),
+            Codec::Global => items.par_iter_mut().with_max_len(1).for_each(f),
+            Codec::Pool(pool) => {
+                pool.install(|| items.par_iter_mut().with_max_len(1).for_each(f));
+            }
+        }
+    }
+}
+
+/// One decode of a read batch: inputs, then the result and its duration.
+struct DecodeJob {
+    key: ChunkKey,
+    image: Vec<u8>,
+    udata: Udata,
+    location: DiskLocation,
+    kind: LoadKind,
+    layout: Arc<dyn ChunkLayout>,
+    partial_bound: bool,
+    result: Option<(std::result::Result<Chunk, LayoutError>, Duration)>,
+}
+
+/// Hashes keys as configured.
+#[derive(Clone, Copy, Debug)]
+struct KeyHasherBuilder(KeyHashing);
+
+/// FxHash-style multiply-rotate hasher (fast and deterministic; keys are not attacker-chosen).
+struct KeyHasher {
+    state: u64,
+    single: bool,
+}
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        if self.single {
+            0
+        } else {
+            // Final avalanche so that the low bits the table uses depend on every input bit.
+            let mut x = self.state;
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^ (x >> 31)
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.state = (self.state.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+impl BuildHasher for KeyHasherBuilder {
+    type Hasher = KeyHasher;
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher {
+            state: 0,
+            single: self.0 == KeyHashing::SingleBucket,
+        }
+    }
+}
+
+/// The shared chunk cache of one file (single-threaded bookkeeping; the file wraps it in a lock).
+/// The codec calls of one read batch or one flush run in parallel (see
+/// [`ChunkCacheConfig::threads`]).
+pub struct ChunkCache {
+    storage: Arc<dyn Storage>,
+    config: ChunkCacheConfig,
+    entries: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    map: HashMap<ChunkKey, EntryId, KeyHasherBuilder>,
+    datasets: HashMap<DatasetId, DatasetState>,
+    policy: Box<dyn ReplacementPolicy>,
+    budget: Budget,
+    stats: ChunkCacheStats,
+    codec: Codec,
+    clock: u64,
+}
+
+impl std::fmt::Debug for ChunkCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkCache")
+            .field("entries", &self.map.len())
+            .field("limit", &self.budget.limit())
+            .field("footprint", &self.budget.total())
+            .field("policy", &self.policy.name())
+            .finish_non_exhaustive()
+    }
+}
+
+fn layout_err(
+    dataset: DatasetId,
+    coord: Option<&ChunkCoord>,
+    callback: &'static str,
+) -> impl FnOnce(LayoutError) -> ChunkCacheError {
+    let coord = coord.map(|c| c.as_slice().to_vec()).unwrap_or_default();
+    move |source| ChunkCacheError::Layout {
+        dataset,
+        coord,
+        callback,
+        source,
+    }
+}
+
+/// Checks a size a callback reported (EC-28).
+fn check_usage(ds: DatasetId, callback: &'static str, u: MemUsage) -> Result<MemUsage> {
+    if u.allocated < u.used {
+        return Err(ChunkCacheError::InvalidLayoutSizes {
+            dataset: ds,
+            callback,
+            expected: u.used,
+            got: u.allocated,
+        });
+    }
+    Ok(u)
+}
+
+fn to_usize(v: u64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| crate::selection::SelectionError::Overflow.into())
+}
+
+impl ChunkCache {
+    /// A cache over `storage` with `config` (validated, SCC-016).
+    pub fn new(storage: Arc<dyn Storage>, config: ChunkCacheConfig) -> Result<Self> {
+        config.validate()?;
+        let policy =
+            policy_by_name(&config.policy).ok_or_else(|| config_err("policy", "unknown policy"))?;
+        let codec = match config.threads {
+            None => Codec::Global,
+            Some(1) => Codec::Inline,
+            Some(n) => Codec::Pool(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(|i| format!("h5-chunkcache-codec-{i}"))
+                    .build()
+                    .map_err(|e| {
+                        config_err(
+                            "threads",
+                            format!("cannot build a pool of {n} threads: {e}"),
+                        )
+                    })?,
+            ),
+        };
+        let budget = Budget::new(config.limit, config.default_dataset_min);
+        Ok(Self {
+            storage,
+            map: HashMap::with_hasher(KeyHasherBuilder(config.key_hashing)),
+            config,
+            entries: Vec::new(),
+            free: Vec::new(),
+            datasets: HashMap::new(),
+            policy,
+            budget,
+            stats: ChunkCacheStats::default(),
+            codec,
+            clock: 0,
+        })
+    }
+
+    /// Registers a dataset and its layout; the layout is queried once here (SCC-030) and its
+    /// announced capabilities checked (SCC-029, SCC-031, OQ-15).
+    pub fn register(&mut self, ds: DatasetId, layout: Arc<dyn ChunkLayout>) -> Result<()> {
+        if self.datasets.contains_key(&ds) {
+            return Err(ChunkCacheError::AlreadyRegistered(ds));
+        }
+        let info = layout.query();
+        let bad = |reason: String| ChunkCacheError::InvalidLayout {
+            dataset: ds,
+            reason,
+        };
+        if info.elem_size == 0 {
+            return Err(bad("element size is zero".into()));
+        }
+        if info.chunk_dims.contains(&0) {
+            return Err(bad("a chunk dimension is zero".into()));
+        }
+        if info.chunk_dims.len() > crate::MAX_RANK {
+            return Err(bad("rank above 32".into()));
+        }
+        if !info.fill.is_empty() && info.fill.len() != info.elem_size {
+            return Err(bad("fill value is not one element".into()));
+        }
+        let caps = info.capabilities;
+        let need = |what: &str, c: Capabilities, name: &str| {
+            if caps.contains(c) {
+                Ok(())
+            } else {
+                Err(bad(format!("{what} needs the `{name}` callback")))
+            }
+        };
+        if info.vlen_in_chunk {
+            need("vlen data inside chunks", Capabilities::SCATTER, "scatter")?;
+            need("vlen data inside chunks", Capabilities::GATHER, "gather")?;
+            need("vlen data inside chunks", Capabilities::FILL, "fill")?;
+        }
+        if info.tracks_defined {
+            need(
+                "tracking defined elements",
+                Capabilities::DEFINED_VALUES,
+                "defined_values",
+            )?;
+            need(
+                "tracking defined elements",
+                Capabilities::ERASE_VALUES,
+                "erase_values",
+            )?;
+            need(
+                "tracking defined elements",
+                Capabilities::SCATTER,
+                "scatter",
+            )?;
+            need("tracking defined elements", Capabilities::GATHER, "gather")?;
+            need("tracking defined elements", Capabilities::FILL, "fill")?;
+        }
+        let elems = info
+            .chunk_dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(|n| n.checked_mul(info.elem_size))
+            .ok_or_else(|| bad("chunk size overflows".into()))?;
+        self.datasets.insert(
+            ds,
+            DatasetState {
+                layout,
+                info,
+                chunk_bytes: elems,
+                members: BTreeSet::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Forgets a dataset after flushing and evicting its chunks (dataset close, SCC-086). On a
+    /// write error the dataset stays registered and its unwritten chunks stay dirty (EC-05).
+    pub fn close_dataset(&mut self, ds: DatasetId) -> Result<()> {
+        self.flush_dataset(ds, true)?;
+        self.datasets.remove(&ds);
+        self.budget.clear_min(ds);
+        Ok(())
+    }
+
+    /// Sets `ds`'s minimum (SCC-089); it may exceed the limit, the effective minimums are scaled.
+    pub fn set_dataset_min(&mut self, ds: DatasetId, min: usize) -> Result<()> {
+        self.state(ds)?;
+        self.budget.set_min(ds, min);
+        Ok(())
+    }
+
+    /// `ds`'s effective minimum now (0 when it has nothing resident).
+    pub fn effective_dataset_min(&self, ds: DatasetId) -> usize {
+        self.budget.effective_min(ds)
+    }
+
+    /// Current counters, sizes and settings.
+    pub fn stats(&self) -> ChunkCacheStats {
+        let mut s = self.stats.clone();
+        s.limit = self.budget.limit();
+        s.policy = self.policy.name();
+        s.default_dataset_min = self.config.default_dataset_min;
+        s.preencode_high_water = self.config.preencode_high_water;
+        s.bypass_fraction = self.config.bypass_fraction;
+        s.footprint = self.budget.total();
+        s.entries = self.map.len();
+        s.quiescent = self.budget.quiescent();
+        s.active = self.budget.active();
+        s.used = 0;
+        s.dirty_entries = 0;
+        s.dirty_bytes = 0;
+        s.per_dataset.clear();
+        for e in self.entries.iter().flatten() {
+            s.used += e.chunk.mem_usage().used;
+            if e.dirty {
+                s.dirty_entries += 1;
+                s.dirty_bytes += e.accounted;
+            }
+            *s.per_dataset.entry(e.dataset).or_default() += e.accounted;
+        }
+        s
+    }
+
+    /// The state of the resident chunk at `coord` of `ds`, if any (SCC-008).
+    pub fn entry_stats(&self, ds: DatasetId, coord: &[u64]) -> Option<EntryStats> {
+        let key = ChunkKey {
+            dataset: ds,
+            coord: ChunkCoord::new(coord)?,
+        };
+        let e = self.entry(*self.map.get(&key)?)?;
+        Some(EntryStats {
+            dirty: e.dirty,
+            has_values: e.has_values,
+            location: e.location,
+            usage: e.chunk.mem_usage(),
+            image_bytes: e.image.as_ref().map(|(v, _)| v.capacity()),
+            access_count: e.access_count,
+            full: e.full,
+            partial_bound_on_disk: e.partial_bound_on_disk,
+        })
+    }
+
+    /// Number of resident chunks of `ds`.
+    pub fn dataset_entries(&self, ds: DatasetId) -> usize {
+        self.datasets.get(&ds).map_or(0, |s| s.members.len())
+    }
+
+    /// The memory limit.
+    pub fn limit(&self) -> usize {
+        self.budget.limit()
+    }
+
+    /// Changes the memory limit (not zero) and evicts, writing dirty chunks, until the footprint
+    /// fits (SCC-091).
+    pub fn set_limit(&mut self, limit: usize) -> Result<()> {
+        if limit == 0 {
+            return Err(config_err("limit", "must not be zero"));
+        }
+        self.budget.set_limit(limit);
+        self.config.limit = limit;
+        self.make_room(0)
+    }
+
+    /// Drops every entry, dirty ones included, and writes nothing (SCC-017, EC-06): file close
+    /// calls [`flush`](ChunkCache::flush) first. Returns the dirty bytes dropped.
+    pub fn destroy(self) -> usize {
+        self.entries
+            .iter()
+            .flatten()
+            .filter(|e| e.dirty)
+            .map(|e| e.accounted)
+            .sum()
+    }
+
+    fn state(&self, ds: DatasetId) -> Result<&DatasetState> {
+        self.datasets
+            .get(&ds)
+            .ok_or(ChunkCacheError::UnknownDataset(ds))
+    }
+
+    fn entry(&self, id: EntryId) -> Option<&Entry> {
+        self.entries.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    fn entry_mut(&mut self, id: EntryId) -> Option<&mut Entry> {
+        self.entries.get_mut(id.0 as usize).and_then(Option::as_mut)
+    }
+
+    fn lookup_id(&self, key: &ChunkKey) -> Option<EntryId> {
+        self.map.get(key).copied()
+    }
+
+    /// Decomposes a request after checking the buffer size (`elem_size` per element: the
+    /// memory type's when converting).
+    fn pieces(
+        &self,
+        ds: DatasetId,
+        sel: &Selection,
+        buf_len: usize,
+        conv: Option<&dyn Conversion>,
+        to_file: bool,
+    ) -> Result<Vec<ChunkPiece>> {
+        let st = self.state(ds)?;
+        let extent = st.layout.extent();
+        let elem = match conv {
+            Some(c) => {
+                let (file, mem) = if to_file {
+                    (c.dst_size(), c.src_size())
+                } else {
+                    (c.src_size(), c.dst_size())
+                };
+                if file != st.info.elem_size || mem == 0 {
+                    return Err(ChunkCacheError::InvalidLayout {
+                        dataset: ds,
+                        reason: format!(
+                            "conversion file element size {file} does not match the layout's {}",
+                            st.info.elem_size
+                        ),
+                    });
+                }
+                mem
+            }
+            None => st.info.elem_size,
+        };
+        let n = to_usize(sel.num_elements(&extent)?)?;
+        let needed = n
+            .checked_mul(elem)
+            .ok_or(crate::selection::SelectionError::Overflow)?;
+        if needed != buf_len {
+            return Err(ChunkCacheError::BufferSize {
+                needed,
+                got: buf_len,
+            });
+        }
+        Ok(decompose(sel, &extent, &st.info.chunk_dims)?)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Accounting.
+    // ---------------------------------------------------------------------------------------
+
+    /// Brings the budget and the policy up to date after an entry's chunk or image changed.
+    fn reaccount(&mut self, id: EntryId) {
+        let Some(e) = self.entry_mut(id) else { return };
+        let now = e.footprint();
+        let before = std::mem::replace(&mut e.accounted, now);
+        let ds = e.dataset;
+        let info = e.info();
+        if now >= before {
+            self.budget.add(ds, now - before);
+        } else {
+            self.budget.sub(ds, before - now);
+        }
+        self.policy.updated(id, info);
+        self.note_peak();
+    }
+
+    fn note_peak(&mut self) {
+        self.stats.peak_footprint = self.stats.peak_footprint.max(self.budget.total());
+    }
+
+    /// Records an application access of `runs` of the entry (SCC-081): access count, stamp,
+    /// coverage and the full flag; the policy sees a use.
+    fn touch(&mut self, id: EntryId, runs: &[CopyRun]) {
+        self.clock += 1;
+        let clock = self.clock;
+        let threshold = self.config.full_threshold;
+        let Some(e) = self.entries.get(id.0 as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        let Some(st) = self.datasets.get(&e.dataset) else {
+            return;
+        };
+        let dims = st.info.chunk_dims.clone();
+        let inside = st.inside_dims(&e.coord, &st.layout.extent());
+        let Some(e) = self.entry_mut(id) else { return };
+        e.access_count += 1;
+        e.stamp = clock;
+        e.coverage.add_runs(runs, &dims);
+        let was_full = e.full;
+        e.full = e.full || e.coverage.fraction(&inside) >= threshold;
+        let info = e.info();
+        self.policy.touched(id);
+        if e_full_changed(was_full, info.full) {
+            self.policy.updated(id, info);
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Admission and eviction.
+    // ---------------------------------------------------------------------------------------
+
+    /// Inserts an entry (busy if `busy`) after making room for it, replacing any resident entry
+    /// of the same key (a defined-only form being upgraded; it is never dirty).
+    fn admit(&mut self, loaded: Loaded, busy: bool) -> Result<EntryId> {
+        if let Some(old) = self.lookup_id(&loaded.key) {
+            self.remove(old);
+        }
+        let size = loaded.chunk.mem_usage().allocated;
+        self.make_room(size)?;
+        let Loaded {
+            key,
+            chunk,
+            has_values,
+            udata,
+            location,
+            partial_bound_on_disk,
+        } = loaded;
+        let entry = Entry {
+            coord: key.coord,
+            dataset: key.dataset,
+            chunk,
+            has_values,
+            location,
+            udata,
+            dirty: false,
+            full: false,
+            coverage: Coverage::default(),
+            access_count: 0,
+            stamp: self.clock,
+            image: None,
+            partial_bound_on_disk,
+            accounted: 0,
+        };
+        let id = self.admit_raw(entry);
+        if busy {
+            self.policy.set_busy(id, true);
+        }
+        Ok(id)
+    }
+
+    /// Removes an entry without I/O, returning it (its udata and chunk drop with it).
+    fn remove(&mut self, id: EntryId) -> Option<Entry> {
+        let e = self.entries.get_mut(id.0 as usize)?.take()?;
+        self.free.push(id.0);
+        self.map.remove(&e.key());
+        if let Some(st) = self.datasets.get_mut(&e.dataset) {
+            st.members.remove(&id.0);
+        }
+        self.budget.sub(e.dataset, e.accounted);
+        self.policy.removed(id);
+        Some(e)
+    }
+
+    /// Evicts until `extra` more bytes fit under the limit; if nothing can be evicted the
+    /// overshoot is allowed and counted (EC-03, EC-25).
+    fn make_room(&mut self, extra: usize) -> Result<()> {
+        let mut guard = 0usize;
+        while self.budget.total().saturating_add(extra) > self.budget.limit() {
+            let Some(victim) = self.policy.victim(&self.budget) else {
+                self.stats.overshoots += 1;
+                return Ok(());
+            };
+            guard += 1;
+            if guard > 4 * self.entries.len() + 16 {
+                // Every step removes or shrinks an entry; this is a broken policy, not a loop.
+                return Err(ChunkCacheError::Internal("eviction made no progress"));
+            }
+            self.shrink_or_evict(victim)?;
+        }
+        Ok(())
+    }
+
+    /// Frees memory held by `id`: condenses it if that frees space (SCC-040), drops its values
+    /// if clean and the layout keeps the defined set (SCC-054), else evicts it.
+    fn shrink_or_evict(&mut self, id: EntryId) -> Result<()> {
+        let Some(e) = self.entry(id) else {
+            self.policy.removed(id);
+            return Ok(());
+        };
+        let ds = e.dataset;
+        let usage = e.chunk.mem_usage();
+        let (caps, layout) = {
+            let st = self.state(ds)?;
+            (st.info.capabilities, Arc::clone(&st.layout))
+        };
+        if caps.contains(Capabilities::CONDENSE) && usage.allocated > usage.used {
+            let before = e.accounted;
+            if let Some(e) = self.entry_mut(id) {
+                let u = layout.condense(&mut e.chunk).map_err(layout_err(
+                    ds,
+                    Some(&e.coord),
+                    "condense",
+                ))?;
+                check_usage(ds, "condense", u)?;
+            }
+            self.reaccount(id);
+            self.stats.condensed += 1;
+            if self.entry(id).is_some_and(|e| e.accounted < before) {
+                return Ok(());
+            }
+        }
+        let Some(e) = self.entry(id) else {
+            return Ok(());
+        };
+        if caps.contains(Capabilities::DROP_VALUES)
+            && !e.dirty
+            && e.has_values
+            && e.location.is_some()
+        {
+            let before = e.accounted;
+            if let Some(e) = self.entry_mut(id) {
+                let u = layout.drop_values(&mut e.chunk).map_err(layout_err(
+                    ds,
+                    Some(&e.coord),
+                    "drop_values",
+                ))?;
+                check_usage(ds, "drop_values", u)?;
+                e.has_values = false;
+            }
+            self.reaccount(id);
+            self.stats.values_dropped += 1;
+            if self.entry(id).is_some_and(|e| e.accounted < before) {
+                return Ok(());
+            }
+        }
+        self.evict(id)
+    }
+
+    /// Evicts one entry, writing it first if dirty: a pre-encoded image is written as it is
+    /// (SCC-075), otherwise the chunk is encoded in place (SCC-076); a clean entry is just
+    /// dropped (SCC-077). On a write failure the entry stays, dirty (EC-23).
+    fn evict(&mut self, id: EntryId) -> Result<()> {
+        let Some(e) = self.entry(id) else {
+            self.policy.removed(id);
+            return Ok(());
+        };
+        if !e.dirty {
+            self.remove(id);
+            self.stats.evictions += 1;
+            self.stats.evictions_clean += 1;
+            return Ok(());
+        }
+        let ds = e.dataset;
+        let Some(mut e) = self.remove(id) else {
+            return Ok(());
+        };
+        let st = self.state(ds)?;
+        let layout = Arc::clone(&st.layout);
+        let extent = layout.extent();
+        let pb = st.partial_bound(&e.coord, &extent);
+        let coord = e.coord;
+        let (image, pb) = match e.image.take() {
+            Some((image, image_pb)) => {
+                // The cache form goes first; only the image is written.
+                e.chunk = Chunk::Dense(Vec::new());
+                (image, image_pb)
+            }
+            None => {
+                let chunk = std::mem::replace(&mut e.chunk, Chunk::Dense(Vec::new()));
+                let t = Instant::now();
+                let image = layout
+                    .encode_in_place(&coord, chunk, pb, &mut e.udata)
+                    .map_err(layout_err(ds, Some(&coord), "encode_in_place"))?;
+                self.stats.encode_time += t.elapsed();
+                (image, pb)
+            }
+        };
+        match self.write_one(&layout, ds, &mut e, &image) {
+            Ok(()) => {
+                e.partial_bound_on_disk = pb;
+                self.stats.evictions += 1;
+                self.stats.evictions_dirty += 1;
+                Ok(())
+            }
+            Err(err) => {
+                // Keep the data: decode the image back and re-admit the entry, still dirty.
+                // If even that fails the chunk is lost; the write error is reported either way.
+                if let Ok(chunk) = layout.decode(&coord, image, pb, &mut e.udata) {
+                    e.chunk = chunk;
+                    e.accounted = 0;
+                    self.admit_raw(e);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Inserts an entry as it is (no eviction), keeping its dirty state.
+    fn admit_raw(&mut self, mut e: Entry) -> EntryId {
+        let key = e.key();
+        e.accounted = e.footprint();
+        let info = e.info();
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = Some(e);
+                i
+            }
+            None => {
+                self.entries.push(Some(e));
+                u32::try_from(self.entries.len() - 1).unwrap_or(u32::MAX - 1)
+            }
+        };
+        let id = EntryId(idx);
+        self.map.insert(key, id);
+        if let Some(st) = self.datasets.get_mut(&key.dataset) {
+            st.members.insert(idx);
+        }
+        self.budget.add(key.dataset, info.bytes);
+        self.policy.inserted(id, info);
+        self.note_peak();
+        id
+    }
+
+    /// Allocates (insert, batch of one) and writes one image.
+    fn write_one(
+        &mut self,
+        layout: &Arc<dyn ChunkLayout>,
+        ds: DatasetId,
+        e: &mut Entry,
+        image: &[u8],
+    ) -> Result<()> {
+        let coord = e.coord;
+        let mut reqs = [InsertRequest {
+            coord,
+            old: e.location,
+            new_size: image.len() as u64,
+            udata: &mut e.udata,
+        }];
+        let locs = layout
+            .insert(&mut reqs)
+            .map_err(layout_err(ds, Some(&coord), "insert"))?;
+        let [loc] = locs[..] else {
+            return Err(ChunkCacheError::InvalidLayoutSizes {
+                dataset: ds,
+                callback: "insert",
+                expected: 1,
+                got: locs.len(),
+            });
+        };
+        e.location = Some(loc);
+        self.storage.write_at(loc.addr, image)?;
+        self.stats.bytes_written += image.len() as u64;
+        Ok(())
+    }
+
+    /// Drops the pre-encoded image of an entry about to change (SCC-007).
+    fn invalidate_image(&mut self, id: EntryId) {
+        if self.entry_mut(id).and_then(|e| e.image.take()).is_some() {
+            self.reaccount(id);
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Loading.
+    // ---------------------------------------------------------------------------------------
+
+    /// Looks up `keys` (one batch per dataset, SCC-032), reads every found chunk with one
+    /// vectored read (the defined-section bytes only for [`LoadKind::Defined`] when the layout
+    /// can decode them alone) and decodes them in parallel. Returns the loaded chunks and the
+    /// keys not found (their udata dropped, SCC-035). Keys of chunks whose defined set is all
+    /// of them (`DefinedInfo::AllDefined`) under [`LoadKind::Defined`] are returned in the third
+    /// list without any read (SCC-034).
+    fn load(&mut self, keys: &[(ChunkKey, LoadKind)]) -> Result<LoadResult> {
+        let mut by_ds: Vec<(DatasetId, Vec<(ChunkCoord, LoadKind)>)> = Vec::new();
+        for &(k, kind) in keys {
+            match by_ds.iter_mut().find(|(d, _)| *d == k.dataset) {
+                Some((_, v)) => v.push((k.coord, kind)),
+                None => by_ds.push((k.dataset, vec![(k.coord, kind)])),
+            }
+        }
+        let mut jobs: Vec<DecodeJob> = Vec::new();
+        let mut res = LoadResult::default();
+        for (ds, coords) in &by_ds {
+            let st = self.state(*ds)?;
+            let layout = Arc::clone(&st.layout);
+            let can_decode_defined = st.has(Capabilities::DECODE_DEFINED);
+            let extent = layout.extent();
+            let cs: Vec<ChunkCoord> = coords.iter().map(|c| c.0).collect();
+            let results = layout
+                .lookup(&cs)
+                .map_err(layout_err(*ds, None, "lookup"))?;
+            if results.len() != cs.len() {
+                return Err(ChunkCacheError::InvalidLayoutSizes {
+                    dataset: *ds,
+                    callback: "lookup",
+                    expected: cs.len(),
+                    got: results.len(),
+                });
+            }
+            for (r, &(coord, kind)) in results.into_iter().zip(coords) {
+                let key = ChunkKey {
+                    dataset: *ds,
+                    coord,
+                };
+                let Some(loc) = r.location else {
+                    res.missing.push(key); // r.udata dropped here (SCC-035)
+                    continue;
+                };
+                let (kind, len, hint) = match (kind, r.defined) {
+                    (LoadKind::Locate, _) => {
+                        res.located.push((key, loc));
+                        continue;
+                    }
+                    (LoadKind::Defined, DefinedInfo::AllDefined) => {
+                        res.all_defined.push((key, loc));
+                        continue;
+                    }
+                    (LoadKind::Defined, DefinedInfo::Bytes { len, hint }) if can_decode_defined => {
+                        (LoadKind::Defined, len.min(loc.size), hint)
+                    }
+                    _ => (LoadKind::Values, loc.size, r.size_hint),
+                };
+                let size = to_usize(len)?;
+                let mut image = Vec::with_capacity(size.max(hint));
+                image.resize(size, 0);
+                jobs.push(DecodeJob {
+                    key,
+                    image,
+                    udata: r.udata,
+                    location: loc,
+                    kind,
+                    partial_bound: st.partial_bound(&coord, &extent),
+                    layout: Arc::clone(&layout),
+                    result: None,
+                });
+            }
+        }
+        if !jobs.is_empty() {
+            let mut segs: Vec<ReadSegment<'_>> = jobs
+                .iter_mut()
+                .map(|j| ReadSegment::new(j.location.addr, j.image.as_mut_slice()))
+                .collect();
+            self.storage.read_vectored(&mut segs)?;
+            drop(segs);
+        }
+        for j in &jobs {
+            self.stats.bytes_read += j.image.len() as u64;
+        }
+        // Decode every image in parallel; everything else stays on this thread, in order.
+        // The edge state passed is the one the image was written with, which the index does not
+        // record; the cache assumes it equals the current one unless the entry remembers
+        // otherwise (set-extent notification re-encodes chunks whose state changes, SCC-098).
+        self.codec.for_each(&mut jobs, |j| {
+            let image = std::mem::take(&mut j.image);
+            let t = Instant::now();
+            let r = match j.kind {
+                LoadKind::Values => {
+                    j.layout
+                        .decode(&j.key.coord, image, j.partial_bound, &mut j.udata)
+                }
+                LoadKind::Defined | LoadKind::Locate => {
+                    j.layout.decode_defined(&j.key.coord, image, &mut j.udata)
+                }
+            };
+            j.result = Some((r, t.elapsed()));
+        });
+        for j in jobs {
+            let (r, took) = j
+                .result
+                .ok_or(ChunkCacheError::Internal("a decode did not run"))?;
+            self.stats.decode_time += took;
+            let name = match j.kind {
+                LoadKind::Values => "decode",
+                LoadKind::Defined | LoadKind::Locate => "decode_defined",
+            };
+            let chunk = r.map_err(layout_err(j.key.dataset, Some(&j.key.coord), name))?;
+            self.check_chunk(j.key.dataset, name, &chunk)?;
+            res.loaded.push(Loaded {
+                key: j.key,
+                chunk,
+                has_values: j.kind == LoadKind::Values,
+                udata: j.udata,
+                location: Some(j.location),
+                partial_bound_on_disk: j.partial_bound,
+            });
+        }
+        Ok(res)
+    }
+
+    /// Checks a chunk a callback produced: dense chunks have exactly the chunk's size, and no
+    /// chunk reports more used than allocated bytes.
+    fn check_chunk(&self, ds: DatasetId, callback: &'static str, chunk: &Chunk) -> Result<()> {
+        let st = self.state(ds)?;
+        if let Chunk::Dense(v) = chunk
+            && v.len() != st.chunk_bytes
+        {
+            return Err(ChunkCacheError::InvalidLayoutSizes {
+                dataset: ds,
+                callback,
+                expected: st.chunk_bytes,
+                got: v.len(),
+            });
+        }
+        check_usage(ds, callback, chunk.mem_usage())?;
+        Ok(())
+    }
+
+    /// A new chunk from the layout, checked.
+    fn new_chunk(&self, key: ChunkKey, fill: bool) -> Result<Loaded> {
+        let st = self.state(key.dataset)?;
+        let (chunk, udata) = st.layout.new_chunk(&key.coord, fill).map_err(layout_err(
+            key.dataset,
+            Some(&key.coord),
+            "new_chunk",
+        ))?;
+        self.check_chunk(key.dataset, "new_chunk", &chunk)?;
+        Ok(Loaded {
+            key,
+            chunk,
+            has_values: true,
+            udata,
+            location: None,
+            partial_bound_on_disk: false,
+        })
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Scatter, gather and fill on cache forms.
+    // ---------------------------------------------------------------------------------------
+
+    /// Copies `runs` of a chunk into `buf` (converting with `conv`): the layout's scatter when it
+    /// has one, else the cache's own copy of a dense chunk.
+    fn scatter_chunk(
+        st: &DatasetState,
+        ds: DatasetId,
+        coord: &ChunkCoord,
+        chunk: &Chunk,
+        runs: &[CopyRun],
+        buf: &mut [u8],
+        conv: Option<&dyn Conversion>,
+    ) -> Result<()> {
+        if st.has(Capabilities::SCATTER) {
+            return st
+                .layout
+                .scatter(chunk, runs, buf, conv)
+                .map_err(layout_err(ds, Some(coord), "scatter"));
+        }
+        let Chunk::Dense(data) = chunk else {
+            return Err(ChunkCacheError::Internal("custom chunk without scatter"));
+        };
+        match conv {
+            None => crate::selection::scatter(data, buf, runs, st.info.elem_size)?,
+            Some(c) => crate::selection::scatter_converted(data, buf, runs, c)
+                .map_err(layout_err(ds, Some(coord), "conversion"))?,
+        }
+        Ok(())
+    }
+
+    /// Copies `runs` of `buf` into a chunk (converting with `conv`).
+    fn gather_chunk(
+        st: &DatasetState,
+        ds: DatasetId,
+        coord: &ChunkCoord,
+        chunk: &mut Chunk,
+        runs: &[CopyRun],
+        buf: &[u8],
+        conv: Option<&dyn Conversion>,
+    ) -> Result<()> {
+        if st.has(Capabilities::GATHER) {
+            let u = st
+                .layout
+                .gather(chunk, runs, buf, conv)
+                .map_err(layout_err(ds, Some(coord), "gather"))?;
+            check_usage(ds, "gather", u)?;
+            return Ok(());
+        }
+        let Chunk::Dense(data) = chunk else {
+            return Err(ChunkCacheError::Internal("custom chunk without gather"));
+        };
+        match conv {
+            None => crate::selection::gather(buf, data, runs, st.info.elem_size)?,
+            Some(c) => crate::selection::gather_converted(buf, data, runs, c)
+                .map_err(layout_err(ds, Some(coord), "conversion"))?,
+        }
+        Ok(())
+    }
+
+    /// Writes the fill value into `runs` of a chunk (SCC-051, OQ-16).
+    #[allow(dead_code)] // Used by the set-extent flow being built.
+    fn fill_chunk(
+        st: &DatasetState,
+        ds: DatasetId,
+        coord: &ChunkCoord,
+        chunk: &mut Chunk,
+        runs: &[CopyRun],
+    ) -> Result<()> {
+        if st.has(Capabilities::FILL) {
+            let u = st
+                .layout
+                .fill(chunk, runs)
+                .map_err(layout_err(ds, Some(coord), "fill"))?;
+            check_usage(ds, "fill", u)?;
+            return Ok(());
+        }
+        let Chunk::Dense(data) = chunk else {
+            return Err(ChunkCacheError::Internal("custom chunk without fill"));
+        };
+        crate::selection::fill_runs(data, runs, &st.fill_value())?;
+        Ok(())
+    }
+
+    /// Fills the buffer positions of `runs` with the fill value converted to the memory type
+    /// (a chunk that does not exist, SCC-059).
+    fn fill_buffer(
+        st: &DatasetState,
+        ds: DatasetId,
+        runs: &[CopyRun],
+        buf: &mut [u8],
+        conv: Option<&dyn Conversion>,
+    ) -> Result<()> {
+        let fill = st.fill_value();
+        let value = match conv {
+            None => fill,
+            Some(c) => {
+                let mut v = vec![0; c.dst_size()];
+                c.convert(&fill, &mut v, 1)
+                    .map_err(layout_err(ds, None, "conversion"))?;
+                v
+            }
+        };
+        let as_chunk: Vec<CopyRun> = runs
+            .iter()
+            .map(|r| CopyRun {
+                chunk_offset: r.buf_offset,
+                buf_offset: 0,
+                len: r.len,
+            })
+            .collect();
+        crate::selection::fill_runs(buf, &as_chunk, &value)?;
+        Ok(())
+    }
+}
+
+fn e_full_changed(was: bool, now: bool) -> bool {
+    was != now
+}

@@ -1,0 +1,179 @@
+//! The read flow (spec §2.6): hits are scattered from the cache; misses are looked up per
+//! dataset, read with one vectored read, decoded in parallel, admitted and scattered; chunks that
+//! do not exist read as the fill value and are not cached (OQ-20). Pieces chosen for bypass go to
+//! `bypass`.
+
+use std::collections::HashMap;
+
+use super::{ChunkCache, IoReport, LoadKind, ReadRequest};
+use crate::ChunkKey;
+use crate::error::{ChunkCacheError, Result};
+use crate::layout::Chunk;
+use crate::policy::EntryId;
+use crate::selection::ChunkPiece;
+
+/// A piece of request `req` that was not resident.
+pub(super) struct Miss {
+    pub(super) req: usize,
+    pub(super) piece: ChunkPiece,
+}
+
+impl ChunkCache {
+    /// Reads every request (SCC-058 .. SCC-061): several datasets in one call, skip-I/O requests
+    /// ignored, requests of layouts that do not use the cache listed in the report (SCC-018).
+    /// On an error, elements already copied into the buffers may be present (EC-36).
+    pub fn read(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
+        let mut report = IoReport::default();
+        let mut misses: Vec<Miss> = Vec::new();
+        let mut bypass: Vec<Miss> = Vec::new();
+        let mut want: Vec<(ChunkKey, LoadKind)> = Vec::new();
+        for (i, req) in reqs.iter_mut().enumerate() {
+            let ds = req.dataset;
+            if req.skip_io {
+                continue;
+            }
+            if !self.state(ds)?.info.uses_cache {
+                report.not_cached.push(i);
+                continue;
+            }
+            let pieces = self.pieces(ds, req.selection, req.buf.len(), req.conversion, false)?;
+            let skip = self.bypasses(ds, req.bypass)?;
+            for p in pieces {
+                let key = ChunkKey {
+                    dataset: ds,
+                    coord: p.coord,
+                };
+                if let Some(id) = self.lookup_id(&key)
+                    && self.entry(id).is_some_and(|e| e.has_values)
+                {
+                    self.scatter_resident(id, &p, req)?;
+                    self.stats.hits += 1;
+                    continue;
+                }
+                self.stats.misses += 1;
+                if skip {
+                    bypass.push(Miss { req: i, piece: p });
+                    continue;
+                }
+                if !want.iter().any(|(k, _)| *k == key) {
+                    want.push((key, LoadKind::Values));
+                }
+                misses.push(Miss { req: i, piece: p });
+            }
+        }
+        if !want.is_empty() {
+            self.read_misses(reqs, &misses, &want)?;
+        }
+        if !bypass.is_empty() {
+            self.read_bypassed(reqs, &bypass, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    /// Scatters a piece from a resident entry and records the access.
+    fn scatter_resident(
+        &mut self,
+        id: EntryId,
+        p: &ChunkPiece,
+        req: &mut ReadRequest<'_>,
+    ) -> Result<()> {
+        let st = self.state(req.dataset)?;
+        let e = self
+            .entry(id)
+            .ok_or(ChunkCacheError::Internal("resident entry vanished"))?;
+        Self::scatter_chunk(
+            st,
+            req.dataset,
+            &p.coord,
+            &e.chunk,
+            &p.runs,
+            req.buf,
+            req.conversion,
+        )?;
+        self.touch(id, &p.runs);
+        Ok(())
+    }
+
+    /// Loads the missing chunks, fills pieces of chunks that do not exist, admits the others
+    /// busy (so that this call's chunks are not evicted before they are scattered, SCC-084) and
+    /// scatters. A chunk larger than the limit is used and dropped without admission (EC-03).
+    fn read_misses(
+        &mut self,
+        reqs: &mut [ReadRequest<'_>],
+        misses: &[Miss],
+        want: &[(ChunkKey, LoadKind)],
+    ) -> Result<()> {
+        let res = self.load(want)?;
+        for m in misses {
+            let r = &mut reqs[m.req];
+            let key = ChunkKey {
+                dataset: r.dataset,
+                coord: m.piece.coord,
+            };
+            if res.missing.contains(&key) {
+                let st = self.state(key.dataset)?;
+                Self::fill_buffer(st, key.dataset, &m.piece.runs, r.buf, r.conversion)?;
+            }
+        }
+        let mut busy = Vec::new();
+        let mut aside: HashMap<ChunkKey, Chunk> = HashMap::new();
+        let mut result = Ok(());
+        for l in res.loaded {
+            if l.chunk.mem_usage().allocated > self.budget.limit() {
+                aside.insert(l.key, l.chunk);
+                continue;
+            }
+            match self.admit(l, true) {
+                Ok(id) => busy.push(id),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            result = self.scatter_misses(reqs, misses, &aside, &res.missing);
+        }
+        for id in busy {
+            self.policy.set_busy(id, false);
+        }
+        result?;
+        // A call needing more than the limit overshot while its chunks were busy: shrink back.
+        self.make_room(0)
+    }
+
+    fn scatter_misses(
+        &mut self,
+        reqs: &mut [ReadRequest<'_>],
+        misses: &[Miss],
+        aside: &HashMap<ChunkKey, Chunk>,
+        missing: &[ChunkKey],
+    ) -> Result<()> {
+        for m in misses {
+            let r = &mut reqs[m.req];
+            let key = ChunkKey {
+                dataset: r.dataset,
+                coord: m.piece.coord,
+            };
+            if let Some(chunk) = aside.get(&key) {
+                let st = self.state(key.dataset)?;
+                Self::scatter_chunk(
+                    st,
+                    key.dataset,
+                    &key.coord,
+                    chunk,
+                    &m.piece.runs,
+                    r.buf,
+                    r.conversion,
+                )?;
+            } else if let Some(id) = self.lookup_id(&key) {
+                self.scatter_resident(id, &m.piece, r)?;
+            } else if !missing.contains(&key) {
+                return Err(ChunkCacheError::Internal(
+                    "a chunk being read left the cache",
+                ));
+            }
+        }
+        Ok(())
+    }
+}

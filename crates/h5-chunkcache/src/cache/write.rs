@@ -1,0 +1,218 @@
+//! The write flow (spec §2.7): resident chunks are updated in place; a chunk the write covers
+//! completely is created without fill (its old location looked up so that insert can reuse it,
+//! SCC-063); any other chunk is read and decoded (SCC-064), or created with fill when it does not
+//! exist (SCC-065). Loads of one call are batched (SCC-066). Written chunks become dirty; nothing
+//! is written to storage until flush or eviction (SCC-062).
+
+use std::collections::HashSet;
+
+use super::{ChunkCache, IoReport, LoadKind, Loaded, WriteRequest};
+use crate::ChunkKey;
+use crate::error::{ChunkCacheError, Result};
+use crate::policy::EntryId;
+use crate::selection::ChunkPiece;
+
+/// One piece of a write: request index, piece, whether it covers the chunk.
+pub(super) struct WritePiece {
+    pub(super) req: usize,
+    pub(super) piece: ChunkPiece,
+    pub(super) covers: bool,
+}
+
+impl ChunkCache {
+    /// Writes every request, in order (a dataset named twice: the later request wins, EC-29).
+    /// Skip-I/O requests are ignored and requests of layouts that do not use the cache are listed
+    /// in the report (SCC-019).
+    pub fn write(&mut self, reqs: &[WriteRequest<'_>]) -> Result<IoReport> {
+        let mut report = IoReport::default();
+        let mut all: Vec<WritePiece> = Vec::new();
+        let mut bypass: Vec<WritePiece> = Vec::new();
+        for (i, r) in reqs.iter().enumerate() {
+            if r.skip_io {
+                continue;
+            }
+            if !self.state(r.dataset)?.info.uses_cache {
+                report.not_cached.push(i);
+                continue;
+            }
+            let pieces = self.pieces(r.dataset, r.selection, r.buf.len(), r.conversion, true)?;
+            let skip = self.bypasses(r.dataset, r.bypass)?;
+            let st = self.state(r.dataset)?;
+            let extent = st.layout.extent();
+            for p in pieces {
+                let covers = p.covers_chunk(&extent, &st.info.chunk_dims);
+                let key = ChunkKey {
+                    dataset: r.dataset,
+                    coord: p.coord,
+                };
+                let resident = self
+                    .lookup_id(&key)
+                    .and_then(|id| self.entry(id))
+                    .is_some_and(|e| e.has_values);
+                let wp = WritePiece {
+                    req: i,
+                    piece: p,
+                    covers,
+                };
+                if skip && !resident {
+                    bypass.push(wp);
+                } else {
+                    all.push(wp);
+                }
+            }
+        }
+        if !all.is_empty() {
+            self.write_cached(reqs, &all)?;
+        }
+        if !bypass.is_empty() {
+            self.write_bypassed(reqs, &bypass, &mut report)?;
+        }
+        self.maybe_preencode()?;
+        Ok(report)
+    }
+
+    /// Writes pieces through the cache.
+    pub(super) fn write_cached(
+        &mut self,
+        reqs: &[WriteRequest<'_>],
+        all: &[WritePiece],
+    ) -> Result<()> {
+        // Chunks to bring in: covered ones are created without fill (their location looked up),
+        // others read, or created with fill when absent.
+        let mut seen: HashSet<ChunkKey> = HashSet::new();
+        let mut covered: HashSet<ChunkKey> = HashSet::new();
+        for w in all {
+            if w.covers {
+                covered.insert(ChunkKey {
+                    dataset: reqs[w.req].dataset,
+                    coord: w.piece.coord,
+                });
+            }
+        }
+        let mut want: Vec<(ChunkKey, LoadKind)> = Vec::new();
+        for w in all {
+            let key = ChunkKey {
+                dataset: reqs[w.req].dataset,
+                coord: w.piece.coord,
+            };
+            let resident = self
+                .lookup_id(&key)
+                .and_then(|id| self.entry(id))
+                .is_some_and(|e| e.has_values);
+            if resident || !seen.insert(key) {
+                continue;
+            }
+            let kind = if covered.contains(&key) {
+                LoadKind::Locate
+            } else {
+                LoadKind::Values
+            };
+            want.push((key, kind));
+        }
+        let mut new: Vec<Loaded> = Vec::new();
+        if !want.is_empty() {
+            let res = self.load(&want)?;
+            new.extend(res.loaded);
+            for key in res.missing {
+                let fill = !covered.contains(&key);
+                new.push(self.new_chunk(key, fill)?);
+            }
+            for (key, loc) in res.located {
+                // A defined-only entry being fully overwritten keeps its location (EC-35).
+                let mut l = self.new_chunk(key, false)?;
+                l.location = Some(loc);
+                new.push(l);
+            }
+        }
+        // Resident chunks this call writes must not be evicted to make room for the new ones.
+        let mut busy = Vec::new();
+        for w in all {
+            let key = ChunkKey {
+                dataset: reqs[w.req].dataset,
+                coord: w.piece.coord,
+            };
+            if let Some(id) = self.lookup_id(&key)
+                && self.entry(id).is_some_and(|e| e.has_values)
+            {
+                self.policy.set_busy(id, true);
+                busy.push(id);
+            }
+        }
+        let mut result = Ok(());
+        let mut admitted = Vec::new();
+        for l in new {
+            match self.admit(l, true) {
+                Ok(id) => admitted.push(id),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            result = self.gather_all(reqs, all);
+        }
+        for &id in busy.iter().chain(&admitted) {
+            self.policy.set_busy(id, false);
+        }
+        if result.is_err() {
+            // A chunk created for this call but never written (a new chunk without fill holds
+            // unspecified bytes) must not stay behind looking like file contents.
+            for id in admitted {
+                if self.entry(id).is_some_and(|e| !e.dirty) {
+                    self.remove(id);
+                }
+            }
+        }
+        result?;
+        self.make_room(0)
+    }
+
+    fn gather_all(&mut self, reqs: &[WriteRequest<'_>], all: &[WritePiece]) -> Result<()> {
+        for w in all {
+            let r = &reqs[w.req];
+            let key = ChunkKey {
+                dataset: r.dataset,
+                coord: w.piece.coord,
+            };
+            let Some(id) = self.lookup_id(&key) else {
+                return Err(ChunkCacheError::Internal(
+                    "a chunk being written left the cache",
+                ));
+            };
+            self.gather_into(id, &w.piece, r)?;
+        }
+        Ok(())
+    }
+
+    /// Gathers one piece into a resident entry, marking it dirty.
+    pub(super) fn gather_into(
+        &mut self,
+        id: EntryId,
+        p: &ChunkPiece,
+        r: &WriteRequest<'_>,
+    ) -> Result<()> {
+        self.invalidate_image(id);
+        let Some(st) = self.datasets.get(&r.dataset) else {
+            return Err(ChunkCacheError::UnknownDataset(r.dataset));
+        };
+        let Some(e) = self.entries.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return Err(ChunkCacheError::Internal(
+                "a chunk being written left the cache",
+            ));
+        };
+        Self::gather_chunk(
+            st,
+            r.dataset,
+            &p.coord,
+            &mut e.chunk,
+            &p.runs,
+            r.buf,
+            r.conversion,
+        )?;
+        e.dirty = true;
+        self.touch(id, &p.runs);
+        self.reaccount(id);
+        Ok(())
+    }
+}
