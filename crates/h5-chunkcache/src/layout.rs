@@ -172,7 +172,11 @@ pub struct LayoutInfo {
     pub elem_size: usize,
     /// The fill value, one element (`elem_size` bytes); empty means zeros.
     pub fill: Vec<u8>,
-    /// Chunks pass through a codec (filters): encode and decode change the bytes.
+    /// Chunks pass through a codec (filters): encode and decode change the bytes. When false
+    /// (and edge chunks are not special, and the layout neither tracks defined elements nor
+    /// keeps vlen data in chunks) the disk
+    /// image *is* the dense cache form: the cache skips decode and encode and writes its own bytes
+    /// (SCC-006).
     pub needs_codec: bool,
     /// Edge chunks are encoded differently from interior ones (so `partial_bound` matters).
     pub edge_chunks_differ: bool,

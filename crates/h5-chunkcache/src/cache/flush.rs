@@ -94,6 +94,7 @@ impl ChunkCache {
         let st = self.state(ds)?;
         let layout = Arc::clone(&st.layout);
         let dims = st.info.chunk_dims.clone();
+        let raw = st.raw_images();
         let extent = layout.extent();
         let mut images: Vec<Image> = Vec::with_capacity(ids.len());
         let mut jobs: Vec<EncodeJob<'_>> = Vec::with_capacity(ids.len());
@@ -119,6 +120,16 @@ impl ChunkCache {
                 continue;
             }
             let pb = partial_bound(&dims, &e.coord, &extent);
+            if raw && let Chunk::Dense(v) = &e.chunk {
+                // The cache form is the image (SCC-006): no encode.
+                images.push(Image {
+                    id: next,
+                    bytes: None,
+                    len: v.len() as u64,
+                    partial_bound: pb,
+                });
+                continue;
+            }
             jobs.push(EncodeJob {
                 id: next,
                 entry: e,

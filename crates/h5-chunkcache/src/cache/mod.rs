@@ -553,6 +553,14 @@ impl DatasetState {
         self.info.capabilities.contains(c)
     }
 
+    /// The disk image is the dense cache form: no decode or encode is needed.
+    fn raw_images(&self) -> bool {
+        !self.info.needs_codec
+            && !self.info.edge_chunks_differ
+            && !self.info.tracks_defined
+            && !self.info.vlen_in_chunk
+    }
+
     /// Chunk dims clipped to the extent for the chunk at `coord`.
     fn inside_dims(&self, coord: &ChunkCoord, extent: &[u64]) -> Vec<u64> {
         coord
@@ -645,6 +653,8 @@ struct DecodeJob {
     udata: Udata,
     location: DiskLocation,
     kind: LoadKind,
+    /// The image is the dense cache form: no decode call.
+    raw: bool,
     layout: Arc<dyn ChunkLayout>,
     partial_bound: bool,
     result: Option<(std::result::Result<Chunk, LayoutError>, Duration)>,
@@ -1240,12 +1250,17 @@ impl ChunkCache {
         let extent = layout.extent();
         let pb = st.partial_bound(&e.coord, &extent);
         let coord = e.coord;
+        let raw = st.raw_images() && matches!(e.chunk, Chunk::Dense(_));
         let (image, pb) = match e.image.take() {
             Some((image, image_pb)) => {
                 // The cache form goes first; only the image is written.
                 e.chunk = Chunk::Dense(Vec::new());
                 (image, image_pb)
             }
+            None if raw => match std::mem::replace(&mut e.chunk, Chunk::Dense(Vec::new())) {
+                Chunk::Dense(v) => (v, pb),
+                Chunk::Custom(_) => return Err(ChunkCacheError::Internal("raw custom chunk")),
+            },
             None => {
                 let chunk = std::mem::replace(&mut e.chunk, Chunk::Dense(Vec::new()));
                 let t = Instant::now();
@@ -1365,6 +1380,7 @@ impl ChunkCache {
             let st = self.state(*ds)?;
             let layout = Arc::clone(&st.layout);
             let can_decode_defined = st.has(Capabilities::DECODE_DEFINED);
+            let raw = st.raw_images();
             let extent = layout.extent();
             let cs: Vec<ChunkCoord> = coords.iter().map(|c| c.0).collect();
             let results = layout
@@ -1410,6 +1426,7 @@ impl ChunkCache {
                     udata: r.udata,
                     location: loc,
                     kind,
+                    raw,
                     partial_bound: st.partial_bound(&coord, &extent),
                     layout: Arc::clone(&layout),
                     result: None,
@@ -1435,6 +1452,7 @@ impl ChunkCache {
             let image = std::mem::take(&mut j.image);
             let t = Instant::now();
             let r = match j.kind {
+                LoadKind::Values if j.raw => Ok(Chunk::Dense(image)),
                 LoadKind::Values => {
                     j.layout
                         .decode(&j.key.coord, image, j.partial_bound, &mut j.udata)
