@@ -237,6 +237,8 @@ pub struct ChunkCacheStats {
     pub quiescent: usize,
     /// The rest of the limit.
     pub active: usize,
+    /// Slots allocated by the key index (it grows with the entries, starting empty).
+    pub index_capacity: usize,
     /// Footprint per dataset with resident chunks.
     pub per_dataset: HashMap<DatasetId, usize>,
 }
@@ -914,6 +916,7 @@ impl ChunkCache {
         s.bypass_fraction = self.config.bypass_fraction;
         s.footprint = self.budget.total();
         s.entries = self.map.len();
+        s.index_capacity = self.map.capacity();
         s.quiescent = self.budget.quiescent();
         s.active = self.budget.active();
         s.used = 0;

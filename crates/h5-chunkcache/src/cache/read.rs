@@ -61,8 +61,33 @@ impl ChunkCache {
                 misses.push(Miss { req: i, piece: p });
             }
         }
-        if !want.is_empty() {
-            self.read_misses(reqs, &misses, &want)?;
+        // Load in batches whose chunks fit the limit together (SCC-092), so a read touching more
+        // than fits never holds more than about one limit's worth of chunks in flight.
+        let mut start = 0;
+        while start < want.len() {
+            let mut bytes = 0usize;
+            let mut end = start;
+            while end < want.len() {
+                let b = self.state(want[end].0.dataset)?.chunk_bytes;
+                if end > start && bytes.saturating_add(b) > self.budget.limit() {
+                    break;
+                }
+                bytes = bytes.saturating_add(b);
+                end += 1;
+            }
+            let batch = &want[start..end];
+            let keys: std::collections::HashSet<ChunkKey> = batch.iter().map(|w| w.0).collect();
+            let mine: Vec<&Miss> = misses
+                .iter()
+                .filter(|m| {
+                    keys.contains(&ChunkKey {
+                        dataset: reqs[m.req].dataset,
+                        coord: m.piece.coord,
+                    })
+                })
+                .collect();
+            self.read_misses(reqs, &mine, batch)?;
+            start = end;
         }
         if !bypass.is_empty() {
             self.read_bypassed(reqs, &bypass, &mut report)?;
@@ -100,7 +125,7 @@ impl ChunkCache {
     fn read_misses(
         &mut self,
         reqs: &mut [ReadRequest<'_>],
-        misses: &[Miss],
+        misses: &[&Miss],
         want: &[(ChunkKey, LoadKind)],
     ) -> Result<()> {
         let res = self.load(want)?;
@@ -145,7 +170,7 @@ impl ChunkCache {
     fn scatter_misses(
         &mut self,
         reqs: &mut [ReadRequest<'_>],
-        misses: &[Miss],
+        misses: &[&Miss],
         aside: &HashMap<ChunkKey, Chunk>,
         missing: &[ChunkKey],
     ) -> Result<()> {
