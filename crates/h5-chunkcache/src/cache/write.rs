@@ -39,8 +39,11 @@ impl ChunkCache {
             let skip = self.bypasses(r.dataset, r.bypass)?;
             let st = self.state(r.dataset)?;
             let extent = st.layout.extent();
+            // A conversion that keeps parts of the destination (a background, SCC-105) needs the
+            // chunk's current values even when the write covers every element.
+            let background = r.conversion.is_some_and(|c| c.needs_background());
             for p in pieces {
-                let covers = p.covers_chunk(&extent, &st.info.chunk_dims);
+                let covers = !background && p.covers_chunk(&extent, &st.info.chunk_dims);
                 let key = ChunkKey {
                     dataset: r.dataset,
                     coord: p.coord,
