@@ -101,6 +101,17 @@ pub enum SelectionError {
     /// The element size (or the fill value's length) is zero.
     #[error("element size is zero")]
     ZeroElementSize,
+    /// A memory selection made of points is not supported (only `All` and hyperslabs).
+    #[error("point selections in memory are not supported")]
+    PointsInMemory,
+    /// The file and memory selections select different numbers of elements.
+    #[error("the file selection has {file} elements, the memory selection {memory}")]
+    CountMismatch {
+        /// Elements selected in the file.
+        file: u64,
+        /// Elements selected in memory.
+        memory: u64,
+    },
 }
 
 /// A regular hyperslab: per dimension start, stride, count, block (HDF5 semantics: selected indices
@@ -591,6 +602,75 @@ fn check_runs_2(
         }
     }
     Ok(())
+}
+
+/// Where the selected elements sit in a caller's buffer that is itself an N-dimensional array
+/// (HDF5's memory dataspace): `selection` over `extent`. The i-th selected element of the file
+/// selection goes to the i-th element of this selection, in row-major order.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct MemorySelection {
+    /// The buffer's dimensions (in elements).
+    pub extent: Vec<u64>,
+    /// The selected part of the buffer: `All`, `None` or a hyperslab (ascending order).
+    pub selection: Selection,
+}
+
+impl MemorySelection {
+    /// The buffer's element count.
+    pub fn buffer_elements(&self) -> Result<u64, SelectionError> {
+        checked_product(self.extent.iter().map(|&e| Some(e)))
+    }
+
+    /// Rewrites the `buf_offset`s of `pieces` (positions in selection order) into element
+    /// positions of the buffer, splitting runs where the memory selection is not contiguous.
+    /// `selected` is the file selection's element count, which must equal the memory
+    /// selection's.
+    pub fn remap(&self, pieces: &mut [ChunkPiece], selected: u64) -> Result<(), SelectionError> {
+        if matches!(self.selection, Selection::Points(_)) {
+            return Err(SelectionError::PointsInMemory);
+        }
+        let n = self.selection.num_elements(&self.extent)?;
+        if n != selected {
+            return Err(SelectionError::CountMismatch {
+                file: selected,
+                memory: n,
+            });
+        }
+        // The memory selection as one "chunk" spanning the buffer: chunk_offset = buffer
+        // element, buf_offset = position in selection order (ascending).
+        let mem: Vec<CopyRun> = decompose(&self.selection, &self.extent, &self.extent)?
+            .into_iter()
+            .flat_map(|p| p.runs)
+            .collect();
+        for p in pieces {
+            let mut out = Vec::with_capacity(p.runs.len());
+            for r in &p.runs {
+                let (mut at, end) = (r.buf_offset, r.buf_offset + r.len);
+                let mut chunk = r.chunk_offset;
+                // First memory run containing `at`.
+                let mut i = mem.partition_point(|m| m.buf_offset + m.len <= at);
+                while at < end {
+                    let Some(m) = mem.get(i) else {
+                        return Err(SelectionError::Overflow);
+                    };
+                    let take = (m.buf_offset + m.len).min(end) - at;
+                    push_run(
+                        &mut out,
+                        CopyRun {
+                            chunk_offset: chunk,
+                            buf_offset: m.chunk_offset + (at - m.buf_offset),
+                            len: take,
+                        },
+                    );
+                    at += take;
+                    chunk += take;
+                    i += 1;
+                }
+            }
+            p.runs = out;
+        }
+        Ok(())
+    }
 }
 
 /// Fill the selected elements of `chunk` with `fill` (one element's bytes; its length is the

@@ -1005,10 +1005,7 @@ impl ChunkLayout for ScatterLayout {
     ) -> Result<(), LayoutError> {
         assert!(conv.is_none());
         let data = chunk.as_dense().ok_or("dense")?;
-        self.calls
-            .lock()
-            .unwrap()
-            .push((buf.len(), runs.to_vec()));
+        self.calls.lock().unwrap().push((buf.len(), runs.to_vec()));
         h5_chunkcache::selection::scatter(data, buf, runs, 1)?;
         Ok(())
     }
@@ -2139,4 +2136,59 @@ fn bypass_never_keeps_large_chunks_cached() {
         .unwrap();
     assert_eq!(c.stats().entries, 1);
     let _ = HashSet::<u8>::new();
+}
+
+/// SCC-060: reading into a buffer that is an array with its own (strided) selection changes only
+/// the selected positions, across 3 chunks and 2 datasets in one call, including positions filled
+/// from a chunk that does not exist; writing from such a buffer takes only the selected
+/// positions. Selections of different sizes are refused.
+#[test]
+fn scc_060_unselected_memory_is_untouched() {
+    use h5_chunkcache::selection::MemorySelection;
+    let s = store();
+    let a = Arc::new(MockLayout::new(1, &[12], &[4], 1, &[]));
+    let b = Arc::new(MockLayout::new(2, &[12], &[4], 1, &[77]).sharing(&a));
+    let mut c = cache(&s, 1 << 20);
+    c.register(DatasetId(1), a.clone()).unwrap();
+    c.register(DatasetId(2), b.clone()).unwrap();
+    write(&mut c, 1, &Selection::All, &(0..12).collect::<Vec<u8>>());
+    write(&mut c, 2, &slab(&[0], &[4]), &[50, 51, 52, 53]);
+    // File: elements 1, 3, 5, 7, 9, 11 (three chunks); memory: a 4×4 array, rows 1..=2 and
+    // columns 1..=3 -> positions 5, 6, 7, 9, 10, 11.
+    let file = Selection::Hyperslab(Hyperslab::new(&[1], &[2], &[6], &[1]).unwrap());
+    let mem = MemorySelection {
+        extent: vec![4, 4],
+        selection: Selection::Hyperslab(Hyperslab::contiguous(&[1, 1], &[2, 3]).unwrap()),
+    };
+    let (mut x, mut y) = (vec![0xEEu8; 16], vec![0xDDu8; 16]);
+    c.read(&mut [
+        ReadRequest::new(DatasetId(1), &file, &mut x).in_memory(&mem),
+        ReadRequest::new(DatasetId(2), &file, &mut y).in_memory(&mem),
+    ])
+    .unwrap();
+    let sel_pos = [5usize, 6, 7, 9, 10, 11];
+    let expect_x = [1u8, 3, 5, 7, 9, 11];
+    let expect_y = [51u8, 53, 77, 77, 77, 77];
+    let mut k = 0;
+    for (i, (&vx, &vy)) in x.iter().zip(&y).enumerate() {
+        if sel_pos.contains(&i) && k < 6 {
+            assert_eq!((vx, vy), (expect_x[k], expect_y[k]), "position {i}");
+            k += 1;
+        } else {
+            assert_eq!((vx, vy), (0xEE, 0xDD), "position {i} must be untouched");
+        }
+    }
+    assert_eq!(k, 6);
+
+    let src: Vec<u8> = (100..116).collect();
+    c.write(&[WriteRequest::new(DatasetId(1), &file, &src).in_memory(&mem)])
+        .unwrap();
+    let got = read(&mut c, 1, &Selection::All, 12);
+    assert_eq!(got, [0, 105, 2, 106, 4, 107, 6, 109, 8, 110, 10, 111]);
+
+    let short = Selection::Hyperslab(Hyperslab::contiguous(&[0], &[5]).unwrap());
+    let mut z = vec![0u8; 16];
+    let r = c.read(&mut [ReadRequest::new(DatasetId(1), &short, &mut z).in_memory(&mem)]);
+    assert!(matches!(r, Err(ChunkCacheError::Selection(_))), "{r:?}");
+    assert_eq!(z, [0; 16]);
 }

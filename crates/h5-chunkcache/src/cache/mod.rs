@@ -39,7 +39,7 @@ use crate::policy::{
     Budget, DEFAULT_DATASET_MIN, EntryId, EntryInfo, POLICY_NAMES, ReplacementPolicy,
     policy_by_name,
 };
-use crate::selection::{ChunkPiece, CopyRun, Selection, decompose};
+use crate::selection::{ChunkPiece, CopyRun, MemorySelection, Selection, decompose};
 use crate::{ChunkCoord, ChunkKey, DatasetId};
 
 pub use bypass::Bypass;
@@ -323,9 +323,13 @@ pub struct ReadRequest<'a> {
     pub dataset: DatasetId,
     /// The elements to read.
     pub selection: &'a Selection,
-    /// Destination, exactly `elements × element size` bytes (the memory type's size when
-    /// converting).
+    /// Destination: the selected elements densely in selection order, exactly `elements ×
+    /// element size` bytes (the memory type's size when converting); or, with `memory`, an
+    /// array of the memory selection's extent of which only the selected positions change
+    /// (SCC-060).
     pub buf: &'a mut [u8],
+    /// Where the elements go in `buf`, if it is an array with its own selection.
+    pub memory: Option<&'a MemorySelection>,
     /// File-to-memory conversion, if the memory type differs.
     pub conversion: Option<&'a dyn Conversion>,
     /// Whether to skip the cache.
@@ -341,6 +345,7 @@ impl<'a> ReadRequest<'a> {
             dataset,
             selection,
             buf,
+            memory: None,
             conversion: None,
             bypass: Bypass::Auto,
             skip_io: false,
@@ -364,6 +369,12 @@ impl<'a> ReadRequest<'a> {
         self.skip_io = true;
         self
     }
+
+    /// Places the elements at `memory`'s selected positions of the buffer.
+    pub fn in_memory(mut self, memory: &'a MemorySelection) -> Self {
+        self.memory = Some(memory);
+        self
+    }
 }
 
 /// One write: `buf` (the selected elements densely in selection order) into `dataset`.
@@ -373,8 +384,12 @@ pub struct WriteRequest<'a> {
     pub dataset: DatasetId,
     /// The elements to write.
     pub selection: &'a Selection,
-    /// Source, exactly `elements × element size` bytes (the memory type's size when converting).
+    /// Source: the selected elements densely in selection order (`elements × element size`
+    /// bytes, the memory type's size when converting), or with `memory` an array of the memory
+    /// selection's extent.
     pub buf: &'a [u8],
+    /// Where the elements come from in `buf`, if it is an array with its own selection.
+    pub memory: Option<&'a MemorySelection>,
     /// Memory-to-file conversion, if the memory type differs.
     pub conversion: Option<&'a dyn Conversion>,
     /// Whether to skip the cache.
@@ -390,6 +405,7 @@ impl<'a> WriteRequest<'a> {
             dataset,
             selection,
             buf,
+            memory: None,
             conversion: None,
             bypass: Bypass::Auto,
             skip_io: false,
@@ -411,6 +427,12 @@ impl<'a> WriteRequest<'a> {
     /// Marks the request skip-I/O.
     pub fn skip(mut self) -> Self {
         self.skip_io = true;
+        self
+    }
+
+    /// Places the elements at `memory`'s selected positions of the buffer.
+    pub fn in_memory(mut self, memory: &'a MemorySelection) -> Self {
+        self.memory = Some(memory);
         self
     }
 }
@@ -1010,6 +1032,7 @@ impl ChunkCache {
         ds: DatasetId,
         sel: &Selection,
         buf_len: usize,
+        memory: Option<&MemorySelection>,
         conv: Option<&dyn Conversion>,
         to_file: bool,
     ) -> Result<Vec<ChunkPiece>> {
@@ -1035,8 +1058,12 @@ impl ChunkCache {
             }
             None => st.info.elem_size,
         };
-        let n = to_usize(sel.num_elements(&extent)?)?;
-        let needed = n
+        let selected = sel.num_elements(&extent)?;
+        let buf_elems = match memory {
+            Some(m) => m.buffer_elements()?,
+            None => selected,
+        };
+        let needed = to_usize(buf_elems)?
             .checked_mul(elem)
             .ok_or(crate::selection::SelectionError::Overflow)?;
         if needed != buf_len {
@@ -1045,7 +1072,11 @@ impl ChunkCache {
                 got: buf_len,
             });
         }
-        Ok(decompose(sel, &extent, &st.info.chunk_dims)?)
+        let mut pieces = decompose(sel, &extent, &st.info.chunk_dims)?;
+        if let Some(m) = memory {
+            m.remap(&mut pieces, selected)?;
+        }
+        Ok(pieces)
     }
 
     // ---------------------------------------------------------------------------------------

@@ -36,7 +36,14 @@ impl ChunkCache {
                 report.not_cached.push(i);
                 continue;
             }
-            let pieces = self.pieces(ds, req.selection, req.buf.len(), req.conversion, false)?;
+            let pieces = self.pieces(
+                ds,
+                req.selection,
+                req.buf.len(),
+                req.memory,
+                req.conversion,
+                false,
+            )?;
             let skip = self.bypasses(ds, req.bypass)?;
             for p in pieces {
                 let key = ChunkKey {

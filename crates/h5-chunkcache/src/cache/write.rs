@@ -35,7 +35,14 @@ impl ChunkCache {
                 report.not_cached.push(i);
                 continue;
             }
-            let pieces = self.pieces(r.dataset, r.selection, r.buf.len(), r.conversion, true)?;
+            let pieces = self.pieces(
+                r.dataset,
+                r.selection,
+                r.buf.len(),
+                r.memory,
+                r.conversion,
+                true,
+            )?;
             let skip = self.bypasses(r.dataset, r.bypass)?;
             let st = self.state(r.dataset)?;
             let extent = st.layout.extent();
