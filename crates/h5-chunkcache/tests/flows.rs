@@ -2192,3 +2192,37 @@ fn scc_060_unselected_memory_is_untouched() {
     assert!(matches!(r, Err(ChunkCacheError::Selection(_))), "{r:?}");
     assert_eq!(z, [0; 16]);
 }
+
+/// One cache shared by two files (one memory pool for many open files): each dataset's chunks
+/// are read from and written to its own file, by flush and by eviction, under one budget.
+#[test]
+fn one_cache_shared_by_two_files() {
+    let (f1, f2) = (store(), store());
+    let a = Arc::new(MockLayout::new(1, &[16], &[4], 1, &[]));
+    let b = Arc::new(MockLayout::new(2, &[16], &[4], 1, &[]));
+    let mut c = cache(&f1, 24);
+    c.register(DatasetId(1), a.clone()).unwrap();
+    let other: Arc<dyn Storage> = f2.clone();
+    c.register_in(DatasetId(2), b.clone(), other).unwrap();
+    write(&mut c, 1, &Selection::All, &[1; 16]);
+    write(&mut c, 2, &Selection::All, &[2; 16]);
+    assert!(c.stats().footprint <= 24);
+    c.flush().unwrap();
+    assert_eq!(f1.snapshot().bytes_written, 16);
+    assert_eq!(f2.snapshot().bytes_written, 16);
+    let mut disk = [0u8; 4];
+    f2.read_at(b.location(&[3]).unwrap().addr, &mut disk)
+        .unwrap();
+    assert_eq!(disk, [2; 4]);
+    c.flush_dataset(DatasetId(1), true).unwrap();
+    c.flush_dataset(DatasetId(2), true).unwrap();
+    let all = Selection::All;
+    let (mut x, mut y) = (vec![0u8; 16], vec![0u8; 16]);
+    c.read(&mut [
+        ReadRequest::new(DatasetId(1), &all, &mut x),
+        ReadRequest::new(DatasetId(2), &all, &mut y),
+    ])
+    .unwrap();
+    assert_eq!((x, y), (vec![1; 16], vec![2; 16]));
+    assert!(f1.snapshot().read_vectors >= 1 && f2.snapshot().read_vectors >= 1);
+}

@@ -247,24 +247,34 @@ impl ChunkCache {
         if plan.is_empty() {
             return Ok(());
         }
-        let segs: Vec<WriteSegment<'_>> = plan
-            .iter()
-            .filter_map(|(im, loc)| {
-                let data = match &im.bytes {
-                    Some(v) => v.as_slice(),
-                    None => self
-                        .entries
-                        .get(im.id as usize)?
-                        .as_ref()?
-                        .chunk
-                        .as_dense()?,
-                };
-                Some(WriteSegment::new(loc.addr, data))
-            })
-            .collect();
-        let bytes: u64 = segs.iter().map(|s| s.data.len() as u64).sum();
-        self.storage.write_vectored(&segs)?;
-        drop(segs);
+        // One vectored write per storage (one in all unless files share the cache).
+        let mut groups: Vec<(Arc<dyn h5_io::Storage>, Vec<WriteSegment<'_>>)> = Vec::new();
+        for (im, loc) in &plan {
+            let Some(e) = self.entries.get(im.id as usize).and_then(Option::as_ref) else {
+                continue;
+            };
+            let Some(st) = self.datasets.get(&e.dataset) else {
+                continue;
+            };
+            let data = match &im.bytes {
+                Some(v) => v.as_slice(),
+                None => match e.chunk.as_dense() {
+                    Some(d) => d,
+                    None => continue,
+                },
+            };
+            let seg = WriteSegment::new(loc.addr, data);
+            match groups.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &st.storage)) {
+                Some((_, segs)) => segs.push(seg),
+                None => groups.push((Arc::clone(&st.storage), vec![seg])),
+            }
+        }
+        let mut bytes = 0u64;
+        for (storage, segs) in &groups {
+            storage.write_vectored(segs)?;
+            bytes += segs.iter().map(|s| s.data.len() as u64).sum::<u64>();
+        }
+        drop(groups);
         self.stats.bytes_written += bytes;
         for (im, _) in plan {
             if let Some(e) = self

@@ -554,6 +554,9 @@ impl Entry {
 
 struct DatasetState {
     layout: Arc<dyn ChunkLayout>,
+    /// Where the dataset's chunks are stored: the cache's own storage, or another file's when
+    /// one cache is shared by several files.
+    storage: Arc<dyn Storage>,
     info: LayoutInfo,
     /// Bytes of a dense chunk.
     chunk_bytes: usize,
@@ -677,6 +680,8 @@ struct DecodeJob {
     udata: Udata,
     location: DiskLocation,
     kind: LoadKind,
+    /// Where to read it.
+    storage: Arc<dyn Storage>,
     /// The image is the dense cache form: no decode call.
     raw: bool,
     layout: Arc<dyn ChunkLayout>,
@@ -836,6 +841,20 @@ impl ChunkCache {
     /// Registers a dataset and its layout; the layout is queried once here (SCC-030) and its
     /// announced capabilities checked (SCC-029, SCC-031, OQ-15).
     pub fn register(&mut self, ds: DatasetId, layout: Arc<dyn ChunkLayout>) -> Result<()> {
+        let storage = Arc::clone(&self.storage);
+        self.register_in(ds, layout, storage)
+    }
+
+    /// Registers a dataset whose chunks live in `storage`, another file sharing this cache's
+    /// memory budget (one pool for many open files). Dataset identities must be unique across
+    /// all the files sharing the cache (the caller makes them so, for example by combining a file
+    /// number with the object-header address).
+    pub fn register_in(
+        &mut self,
+        ds: DatasetId,
+        layout: Arc<dyn ChunkLayout>,
+        storage: Arc<dyn Storage>,
+    ) -> Result<()> {
         if self.datasets.contains_key(&ds) {
             return Err(ChunkCacheError::AlreadyRegistered(ds));
         }
@@ -899,6 +918,7 @@ impl ChunkCache {
             ds,
             DatasetState {
                 layout,
+                storage,
                 info,
                 chunk_bytes: elems,
                 members: BTreeSet::new(),
@@ -1378,7 +1398,8 @@ impl ChunkCache {
             });
         };
         e.location = Some(loc);
-        self.storage.write_at(loc.addr, image)?;
+        let storage = Arc::clone(&self.state(ds)?.storage);
+        storage.write_at(loc.addr, image)?;
         self.stats.bytes_written += image.len() as u64;
         Ok(())
     }
@@ -1460,6 +1481,7 @@ impl ChunkCache {
                     udata: r.udata,
                     location: loc,
                     kind,
+                    storage: Arc::clone(&st.storage),
                     raw,
                     partial_bound: st.partial_bound(&coord, &extent),
                     layout: Arc::clone(&layout),
@@ -1467,13 +1489,20 @@ impl ChunkCache {
                 });
             }
         }
-        if !jobs.is_empty() {
+        // One vectored read per storage (one in all unless files share the cache).
+        let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
+        for j in &jobs {
+            if !storages.iter().any(|s| Arc::ptr_eq(s, &j.storage)) {
+                storages.push(Arc::clone(&j.storage));
+            }
+        }
+        for storage in storages {
             let mut segs: Vec<ReadSegment<'_>> = jobs
                 .iter_mut()
+                .filter(|j| Arc::ptr_eq(&j.storage, &storage))
                 .map(|j| ReadSegment::new(j.location.addr, j.image.as_mut_slice()))
                 .collect();
-            self.storage.read_vectored(&mut segs)?;
-            drop(segs);
+            storage.read_vectored(&mut segs)?;
         }
         for j in &jobs {
             self.stats.bytes_read += j.image.len() as u64;
