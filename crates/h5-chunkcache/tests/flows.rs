@@ -2226,3 +2226,24 @@ fn one_cache_shared_by_two_files() {
     assert_eq!((x, y), (vec![1; 16], vec![2; 16]));
     assert!(f1.snapshot().read_vectors >= 1 && f2.snapshot().read_vectors >= 1);
 }
+
+/// OQ-34: writing every element of an edge chunk that lies inside the extent is a full
+/// overwrite (no read, no fill at creation), and the elements outside the extent are then set to
+/// the fill value, so the bytes written are deterministic and growing the dataset shows fill.
+#[test]
+fn full_overwrite_of_an_edge_chunk_fills_outside() {
+    let s = store();
+    let m = Arc::new(MockLayout::new(1, &[6], &[4], 1, &[9]));
+    let mut c = cache(&s, 1 << 20);
+    c.register(DatasetId(1), m.clone()).unwrap();
+    write(&mut c, 1, &slab(&[4], &[2]), &[5, 6]);
+    assert!(
+        m.take_events()
+            .contains(&Event::NewChunk(1, vec![1], false))
+    );
+    c.flush().unwrap();
+    let mut disk = [0u8; 4];
+    s.read_at(m.location(&[1]).unwrap().addr, &mut disk)
+        .unwrap();
+    assert_eq!(disk, [5, 6, 9, 9]);
+}

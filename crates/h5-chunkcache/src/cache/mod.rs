@@ -1422,6 +1422,17 @@ impl ChunkCache {
     /// of them (`DefinedInfo::AllDefined`) under [`LoadKind::Defined`] are returned in the third
     /// list without any read (SCC-034).
     fn load(&mut self, keys: &[(ChunkKey, LoadKind)]) -> Result<LoadResult> {
+        self.load_as(keys, None)
+    }
+
+    /// [`load`](Self::load), with the edge state passed to decode computed against
+    /// `pb_extent.1` instead of the current extent for the chunks of dataset `pb_extent.0`
+    /// (set-extent notification decodes images written under the old extent, SCC-038).
+    fn load_as(
+        &mut self,
+        keys: &[(ChunkKey, LoadKind)],
+        pb_extent: Option<(DatasetId, &[u64])>,
+    ) -> Result<LoadResult> {
         let mut by_ds: Vec<(DatasetId, Vec<(ChunkCoord, LoadKind)>)> = Vec::new();
         for &(k, kind) in keys {
             match by_ds.iter_mut().find(|(d, _)| *d == k.dataset) {
@@ -1436,7 +1447,10 @@ impl ChunkCache {
             let layout = Arc::clone(&st.layout);
             let can_decode_defined = st.has(Capabilities::DECODE_DEFINED);
             let raw = st.raw_images();
-            let extent = layout.extent();
+            let extent = match pb_extent {
+                Some((d, e)) if d == *ds => e.to_vec(),
+                _ => layout.extent(),
+            };
             let cs: Vec<ChunkCoord> = coords.iter().map(|c| c.0).collect();
             let results = layout
                 .lookup(&cs)
@@ -1648,7 +1662,6 @@ impl ChunkCache {
     }
 
     /// Writes the fill value into `runs` of a chunk (SCC-051, OQ-16).
-    #[allow(dead_code)] // Used by the set-extent flow being built.
     fn fill_chunk(
         st: &DatasetState,
         ds: DatasetId,

@@ -10,7 +10,7 @@ use super::{ChunkCache, IoReport, LoadKind, Loaded, WriteRequest};
 use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
 use crate::policy::EntryId;
-use crate::selection::ChunkPiece;
+use crate::selection::{ChunkPiece, outside_extent_runs};
 
 /// One piece of a write: request index, piece, whether it covers the chunk.
 pub(super) struct WritePiece {
@@ -125,13 +125,14 @@ impl ChunkCache {
             new.extend(res.loaded);
             for key in res.missing {
                 let fill = !covered.contains(&key);
-                new.push(self.new_chunk(key, fill)?);
+                let l = self.new_chunk(key, fill)?;
+                new.push(self.clear_outside(l, fill)?);
             }
             for (key, loc) in res.located {
                 // A defined-only entry being fully overwritten keeps its location (EC-35).
                 let mut l = self.new_chunk(key, false)?;
                 l.location = Some(loc);
-                new.push(l);
+                new.push(self.clear_outside(l, false)?);
             }
         }
         // Resident chunks this call writes must not be evicted to make room for the new ones.
@@ -176,6 +177,23 @@ impl ChunkCache {
         }
         result?;
         self.make_room(0)
+    }
+
+    /// A chunk made without fill for a write covering every element inside the extent still has
+    /// elements outside it (an edge chunk): they get the fill value, so that no unspecified
+    /// bytes reach the file and growing the dataset later shows fill there (OQ-34).
+    fn clear_outside(&self, mut l: Loaded, filled: bool) -> Result<Loaded> {
+        if filled {
+            return Ok(l);
+        }
+        let st = self.state(l.key.dataset)?;
+        let extent = st.layout.extent();
+        if !st.partial_bound(&l.key.coord, &extent) {
+            return Ok(l);
+        }
+        let runs = outside_extent_runs(&l.key.coord, &extent, &st.info.chunk_dims)?;
+        Self::fill_chunk(st, l.key.dataset, &l.key.coord, &mut l.chunk, &runs)?;
+        Ok(l)
     }
 
     fn gather_all(&mut self, reqs: &[WriteRequest<'_>], all: &[WritePiece]) -> Result<()> {
