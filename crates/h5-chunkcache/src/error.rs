@@ -67,6 +67,15 @@ pub enum ChunkCacheError {
         /// What was returned.
         got: usize,
     },
+    /// The operation needs a layout that tracks defined elements and uses the cache (erase,
+    /// EC-01); nothing was changed.
+    #[error("dataset {dataset:?}: defined elements not supported for this layout: {reason}")]
+    DefinedNotSupported {
+        /// The dataset.
+        dataset: DatasetId,
+        /// Why.
+        reason: &'static str,
+    },
     /// An internal invariant was broken (a bug in the cache); nothing was lost silently.
     #[error("internal error: {0}")]
     Internal(&'static str),

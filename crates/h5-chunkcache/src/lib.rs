@@ -33,6 +33,7 @@ pub mod key;
 pub mod layout;
 pub mod policy;
 pub mod selection;
+pub mod sparse;
 
 pub use cache::{
     Bypass, ChunkCache, ChunkCacheConfig, ChunkCacheStats, EntryStats, IoReport, KeyHashing,
