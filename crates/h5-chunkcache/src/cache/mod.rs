@@ -621,7 +621,6 @@ struct Loaded {
 }
 
 /// What to load for a key.
-#[allow(dead_code)] // `Defined` is used by the defined-values flow being built.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum LoadKind {
     /// The whole chunk, decoded.
