@@ -76,6 +76,37 @@ pub enum ChunkCacheError {
         /// Why.
         reason: &'static str,
     },
+    /// The operation needs the cache, but the dataset's layout does not use it (EC-02).
+    #[error("dataset {0:?}: its layout does not use the chunk cache")]
+    NotCached(DatasetId),
+    /// A direct chunk operation's offset is not on a chunk boundary.
+    #[error("offset {offset:?} is not aligned to the chunk dimensions {chunk_dims:?}")]
+    Misaligned {
+        /// The element offset given.
+        offset: Vec<u64>,
+        /// The chunk dimensions.
+        chunk_dims: Vec<u64>,
+    },
+    /// A direct chunk operation's offset lies outside the current extent.
+    #[error("offset {offset:?} is outside the extent {extent:?}")]
+    OutOfExtent {
+        /// The element offset given.
+        offset: Vec<u64>,
+        /// The current extent.
+        extent: Vec<u64>,
+    },
+    /// A direct chunk read of a chunk that has no storage (and no dirty cached copy).
+    #[error("chunk at offset {offset:?} is not allocated")]
+    NotAllocated {
+        /// The element offset given.
+        offset: Vec<u64>,
+    },
+    /// A direct chunk read's buffer cannot hold the chunk; nothing was copied.
+    #[error("buffer too small: {needed} bytes needed")]
+    BufferTooSmall {
+        /// The chunk's size on disk.
+        needed: usize,
+    },
     /// An internal invariant was broken (a bug in the cache); nothing was lost silently.
     #[error("internal error: {0}")]
     Internal(&'static str),
