@@ -1,0 +1,1 @@
+//! The HDF5 filter pipeline. (In progress.)

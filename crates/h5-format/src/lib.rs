@@ -1,0 +1,26 @@
+//! Level 0 of h5: sans-I/O decoding of the HDF5 on-disk structures (the public HDF5 File Format
+//! Specification, superblock versions 0–3, object headers 1–2, up to the HDF5 2.x format).
+//!
+//! Every decoder takes the bytes of one structure (as the metadata cache loads them) plus the
+//! context it needs (address and length sizes, parameters from a parent structure) and returns a
+//! typed value or a [`FormatError`] naming the structure and its address. Nothing here does I/O,
+//! caches, or panics on bytes.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod btree1;
+pub mod btree2;
+pub mod checksum;
+pub mod datatype;
+pub mod error;
+pub mod extensible_array;
+pub mod fixed_array;
+pub mod heap;
+pub mod message;
+pub mod object_header;
+pub mod reader;
+pub mod superblock;
+pub mod symbol_node;
+
+pub use error::{FormatError, Result};
+pub use reader::{Reader, Sizes, UNDEFINED_ADDRESS};
