@@ -1,0 +1,449 @@
+//! Numeric conversion between a file datatype and a memory type (libhdf5's common "hard"
+//! conversion paths): integers and floats of any size in either byte order, including IEEE
+//! half precision.
+//!
+//! Widening and same-kind conversions that cannot lose information are always allowed. Narrowing
+//! conversions (a smaller integer, float to integer, f64 to f32, a signed/unsigned mismatch that
+//! may not fit) are refused with [`ConvertError::Lossy`] unless the caller asks for them; then
+//! integers saturate at the destination's range, floats round to nearest, float to integer
+//! truncates toward zero (NaN gives 0), as libhdf5 does by default.
+
+use h5_chunkcache::{Conversion, LayoutError};
+
+/// Byte order of a numeric type.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Order {
+    /// Least significant byte first.
+    Little,
+    /// Most significant byte first.
+    Big,
+}
+
+impl Order {
+    /// The byte order of this machine.
+    pub const NATIVE: Order = if cfg!(target_endian = "big") {
+        Order::Big
+    } else {
+        Order::Little
+    };
+}
+
+/// A numeric type: what a conversion needs to know.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum NumType {
+    /// Two's complement or unsigned integer of 1, 2, 4 or 8 bytes.
+    Int {
+        /// Bytes.
+        size: usize,
+        /// Signed.
+        signed: bool,
+        /// Byte order.
+        order: Order,
+    },
+    /// IEEE 754 binary16, binary32 or binary64 (2, 4 or 8 bytes).
+    Float {
+        /// Bytes.
+        size: usize,
+        /// Byte order.
+        order: Order,
+    },
+}
+
+impl NumType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            NumType::Int { size, .. } | NumType::Float { size, .. } => size,
+        }
+    }
+
+    fn order(self) -> Order {
+        match self {
+            NumType::Int { order, .. } | NumType::Float { order, .. } => order,
+        }
+    }
+
+    fn valid(self) -> bool {
+        match self {
+            NumType::Int { size, .. } => matches!(size, 1 | 2 | 4 | 8),
+            NumType::Float { size, .. } => matches!(size, 2 | 4 | 8),
+        }
+    }
+
+    /// Whether every value of `self` is exactly representable in `to`.
+    pub fn fits_in(self, to: NumType) -> bool {
+        use NumType::{Float, Int};
+        match (self, to) {
+            (
+                Int {
+                    size: a,
+                    signed: sa,
+                    ..
+                },
+                Int {
+                    size: b,
+                    signed: sb,
+                    ..
+                },
+            ) => match (sa, sb) {
+                (false, false) | (true, true) => a <= b,
+                (false, true) => a < b,
+                (true, false) => false,
+            },
+            // Integers up to the float's mantissa width (11, 24, 53 bits) are exact.
+            (Int { size, signed, .. }, Float { size: f, .. }) => {
+                let bits = 8 * size - usize::from(signed);
+                let mant = match f {
+                    2 => 11,
+                    4 => 24,
+                    _ => 53,
+                };
+                bits <= mant
+            }
+            (Float { .. }, Int { .. }) => false,
+            (Float { size: a, .. }, Float { size: b, .. }) => a <= b,
+        }
+    }
+}
+
+/// Why a conversion cannot be set up.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// The conversion may lose information and was not asked for explicitly.
+    #[error("converting {from:?} to {to:?} may lose data; ask for a lossy conversion explicitly")]
+    Lossy {
+        /// The source type.
+        from: NumType,
+        /// The destination type.
+        to: NumType,
+    },
+    /// A size this module does not handle.
+    #[error("unsupported numeric type {0:?}")]
+    Unsupported(NumType),
+}
+
+/// A numeric conversion, usable by the chunk cache during scatter and gather.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct NumConversion {
+    from: NumType,
+    to: NumType,
+}
+
+impl NumConversion {
+    /// A conversion from `from` to `to`; lossy ones only when `allow_lossy`.
+    pub fn new(from: NumType, to: NumType, allow_lossy: bool) -> Result<Self, ConvertError> {
+        for t in [from, to] {
+            if !t.valid() {
+                return Err(ConvertError::Unsupported(t));
+            }
+        }
+        if !allow_lossy && !from.fits_in(to) {
+            return Err(ConvertError::Lossy { from, to });
+        }
+        Ok(Self { from, to })
+    }
+
+    /// Whether the conversion only copies bytes (same type).
+    pub fn is_identity(&self) -> bool {
+        self.from == self.to
+    }
+
+    /// The source type.
+    pub fn from(&self) -> NumType {
+        self.from
+    }
+
+    /// The destination type.
+    pub fn to(&self) -> NumType {
+        self.to
+    }
+
+    /// Converts `n` elements.
+    pub fn run(&self, src: &[u8], dst: &mut [u8], n: usize) -> Result<(), ConvertError> {
+        let (fs, ts) = (self.from.size(), self.to.size());
+        let (Some(src), Some(dst)) = (src.get(..n * fs), dst.get_mut(..n * ts)) else {
+            return Err(ConvertError::Unsupported(self.from));
+        };
+        if self.is_identity() {
+            dst.copy_from_slice(src);
+            return Ok(());
+        }
+        // Same kind and size, other byte order: a swap.
+        if same_kind_size(self.from, self.to) {
+            for (s, d) in src.chunks_exact(fs).zip(dst.chunks_exact_mut(ts)) {
+                for (i, b) in d.iter_mut().enumerate() {
+                    *b = s[fs - 1 - i];
+                }
+            }
+            return Ok(());
+        }
+        for (s, d) in src.chunks_exact(fs).zip(dst.chunks_exact_mut(ts)) {
+            let v = read(self.from, s);
+            write(self.to, v, d);
+        }
+        Ok(())
+    }
+}
+
+impl Conversion for NumConversion {
+    fn src_size(&self) -> usize {
+        self.from.size()
+    }
+
+    fn dst_size(&self) -> usize {
+        self.to.size()
+    }
+
+    fn convert(&self, src: &[u8], dst: &mut [u8], n: usize) -> Result<(), LayoutError> {
+        self.run(src, dst, n)
+            .map_err(|e| Box::new(e) as LayoutError)
+    }
+}
+
+fn same_kind_size(a: NumType, b: NumType) -> bool {
+    match (a, b) {
+        (
+            NumType::Int {
+                size: x, signed: s, ..
+            },
+            NumType::Int {
+                size: y, signed: t, ..
+            },
+        ) => x == y && s == t,
+        (NumType::Float { size: x, .. }, NumType::Float { size: y, .. }) => x == y,
+        _ => false,
+    }
+}
+
+/// An element's value on the way through.
+#[derive(Clone, Copy, Debug)]
+enum Value {
+    Int(i128),
+    Float(f64),
+}
+
+fn raw(order: Order, b: &[u8]) -> u64 {
+    let mut v = 0u64;
+    match order {
+        Order::Little => {
+            for &x in b.iter().rev() {
+                v = (v << 8) | u64::from(x);
+            }
+        }
+        Order::Big => {
+            for &x in b {
+                v = (v << 8) | u64::from(x);
+            }
+        }
+    }
+    v
+}
+
+fn put_raw(order: Order, v: u64, d: &mut [u8]) {
+    let n = d.len();
+    for (i, b) in d.iter_mut().enumerate() {
+        let shift = match order {
+            Order::Little => 8 * i,
+            Order::Big => 8 * (n - 1 - i),
+        };
+        *b = (v >> shift) as u8;
+    }
+}
+
+fn read(t: NumType, b: &[u8]) -> Value {
+    let bits = raw(t.order(), b);
+    match t {
+        NumType::Int { size, signed, .. } => {
+            let width = 8 * size as u32;
+            if signed && width < 64 {
+                let shift = 64 - width;
+                Value::Int(i128::from(((bits << shift) as i64) >> shift))
+            } else if signed {
+                Value::Int(i128::from(bits as i64))
+            } else {
+                Value::Int(i128::from(bits))
+            }
+        }
+        NumType::Float { size, .. } => Value::Float(match size {
+            2 => half_to_f64(bits as u16),
+            4 => f64::from(f32::from_bits(bits as u32)),
+            _ => f64::from_bits(bits),
+        }),
+    }
+}
+
+fn write(t: NumType, v: Value, d: &mut [u8]) {
+    let bits = match t {
+        NumType::Int { size, signed, .. } => {
+            let width = 8 * size as u32;
+            let (lo, hi): (i128, i128) = if signed {
+                (-(1i128 << (width - 1)), (1i128 << (width - 1)) - 1)
+            } else {
+                (0, (1i128 << width) - 1)
+            };
+            let x = match v {
+                Value::Int(i) => i.clamp(lo, hi),
+                Value::Float(f) if f.is_nan() => 0,
+                Value::Float(f) => {
+                    let t = f.trunc();
+                    if t <= lo as f64 {
+                        lo
+                    } else if t >= hi as f64 {
+                        hi
+                    } else {
+                        t as i128
+                    }
+                }
+            };
+            x as u64
+                & if width == 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << width) - 1
+                }
+        }
+        NumType::Float { size, .. } => {
+            let f = match v {
+                Value::Int(i) => i as f64,
+                Value::Float(f) => f,
+            };
+            match size {
+                2 => u64::from(f64_to_half(f)),
+                4 => u64::from((f as f32).to_bits()),
+                _ => f.to_bits(),
+            }
+        }
+    };
+    put_raw(t.order(), bits, d);
+}
+
+/// IEEE binary16 to f64 (exact).
+fn half_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1F);
+    let mant = f64::from(h & 0x3FF);
+    match exp {
+        0 => sign * mant * 2f64.powi(-24),
+        31 if mant == 0.0 => sign * f64::INFINITY,
+        31 => f64::NAN,
+        e => sign * (1.0 + mant / 1024.0) * 2f64.powi(e - 15),
+    }
+}
+
+/// f64 to IEEE binary16, rounding to nearest even; overflow gives infinity.
+fn f64_to_half(f: f64) -> u16 {
+    if f.is_nan() {
+        return 0x7E00;
+    }
+    let sign: u16 = if f.is_sign_negative() { 0x8000 } else { 0 };
+    let a = f.abs();
+    if a.is_infinite() || a >= 65520.0 {
+        return sign | 0x7C00;
+    }
+    if a < 2f64.powi(-24) * 0.5 {
+        return sign;
+    }
+    // Scale so that the value is an integer count of the smallest step at its binade.
+    let e = a.log2().floor() as i32;
+    let (exp, step) = if e < -14 {
+        (0, 2f64.powi(-24))
+    } else {
+        (e + 15, 2f64.powi(e - 10))
+    };
+    let q = (a / step).round_ties_even() as u32;
+    if exp == 0 {
+        // Subnormal (q may round up into the first normal binade: the encoding still works).
+        return sign | q as u16;
+    }
+    // q in [1024, 2048]; 2048 carries into the next exponent.
+    let (exp, q) = if q >= 2048 {
+        (exp + 1, q / 2)
+    } else {
+        (exp, q)
+    };
+    if exp >= 31 {
+        return sign | 0x7C00;
+    }
+    sign | ((exp as u16) << 10) | (q as u16 & 0x3FF)
+}
+
+#[cfg(test)]
+#[allow(clippy::big_endian_bytes)] // big-endian inputs are the point of these tests
+mod tests {
+    use super::*;
+
+    const LE: Order = Order::Little;
+    const BE: Order = Order::Big;
+
+    fn int(size: usize, signed: bool, order: Order) -> NumType {
+        NumType::Int {
+            size,
+            signed,
+            order,
+        }
+    }
+
+    fn float(size: usize, order: Order) -> NumType {
+        NumType::Float { size, order }
+    }
+
+    #[test]
+    fn widening_is_allowed_narrowing_is_refused() {
+        assert!(NumConversion::new(int(2, true, BE), int(8, true, LE), false).is_ok());
+        assert!(NumConversion::new(int(4, true, LE), float(8, LE), false).is_ok());
+        assert!(NumConversion::new(int(8, true, LE), float(8, LE), false).is_err());
+        assert!(matches!(
+            NumConversion::new(float(8, LE), float(4, LE), false),
+            Err(ConvertError::Lossy { .. })
+        ));
+        assert!(NumConversion::new(int(4, false, LE), int(4, true, LE), false).is_err());
+        assert!(NumConversion::new(int(3, false, LE), int(4, true, LE), true).is_err());
+    }
+
+    #[test]
+    fn converts_across_orders_sizes_and_kinds() {
+        let c = NumConversion::new(int(2, true, BE), float(8, LE), false).unwrap();
+        let src: Vec<u8> = [-3i16, 300].iter().flat_map(|v| v.to_be_bytes()).collect();
+        let mut dst = vec![0u8; 16];
+        c.run(&src, &mut dst, 2).unwrap();
+        let got: Vec<f64> = dst
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, [-3.0, 300.0]);
+
+        let c = NumConversion::new(float(8, LE), int(1, false, LE), true).unwrap();
+        let src: Vec<u8> = [-5.5f64, 3.9, 1e9, f64::NAN]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let mut dst = vec![0u8; 4];
+        c.run(&src, &mut dst, 4).unwrap();
+        assert_eq!(dst, [0, 3, 255, 0]);
+
+        let c = NumConversion::new(int(4, true, LE), int(4, true, BE), false).unwrap();
+        let mut dst = [0u8; 4];
+        c.run(&7i32.to_le_bytes(), &mut dst, 1).unwrap();
+        assert_eq!(dst, 7i32.to_be_bytes());
+    }
+
+    #[test]
+    fn half_precision_round_trips() {
+        for (bits, v) in [
+            (0x3C00u16, 1.0f64),
+            (0xC000, -2.0),
+            (0x7BFF, 65504.0),
+            (0x0001, 2f64.powi(-24)),
+            (0x3555, 0.333_251_953_125),
+        ] {
+            assert_eq!(half_to_f64(bits), v, "{bits:#x}");
+            assert_eq!(f64_to_half(v), bits, "{v}");
+        }
+        assert_eq!(f64_to_half(1e6), 0x7C00);
+        assert!(half_to_f64(0x7E00).is_nan());
+        let c = NumConversion::new(float(2, LE), float(4, LE), false).unwrap();
+        let mut dst = [0u8; 4];
+        c.run(&0x3C00u16.to_le_bytes(), &mut dst, 1).unwrap();
+        assert_eq!(f32::from_le_bytes(dst), 1.0);
+    }
+}

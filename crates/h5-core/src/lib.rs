@@ -1,0 +1,10 @@
+//! Level 3 of h5: the engine (in progress, issue 4).
+//!
+//! Files, object headers, groups, links, attributes and datasets. Every metadata structure is
+//! decoded by `h5-format` and reaches the engine only as a metadata-cache client ([`meta`]); every
+//! layout reads raw data through the shared chunk cache.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod convert;
+pub mod meta;

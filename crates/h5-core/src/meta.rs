@@ -1,0 +1,209 @@
+//! The engine as a metadata-cache client (DESIGN.md, "the one rule").
+//!
+//! Every on-disk metadata structure is loaded through one [`MetadataCache`]: one class per
+//! [`MetadataKind`], all with the same behaviour — the caller's [`Load`] says how many bytes to
+//! read first, how to learn the real size from that prefix, and how to decode the bytes with
+//! `h5-format`. The decoded value is kept behind an `Arc` so a reader can protect an entry, clone
+//! the value out and unprotect at once (read-only access never holds the cache).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use h5_format::FormatError;
+use h5_metacache::{
+    CacheTypes, Class, ClassFlags, ClassInfo, ClientError, Deserialized, FileContext, MemType,
+    MetadataCache, MetadataKind,
+};
+
+/// The engine's cache types.
+#[derive(Debug)]
+pub struct Meta;
+
+impl CacheTypes for Meta {
+    type Icr = Decoded;
+    type Udata = Load;
+    type Ctx = FileSpace;
+}
+
+/// A decoded structure: its on-disk length and the value.
+#[derive(Clone)]
+pub struct Decoded {
+    /// Bytes the structure occupies in the file.
+    pub len: usize,
+    /// The decoded value (an `h5-format` type).
+    pub value: Arc<dyn Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoded")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A decoder: the image (possibly longer than the structure for speculative loads) to the
+/// decoded value and the structure's length.
+pub type DecodeFn = Box<dyn Fn(&[u8]) -> Result<Decoded, FormatError> + Send + Sync>;
+
+/// The real length of a structure from a prefix of its image.
+pub type FinalLenFn = Box<dyn Fn(&[u8]) -> Result<usize, FormatError> + Send + Sync>;
+
+/// How to load one structure (the cache's udata).
+pub struct Load {
+    /// Bytes to read first (clipped at the end of the file).
+    pub initial: usize,
+    /// The real length from the prefix, when the initial read is only a guess.
+    pub final_len: Option<FinalLenFn>,
+    /// The decoder.
+    pub decode: DecodeFn,
+}
+
+impl Load {
+    /// A structure of exactly `len` bytes decoded by `decode`, whose value is `T`.
+    pub fn exact<T: Any + Send + Sync>(
+        len: usize,
+        decode: impl Fn(&[u8]) -> Result<T, FormatError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            initial: len,
+            final_len: None,
+            decode: Box::new(move |b| {
+                let v = decode(b)?;
+                Ok(Decoded {
+                    len,
+                    value: Arc::new(v),
+                })
+            }),
+        }
+    }
+
+    /// A structure whose length is learnt from a prefix of `guess` bytes by `final_len`; the
+    /// decoder receives exactly the structure's bytes.
+    pub fn sized<T: Any + Send + Sync>(
+        guess: usize,
+        final_len: impl Fn(&[u8]) -> Result<usize, FormatError> + Send + Sync + 'static,
+        decode: impl Fn(&[u8]) -> Result<T, FormatError> + Send + Sync + 'static,
+    ) -> Self {
+        let final_len = Arc::new(final_len);
+        let fl = Arc::clone(&final_len);
+        Self {
+            initial: guess,
+            final_len: Some(Box::new(move |b| fl(b))),
+            decode: Box::new(move |b| {
+                let len = final_len(b)?;
+                let image = b.get(..len).ok_or(FormatError::Truncated {
+                    structure: "metadata image",
+                    address: u64::MAX,
+                    needed: len as u64,
+                    available: b.len() as u64,
+                })?;
+                let v = decode(image)?;
+                Ok(Decoded {
+                    len,
+                    value: Arc::new(v),
+                })
+            }),
+        }
+    }
+}
+
+/// The file context of a file opened for reading: the end of the file bounds every read, and no
+/// space is ever freed.
+#[derive(Clone, Copy, Debug)]
+pub struct FileSpace {
+    /// End of allocated space (the file's length for a read-only file).
+    pub eoa: u64,
+}
+
+impl FileContext for FileSpace {
+    fn end_of_allocation(&self) -> u64 {
+        self.eoa
+    }
+
+    fn free_file_space(&mut self, addr: u64, len: u64) -> Result<(), ClientError> {
+        Err(format!("file opened read-only: cannot free {len} bytes at {addr:#x}").into())
+    }
+}
+
+/// One class per metadata kind; all behave the same (see the module doc).
+struct FormatClass {
+    info: ClassInfo,
+}
+
+impl Class<Meta> for FormatClass {
+    fn info(&self) -> &ClassInfo {
+        &self.info
+    }
+
+    fn get_initial_load_size(&self, udata: &Load) -> Result<usize, ClientError> {
+        Ok(udata.initial)
+    }
+
+    fn get_final_load_size(
+        &self,
+        image: &[u8],
+        udata: &Load,
+    ) -> Result<Option<usize>, ClientError> {
+        match &udata.final_len {
+            Some(f) => Ok(Some(f(image)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn deserialize(
+        &self,
+        image: &[u8],
+        udata: &Load,
+    ) -> Result<Deserialized<Decoded>, ClientError> {
+        Ok(Deserialized::clean((udata.decode)(image)?))
+    }
+
+    fn image_len(&self, icr: &Decoded) -> Result<usize, ClientError> {
+        Ok(icr.len)
+    }
+
+    fn serialize(
+        &self,
+        _cache: &mut MetadataCache<Meta>,
+        _icr: &mut Decoded,
+        _image: &mut [u8],
+    ) -> Result<(), ClientError> {
+        Err("this file is open read-only: metadata is never written".into())
+    }
+}
+
+fn mem_type(k: MetadataKind) -> MemType {
+    use MetadataKind as K;
+    match k {
+        K::Superblock | K::DriverInfo => MemType::Superblock,
+        K::BTreeV1Node | K::BTreeV2Header | K::BTreeV2Internal | K::BTreeV2Leaf => MemType::BTree,
+        K::LocalHeapPrefix
+        | K::LocalHeapDataBlock
+        | K::GlobalHeapCollection
+        | K::FractalHeapHeader
+        | K::FractalHeapDirectBlock
+        | K::FractalHeapIndirectBlock => MemType::Heap,
+        K::ObjectHeader | K::ObjectHeaderChunk => MemType::ObjectHeader,
+        K::FreeSpaceHeader | K::FreeSpaceSections => MemType::FreeSpace,
+        _ => MemType::Other,
+    }
+}
+
+/// The class table: one class per [`MetadataKind`], in id order. Every class may be loaded
+/// speculatively (its [`Load`] says whether the first read is exact).
+pub fn classes() -> Vec<Arc<dyn Class<Meta>>> {
+    MetadataKind::ALL
+        .iter()
+        .map(|k| {
+            Arc::new(FormatClass {
+                info: ClassInfo {
+                    id: k.id(),
+                    name: k.name(),
+                    flags: ClassFlags::SPECULATIVE_LOAD,
+                    mem_type: mem_type(*k),
+                },
+            }) as Arc<dyn Class<Meta>>
+        })
+        .collect()
+}
