@@ -7,4 +7,9 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod convert;
+pub mod error;
+pub mod file;
+pub mod layouts;
 pub mod meta;
+
+pub use error::{Error, Result};

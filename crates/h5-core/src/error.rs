@@ -1,0 +1,55 @@
+//! Errors of the engine.
+
+use h5_format::FormatError;
+
+/// Everything the engine can report.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file's bytes are damaged, or a structure is not supported.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// The metadata cache failed (its error carries the structure and address).
+    #[error(transparent)]
+    Cache(#[from] h5_metacache::CacheError),
+    /// The chunk cache failed.
+    #[error(transparent)]
+    Chunks(#[from] h5_chunkcache::ChunkCacheError),
+    /// Storage I/O failed.
+    #[error(transparent)]
+    Io(#[from] h5_io::Error),
+    /// A filter failed.
+    #[error("filter: {0}")]
+    Filter(String),
+    /// The file is not an HDF5 file (no superblock signature).
+    #[error("not an HDF5 file: no superblock signature found")]
+    NotHdf5,
+    /// No object at this path.
+    #[error("{0}: no such object")]
+    NotFound(String),
+    /// The object exists but is not of the kind asked for.
+    #[error("{path}: {expected} expected, found {found}")]
+    WrongKind {
+        /// The path.
+        path: String,
+        /// What was asked for.
+        expected: &'static str,
+        /// What is there.
+        found: &'static str,
+    },
+    /// Type conversion impossible or refused.
+    #[error(transparent)]
+    Convert(#[from] crate::convert::ConvertError),
+    /// A feature of a valid file that is not supported yet.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The arguments do not fit the object (shape, selection, buffer size).
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// A lock was poisoned by a panic in another thread.
+    #[error("internal lock poisoned")]
+    Poisoned,
+}
+
+/// Result alias of the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
