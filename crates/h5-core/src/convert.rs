@@ -447,3 +447,77 @@ mod tests {
         assert_eq!(f32::from_le_bytes(dst), 1.0);
     }
 }
+
+/// The numeric type of a file datatype, if it is one this module converts: integers of 1, 2, 4
+/// or 8 bytes using all their bits, IEEE half/single/double floats, and enums over such
+/// integers (their values).
+pub fn num_type(dt: &h5_format::datatype::Datatype) -> Option<NumType> {
+    use h5_format::datatype::{ByteOrder, Datatype};
+    let order = |o: ByteOrder| match o {
+        ByteOrder::LittleEndian => Some(Order::Little),
+        ByteOrder::BigEndian => Some(Order::Big),
+        ByteOrder::Vax => None,
+    };
+    match dt {
+        Datatype::FixedPoint(t) => {
+            let size = t.size as usize;
+            let full = t.bit_offset == 0 && usize::from(t.precision) == 8 * size;
+            (matches!(size, 1 | 2 | 4 | 8) && full).then_some(())?;
+            Some(NumType::Int {
+                size,
+                signed: t.signed,
+                order: order(t.order)?,
+            })
+        }
+        Datatype::Float(t) => {
+            let size = match t.ieee_name()? {
+                "float16" => 2,
+                "float32" => 4,
+                "float64" => 8,
+                _ => return None,
+            };
+            Some(NumType::Float {
+                size,
+                order: order(t.order)?,
+            })
+        }
+        Datatype::Enum(e) => num_type(&e.base),
+        _ => None,
+    }
+}
+
+/// A Rust numeric type that datasets can be read into.
+pub trait NativeNum: Copy + Default + Send + Sync + 'static {
+    /// Its description.
+    const TYPE: NumType;
+    /// The value from its native-order bytes.
+    fn from_ne(bytes: &[u8]) -> Self;
+}
+
+macro_rules! native {
+    ($($t:ty => $k:expr),* $(,)?) => {$(
+        impl NativeNum for $t {
+            const TYPE: NumType = $k;
+            // The conversion wrote these bytes in the host's order (`Order::NATIVE`).
+            #[allow(clippy::host_endian_bytes)]
+            fn from_ne(bytes: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(&bytes[..std::mem::size_of::<$t>()]);
+                <$t>::from_ne_bytes(a)
+            }
+        }
+    )*};
+}
+
+native! {
+    i8 => NumType::Int { size: 1, signed: true, order: Order::NATIVE },
+    i16 => NumType::Int { size: 2, signed: true, order: Order::NATIVE },
+    i32 => NumType::Int { size: 4, signed: true, order: Order::NATIVE },
+    i64 => NumType::Int { size: 8, signed: true, order: Order::NATIVE },
+    u8 => NumType::Int { size: 1, signed: false, order: Order::NATIVE },
+    u16 => NumType::Int { size: 2, signed: false, order: Order::NATIVE },
+    u32 => NumType::Int { size: 4, signed: false, order: Order::NATIVE },
+    u64 => NumType::Int { size: 8, signed: false, order: Order::NATIVE },
+    f32 => NumType::Float { size: 4, order: Order::NATIVE },
+    f64 => NumType::Float { size: 8, order: Order::NATIVE },
+}
