@@ -196,7 +196,8 @@ pub struct Superblock {
     pub free_space_address: u64,
     /// v2/v3: address of the superblock extension object header.
     pub extension_address: u64,
-    /// End-of-file address (relative to the base).
+    /// End-of-file address as stored. Observed with HDF5 1.14 and a 512-byte user block: it
+    /// equals the whole file's size (see `tests/real_files.rs`).
     pub eof_address: u64,
     /// v0/v1: address of the driver information block.
     pub driver_info_address: u64,

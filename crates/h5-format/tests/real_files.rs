@@ -1,7 +1,8 @@
 //! Real files written by HDF5 1.14.4 through h5py 3.12.1: `tests/data/make_fixtures.py`
 //! generates `earliest.h5` (superblock v0, object header v1, layout v3, filter pipeline v1) and
-//! `latest.h5` (superblock v3, object header v2, compact links, layout v4, pipeline v2). Object
-//! addresses below were printed by h5py (`h5o.get_info(obj.id).addr`).
+//! `latest.h5` (superblock v3, object header v2, compact links, layout v4, pipeline v2) and
+//! `sb_v2_userblock.h5` (superblock v2 after a 512-byte user block). Object addresses below were
+//! printed by the script (h5py's `h5o.get_info(obj.id).addr`).
 
 use h5_format::message::{
     ChunkIndex, Layout, LayoutClass, LinkTarget, Message, decode_message, kind,
@@ -14,6 +15,7 @@ use h5_format::{Sizes, UNDEFINED_ADDRESS, checksum};
 
 const EARLIEST: &[u8] = include_bytes!("data/earliest.h5");
 const LATEST: &[u8] = include_bytes!("data/latest.h5");
+const USERBLOCK_V2: &[u8] = include_bytes!("data/sb_v2_userblock.h5");
 
 /// Finds and decodes the superblock the way the engine does: candidate offsets, a prefix read,
 /// `needed_len`, then the full decode.
@@ -278,6 +280,24 @@ fn continuation_blocks() {
             .count();
         assert_eq!(attrs, 4, "v{version}");
     }
+}
+
+/// Superblock v2 (`libver=("v108", "v108")`) behind a 512-byte user block: found at 512; the
+/// base address is 512 and object addresses are relative to it, while the stored end-of-file
+/// address (as HDF5 1.14 writes it) equals the whole file's size.
+#[test]
+fn superblock_v2_after_user_block() {
+    let sb = superblock_of(USERBLOCK_V2);
+    assert_eq!(sb.version, 2);
+    assert_eq!(sb.base_address, 512);
+    assert_eq!(sb.eof_address, USERBLOCK_V2.len() as u64);
+    let root = sb.base_address + sb.root_object_header_address();
+    assert_eq!(root, 0x230);
+    let msgs = messages(USERBLOCK_V2, root, sb.sizes);
+    assert!(
+        msgs.iter()
+            .any(|(_, m)| matches!(m, Message::Link(l) if l.name == b"g"))
+    );
 }
 
 /// Every truncation of each real header's first chunk errors without panicking.

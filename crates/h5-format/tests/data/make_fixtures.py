@@ -49,3 +49,7 @@ with h5py.File("latest.h5", "r") as f:
         filt, chunk = f[name].id.read_direct_chunk((0,))
         print(name, "chunk", chunk.hex(), "stored checksum LE = %#010x" %
               int.from_bytes(chunk[-4:], "little"))
+
+# Superblock v2 (the 1.8 format) behind a 512-byte user block.
+with h5py.File("sb_v2_userblock.h5", "w", libver=("v108", "v108"), userblock_size=512) as f:
+    f.create_group("g", track_order=False)
