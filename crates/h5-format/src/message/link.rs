@@ -1,0 +1,201 @@
+//! The link message (type 0x0006): one link of a compact (or dense) new-style group.
+//!
+//! Layout: version(1) = 1, flags(1), [link type(1) if flag bit 3], [creation order(8) if bit
+//! 2], [character set(1) if bit 4], length of the name (1, 2, 4 or 8 bytes as bits 0–1 say),
+//! the name (no terminator), then the link information:
+//! hard (type 0): object header address(O); soft (1): length(2) and path; external (64):
+//! length(2), then a byte with version (high nibble, 0) and flags (low nibble), the file name and
+//! the object path, each null-terminated; other user-defined types (65..=255): length(2) and
+//! raw data.
+
+use crate::error::Result;
+use crate::reader::{Reader, Sizes};
+
+/// The character set of a link name.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CharSet {
+    /// US ASCII (0, the default).
+    Ascii,
+    /// UTF-8 (1).
+    Utf8,
+}
+
+/// What a link points to.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum LinkTarget {
+    /// A hard link: the object header address.
+    Hard(u64),
+    /// A soft link: a path in this file.
+    Soft(Vec<u8>),
+    /// An external link: a file name and a path in that file.
+    External {
+        /// The flags nibble of the external link's version/flags byte (0 in current files).
+        flags: u8,
+        /// The file name.
+        file: Vec<u8>,
+        /// The object's path in that file.
+        path: Vec<u8>,
+    },
+    /// A user-defined link type (65..=255) and its raw data.
+    UserDefined {
+        /// The link type.
+        kind: u8,
+        /// The link's data.
+        data: Vec<u8>,
+    },
+}
+
+/// A decoded link message.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Link {
+    /// The link name's bytes (non-empty, no terminator).
+    pub name: Vec<u8>,
+    /// The name's character set.
+    pub charset: CharSet,
+    /// The creation order, when the group tracks it.
+    pub creation_order: Option<i64>,
+    /// What the link points to.
+    pub target: LinkTarget,
+}
+
+impl Link {
+    /// Decodes the message body.
+    pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<Link> {
+        super::version(r, &[1])?;
+        let flags = r.u8()?;
+        if flags & !0x1f != 0 {
+            return Err(r.corrupted(format!("unknown link flags {flags:#04x}")));
+        }
+        let kind = if flags & 0x08 != 0 { r.u8()? } else { 0 };
+        let creation_order = if flags & 0x04 != 0 {
+            Some(r.u64()? as i64)
+        } else {
+            None
+        };
+        let charset = if flags & 0x10 != 0 {
+            match r.u8()? {
+                0 => CharSet::Ascii,
+                1 => CharSet::Utf8,
+                c => return Err(r.corrupted(format!("link name character set {c}"))),
+            }
+        } else {
+            CharSet::Ascii
+        };
+        let width = 1usize << (flags & 0x03);
+        let name_len = r.uint(width)?;
+        let name_len = r.check_len(name_len)?;
+        if name_len == 0 {
+            return Err(r.corrupted("empty link name"));
+        }
+        let name = r.bytes(name_len)?.to_vec();
+        let target = match kind {
+            0 => LinkTarget::Hard(r.offset(sizes)?),
+            1 => {
+                let n = usize::from(r.u16()?);
+                LinkTarget::Soft(r.bytes(n)?.to_vec())
+            }
+            64 => {
+                let n = usize::from(r.u16()?);
+                let mut d = r.sub(n)?;
+                let vf = d.u8()?;
+                if vf >> 4 != 0 {
+                    return Err(d.unsupported(format!("external link version {}", vf >> 4)));
+                }
+                let file = d.cstr()?.to_vec();
+                let path = d.cstr()?.to_vec();
+                LinkTarget::External {
+                    flags: vf & 0x0f,
+                    file,
+                    path,
+                }
+            }
+            65..=255 => {
+                let n = usize::from(r.u16()?);
+                LinkTarget::UserDefined {
+                    kind,
+                    data: r.bytes(n)?.to_vec(),
+                }
+            }
+            k => return Err(r.corrupted(format!("reserved link type {k}"))),
+        };
+        Ok(Link {
+            name,
+            charset,
+            creation_order,
+            target,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Sizes = Sizes::EIGHT;
+
+    fn dec(b: &[u8]) -> Result<Link> {
+        Link::decode(&mut Reader::new(b, "t", 0), S)
+    }
+
+    #[test]
+    fn hard_link_minimal() {
+        // version 1, flags 0 (1-byte name length), name "a", address 0x123.
+        let mut b = vec![1, 0, 1, b'a'];
+        b.extend_from_slice(&0x123u64.to_le_bytes());
+        let l = dec(&b).unwrap();
+        assert_eq!(l.name, b"a");
+        assert_eq!(l.target, LinkTarget::Hard(0x123));
+        assert_eq!(l.charset, CharSet::Ascii);
+        for n in 0..b.len() {
+            assert!(dec(&b[..n]).is_err());
+        }
+    }
+
+    #[test]
+    fn soft_with_everything() {
+        // flags: 2-byte name length (1), creation order (4), type (8), charset (0x10).
+        let mut b = vec![1, 0x1d, 1];
+        b.extend_from_slice(&7u64.to_le_bytes());
+        b.push(1); // UTF-8
+        b.extend_from_slice(&4u16.to_le_bytes());
+        b.extend_from_slice(b"soft");
+        b.extend_from_slice(&7u16.to_le_bytes());
+        b.extend_from_slice(b"/contig");
+        let l = dec(&b).unwrap();
+        assert_eq!(l.creation_order, Some(7));
+        assert_eq!(l.charset, CharSet::Utf8);
+        assert_eq!(l.target, LinkTarget::Soft(b"/contig".to_vec()));
+        for n in 0..b.len() {
+            assert!(dec(&b[..n]).is_err());
+        }
+    }
+
+    #[test]
+    fn external_and_user_defined() {
+        let mut b = vec![1, 0x08, 64, 3];
+        b.extend_from_slice(b"ext");
+        let data = b"\0other.h5\0/x\0";
+        b.extend_from_slice(&(data.len() as u16).to_le_bytes());
+        b.extend_from_slice(data);
+        let l = dec(&b).unwrap();
+        assert_eq!(
+            l.target,
+            LinkTarget::External {
+                flags: 0,
+                file: b"other.h5".to_vec(),
+                path: b"/x".to_vec()
+            }
+        );
+        let b = [1, 0x08, 200, 1, b'u', 2, 0, 9, 9];
+        assert_eq!(
+            dec(&b).unwrap().target,
+            LinkTarget::UserDefined {
+                kind: 200,
+                data: vec![9, 9]
+            }
+        );
+        assert!(dec(&[1, 0x08, 5, 1, b'u', 0, 0]).is_err()); // reserved type
+        assert!(dec(&[1, 0, 0]).is_err()); // empty name
+        assert!(dec(&[1, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]).is_err()); // huge
+    }
+}

@@ -1,0 +1,86 @@
+//! The link info message (type 0x0002) of a new-style group: version(1) = 0, flags(1) (bit 0
+//! creation order tracked, bit 1 indexed), [maximum creation index(8) if bit 0], fractal heap
+//! address(O), name index v2 B-tree address(O), [creation order index v2 B-tree address(O) if
+//! bit 1].
+
+use crate::error::Result;
+use crate::reader::{Reader, Sizes};
+
+/// Where a new-style group keeps its links when they are dense (heap and B-trees) — all
+/// addresses undefined while the links are compact (link messages in the header).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct LinkInfo {
+    /// Link creation order is tracked.
+    pub creation_order_tracked: bool,
+    /// Link creation order is indexed.
+    pub creation_order_indexed: bool,
+    /// The largest creation index used so far (when tracked).
+    pub max_creation_index: Option<u64>,
+    /// Address of the fractal heap of link messages.
+    pub fractal_heap_address: u64,
+    /// Address of the v2 B-tree indexing links by name.
+    pub name_index_address: u64,
+    /// Address of the v2 B-tree indexing links by creation order (when indexed).
+    pub creation_order_index_address: Option<u64>,
+}
+
+impl LinkInfo {
+    /// Decodes the message body.
+    pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<LinkInfo> {
+        super::version(r, &[0])?;
+        let flags = r.u8()?;
+        if flags & !0x03 != 0 {
+            return Err(r.corrupted(format!("unknown link info flags {flags:#04x}")));
+        }
+        let tracked = flags & 0x01 != 0;
+        let indexed = flags & 0x02 != 0;
+        let max_creation_index = if tracked { Some(r.u64()?) } else { None };
+        let fractal_heap_address = r.offset(sizes)?;
+        let name_index_address = r.offset(sizes)?;
+        let creation_order_index_address = if indexed {
+            Some(r.offset(sizes)?)
+        } else {
+            None
+        };
+        Ok(LinkInfo {
+            creation_order_tracked: tracked,
+            creation_order_indexed: indexed,
+            max_creation_index,
+            fractal_heap_address,
+            name_index_address,
+            creation_order_index_address,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::UNDEFINED_ADDRESS;
+
+    #[test]
+    fn both_flag_variants() {
+        let s = Sizes::EIGHT;
+        let mut b = vec![0, 0];
+        b.extend_from_slice(&[0xff; 16]);
+        let li = LinkInfo::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(li.fractal_heap_address, UNDEFINED_ADDRESS);
+        assert_eq!(li.max_creation_index, None);
+
+        let mut b = vec![0, 3];
+        b.extend_from_slice(&5u64.to_le_bytes()); // max creation index
+        for a in [0x100u64, 0x200, 0x300] {
+            b.extend_from_slice(&a.to_le_bytes());
+        }
+        let li = LinkInfo::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(li.max_creation_index, Some(5));
+        assert_eq!(li.fractal_heap_address, 0x100);
+        assert_eq!(li.name_index_address, 0x200);
+        assert_eq!(li.creation_order_index_address, Some(0x300));
+        for n in 0..b.len() {
+            assert!(LinkInfo::decode(&mut Reader::new(&b[..n], "t", 0), s).is_err());
+        }
+        b[1] = 0x04;
+        assert!(LinkInfo::decode(&mut Reader::new(&b, "t", 0), s).is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! The modification time messages.
+//!
+//! * New (type 0x0012): version(1) = 1, reserved(3), seconds since the Unix epoch(4).
+//! * Old (type 0x000E): ASCII digits, year(4) month(2) day(2) hour(2) minute(2) second(2),
+//!   reserved(2), in UTC.
+
+use crate::error::Result;
+use crate::reader::Reader;
+
+/// The modification time (type 0x0012).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ModificationTime {
+    /// Seconds since 1970-01-01T00:00:00Z.
+    pub seconds: u32,
+}
+
+impl ModificationTime {
+    /// Decodes the message body.
+    pub fn decode(r: &mut Reader<'_>) -> Result<ModificationTime> {
+        super::version(r, &[1])?;
+        r.skip(3)?;
+        Ok(ModificationTime { seconds: r.u32()? })
+    }
+}
+
+/// The old modification time (type 0x000E), a UTC calendar time.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ModificationTimeOld {
+    /// Year (e.g. 1998).
+    pub year: u16,
+    /// Month 1..=12.
+    pub month: u8,
+    /// Day of the month 1..=31.
+    pub day: u8,
+    /// Hour 0..=23.
+    pub hour: u8,
+    /// Minute 0..=59.
+    pub minute: u8,
+    /// Second 0..=59 (60 for a leap second).
+    pub second: u8,
+}
+
+/// Parses `n` ASCII decimal digits.
+fn digits(r: &mut Reader<'_>, n: usize) -> Result<u16> {
+    let b = r.bytes(n)?;
+    b.iter().try_fold(0u16, |acc, &c| {
+        if c.is_ascii_digit() {
+            Ok(acc * 10 + u16::from(c - b'0'))
+        } else {
+            Err(r.corrupted("non-digit in the old modification time"))
+        }
+    })
+}
+
+impl ModificationTimeOld {
+    /// Decodes the message body.
+    pub fn decode(r: &mut Reader<'_>) -> Result<ModificationTimeOld> {
+        let year = digits(r, 4)?;
+        // Two digits never exceed 99, so the narrowing casts are exact.
+        let mut two = || digits(r, 2).map(|v| v as u8);
+        let t = ModificationTimeOld {
+            year,
+            month: two()?,
+            day: two()?,
+            hour: two()?,
+            minute: two()?,
+            second: two()?,
+        };
+        r.skip(2)?;
+        if !(1..=12).contains(&t.month)
+            || !(1..=31).contains(&t.day)
+            || t.hour > 23
+            || t.minute > 59
+            || t.second > 60
+        {
+            return Err(r.corrupted("old modification time out of range"));
+        }
+        Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_time() {
+        let b = [1, 0, 0, 0, 0x10, 0x20, 0x30, 0x40];
+        let t = ModificationTime::decode(&mut Reader::new(&b, "t", 0)).unwrap();
+        assert_eq!(t.seconds, 0x4030_2010);
+        for n in 0..b.len() {
+            assert!(ModificationTime::decode(&mut Reader::new(&b[..n], "t", 0)).is_err());
+        }
+        assert!(ModificationTime::decode(&mut Reader::new(&[0; 8], "t", 0)).is_err());
+    }
+
+    #[test]
+    fn old_time() {
+        let b = b"19980715123059\0\0";
+        let t = ModificationTimeOld::decode(&mut Reader::new(b, "t", 0)).unwrap();
+        assert_eq!(
+            t,
+            ModificationTimeOld {
+                year: 1998,
+                month: 7,
+                day: 15,
+                hour: 12,
+                minute: 30,
+                second: 59
+            }
+        );
+        for n in 0..b.len() {
+            assert!(ModificationTimeOld::decode(&mut Reader::new(&b[..n], "t", 0)).is_err());
+        }
+        assert!(
+            ModificationTimeOld::decode(&mut Reader::new(b"1998x715123059\0\0", "t", 0)).is_err()
+        );
+        assert!(
+            ModificationTimeOld::decode(&mut Reader::new(b"19981315123059\0\0", "t", 0)).is_err()
+        );
+    }
+}

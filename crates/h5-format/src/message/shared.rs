@@ -1,0 +1,74 @@
+//! The shared message reference: the body of any message whose "shared" flag is set.
+//!
+//! * Version 1: version(1) type(1, ignored) reserved(6), then the remains of a symbol table
+//!   entry: a length-sized field (ignored) and the object header address(O).
+//! * Version 2: version(1) type(1) object header address(O).
+//! * Version 3: version(1) type(1): 1 = in the shared message heap, followed by the 8-byte
+//!   fractal heap ID; 2 = in another object's header, followed by its address(O).
+
+use crate::error::Result;
+use crate::reader::{Reader, Sizes};
+
+/// Where a shared message really is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SharedRef {
+    /// The message of another object header (e.g. a committed datatype) at this address.
+    ObjectHeader(u64),
+    /// The message is in the shared object header message heap, under this fractal heap ID.
+    SohmHeap([u8; 8]),
+}
+
+impl SharedRef {
+    /// Decodes a shared message reference.
+    pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<SharedRef> {
+        let version = super::version(r, &[1, 2, 3])?;
+        let share_type = r.u8()?;
+        match version {
+            1 => {
+                r.skip(6)?;
+                r.skip(usize::from(sizes.length))?;
+                Ok(SharedRef::ObjectHeader(r.offset(sizes)?))
+            }
+            2 => Ok(SharedRef::ObjectHeader(r.offset(sizes)?)),
+            _ => match share_type {
+                1 => {
+                    let mut id = [0u8; 8];
+                    id.copy_from_slice(r.bytes(8)?);
+                    Ok(SharedRef::SohmHeap(id))
+                }
+                2 => Ok(SharedRef::ObjectHeader(r.offset(sizes)?)),
+                t => Err(r.corrupted(format!("shared message type {t}"))),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        let s = Sizes::EIGHT;
+        // v1: version, type, 6 reserved, 8 ignored bytes, address.
+        let mut b = vec![1, 0, 0, 0, 0, 0, 0, 0];
+        b.extend_from_slice(&[0xee; 8]);
+        b.extend_from_slice(&0x800u64.to_le_bytes());
+        let r = SharedRef::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(r, SharedRef::ObjectHeader(0x800));
+        // v3 in the heap.
+        let b = [3, 1, 1, 2, 3, 4, 5, 6, 7, 8];
+        let r = SharedRef::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(r, SharedRef::SohmHeap([1, 2, 3, 4, 5, 6, 7, 8]));
+        // v3 committed.
+        let mut b = vec![3, 2];
+        b.extend_from_slice(&0x30u64.to_le_bytes());
+        let r = SharedRef::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(r, SharedRef::ObjectHeader(0x30));
+        for n in 0..b.len() {
+            assert!(SharedRef::decode(&mut Reader::new(&b[..n], "t", 0), s).is_err());
+        }
+        assert!(SharedRef::decode(&mut Reader::new(&[3, 0, 0], "t", 0), s).is_err());
+        assert!(SharedRef::decode(&mut Reader::new(&[4, 2, 0], "t", 0), s).is_err());
+    }
+}
