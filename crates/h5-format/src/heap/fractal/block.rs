@@ -1,0 +1,203 @@
+//! Fractal heap direct blocks (`FHDB`) and indirect blocks (`FHIB`), version 0.
+//!
+//! Direct block: signature (4), version (1), heap header address (O), block offset (heap
+//! offset size bytes), checksum (4, only when the header's flag bit 1 is set: lookup3 of the
+//! whole block with the checksum field zeroed), then object data up to the block size. Heap
+//! offsets inside the block count from the block's first byte, header included.
+//!
+//! Indirect block: signature (4), version (1), heap header address (O), block offset (heap
+//! offset size bytes), then `direct rows * width` direct-block entries (address, and for
+//! filtered heaps the filtered size (L) and filter mask (4)), then `indirect rows * width`
+//! indirect-block addresses, then a checksum (lookup3 of everything before it). Unused
+//! entries hold the undefined address.
+
+use super::header::FractalHeapHeader;
+use crate::checksum::lookup3;
+use crate::error::Result;
+use crate::reader::{Reader, UNDEFINED_ADDRESS};
+
+/// Reads the common prefix (signature, version, heap address, block offset) and checks the
+/// heap address against the header.
+fn prefix(r: &mut Reader<'_>, sig: &[u8; 4], hdr: &FractalHeapHeader) -> Result<u64> {
+    r.signature(sig)?;
+    let version = r.u8()?;
+    if version != 0 {
+        return Err(r.unsupported(format!("{} version {version}", r.structure())));
+    }
+    let heap = r.offset(hdr.sizes)?;
+    if heap != hdr.address {
+        return Err(r.corrupted(format!(
+            "belongs to the heap at {heap:#x}, not {:#x}",
+            hdr.address
+        )));
+    }
+    r.uint(hdr.heap_offset_size())
+}
+
+/// A decoded direct block; it keeps the whole block image to serve objects from.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FractalDirectBlock {
+    /// Heap offset of the block's first byte.
+    pub block_offset: u64,
+    /// The block image (header included), `block size` bytes.
+    pub image: Vec<u8>,
+    /// Bytes of the block header (objects start after it).
+    pub header_len: usize,
+}
+
+impl FractalDirectBlock {
+    /// Decodes the direct block whose (unfiltered) image is `bytes`, of `block_size` bytes
+    /// (the row's block size from the doubling table; for filtered heaps, the size after
+    /// removing the filters). Verifies the checksum when the heap checksums direct blocks.
+    pub fn decode(
+        bytes: &[u8],
+        hdr: &FractalHeapHeader,
+        address: u64,
+        block_size: u64,
+    ) -> Result<Self> {
+        let mut outer = Reader::new(bytes, "fractal heap direct block", address);
+        let size = outer.check_len(block_size)?;
+        // `r` covers exactly the block.
+        let mut r = outer.sub(size)?;
+        let image = r.all();
+        let block_offset = prefix(&mut r, b"FHDB", hdr)?;
+        if hdr.checksum_direct_blocks {
+            let at = r.pos();
+            let stored = r.u32()?;
+            let mut copy = image.to_vec();
+            if let Some(field) = copy.get_mut(at..at + 4) {
+                field.fill(0);
+            }
+            let computed = lookup3(&copy, 0);
+            if stored != computed {
+                return Err(r.corrupted(format!(
+                    "checksum {stored:#010x} stored, {computed:#010x} computed"
+                )));
+            }
+        }
+        if block_offset.checked_add(block_size).is_none() {
+            return Err(r.corrupted(format!("block offset {block_offset} overflows")));
+        }
+        Ok(Self {
+            block_offset,
+            header_len: r.pos(),
+            image: image.to_vec(),
+        })
+    }
+
+    /// The bytes of the managed object at `heap_offset` of `len` bytes (from a managed heap
+    /// ID). Errors if the object is not entirely inside this block's data area.
+    pub fn object(&self, heap_offset: u64, len: u64) -> Result<&[u8]> {
+        let r = Reader::new(&self.image, "fractal heap direct block", UNDEFINED_ADDRESS);
+        let start = heap_offset
+            .checked_sub(self.block_offset)
+            .filter(|&s| s >= self.header_len as u64)
+            .and_then(|s| usize::try_from(s).ok())
+            .ok_or_else(|| {
+                r.corrupted(format!(
+                    "object at heap offset {heap_offset} not in the data of the block at heap offset {}",
+                    self.block_offset
+                ))
+            })?;
+        let len = usize::try_from(len).map_err(|_| r.corrupted("object length"))?;
+        start
+            .checked_add(len)
+            .and_then(|end| self.image.get(start..end))
+            .ok_or_else(|| {
+                r.corrupted(format!(
+                    "object of {len} bytes at heap offset {heap_offset} runs past the block end"
+                ))
+            })
+    }
+}
+
+/// A direct-block entry of an indirect block.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct ChildDirectBlock {
+    /// Address of the direct block ([`UNDEFINED_ADDRESS`] if not allocated).
+    pub address: u64,
+    /// Size of the filtered block on disk (filtered heaps only).
+    pub filtered_size: Option<u64>,
+    /// Filters skipped for the block (filtered heaps only).
+    pub filter_mask: Option<u32>,
+}
+
+/// A decoded indirect block.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FractalIndirectBlock {
+    /// Heap offset of the block's first byte.
+    pub block_offset: u64,
+    /// Rows of the block.
+    pub rows: u16,
+    /// Direct-block entries, row by row (`direct rows * width`).
+    pub direct: Vec<ChildDirectBlock>,
+    /// Indirect-block addresses, row by row (`indirect rows * width`).
+    pub indirect: Vec<u64>,
+}
+
+impl FractalIndirectBlock {
+    /// Decodes an indirect block of `rows` rows (the header's current root rows for the root,
+    /// else [`super::BlockLocation`]'s `rows` from the parent) from `bytes` (at least
+    /// [`FractalHeapHeader::indirect_block_len`] bytes). Verifies the checksum.
+    pub fn decode(bytes: &[u8], hdr: &FractalHeapHeader, address: u64, rows: u16) -> Result<Self> {
+        let mut outer = Reader::new(bytes, "fractal heap indirect block", address);
+        if rows == 0 || u32::from(rows) > hdr.table.max_root_rows() {
+            return Err(outer.corrupted(format!("indirect block of {rows} rows")));
+        }
+        let total = outer.check_len(hdr.indirect_block_len(rows) as u64)?;
+        // `r` covers exactly the block (checksum included), so every count below fits.
+        let mut r = outer.sub(total)?;
+        let block_offset = prefix(&mut r, b"FHIB", hdr)?;
+        let (direct_rows, indirect_rows) = hdr.table.split_rows(rows);
+        let width = usize::from(hdr.table.width);
+        let mut direct = Vec::with_capacity(direct_rows as usize * width);
+        for _ in 0..direct_rows as usize * width {
+            let address = r.offset(hdr.sizes)?;
+            let (filtered_size, filter_mask) = if hdr.is_filtered() {
+                (Some(r.length(hdr.sizes)?), Some(r.u32()?))
+            } else {
+                (None, None)
+            };
+            direct.push(ChildDirectBlock {
+                address,
+                filtered_size,
+                filter_mask,
+            });
+        }
+        let mut indirect = Vec::with_capacity(indirect_rows as usize * width);
+        for _ in 0..indirect_rows as usize * width {
+            indirect.push(r.offset(hdr.sizes)?);
+        }
+        let computed = lookup3(r.consumed(), 0);
+        let stored = r.u32()?;
+        if stored != computed {
+            return Err(r.corrupted(format!(
+                "checksum {stored:#010x} stored, {computed:#010x} computed"
+            )));
+        }
+        if hdr
+            .table
+            .indirect_span(rows)
+            .is_some_and(|s| block_offset % s != 0)
+        {
+            return Err(r.corrupted(format!(
+                "block offset {block_offset} not aligned to the block's span"
+            )));
+        }
+        Ok(Self {
+            block_offset,
+            rows,
+            direct,
+            indirect,
+        })
+    }
+
+    /// The address of the child in slot `entry` (as in [`super::BlockLocation::entry`]), or
+    /// `None` if the slot does not exist. May be [`UNDEFINED_ADDRESS`].
+    pub fn child_address(&self, entry: usize) -> Option<u64> {
+        match self.direct.get(entry) {
+            Some(d) => Some(d.address),
+            None => self.indirect.get(entry - self.direct.len()).copied(),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Fractal heap IDs.
+//!
+//! The first byte holds the ID version in bits 6–7 (0) and the type in bits 4–5: 0 managed,
+//! 1 huge, 2 tiny.
+//!
+//! - Managed: heap offset (heap offset size bytes), then object length (heap length size
+//!   bytes; see [`FractalHeapHeader::heap_length_size`]).
+//! - Tiny: the object itself follows. Its length minus one is in the low 4 bits of the first
+//!   byte, or, when the heap ID is longer than 18 bytes ("extended"), in those 4 bits (high)
+//!   and the second byte (low), the data then starting at byte 2.
+//! - Huge, "directly accessed" when the ID has room: unfiltered heaps store the address (O) and
+//!   length (L) of the object; filtered heaps the address (O), filtered length (L), filter mask
+//!   (4) and unfiltered size (L). Otherwise the ID holds a key of the heap's v2 B-tree of huge
+//!   objects, `min(heap ID length - 1, 8)` bytes.
+
+use super::header::FractalHeapHeader;
+use crate::error::Result;
+use crate::reader::Reader;
+
+/// Where a huge object is.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum HugeId {
+    /// Look the object up by this key in the heap's v2 B-tree of huge objects (record type 1
+    /// for unfiltered heaps, 2 for filtered ones).
+    BtreeKey(u64),
+    /// Unfiltered object stored at `address`.
+    Direct {
+        /// File address of the object.
+        address: u64,
+        /// Its length.
+        len: u64,
+    },
+    /// Filtered object stored at `address`.
+    DirectFiltered {
+        /// File address of the filtered object.
+        address: u64,
+        /// Its length on disk.
+        len: u64,
+        /// Filters skipped for it.
+        filter_mask: u32,
+        /// Its length after removing the filters.
+        size: u64,
+    },
+}
+
+/// A decoded fractal heap ID.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum HeapId<'a> {
+    /// An object in managed space.
+    Managed {
+        /// Heap offset of the object.
+        offset: u64,
+        /// Its length.
+        len: u64,
+    },
+    /// An object stored inside the ID.
+    Tiny(&'a [u8]),
+    /// An object stored outside managed space.
+    Huge(HugeId),
+}
+
+/// Tiny objects switch to a 2-byte length when `heap ID length - 1` exceeds this + 1.
+const TINY_LEN_SHORT: usize = 16;
+
+impl<'a> HeapId<'a> {
+    /// Decodes `id` (exactly the heap's ID length) of the heap described by `hdr`.
+    pub fn decode(id: &'a [u8], hdr: &FractalHeapHeader) -> Result<Self> {
+        let mut r = Reader::new(id, "fractal heap ID", hdr.address);
+        if id.len() != usize::from(hdr.heap_id_len) {
+            return Err(r.corrupted(format!(
+                "heap ID of {} bytes, the heap uses {}",
+                id.len(),
+                hdr.heap_id_len
+            )));
+        }
+        let flags = r.u8()?;
+        if flags >> 6 != 0 {
+            return Err(r.unsupported(format!("heap ID version {}", flags >> 6)));
+        }
+        match (flags >> 4) & 0b11 {
+            0 => {
+                let offset = r.uint(hdr.heap_offset_size())?;
+                let len = r.uint(hdr.heap_length_size())?;
+                let bits = u32::from(hdr.table.max_heap_size_bits);
+                let fits = offset
+                    .checked_add(len)
+                    .is_some_and(|end| bits >= 64 || end <= 1u64 << bits);
+                if len == 0 || len > u64::from(hdr.max_managed_object_size) || !fits {
+                    return Err(r.corrupted(format!(
+                        "managed object of {len} bytes at heap offset {offset}"
+                    )));
+                }
+                Ok(Self::Managed { offset, len })
+            }
+            1 => Ok(Self::Huge(Self::huge(&mut r, hdr)?)),
+            2 => {
+                let extended = id.len() - 1 > TINY_LEN_SHORT + 1;
+                let len = if extended {
+                    let low = r.u8()?;
+                    (usize::from(flags & 0x0f) << 8 | usize::from(low)) + 1
+                } else {
+                    usize::from(flags & 0x0f) + 1
+                };
+                Ok(Self::Tiny(r.bytes(len)?))
+            }
+            t => Err(r.corrupted(format!("heap ID type {t}"))),
+        }
+    }
+
+    fn huge(r: &mut Reader<'_>, hdr: &FractalHeapHeader) -> Result<HugeId> {
+        let room = usize::from(hdr.heap_id_len).saturating_sub(1);
+        let o = usize::from(hdr.sizes.offset);
+        let l = usize::from(hdr.sizes.length);
+        if hdr.is_filtered() {
+            if room >= o + l + 4 + l {
+                return Ok(HugeId::DirectFiltered {
+                    address: r.offset(hdr.sizes)?,
+                    len: r.length(hdr.sizes)?,
+                    filter_mask: r.u32()?,
+                    size: r.length(hdr.sizes)?,
+                });
+            }
+        } else if room >= o + l {
+            return Ok(HugeId::Direct {
+                address: r.offset(hdr.sizes)?,
+                len: r.length(hdr.sizes)?,
+            });
+        }
+        Ok(HugeId::BtreeKey(r.uint(room.min(8))?))
+    }
+}
