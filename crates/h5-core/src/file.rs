@@ -4,12 +4,25 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use h5_chunkcache::ChunkCache;
+use h5_chunkcache::{ChunkCache, ChunkCacheConfig};
 use h5_format::Sizes;
-use h5_metacache::{MetadataCache, MetadataKind, ProtectFlags, UnprotectFlags};
+use h5_format::superblock::{self, Root, Superblock};
+use h5_io::{Storage, StorageExt};
+use h5_metacache::{
+    CacheBuilder, CacheConfig, MetadataCache, MetadataKind, ProtectFlags, UnprotectFlags,
+};
 
 use crate::error::{Error, Result};
-use crate::meta::{Load, Meta};
+use crate::meta::{FileSpace, Load, Meta, classes};
+
+/// Cache settings of an open file.
+#[derive(Clone, Debug, Default)]
+pub struct CacheSettings {
+    /// The metadata cache's configuration (`None`: the serial default).
+    pub metadata: Option<CacheConfig>,
+    /// The chunk cache's configuration.
+    pub chunks: ChunkCacheConfig,
+}
 
 /// One open file.
 pub struct FileShared {
@@ -23,6 +36,12 @@ pub struct FileShared {
     pub(crate) sizes: Sizes,
     /// Absolute file offset that relative addresses count from (the superblock's base address).
     pub(crate) base: u64,
+    /// The superblock.
+    pub(crate) superblock: Superblock,
+    /// Relative address of the root group's object header.
+    pub(crate) root: u64,
+    /// Directory of the file, for external links and external raw data (`None`: in memory).
+    pub(crate) dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -35,6 +54,83 @@ impl std::fmt::Debug for FileShared {
 }
 
 impl FileShared {
+    /// Opens the HDF5 file in `storage`: finds the superblock (after any userblock), loads it
+    /// through the metadata cache and sets up both caches.
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        settings: &CacheSettings,
+        dir: Option<std::path::PathBuf>,
+    ) -> Result<Arc<FileShared>> {
+        let len = storage.len()?;
+        let at = superblock::locate(len, |off| {
+            let mut sig = vec![0u8; superblock::SIGNATURE.len()];
+            storage.read_at_zero_fill(off, &mut sig).map(|()| sig)
+        })?
+        .ok_or(Error::NotHdf5)?;
+        let mut builder = CacheBuilder::new(Arc::clone(&storage), classes(), FileSpace { eoa: len });
+        if let Some(c) = &settings.metadata {
+            builder = builder.config(c.clone());
+        }
+        let mut meta = builder.build()?;
+        let load = Load::sized(
+            superblock::MAX_LEN,
+            move |b| superblock::needed_len(b, at),
+            move |b| Superblock::decode(b, at),
+        );
+        let h = meta.protect(
+            MetadataKind::Superblock.id(),
+            at,
+            &load,
+            ProtectFlags::READ_ONLY,
+        )?;
+        let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
+        meta.unprotect(h, UnprotectFlags::NONE)
+            .map_err(|e| Error::Cache(e.error))?;
+        let sb = *value?
+            .downcast::<Superblock>()
+            .map_err(|_| Error::Unsupported("superblock cached as another structure".into()))?;
+        // Addresses count from the base address; a file whose base field is 0 while its
+        // superblock follows a userblock counts from the superblock (as libhdf5 does).
+        let base = if sb.base_address == 0 { at } else { sb.base_address };
+        let root = match sb.root {
+            Root::SymbolTableEntry(e) => e.object_header_address,
+            Root::ObjectHeader(a) => a,
+        };
+        let chunks = ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
+        Ok(Arc::new(FileShared {
+            storage,
+            meta: Mutex::new(meta),
+            chunks: Mutex::new(chunks),
+            sizes: sb.sizes,
+            base,
+            superblock: sb,
+            root,
+            dir,
+        }))
+    }
+
+    /// The superblock.
+    pub fn superblock(&self) -> &Superblock {
+        &self.superblock
+    }
+
+    /// Relative address of the root group's object header.
+    pub fn root_address(&self) -> u64 {
+        self.root
+    }
+
+    /// The metadata cache's statistics.
+    pub fn metadata_cache_stats(&self) -> Result<h5_metacache::Stats> {
+        let meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
+        Ok(meta.stats().clone())
+    }
+
+    /// The chunk cache's statistics.
+    pub fn chunk_cache_stats(&self) -> Result<h5_chunkcache::ChunkCacheStats> {
+        let c = self.chunks.lock().map_err(|_| Error::Poisoned)?;
+        Ok(c.stats())
+    }
+
     /// Loads (or finds in the cache) the structure of `kind` at relative address `addr` and
     /// returns its decoded value, which must be a `T`. The entry is protected read-only only for
     /// the time it takes to clone the value out.

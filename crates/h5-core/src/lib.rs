@@ -11,5 +11,6 @@ pub mod error;
 pub mod file;
 pub mod layouts;
 pub mod meta;
+pub mod object;
 
 pub use error::{Error, Result};

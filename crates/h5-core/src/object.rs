@@ -1,0 +1,169 @@
+//! Object headers: the first chunk and every continuation block are metadata-cache entries; the
+//! messages of all chunks, decoded, make an [`ObjectHeader`].
+
+use std::sync::Arc;
+
+use h5_format::message::{Message, decode_message, kind};
+use h5_format::object_header::{
+    self, ObjectHeaderPrefix, PREFIX_MAX_LEN, decode_continuation_block, decode_first_chunk,
+};
+use h5_format::{FormatError, Sizes};
+use h5_metacache::MetadataKind;
+
+use crate::error::{Error, Result};
+use crate::file::FileShared;
+use crate::meta::Load;
+
+/// One stored message, owned.
+#[derive(Clone, Debug)]
+struct StoredMessage {
+    kind: u16,
+    flags: u8,
+    creation_order: Option<u16>,
+    body: Vec<u8>,
+}
+
+/// A decoded chunk #0: the prefix and its messages.
+#[derive(Debug)]
+struct FirstChunkImage {
+    prefix: ObjectHeaderPrefix,
+    messages: Vec<StoredMessage>,
+}
+
+fn owned(raw: &[object_header::RawMessage<'_>]) -> Vec<StoredMessage> {
+    raw.iter()
+        .map(|m| StoredMessage {
+            kind: m.kind,
+            flags: m.flags,
+            creation_order: m.creation_order,
+            body: m.body.to_vec(),
+        })
+        .collect()
+}
+
+/// One decoded message of an object header.
+#[derive(Clone, Debug)]
+pub struct HeaderMessage {
+    /// The message type.
+    pub kind: u16,
+    /// The message flags.
+    pub flags: u8,
+    /// The creation order, when the header tracks it.
+    pub creation_order: Option<u16>,
+    /// The decoded message.
+    pub message: Message,
+}
+
+/// A decoded object header: every message of every chunk, in stored order (null messages and
+/// continuation messages left out).
+#[derive(Clone, Debug)]
+pub struct ObjectHeader {
+    /// Relative address of the header.
+    pub address: u64,
+    /// Header version (1 or 2).
+    pub version: u8,
+    /// The messages.
+    pub messages: Vec<HeaderMessage>,
+}
+
+/// Most continuation chains are short; a longer one means a loop in a damaged file.
+const MAX_CHUNKS: usize = 4096;
+
+impl ObjectHeader {
+    /// Loads the object header at relative address `addr` through the metadata cache.
+    pub fn load(file: &FileShared, addr: u64) -> Result<Arc<ObjectHeader>> {
+        let sizes = file.sizes;
+        let first: Arc<FirstChunkImage> = file.load(
+            MetadataKind::ObjectHeader,
+            addr,
+            Load::sized(
+                PREFIX_MAX_LEN.max(256),
+                move |b| object_header::needed_len(b, addr),
+                move |b| {
+                    let c = decode_first_chunk(b, addr)?;
+                    Ok(FirstChunkImage {
+                        prefix: c.prefix.clone(),
+                        messages: owned(&c.messages),
+                    })
+                },
+            ),
+        )?;
+        let mut out = ObjectHeader {
+            address: addr,
+            version: first.prefix.version,
+            messages: Vec::new(),
+        };
+        let mut pending: Vec<StoredMessage> = first.messages.clone();
+        let mut chunks = 1usize;
+        let mut i = 0;
+        while i < pending.len() {
+            let m = pending[i].clone();
+            i += 1;
+            let message = decode_message(m.kind, m.flags, &m.body, sizes, addr)?;
+            if let Message::Continuation(c) = &message {
+                chunks += 1;
+                if chunks > MAX_CHUNKS {
+                    return Err(corrupt(addr, "too many continuation blocks (a loop?)"));
+                }
+                let len = usize::try_from(c.length)
+                    .map_err(|_| corrupt(addr, "continuation length does not fit"))?;
+                let prefix = first.prefix.clone();
+                let at = c.address;
+                let block: Arc<Vec<StoredMessage>> = file.load(
+                    MetadataKind::ObjectHeaderChunk,
+                    at,
+                    Load::exact(len, move |b| {
+                        Ok(owned(&decode_continuation_block(b, &prefix, at)?))
+                    }),
+                )?;
+                pending.extend(block.iter().cloned());
+                continue;
+            }
+            if matches!(message, Message::Nil) || m.kind == kind::NIL {
+                continue;
+            }
+            out.messages.push(HeaderMessage {
+                kind: m.kind,
+                flags: m.flags,
+                creation_order: m.creation_order,
+                message,
+            });
+        }
+        Ok(Arc::new(out))
+    }
+
+    /// The first message matching `f`.
+    pub fn find<T>(&self, f: impl Fn(&Message) -> Option<T>) -> Option<T> {
+        self.messages.iter().find_map(|m| f(&m.message))
+    }
+
+    /// Every message matching `f`.
+    pub fn all<T>(&self, f: impl Fn(&Message) -> Option<T>) -> Vec<T> {
+        self.messages.iter().filter_map(|m| f(&m.message)).collect()
+    }
+
+    /// Whether the header holds a message of `kind` that it does not understand but must to be
+    /// read correctly.
+    pub fn unknown_must_understand(&self) -> Option<u16> {
+        self.messages.iter().find_map(|m| match m.message {
+            Message::Unknown {
+                kind,
+                must_understand: true,
+            } => Some(kind),
+            _ => None,
+        })
+    }
+}
+
+fn corrupt(addr: u64, reason: &str) -> Error {
+    Error::Format(FormatError::Corrupted {
+        structure: "object header",
+        address: addr,
+        reason: reason.into(),
+    })
+}
+
+/// The sizes of a file, for decoders that need them.
+pub(crate) fn sizes(file: &FileShared) -> Sizes {
+    file.sizes
+}
