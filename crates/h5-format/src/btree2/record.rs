@@ -1,0 +1,315 @@
+//! The records of the v2 B-tree types, and the context their decoding needs.
+
+use super::Btree2Type;
+use crate::error::Result;
+use crate::reader::{Reader, Sizes};
+
+/// Length of the fractal heap IDs of dense link storage (types 5 and 6) in libhdf5.
+pub const LINK_HEAP_ID_LEN: usize = 7;
+/// Length of the fractal heap IDs of dense attribute storage and shared messages (types 7–9).
+pub const OBJECT_HEAP_ID_LEN: usize = 8;
+
+/// Width in bytes of the "chunk size" field of filtered chunk records (B-tree type 11, and
+/// filtered fixed/extensible array elements) for chunks of `chunk_bytes` unfiltered bytes: one
+/// byte more than `chunk_bytes` needs (a filter may grow a chunk), at most 8.
+pub fn chunk_size_len(chunk_bytes: u64) -> usize {
+    let log2 = 63u32.saturating_sub(chunk_bytes.leading_zeros()) as usize;
+    (1 + (log2 + 8) / 8).min(8)
+}
+
+/// What decoding a record needs besides its bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RecordContext {
+    /// Address and length sizes of the file.
+    pub sizes: Sizes,
+    /// Heap ID length of link records (types 5 and 6); [`LINK_HEAP_ID_LEN`] in libhdf5 files.
+    pub heap_id_len: usize,
+    /// Rank of the dataset (number of scaled offsets) for chunk records (types 10 and 11).
+    pub rank: usize,
+    /// Width of the chunk size field of filtered chunk records (type 11), see
+    /// [`chunk_size_len`].
+    pub chunk_size_len: usize,
+}
+
+impl RecordContext {
+    /// A context for the non-chunk types (heap ID length [`LINK_HEAP_ID_LEN`]).
+    pub fn new(sizes: Sizes) -> Self {
+        Self {
+            sizes,
+            heap_id_len: LINK_HEAP_ID_LEN,
+            rank: 0,
+            chunk_size_len: 0,
+        }
+    }
+
+    /// A context for the chunk index of a dataset of `rank` dimensions whose unfiltered
+    /// chunks are `chunk_bytes` bytes.
+    pub fn for_chunks(sizes: Sizes, rank: usize, chunk_bytes: u64) -> Self {
+        Self {
+            rank,
+            chunk_size_len: chunk_size_len(chunk_bytes),
+            ..Self::new(sizes)
+        }
+    }
+
+    /// The record size a tree of type `t` must have in this context.
+    pub fn record_size(&self, t: Btree2Type) -> usize {
+        let o = usize::from(self.sizes.offset);
+        let l = usize::from(self.sizes.length);
+        match t {
+            Btree2Type::HugeIndirect => o + 2 * l,
+            Btree2Type::HugeIndirectFiltered => o + 3 * l + 4,
+            Btree2Type::HugeDirect => o + l,
+            Btree2Type::HugeDirectFiltered => o + 2 * l + 4,
+            Btree2Type::LinkName => 4 + self.heap_id_len,
+            Btree2Type::LinkCreationOrder => 8 + self.heap_id_len,
+            Btree2Type::SharedMessages => 1 + 4 + (4 + OBJECT_HEAP_ID_LEN).max(1 + 1 + 2 + o),
+            Btree2Type::AttributeName => OBJECT_HEAP_ID_LEN + 1 + 4 + 4,
+            Btree2Type::AttributeCreationOrder => OBJECT_HEAP_ID_LEN + 1 + 4,
+            Btree2Type::Chunks => o.saturating_add(self.rank.saturating_mul(8)),
+            Btree2Type::FilteredChunks => {
+                (o + self.chunk_size_len + 4).saturating_add(self.rank.saturating_mul(8))
+            }
+        }
+    }
+
+    /// Errors unless `size` is the record size of type `t` in this context.
+    pub(crate) fn check_record_size(
+        &self,
+        r: &Reader<'_>,
+        t: Btree2Type,
+        size: usize,
+    ) -> Result<()> {
+        let want = self.record_size(t);
+        if size != want {
+            return Err(r.corrupted(format!(
+                "record size {size}, type {} records are {want} bytes here",
+                t.as_u8()
+            )));
+        }
+        if t == Btree2Type::FilteredChunks && !(1..=8).contains(&self.chunk_size_len) {
+            return Err(r.unsupported(format!("chunk size width {}", self.chunk_size_len)));
+        }
+        Ok(())
+    }
+}
+
+/// A record of the shared object header message index (type 7).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum SharedMessageRecord {
+    /// The message is stored in the index's fractal heap.
+    InHeap {
+        /// Hash of the encoded message.
+        hash: u32,
+        /// Objects sharing the message.
+        reference_count: u32,
+        /// Fractal heap ID of the message.
+        heap_id: [u8; OBJECT_HEAP_ID_LEN],
+    },
+    /// The message is stored in an object header.
+    InObjectHeader {
+        /// Hash of the encoded message.
+        hash: u32,
+        /// Message type.
+        message_type: u8,
+        /// Index of the message within the object header.
+        index: u16,
+        /// Address of the object header.
+        address: u64,
+    },
+}
+
+/// One v2 B-tree record, by tree type.
+#[non_exhaustive]
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Record {
+    /// Type 1: a huge object, indirectly accessed, not filtered.
+    HugeIndirect {
+        /// Address of the object.
+        address: u64,
+        /// Its length on disk.
+        length: u64,
+        /// The object's heap ID.
+        id: u64,
+    },
+    /// Type 2: a huge object, indirectly accessed, filtered.
+    HugeIndirectFiltered {
+        /// Address of the filtered object.
+        address: u64,
+        /// Its length on disk.
+        length: u64,
+        /// Filters skipped (bit i set: filter i not applied).
+        filter_mask: u32,
+        /// Its size once unfiltered.
+        memory_size: u64,
+        /// The object's heap ID.
+        id: u64,
+    },
+    /// Type 3: a huge object, directly accessed, not filtered.
+    HugeDirect {
+        /// Address of the object.
+        address: u64,
+        /// Its length.
+        length: u64,
+    },
+    /// Type 4: a huge object, directly accessed, filtered.
+    HugeDirectFiltered {
+        /// Address of the filtered object.
+        address: u64,
+        /// Its length on disk.
+        length: u64,
+        /// Filters skipped.
+        filter_mask: u32,
+        /// Its size once unfiltered.
+        memory_size: u64,
+    },
+    /// Type 5: a link of an indexed group, by name.
+    LinkName {
+        /// Jenkins lookup3 hash of the link name (initial value 0).
+        hash: u32,
+        /// Fractal heap ID of the link message.
+        heap_id: Vec<u8>,
+    },
+    /// Type 6: a link of an indexed group, by creation order.
+    LinkCreationOrder {
+        /// Creation order of the link.
+        creation_order: u64,
+        /// Fractal heap ID of the link message.
+        heap_id: Vec<u8>,
+    },
+    /// Type 7: a shared object header message.
+    SharedMessage(SharedMessageRecord),
+    /// Type 8: an attribute in dense storage, by name.
+    AttributeName {
+        /// Fractal heap ID of the attribute message.
+        heap_id: [u8; OBJECT_HEAP_ID_LEN],
+        /// Message flags (bit 0: shared, etc.).
+        flags: u8,
+        /// Creation order of the attribute.
+        creation_order: u32,
+        /// Jenkins lookup3 hash of the attribute name.
+        hash: u32,
+    },
+    /// Type 9: an attribute in dense storage, by creation order.
+    AttributeCreationOrder {
+        /// Fractal heap ID of the attribute message.
+        heap_id: [u8; OBJECT_HEAP_ID_LEN],
+        /// Message flags.
+        flags: u8,
+        /// Creation order of the attribute.
+        creation_order: u32,
+    },
+    /// Type 10: a chunk of a dataset without filters.
+    Chunk {
+        /// Address of the chunk.
+        address: u64,
+        /// Chunk offsets divided by the chunk dimensions, one per dataset dimension.
+        scaled: Vec<u64>,
+    },
+    /// Type 11: a chunk of a dataset with filters.
+    FilteredChunk {
+        /// Address of the chunk.
+        address: u64,
+        /// Its size on disk (after filtering).
+        size: u64,
+        /// Filters skipped (bit i set: filter i not applied).
+        filter_mask: u32,
+        /// Chunk offsets divided by the chunk dimensions, one per dataset dimension.
+        scaled: Vec<u64>,
+    },
+}
+
+impl Record {
+    /// Decodes one record of a tree of type `t` from `r` (exactly the record's bytes; the
+    /// record size was checked against `ctx` by the caller).
+    pub fn decode(r: &mut Reader<'_>, t: Btree2Type, ctx: &RecordContext) -> Result<Self> {
+        let s = ctx.sizes;
+        Ok(match t {
+            Btree2Type::HugeIndirect => Self::HugeIndirect {
+                address: r.offset(s)?,
+                length: r.length(s)?,
+                id: r.length(s)?,
+            },
+            Btree2Type::HugeIndirectFiltered => Self::HugeIndirectFiltered {
+                address: r.offset(s)?,
+                length: r.length(s)?,
+                filter_mask: r.u32()?,
+                memory_size: r.length(s)?,
+                id: r.length(s)?,
+            },
+            Btree2Type::HugeDirect => Self::HugeDirect {
+                address: r.offset(s)?,
+                length: r.length(s)?,
+            },
+            Btree2Type::HugeDirectFiltered => Self::HugeDirectFiltered {
+                address: r.offset(s)?,
+                length: r.length(s)?,
+                filter_mask: r.u32()?,
+                memory_size: r.length(s)?,
+            },
+            Btree2Type::LinkName => Self::LinkName {
+                hash: r.u32()?,
+                heap_id: r.bytes(ctx.heap_id_len)?.to_vec(),
+            },
+            Btree2Type::LinkCreationOrder => Self::LinkCreationOrder {
+                creation_order: r.u64()?,
+                heap_id: r.bytes(ctx.heap_id_len)?.to_vec(),
+            },
+            Btree2Type::SharedMessages => Self::SharedMessage(decode_shared(r, s)?),
+            Btree2Type::AttributeName => Self::AttributeName {
+                heap_id: heap_id8(r)?,
+                flags: r.u8()?,
+                creation_order: r.u32()?,
+                hash: r.u32()?,
+            },
+            Btree2Type::AttributeCreationOrder => Self::AttributeCreationOrder {
+                heap_id: heap_id8(r)?,
+                flags: r.u8()?,
+                creation_order: r.u32()?,
+            },
+            Btree2Type::Chunks => Self::Chunk {
+                address: r.offset(s)?,
+                scaled: scaled(r, ctx.rank)?,
+            },
+            Btree2Type::FilteredChunks => Self::FilteredChunk {
+                address: r.offset(s)?,
+                size: r.uint(ctx.chunk_size_len)?,
+                filter_mask: r.u32()?,
+                scaled: scaled(r, ctx.rank)?,
+            },
+        })
+    }
+}
+
+fn heap_id8(r: &mut Reader<'_>) -> Result<[u8; OBJECT_HEAP_ID_LEN]> {
+    let mut id = [0u8; OBJECT_HEAP_ID_LEN];
+    id.copy_from_slice(r.bytes(OBJECT_HEAP_ID_LEN)?);
+    Ok(id)
+}
+
+fn scaled(r: &mut Reader<'_>, rank: usize) -> Result<Vec<u64>> {
+    r.check_len((rank as u64).saturating_mul(8))?;
+    (0..rank).map(|_| r.u64()).collect()
+}
+
+fn decode_shared(r: &mut Reader<'_>, s: Sizes) -> Result<SharedMessageRecord> {
+    let location = r.u8()?;
+    let hash = r.u32()?;
+    match location {
+        0 => Ok(SharedMessageRecord::InHeap {
+            hash,
+            reference_count: r.u32()?,
+            heap_id: heap_id8(r)?,
+        }),
+        1 => {
+            let _reserved = r.u8()?;
+            Ok(SharedMessageRecord::InObjectHeader {
+                hash,
+                message_type: r.u8()?,
+                index: r.u16()?,
+                address: r.offset(s)?,
+            })
+        }
+        other => Err(r.corrupted(format!("shared message location {other}"))),
+    }
+}
