@@ -67,7 +67,8 @@ impl FileShared {
             storage.read_at_zero_fill(off, &mut sig).map(|()| sig)
         })?
         .ok_or(Error::NotHdf5)?;
-        let mut builder = CacheBuilder::new(Arc::clone(&storage), classes(), FileSpace { eoa: len });
+        let mut builder =
+            CacheBuilder::new(Arc::clone(&storage), classes(), FileSpace { eoa: len });
         if let Some(c) = &settings.metadata {
             builder = builder.config(c.clone());
         }
@@ -91,7 +92,11 @@ impl FileShared {
             .map_err(|_| Error::Unsupported("superblock cached as another structure".into()))?;
         // Addresses count from the base address; a file whose base field is 0 while its
         // superblock follows a userblock counts from the superblock (as libhdf5 does).
-        let base = if sb.base_address == 0 { at } else { sb.base_address };
+        let base = if sb.base_address == 0 {
+            at
+        } else {
+            sb.base_address
+        };
         let root = match sb.root {
             Root::SymbolTableEntry(e) => e.object_header_address,
             Root::ObjectHeader(a) => a,

@@ -9,8 +9,11 @@
 pub mod convert;
 pub mod error;
 pub mod file;
+pub mod group;
 pub mod layouts;
 pub mod meta;
+pub mod nav;
 pub mod object;
+pub(crate) mod walk;
 
 pub use error::{Error, Result};

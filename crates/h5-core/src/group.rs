@@ -1,0 +1,114 @@
+//! Links of a group in its three storage forms: old-style symbol tables, compact link messages
+//! and dense storage (a fractal heap of link messages indexed by a v2 B-tree).
+
+use h5_format::btree2::{Record, RecordContext};
+use h5_format::message::link::{Link, LinkTarget};
+use h5_format::message::{Message, decode_message, kind};
+use h5_format::symbol_node::ScratchPad;
+
+use crate::error::Result;
+use crate::file::FileShared;
+use crate::object::ObjectHeader;
+use crate::walk;
+
+/// Where a link points.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum LinkValue {
+    /// An object in this file (relative object header address).
+    Hard(u64),
+    /// A path in this file.
+    Soft(String),
+    /// An object in another file.
+    External {
+        /// The other file's name.
+        file: String,
+        /// The object's path in it.
+        path: String,
+    },
+    /// A user-defined link type this library does not follow.
+    UserDefined(u8),
+}
+
+/// One link of a group.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct LinkEntry {
+    /// The link's name.
+    pub name: String,
+    /// Creation order, when tracked.
+    pub creation_order: Option<i64>,
+    /// Its target.
+    pub value: LinkValue,
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn from_message(l: &Link) -> LinkEntry {
+    LinkEntry {
+        name: text(&l.name),
+        creation_order: l.creation_order,
+        value: match &l.target {
+            LinkTarget::Hard(a) => LinkValue::Hard(*a),
+            LinkTarget::Soft(p) => LinkValue::Soft(text(p)),
+            LinkTarget::External { file, path, .. } => LinkValue::External {
+                file: text(file),
+                path: text(path),
+            },
+            LinkTarget::UserDefined { kind, .. } => LinkValue::UserDefined(*kind),
+        },
+    }
+}
+
+/// Every link of the group whose header is `oh`, sorted by name.
+pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
+    let mut out: Vec<LinkEntry> = Vec::new();
+    if let Some(st) = oh.find(|m| match m {
+        Message::SymbolTable(s) => Some(*s),
+        _ => None,
+    }) {
+        for (name, e) in walk::symbol_table(file, st.btree_address, st.heap_address)? {
+            let value = match e.scratch {
+                ScratchPad::SoftLink { value_offset } => LinkValue::Soft(text(
+                    &walk::local_heap_string(file, st.heap_address, u64::from(value_offset))?,
+                )),
+                _ => LinkValue::Hard(e.object_header_address),
+            };
+            out.push(LinkEntry {
+                name: text(&name),
+                creation_order: None,
+                value,
+            });
+        }
+    }
+    for l in oh.all(|m| match m {
+        Message::Link(l) => Some(l.clone()),
+        _ => None,
+    }) {
+        out.push(from_message(&l));
+    }
+    if let Some(info) = oh.find(|m| match m {
+        Message::LinkInfo(i) => Some(i.clone()),
+        _ => None,
+    }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
+    {
+        let heap = walk::fractal_header(file, info.fractal_heap_address)?;
+        let records = walk::btree2_records(
+            file,
+            info.name_index_address,
+            RecordContext::new(file.sizes),
+        )?;
+        for r in records {
+            if let Record::LinkName { heap_id, .. } = r {
+                let bytes = walk::fractal_object(file, &heap, &heap_id)?;
+                if let Message::Link(l) =
+                    decode_message(kind::LINK, 0, &bytes, file.sizes, info.fractal_heap_address)?
+                {
+                    out.push(from_message(&l));
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    Ok(out)
+}

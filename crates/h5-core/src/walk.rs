@@ -1,0 +1,339 @@
+//! Walks of the multi-block structures (B-trees, heaps), each block loaded through the metadata
+//! cache and decoded by `h5-format`.
+
+use std::sync::Arc;
+
+use h5_format::btree1::{BtreeV1Node, NodeType, node_len};
+use h5_format::btree2::{Btree2Header, Btree2Node, Record, RecordContext};
+use h5_format::heap::fractal::{
+    ChildKind, FractalDirectBlock, FractalHeapHeader, FractalIndirectBlock, HeapId, HugeId,
+    RootBlock,
+};
+use h5_format::heap::global::{GlobalHeapCollection, GlobalHeapId};
+use h5_format::heap::local::LocalHeapHeader;
+use h5_format::symbol_node::{SymbolTableEntry, SymbolTableNode};
+use h5_format::{FormatError, UNDEFINED_ADDRESS};
+use h5_metacache::MetadataKind as K;
+
+use crate::error::{Error, Result};
+use crate::file::FileShared;
+use crate::meta::Load;
+
+/// Deeper than any real tree: a damaged file with a cycle stops here.
+const MAX_DEPTH: usize = 64;
+
+fn corrupt(structure: &'static str, address: u64, reason: &str) -> Error {
+    Error::Format(FormatError::Corrupted {
+        structure,
+        address,
+        reason: reason.into(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Old-style groups: v1 B-tree of symbol table nodes, names in a local heap.
+// ---------------------------------------------------------------------------------------------
+
+/// A local heap's data segment.
+pub(crate) fn local_heap(file: &FileShared, addr: u64) -> Result<(LocalHeapHeader, Arc<Vec<u8>>)> {
+    let sizes = file.sizes;
+    let hdr: Arc<LocalHeapHeader> = file.load(
+        K::LocalHeapPrefix,
+        addr,
+        Load::exact(LocalHeapHeader::encoded_len(sizes), move |b| {
+            LocalHeapHeader::decode(b, sizes, addr)
+        }),
+    )?;
+    let len = usize::try_from(hdr.data_segment_size)
+        .map_err(|_| corrupt("local heap", addr, "data segment too large"))?;
+    let seg: Arc<Vec<u8>> = file.load(
+        K::LocalHeapDataBlock,
+        hdr.data_segment_address,
+        Load::exact(len, |b| Ok(b.to_vec())),
+    )?;
+    Ok((*hdr, seg))
+}
+
+/// Every entry of an old-style group (its v1 B-tree at `btree`), with its name, in name order.
+pub(crate) fn symbol_table(
+    file: &FileShared,
+    btree: u64,
+    heap: u64,
+) -> Result<Vec<(Vec<u8>, SymbolTableEntry)>> {
+    let sizes = file.sizes;
+    let (hdr, seg) = local_heap(file, heap)?;
+    let internal_k = file.superblock.group_internal_k.unwrap_or(16);
+    let leaf_k = file.superblock.group_leaf_k.unwrap_or(4);
+    let nlen = node_len(sizes, internal_k, NodeType::Group, 0)?;
+    let snod_len = SymbolTableNode::node_len(sizes, leaf_k);
+    let mut out = Vec::new();
+    let mut stack = vec![(btree, 0usize)];
+    while let Some((addr, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(corrupt("v1 B-tree", addr, "tree too deep (a cycle?)"));
+        }
+        let node: Arc<BtreeV1Node> = file.load(
+            K::BTreeV1Node,
+            addr,
+            Load::exact(nlen, move |b| BtreeV1Node::decode(b, sizes, addr, None)),
+        )?;
+        if node.level > 0 {
+            // Children in reverse so they pop in order.
+            for &c in node.children.iter().rev() {
+                stack.push((c, depth + 1));
+            }
+            continue;
+        }
+        for &snod_addr in &node.children {
+            let snod: Arc<SymbolTableNode> = file.load(
+                K::SymbolTableNode,
+                snod_addr,
+                Load::exact(snod_len, move |b| {
+                    SymbolTableNode::decode(b, sizes, snod_addr)
+                }),
+            )?;
+            for e in &snod.entries {
+                let name = hdr.name_at(&seg, e.link_name_offset)?.to_vec();
+                out.push((name, *e));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A string in an old-style group's local heap (soft-link values).
+pub(crate) fn local_heap_string(file: &FileShared, heap: u64, offset: u64) -> Result<Vec<u8>> {
+    let (hdr, seg) = local_heap(file, heap)?;
+    Ok(hdr.name_at(&seg, offset)?.to_vec())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Version 2 B-trees.
+// ---------------------------------------------------------------------------------------------
+
+/// The header of the v2 B-tree at `addr`.
+pub(crate) fn btree2_header(file: &FileShared, addr: u64) -> Result<Arc<Btree2Header>> {
+    let sizes = file.sizes;
+    file.load(
+        K::BTreeV2Header,
+        addr,
+        Load::exact(Btree2Header::encoded_len(sizes), move |b| {
+            Btree2Header::decode(b, sizes, addr)
+        }),
+    )
+}
+
+/// Every record of the v2 B-tree at `addr`, in key order.
+pub(crate) fn btree2_records(
+    file: &FileShared,
+    addr: u64,
+    ctx: RecordContext,
+) -> Result<Vec<Record>> {
+    let hdr = btree2_header(file, addr)?;
+    let mut out = Vec::new();
+    if hdr.root.address == UNDEFINED_ADDRESS || hdr.root.records == 0 && hdr.depth == 0 {
+        return Ok(out);
+    }
+    btree2_walk(file, &hdr, hdr.root, hdr.depth, ctx, &mut out, 0)?;
+    Ok(out)
+}
+
+fn btree2_walk(
+    file: &FileShared,
+    hdr: &Arc<Btree2Header>,
+    ptr: h5_format::btree2::ChildPointer,
+    depth: u16,
+    ctx: RecordContext,
+    out: &mut Vec<Record>,
+    level: usize,
+) -> Result<()> {
+    if level > MAX_DEPTH {
+        return Err(corrupt("v2 B-tree", ptr.address, "tree too deep"));
+    }
+    let h = Arc::clone(hdr);
+    let addr = ptr.address;
+    let kind = if depth == 0 {
+        K::BTreeV2Leaf
+    } else {
+        K::BTreeV2Internal
+    };
+    let node: Arc<Btree2Node> = file.load(
+        kind,
+        addr,
+        Load::exact(hdr.node_len(), move |b| {
+            Btree2Node::decode(b, &h, depth, ptr.records, &ctx, addr)
+        }),
+    )?;
+    if depth == 0 {
+        out.extend(node.records.iter().cloned());
+        return Ok(());
+    }
+    // In-order: child 0, record 0, child 1, record 1, ..., child n.
+    for (i, child) in node.children.iter().enumerate() {
+        btree2_walk(file, hdr, *child, depth - 1, ctx, out, level + 1)?;
+        if let Some(r) = node.records.get(i) {
+            out.push(r.clone());
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fractal heaps.
+// ---------------------------------------------------------------------------------------------
+
+/// The header of the fractal heap at `addr`.
+pub(crate) fn fractal_header(file: &FileShared, addr: u64) -> Result<Arc<FractalHeapHeader>> {
+    let sizes = file.sizes;
+    file.load(
+        K::FractalHeapHeader,
+        addr,
+        Load::sized(
+            256,
+            move |b| FractalHeapHeader::total_len(b, sizes, addr),
+            move |b| FractalHeapHeader::decode(b, sizes, addr),
+        ),
+    )
+}
+
+/// The object with heap ID `id` in the heap `hdr`.
+pub(crate) fn fractal_object(
+    file: &FileShared,
+    hdr: &Arc<FractalHeapHeader>,
+    id: &[u8],
+) -> Result<Vec<u8>> {
+    match HeapId::decode(id, hdr)? {
+        HeapId::Tiny(b) => Ok(b.to_vec()),
+        HeapId::Managed { offset, len } => managed_object(file, hdr, offset, len),
+        HeapId::Huge(HugeId::Direct { address, len }) => raw_block(file, address, len),
+        HeapId::Huge(HugeId::BtreeKey(key)) => {
+            let recs =
+                btree2_records(file, hdr.huge_btree_address, RecordContext::new(file.sizes))?;
+            for r in recs {
+                match r {
+                    Record::HugeIndirect {
+                        address,
+                        length,
+                        id,
+                    } if id == key => return raw_block(file, address, length),
+                    Record::HugeIndirectFiltered { id, .. } if id == key => {
+                        return Err(Error::Unsupported("filtered huge heap objects".into()));
+                    }
+                    _ => {}
+                }
+            }
+            Err(corrupt(
+                "fractal heap",
+                hdr.address,
+                "huge object id not found in its B-tree",
+            ))
+        }
+        HeapId::Huge(HugeId::DirectFiltered { .. }) => {
+            Err(Error::Unsupported("filtered huge heap objects".into()))
+        }
+    }
+}
+
+fn raw_block(file: &FileShared, address: u64, len: u64) -> Result<Vec<u8>> {
+    let n = usize::try_from(len).map_err(|_| corrupt("heap object", address, "too large"))?;
+    let v: Arc<Vec<u8>> = file.load(
+        K::FractalHeapDirectBlock,
+        address,
+        Load::exact(n, |b| Ok(b.to_vec())),
+    )?;
+    Ok(v.as_ref().clone())
+}
+
+fn managed_object(
+    file: &FileShared,
+    hdr: &Arc<FractalHeapHeader>,
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>> {
+    if hdr.is_filtered() {
+        return Err(Error::Unsupported("fractal heaps with I/O filters".into()));
+    }
+    let (mut addr, mut block_size, mut direct) = match hdr.root() {
+        RootBlock::Empty => {
+            return Err(corrupt(
+                "fractal heap",
+                hdr.address,
+                "object in an empty heap",
+            ));
+        }
+        RootBlock::Direct { address, size, .. } => (address, size, true),
+        RootBlock::Indirect { address, rows } => (address, u64::from(rows), false),
+    };
+    let mut iblock_offset = 0u64;
+    for _ in 0..MAX_DEPTH {
+        if direct {
+            let h = Arc::clone(hdr);
+            let size = usize::try_from(block_size)
+                .map_err(|_| corrupt("fractal heap", addr, "block too large"))?;
+            let at = addr;
+            let block: Arc<FractalDirectBlock> = file.load(
+                K::FractalHeapDirectBlock,
+                addr,
+                Load::exact(size, move |b| {
+                    FractalDirectBlock::decode(b, &h, at, block_size)
+                }),
+            )?;
+            return Ok(block.object(offset, len)?.to_vec());
+        }
+        let rows = u16::try_from(block_size)
+            .map_err(|_| corrupt("fractal heap", addr, "too many rows"))?;
+        let h = Arc::clone(hdr);
+        let at = addr;
+        let iblock: Arc<FractalIndirectBlock> = file.load(
+            K::FractalHeapIndirectBlock,
+            addr,
+            Load::exact(hdr.indirect_block_len(rows), move |b| {
+                FractalIndirectBlock::decode(b, &h, at, rows)
+            }),
+        )?;
+        let loc = hdr.table.locate(iblock_offset, rows, offset)?;
+        let child = iblock
+            .child_address(loc.entry)
+            .filter(|&a| a != UNDEFINED_ADDRESS)
+            .ok_or_else(|| corrupt("fractal heap", addr, "object in an unallocated block"))?;
+        addr = child;
+        iblock_offset = loc.block_offset;
+        match loc.kind {
+            ChildKind::Direct => {
+                block_size = loc.block_size;
+                direct = true;
+            }
+            ChildKind::Indirect { rows } => {
+                block_size = u64::from(rows);
+                direct = false;
+            }
+        }
+    }
+    Err(corrupt("fractal heap", hdr.address, "heap too deep"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Global heap.
+// ---------------------------------------------------------------------------------------------
+
+/// The object `id` of a global heap collection (variable-length data).
+pub(crate) fn global_object(file: &FileShared, id: GlobalHeapId) -> Result<Vec<u8>> {
+    let sizes = file.sizes;
+    let addr = id.collection_address;
+    let col: Arc<GlobalHeapCollection> = file.load(
+        K::GlobalHeapCollection,
+        addr,
+        Load::sized(
+            4096,
+            move |b| GlobalHeapCollection::needed_len(b, sizes, addr),
+            move |b| GlobalHeapCollection::decode(b, sizes, addr),
+        ),
+    )?;
+    col.get(id.index).map(<[u8]>::to_vec).ok_or_else(|| {
+        corrupt(
+            "global heap collection",
+            addr,
+            "variable-length data refers to a missing object",
+        )
+    })
+}

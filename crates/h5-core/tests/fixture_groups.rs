@@ -1,0 +1,101 @@
+//! Every group of every fixture file (written by h5py/libhdf5, see `fixtures/`) lists the links
+//! the manifest records, and every hard-linked object resolves to the address libhdf5 reports:
+//! old-style symbol tables, compact links and dense (fractal heap + v2 B-tree) storage, through
+//! the metadata cache.
+
+use std::sync::Arc;
+
+use h5_core::file::{CacheSettings, FileShared};
+use h5_core::group::links;
+use h5_core::nav::{ObjectKind, resolve};
+use h5_core::object::ObjectHeader;
+use h5_io::{FileStorage, OpenMode};
+use h5_testkit::{ObjectKind as MKind, manifest};
+
+fn open(name: &str) -> Arc<FileShared> {
+    let path = h5_testkit::fixture_path(name);
+    let storage = FileStorage::open(&path, OpenMode::ReadOnly).unwrap();
+    FileShared::open(
+        Arc::new(storage),
+        &CacheSettings::default(),
+        path.parent().map(|p| p.to_path_buf()),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn every_group_lists_the_recorded_links() {
+    let m = manifest();
+    let mut groups = 0;
+    let mut objects = 0;
+    for f in &m.files {
+        let file = open(&f.name);
+        assert_eq!(
+            file.superblock().version,
+            f.superblock_version,
+            "{}",
+            f.name
+        );
+        for o in &f.objects {
+            match o.kind {
+                MKind::Group | MKind::Dataset | MKind::Datatype => {}
+                _ => continue,
+            }
+            let r = resolve(&file, file.root_address(), "/", &o.path)
+                .unwrap_or_else(|e| panic!("{}:{}: {e}", f.name, o.path));
+            if let Some(addr) = o.addr {
+                assert_eq!(r.header.address, addr, "{}:{} address", f.name, o.path);
+            }
+            objects += 1;
+            let kind = ObjectKind::of(&r.header);
+            match o.kind {
+                MKind::Group => {
+                    assert_eq!(kind, ObjectKind::Group, "{}:{}", f.name, o.path);
+                    let names: Vec<String> = links(&r.file, &r.header)
+                        .unwrap_or_else(|e| panic!("{}:{}: {e}", f.name, o.path))
+                        .into_iter()
+                        .map(|l| l.name)
+                        .collect();
+                    let mut want = o.links.clone().unwrap_or_default();
+                    want.sort();
+                    assert_eq!(names, want, "{}:{}", f.name, o.path);
+                    groups += 1;
+                }
+                MKind::Dataset => assert_eq!(kind, ObjectKind::Dataset, "{}:{}", f.name, o.path),
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        groups >= 40 && objects >= 300,
+        "{groups} groups, {objects} objects"
+    );
+}
+
+#[test]
+fn soft_external_and_dangling_links() {
+    let file = open("groups_old.h5");
+    let root = ObjectHeader::load(&file, file.root_address()).unwrap();
+    let l = links(&file, &root).unwrap();
+    assert!(l.iter().any(|e| e.name == "dangling"));
+    let m = manifest();
+    let f = m.file("groups_old.h5").unwrap();
+    for o in &f.objects {
+        match o.kind {
+            MKind::SoftLink if o.dangling == Some(true) => {
+                let r = resolve(&file, file.root_address(), "/", &o.path);
+                assert!(
+                    matches!(r, Err(h5_core::Error::NotFound(_))),
+                    "{}: {r:?}",
+                    o.path
+                );
+            }
+            MKind::SoftLink | MKind::ExternalLink if o.dangling != Some(true) => {
+                let r = resolve(&file, file.root_address(), "/", &o.path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", o.path));
+                assert_ne!(ObjectKind::of(&r.header), ObjectKind::Unknown, "{}", o.path);
+            }
+            _ => {}
+        }
+    }
+}
