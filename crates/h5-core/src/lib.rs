@@ -6,14 +6,18 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod attribute;
 pub mod convert;
+pub mod dataset;
 pub mod error;
 pub mod file;
 pub mod group;
+pub mod indexes;
 pub mod layouts;
 pub mod meta;
 pub mod nav;
 pub mod object;
+pub mod values;
 pub(crate) mod walk;
 
 pub use error::{Error, Result};

@@ -926,6 +926,11 @@ impl ChunkCache {
         Ok(())
     }
 
+    /// Whether `ds` is registered.
+    pub fn is_registered(&self, ds: DatasetId) -> bool {
+        self.datasets.contains_key(&ds)
+    }
+
     /// Forgets a dataset after flushing and evicting its chunks (dataset close, SCC-086). On a
     /// write error the dataset stays registered and its unwritten chunks stay dirty (EC-05).
     pub fn close_dataset(&mut self, ds: DatasetId) -> Result<()> {
