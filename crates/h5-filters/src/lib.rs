@@ -1,1 +1,37 @@
-//! The HDF5 filter pipeline. (In progress.)
+//! The HDF5 filter pipeline: pure functions over chunk buffers.
+//!
+//! A dataset's filter pipeline message lists filters in the order they were applied on
+//! write. [`Pipeline::decode`] undoes them in reverse order, skipping each filter whose bit
+//! is set in the chunk's filter mask (bit `i` = filter `i` of the pipeline was not applied);
+//! [`Pipeline::encode`] applies them in order and reports the mask it produced (an optional
+//! filter that fails is skipped and its bit set, as libhdf5 does).
+//!
+//! Everything here is `Send + Sync` and allocation-bounded: a decoder never produces more
+//! than the chunk's expected size (plus a small slack for filters that add trailers), and
+//! corrupt input yields a [`FilterError`], never a panic.
+//!
+//! Codec choices (all pure Rust):
+//! - deflate: `flate2` on its `zlib-rs` backend (the fastest pure-Rust zlib; builds here).
+//! - zstd: `ruzstd` for decode and encode (pure Rust; the `zstd` crate binds C).
+//! - lz4 (the HDF5 lz4 filter framing, bitshuffle+lz4, blosc's lz4): `lz4_flex` in safe mode.
+//! - bzip2: the `bzip2` crate on its default `libbz2-rs-sys` backend (a Rust port of libbzip2).
+//! - lzf, blosclz, shuffle, bitshuffle, fletcher32, scale-offset, n-bit: implemented here.
+//! - szip: not implemented ([`FilterError::Unsupported`]).
+
+mod bits;
+mod bitshuffle;
+mod blosc;
+mod deflate;
+mod error;
+mod fletcher32;
+mod lz4;
+mod lzf;
+mod nbit;
+mod other;
+mod pipeline;
+mod scaleoffset;
+mod shuffle;
+
+pub use error::FilterError;
+pub use fletcher32::fletcher32;
+pub use pipeline::{FilterId, FilterSpec, Pipeline};

@@ -1,0 +1,206 @@
+//! Blosc 1 (id 32001), decode only. Client data: [filter revision, blosc version, type size,
+//! chunk bytes, level, shuffle, compressor]; the stored chunk is a self-describing blosc1
+//! frame, so decoding needs none of them.
+//!
+//! Frame: 16-byte header (version, codec format version, flags, type size, then u32 LE
+//! uncompressed bytes, block size, compressed bytes). Flags: 0x01 byte shuffle, 0x02 data
+//! stored raw after the header, 0x04 bit shuffle, 0x10 blocks not split by byte, bits 5..7
+//! the codec (0 blosclz, 1 lz4/lz4hc, 3 zlib, 4 zstd; snappy 2 is not supported). Then one
+//! u32 LE start offset per block, and per block one stream (or `type size` streams when
+//! split, except for the last partial block), each a u32 LE compressed size followed by the
+//! data, stored raw when the size equals the stream's uncompressed size.
+
+use crate::error::FilterError;
+use crate::pipeline::Ctx;
+
+const F: &str = "blosc";
+
+fn le_u32(buf: &[u8], at: usize) -> Result<usize, FilterError> {
+    let b = buf
+        .get(at..at + 4)
+        .ok_or_else(|| FilterError::corrupt(F, "truncated frame"))?;
+    Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+}
+
+/// Decodes a blosc1 frame.
+pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
+    let head = buf
+        .get(..16)
+        .ok_or_else(|| FilterError::corrupt(F, "truncated header"))?;
+    let (version, flags, ts) = (head[0], head[2], usize::from(head[3]).max(1));
+    if version > 2 {
+        return Err(FilterError::unsupported(
+            F,
+            format!("format version {version} (blosc2 frames)"),
+        ));
+    }
+    let nbytes = le_u32(buf, 4)?;
+    let blocksize = le_u32(buf, 8)?;
+    if nbytes > ctx.limit {
+        return Err(FilterError::corrupt(
+            F,
+            format!("{nbytes} bytes exceed the chunk size"),
+        ));
+    }
+    if flags & 0x02 != 0 {
+        return buf
+            .get(16..16 + nbytes)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| FilterError::corrupt(F, "truncated raw data"));
+    }
+    if nbytes == 0 {
+        return Ok(Vec::new());
+    }
+    if blocksize == 0 {
+        return Err(FilterError::corrupt(F, "block size 0"));
+    }
+    let codec = flags >> 5;
+    let nblocks = nbytes.div_ceil(blocksize);
+    let mut out = Vec::with_capacity(nbytes);
+    let mut tmp = Vec::with_capacity(blocksize);
+    for b in 0..nblocks {
+        let bsize = blocksize.min(nbytes - b * blocksize);
+        let leftover = bsize < blocksize;
+        let mut at = le_u32(buf, 16 + 4 * b)?;
+        let split = flags & 0x10 == 0 && !leftover && ts > 1 && bsize % ts == 0;
+        let nstreams = if split { ts } else { 1 };
+        let ssize = bsize / nstreams;
+        tmp.clear();
+        for _ in 0..nstreams {
+            let csize = le_u32(buf, at)?;
+            at += 4;
+            let src = buf
+                .get(at..at.saturating_add(csize))
+                .ok_or_else(|| FilterError::corrupt(F, "truncated stream"))?;
+            at += csize;
+            if csize == ssize {
+                tmp.extend_from_slice(src);
+                continue;
+            }
+            let start = tmp.len();
+            match codec {
+                0 => tmp.extend(blosclz_decompress(src, ssize)?),
+                1 => crate::lz4::block_into(src, ssize, &mut tmp, F)?,
+                3 => tmp.extend(crate::deflate::read_limited(
+                    flate2::read::ZlibDecoder::new(src),
+                    ssize,
+                    F,
+                )?),
+                4 => tmp.extend(crate::other::zstd_decode_limited(src, ssize, F)?),
+                c => return Err(FilterError::unsupported(F, format!("internal codec {c}"))),
+            }
+            if tmp.len() - start != ssize {
+                return Err(FilterError::corrupt(F, "stream decodes to the wrong size"));
+            }
+        }
+        if flags & 0x01 != 0 && ts > 1 {
+            out.extend(crate::shuffle::unshuffle(&tmp, ts));
+        } else if flags & 0x04 != 0 && ts > 0 {
+            let n = bsize / ts;
+            let body = (n - n % 8) * ts;
+            crate::bitshuffle::untrans_block(&tmp[..body], ts, &mut out);
+            out.extend_from_slice(&tmp[body..]);
+        } else {
+            out.extend_from_slice(&tmp);
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes a blosclz stream to exactly `n` bytes (FastLZ-style: control byte < 32 = literal
+/// run of `c + 1` bytes; otherwise a match of `(c >> 5) + 2` bytes (7 extended by bytes
+/// until one is not 255) at distance `(c & 31) << 8 | next byte` + 1, with the escape
+/// `next byte == 255 && (c & 31) == 31` followed by a 16-bit big-endian distance
+/// (+ 8191 + 1)).
+fn blosclz_decompress(src: &[u8], n: usize) -> Result<Vec<u8>, FilterError> {
+    let trunc = || FilterError::corrupt(F, "truncated blosclz stream");
+    let mut out: Vec<u8> = Vec::with_capacity(n);
+    let mut ip = 0usize;
+    let mut ctrl = usize::from(*src.first().ok_or_else(trunc)? & 31);
+    ip += 1;
+    loop {
+        if ctrl >= 32 {
+            let mut len = (ctrl >> 5) - 1;
+            let mut ofs = (ctrl & 31) << 8;
+            if len == 6 {
+                loop {
+                    let c = *src.get(ip).ok_or_else(trunc)?;
+                    ip += 1;
+                    len += usize::from(c);
+                    if c != 255 {
+                        break;
+                    }
+                }
+            }
+            let code = usize::from(*src.get(ip).ok_or_else(trunc)?);
+            ip += 1;
+            len += 3;
+            let mut dist = ofs + code;
+            if code == 255 && ofs == (31 << 8) {
+                let hi = usize::from(*src.get(ip).ok_or_else(trunc)?);
+                let lo = usize::from(*src.get(ip + 1).ok_or_else(trunc)?);
+                ip += 2;
+                ofs = (hi << 8) | lo;
+                dist = ofs + 8191;
+            }
+            let start = out
+                .len()
+                .checked_sub(dist + 1)
+                .ok_or_else(|| FilterError::corrupt(F, "blosclz reference before start"))?;
+            if out.len() + len > n {
+                return Err(FilterError::corrupt(F, "blosclz output too long"));
+            }
+            for k in start..start + len {
+                let b = out[k];
+                out.push(b);
+            }
+        } else {
+            let run = ctrl + 1;
+            let lit = src.get(ip..ip + run).ok_or_else(trunc)?;
+            if out.len() + run > n {
+                return Err(FilterError::corrupt(F, "blosclz output too long"));
+            }
+            out.extend_from_slice(lit);
+            ip += run;
+        }
+        match src.get(ip) {
+            Some(&c) => {
+                ctrl = usize::from(c);
+                ip += 1;
+            }
+            None => break,
+        }
+    }
+    if out.len() != n {
+        return Err(FilterError::corrupt(
+            F,
+            "blosclz stream decodes to the wrong size",
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_frame_and_garbage() {
+        let ctx = Ctx {
+            elem_size: 1,
+            chunk_elems: 4,
+            limit: 4,
+        };
+        let mut f = vec![2, 1, 0x02, 1];
+        f.extend(4u32.to_le_bytes());
+        f.extend(4u32.to_le_bytes());
+        f.extend(20u32.to_le_bytes());
+        f.extend([9, 8, 7, 6]);
+        assert_eq!(decode(&f, &ctx).unwrap(), vec![9, 8, 7, 6]);
+        for n in 0..f.len() {
+            assert!(decode(&f[..n], &ctx).is_err());
+        }
+        assert!(blosclz_decompress(&[0x20, 5], 10).is_err());
+        assert!(blosclz_decompress(&[], 10).is_err());
+    }
+}

@@ -1,0 +1,113 @@
+//! Filters whose codec is wholly a dependency: bzip2 (id 307), zstd (id 32015); and the
+//! unsupported szip (id 4).
+
+use crate::deflate::read_limited;
+use crate::error::FilterError;
+use crate::pipeline::Ctx;
+
+/// SZIP is not implemented: there is no pure-Rust CCSDS 121.0 (libaec) decoder to rely on.
+pub(crate) fn szip() -> FilterError {
+    FilterError::unsupported("szip", "no SZIP (libaec / CCSDS 121.0) codec is built in")
+}
+
+/// Decompresses a bzip2 stream.
+pub(crate) fn bzip2_decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
+    read_limited(bzip2::read::BzDecoder::new(buf), ctx.limit, "bzip2")
+}
+
+/// Compresses with bzip2 at the block size (1..=9) of client data 0 (default 9).
+pub(crate) fn bzip2_encode(buf: &[u8], cd: &[u32]) -> Result<Vec<u8>, FilterError> {
+    use std::io::Write;
+    let level = cd.first().copied().unwrap_or(9).clamp(1, 9);
+    let mut enc = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::new(level));
+    enc.write_all(buf)
+        .map_err(|e| FilterError::encode("bzip2", e.to_string()))?;
+    enc.finish()
+        .map_err(|e| FilterError::encode("bzip2", e.to_string()))
+}
+
+/// Decompresses one Zstandard frame (as the HDF5 zstd filter writes).
+pub(crate) fn zstd_decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
+    zstd_decode_limited(buf, ctx.limit, "zstd")
+}
+
+/// Decompresses Zstandard data to at most `limit` bytes.
+pub(crate) fn zstd_decode_limited(
+    buf: &[u8],
+    limit: usize,
+    filter: &'static str,
+) -> Result<Vec<u8>, FilterError> {
+    let dec = ruzstd::decoding::StreamingDecoder::new(buf)
+        .map_err(|e| FilterError::corrupt(filter, e.to_string()))?;
+    read_limited(dec, limit, filter)
+}
+
+/// Compresses with Zstandard. `ruzstd` offers only its fastest level; the client data level
+/// is ignored (any level decodes the same).
+pub(crate) fn zstd_encode(buf: &[u8]) -> Vec<u8> {
+    ruzstd::encoding::compress_to_vec(buf, ruzstd::encoding::CompressionLevel::Fastest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(n: usize) -> Ctx {
+        Ctx {
+            elem_size: 1,
+            chunk_elems: n,
+            limit: n,
+        }
+    }
+
+    fn data() -> Vec<u8> {
+        (0..20_000u32)
+            .map(|i| ((i * 7) % 13 + i / 1000) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn bzip2_round_trip_and_corruption() {
+        let d = data();
+        let enc = bzip2_encode(&d, &[9]).unwrap();
+        assert_eq!(bzip2_decode(&enc, &ctx(d.len())).unwrap(), d);
+        assert!(bzip2_decode(&enc, &ctx(10)).is_err());
+        for n in (0..enc.len()).step_by(7) {
+            assert!(
+                bzip2_decode(&enc[..n], &ctx(d.len()))
+                    .map(|v| v != d)
+                    .unwrap_or(true)
+            );
+        }
+        let mut bad = enc.clone();
+        bad[enc.len() / 2] ^= 0x55;
+        assert!(
+            bzip2_decode(&bad, &ctx(d.len()))
+                .map(|v| v != d)
+                .unwrap_or(true)
+        );
+    }
+
+    #[test]
+    fn zstd_round_trip_and_corruption() {
+        let d = data();
+        let enc = zstd_encode(&d);
+        assert_eq!(zstd_decode(&enc, &ctx(d.len())).unwrap(), d);
+        assert!(zstd_decode(&enc, &ctx(10)).is_err());
+        for n in 0..enc.len() {
+            assert!(
+                zstd_decode(&enc[..n], &ctx(d.len()))
+                    .map(|v| v != d)
+                    .unwrap_or(true)
+            );
+        }
+        let mut bad = enc.clone();
+        bad[enc.len() / 2] ^= 0x55;
+        let _ = zstd_decode(&bad, &ctx(d.len()));
+    }
+
+    #[test]
+    fn szip_is_unsupported() {
+        assert!(szip().to_string().contains("szip"));
+    }
+}
