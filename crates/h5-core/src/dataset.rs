@@ -5,19 +5,17 @@ use std::sync::{Arc, Mutex};
 
 use h5_chunkcache::selection::{MemorySelection, Selection};
 use h5_chunkcache::{ChunkLayout, Conversion, DatasetId, DiskLocation, ReadRequest};
+use h5_format::UNDEFINED_ADDRESS;
 use h5_format::datatype::Datatype;
 use h5_format::message::dataspace::{Dataspace, UNLIMITED};
 use h5_format::message::filter_pipeline::FilterPipeline;
 use h5_format::message::layout::{ChunkIndex as IndexKind, Layout, LayoutClass};
 use h5_format::message::shared::SharedRef;
 use h5_format::message::{Message, kind};
-use h5_format::UNDEFINED_ADDRESS;
 
 use crate::error::{Error, Result};
 use crate::file::FileShared;
-use crate::indexes::{
-    BtreeV1Index, BtreeV2Index, ExtensibleArrayIndex, FixedArrayIndex, grid,
-};
+use crate::indexes::{BtreeV1Index, BtreeV2Index, ExtensibleArrayIndex, FixedArrayIndex, grid};
 use crate::layouts::{
     ChunkDecoder, ChunkIndex, ChunkRecord, ChunkedLayout, ImplicitIndex, SingleBlockLayout,
     SingleChunkIndex,
@@ -39,6 +37,8 @@ pub struct DatasetInfo {
     pub pipeline: Option<FilterPipeline>,
     /// The fill value (one element in the file type), if defined.
     pub fill: Option<Vec<u8>>,
+    /// External raw data files, if the data is stored outside the file.
+    pub external: Option<h5_format::message::external_files::ExternalFiles>,
 }
 
 impl DatasetInfo {
@@ -87,6 +87,10 @@ impl DatasetInfo {
             })
             .flatten()
             .filter(|v| v.len() == datatype.size() as usize);
+        let external = oh.find(|m| match m {
+            Message::ExternalFiles(e) => Some(e.clone()),
+            _ => None,
+        });
         Ok(DatasetInfo {
             address: oh.address,
             dataspace,
@@ -94,6 +98,7 @@ impl DatasetInfo {
             layout,
             pipeline,
             fill,
+            external,
         })
     }
 
@@ -122,10 +127,7 @@ impl DatasetInfo {
 /// The datatype of a header whose datatype message is shared (a committed datatype).
 fn shared_datatype(file: &FileShared, oh: &ObjectHeader) -> Result<Option<Datatype>> {
     let Some(r) = oh.find(|m| match m {
-        Message::Shared {
-            kind: k,
-            reference,
-        } if *k == kind::DATATYPE => Some(*reference),
+        Message::Shared { kind: k, reference } if *k == kind::DATATYPE => Some(*reference),
         _ => None,
     }) else {
         return Ok(None);
@@ -177,7 +179,10 @@ fn pipeline_of(p: &Option<FilterPipeline>) -> Option<h5_filters::Pipeline> {
             .map(|f| h5_filters::FilterSpec {
                 id: h5_filters::FilterId(f.id),
                 optional: f.flags & 1 != 0,
-                name: f.name.as_ref().map(|n| String::from_utf8_lossy(n).into_owned()),
+                name: f
+                    .name
+                    .as_ref()
+                    .map(|n| String::from_utf8_lossy(n).into_owned()),
                 client_data: f.client_data.clone(),
             })
             .collect(),
@@ -300,9 +305,9 @@ fn build_layout(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Arc<dyn Ch
                 decoder: Arc::new(decoder),
             }))
         }
-        LayoutClass::Virtual { .. } => {
-            Err(Error::Unsupported("virtual datasets are not read yet".into()))
-        }
+        LayoutClass::Virtual { .. } => Err(Error::Unsupported(
+            "virtual datasets are not read yet".into(),
+        )),
     }
 }
 
@@ -405,12 +410,54 @@ fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Datas
             return Ok(id);
         }
     }
+    if let Some(ext) = &info.external {
+        let (layout, storage) = external_layout(file, info, ext)?;
+        let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+        if !chunks.is_registered(id) {
+            chunks.register_in(id, layout, storage)?;
+        }
+        return Ok(id);
+    }
     let layout = build_layout(file, info)?;
     let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
     if !chunks.is_registered(id) {
         chunks.register(id, layout)?;
     }
     Ok(id)
+}
+
+/// A dataset stored in external files: one contiguous block on the concatenation of the
+/// files' segments. Relative file names resolve against the HDF5 file's directory.
+fn external_layout(
+    file: &Arc<FileShared>,
+    info: &DatasetInfo,
+    ext: &h5_format::message::external_files::ExternalFiles,
+) -> Result<(Arc<dyn ChunkLayout>, Arc<dyn h5_io::Storage>)> {
+    let mut segments = Vec::with_capacity(ext.slots.len());
+    for slot in &ext.slots {
+        let name = crate::walk::local_heap_string(file, ext.heap_address, slot.name_offset)?;
+        let name = String::from_utf8_lossy(&name).into_owned();
+        let path = match &file.dir {
+            Some(d) if !std::path::Path::new(&name).is_absolute() => d.join(&name),
+            _ => std::path::PathBuf::from(&name),
+        };
+        let storage = h5_io::FileStorage::open(&path, h5_io::OpenMode::ReadOnly)?;
+        segments.push(crate::external::Segment {
+            file: Arc::new(storage),
+            offset: slot.file_offset,
+            size: slot.size,
+        });
+    }
+    let storage = crate::external::ExternalStorage::new(segments);
+    let elements: u64 = info.dims().iter().product();
+    let size = elements.saturating_mul(info.elem_size() as u64);
+    let layout = SingleBlockLayout {
+        dims: info.dims().to_vec(),
+        elem_size: info.elem_size(),
+        fill: info.fill.clone().unwrap_or_default(),
+        location: Some(DiskLocation { addr: 0, size }),
+    };
+    Ok((Arc::new(layout), Arc::new(storage)))
 }
 
 /// Reads the elements `sel` selects into `buf`: densely in selection order, or at the positions

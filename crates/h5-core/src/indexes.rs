@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use h5_chunkcache::{ChunkCoord, LayoutError};
+use h5_format::UNDEFINED_ADDRESS;
 use h5_format::btree1::{BtreeV1Node, Keys, NodeType, node_len};
 use h5_format::btree2::{Record, RecordContext};
 use h5_format::extensible_array::{
@@ -17,7 +18,6 @@ use h5_format::extensible_array::{
 use h5_format::fixed_array::{
     ChunkEntry, FixedArrayDataBlock, FixedArrayHeader, FixedArraySlot, decode_page,
 };
-use h5_format::UNDEFINED_ADDRESS;
 use h5_metacache::MetadataKind as K;
 
 use crate::file::FileShared;
@@ -54,7 +54,9 @@ fn linear(coord: &ChunkCoord, counts: &[u64], first: Option<usize>) -> Option<u6
         if c[d] >= n {
             return None;
         }
-        lin = lin.checked_mul(if k == 0 { 1 } else { n })?.checked_add(c[d])?;
+        lin = lin
+            .checked_mul(if k == 0 { 1 } else { n })?
+            .checked_add(c[d])?;
     }
     Some(lin)
 }
@@ -116,7 +118,9 @@ impl BtreeV1Index {
                 .load(
                     K::BTreeV1Node,
                     addr,
-                    Load::exact(len, move |b| BtreeV1Node::decode(b, sizes, addr, Some(rank1))),
+                    Load::exact(len, move |b| {
+                        BtreeV1Node::decode(b, sizes, addr, Some(rank1))
+                    }),
                 )
                 .map_err(|e| Box::new(e) as LayoutError)?;
             if node.level > 0 {
@@ -155,7 +159,10 @@ impl ChunkIndex for BtreeV1Index {
             *guard = Some(self.build(&file)?);
         }
         let map = guard.as_ref().ok_or("index not built")?;
-        Ok(coords.iter().map(|c| map.get(c.as_slice()).copied()).collect())
+        Ok(coords
+            .iter()
+            .map(|c| map.get(c.as_slice()).copied())
+            .collect())
     }
 }
 
@@ -207,7 +214,10 @@ impl ChunkIndex for BtreeV2Index {
             *guard = Some(map);
         }
         let map = guard.as_ref().ok_or("index not built")?;
-        Ok(coords.iter().map(|c| map.get(c.as_slice()).copied()).collect())
+        Ok(coords
+            .iter()
+            .map(|c| map.get(c.as_slice()).copied())
+            .collect())
     }
 }
 
@@ -285,7 +295,10 @@ impl ChunkIndex for FixedArrayIndex {
                     }
                 }
             };
-            out.push(absolute(&file, entry.and_then(|e| record(&e, self.chunk_bytes)))?);
+            out.push(absolute(
+                &file,
+                entry.and_then(|e| record(&e, self.chunk_bytes)),
+            )?);
         }
         Ok(out)
     }
@@ -348,9 +361,18 @@ impl ExtensibleArrayIndex {
                     .load(
                         K::ExtensibleArraySuperBlock,
                         sb_addr,
-                        Load::exact(usize_of(hdr.super_block_len(sizes, super_block))?, move |b| {
-                            ExtensibleArraySuperBlock::decode(b, &h, sizes, super_block, sb_addr)
-                        }),
+                        Load::exact(
+                            usize_of(hdr.super_block_len(sizes, super_block))?,
+                            move |b| {
+                                ExtensibleArraySuperBlock::decode(
+                                    b,
+                                    &h,
+                                    sizes,
+                                    super_block,
+                                    sb_addr,
+                                )
+                            },
+                        ),
                     )
                     .map_err(boxed)?;
                 (sb.data_block_addresses.get(data_block).copied(), Some(sb))
@@ -428,7 +450,10 @@ impl ChunkIndex for ExtensibleArrayIndex {
                 Some(i) => self.entry(&file, &hdr, &ib, i)?,
                 None => None,
             };
-            out.push(absolute(&file, e.and_then(|e| record(&e, self.chunk_bytes)))?);
+            out.push(absolute(
+                &file,
+                e.and_then(|e| record(&e, self.chunk_bytes)),
+            )?);
         }
         Ok(out)
     }

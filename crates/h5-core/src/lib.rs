@@ -10,6 +10,7 @@ pub mod attribute;
 pub mod convert;
 pub mod dataset;
 pub mod error;
+pub mod external;
 pub mod file;
 pub mod group;
 pub mod indexes;

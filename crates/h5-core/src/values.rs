@@ -64,9 +64,8 @@ pub fn strings(file: &FileShared, dt: &Datatype, raw: &[u8]) -> Result<Vec<Strin
 
 /// Converts raw elements of `dt` to `T` (lossless conversions only unless `lossy`).
 pub fn numbers<T: NativeNum>(dt: &Datatype, raw: &[u8], lossy: bool) -> Result<Vec<T>> {
-    let from = num_type(dt).ok_or_else(|| {
-        Error::Invalid(format!("{} is not a numeric type", dt.describe()))
-    })?;
+    let from = num_type(dt)
+        .ok_or_else(|| Error::Invalid(format!("{} is not a numeric type", dt.describe())))?;
     let conv = NumConversion::new(from, T::TYPE, lossy)?;
     let n = raw.len() / from.size().max(1);
     let size = std::mem::size_of::<T>();
