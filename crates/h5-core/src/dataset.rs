@@ -485,3 +485,24 @@ pub fn read(
     chunks.read(&mut [req])?;
     Ok(())
 }
+
+/// Reads several datasets of one file in one chunk-cache call (their misses are looked up per
+/// dataset and read with one vectored read, decoded in parallel): each request is a dataset,
+/// a selection and a buffer of file-type elements.
+pub fn read_many(
+    file: &Arc<FileShared>,
+    reqs: &mut [(&DatasetInfo, &Selection, &mut [u8])],
+) -> Result<()> {
+    let mut ids = Vec::with_capacity(reqs.len());
+    for (info, _, _) in reqs.iter() {
+        ids.push(ensure_registered(file, info)?);
+    }
+    let mut requests: Vec<ReadRequest<'_>> = reqs
+        .iter_mut()
+        .zip(&ids)
+        .map(|((_, sel, buf), id)| ReadRequest::new(*id, sel, buf))
+        .collect();
+    let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+    chunks.read(&mut requests)?;
+    Ok(())
+}

@@ -1,9 +1,37 @@
-//! h5: a pure-Rust HDF5 library (in progress, issue 4).
+//! h5: a pure-Rust HDF5 library.
 //!
-//! The API follows hdf5-metno where it makes sense so code ports with few changes.
+//! Open files written by libhdf5 1.8 – 2.x (and h5py, netCDF-4, MATLAB v7.3) and read groups,
+//! links, attributes and datasets into [`ndarray`] arrays. Every metadata structure goes through
+//! an adaptive metadata cache and all raw data through one shared chunk cache per file; both
+//! are configured with [`FileAccess`] and report statistics.
+//!
+//! The API follows hdf5-metno where it makes sense so code ports with few changes:
+//!
+//! ```no_run
+//! let file = h5::File::open("data.h5")?;
+//! let ds = file.dataset("group/temperature")?;
+//! let all: ndarray::ArrayD<f64> = ds.read()?;
+//! let names = file.group("group")?.member_names()?;
+//! # Ok::<(), h5::Error>(())
+//! ```
+//!
+//! Reading is complete for the common format; writing is the next milestone.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod attribute;
+mod dataset;
+mod file;
+mod group;
 pub mod slice;
 
+pub use attribute::Attribute;
+pub use dataset::{Dataset, FilterInfo};
+pub use file::{File, FileAccess};
+pub use group::{Group, Link, LinkKind, ObjectKind};
+pub use h5_chunkcache::ChunkCacheConfig;
+pub use h5_chunkcache::ChunkCacheStats;
+pub use h5_core::convert::NativeNum as H5Num;
 pub use h5_core::{Error, Result};
+pub use h5_format::datatype::Datatype;
+pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
