@@ -83,6 +83,12 @@ fn params(cd: &[u32], ctx: &Ctx) -> Result<(usize, usize, u32), FilterError> {
         0 => default_block(es),
         b => b as usize,
     };
+    if block.checked_mul(es).is_none_or(|b| b > u32::MAX as usize) {
+        return Err(FilterError::params(
+            F,
+            format!("block of {block} elements too large"),
+        ));
+    }
     if !block.is_multiple_of(8) {
         return Err(FilterError::params(
             F,

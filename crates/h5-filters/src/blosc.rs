@@ -1,4 +1,4 @@
-//! Blosc 1 (id 32001), decode only. Client data: [filter revision, blosc version, type size,
+//! Blosc 1 (id 32001). Client data: [filter revision, blosc version, type size,
 //! chunk bytes, level, shuffle, compressor]; the stored chunk is a self-describing blosc1
 //! frame, so decoding needs none of them.
 //!
@@ -9,6 +9,13 @@
 //! u32 LE start offset per block, and per block one stream (or `type size` streams when
 //! split, except for the last partial block), each a u32 LE compressed size followed by the
 //! data, stored raw when the size equals the stream's uncompressed size.
+//!
+//! Decoding covers blosclz, lz4 (and lz4hc), zlib and zstd. Encoding writes one block with
+//! the shuffle of client data 5, using zlib or zstd when client data 6 asks for them and
+//! lz4 otherwise (there is no blosclz or snappy encoder here; any blosc1 reader decodes the
+//! result). Streams are split by byte exactly when every blosc1 version would split them
+//! (type size <= 16 and >= 128 elements per block), and the don't-split flag is set
+//! otherwise. A chunk that does not shrink is an encoding failure, as in the C filter.
 
 use crate::error::FilterError;
 use crate::pipeline::Ctx;
@@ -62,7 +69,7 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
         let bsize = blocksize.min(nbytes - b * blocksize);
         let leftover = bsize < blocksize;
         let mut at = le_u32(buf, 16 + 4 * b)?;
-        let split = flags & 0x10 == 0 && !leftover && ts > 1 && bsize % ts == 0;
+        let split = flags & 0x10 == 0 && !leftover && ts > 1 && bsize.is_multiple_of(ts);
         let nstreams = if split { ts } else { 1 };
         let ssize = bsize / nstreams;
         tmp.clear();
@@ -104,6 +111,73 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
             out.extend_from_slice(&tmp);
         }
     }
+    Ok(out)
+}
+
+/// Encodes a chunk as one blosc1 block (see the module documentation).
+pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
+    let ts = cd
+        .get(2)
+        .map(|&v| v as usize)
+        .filter(|&v| v > 0)
+        .unwrap_or(ctx.elem_size)
+        .clamp(1, 255);
+    let nbytes =
+        u32::try_from(buf.len()).map_err(|_| FilterError::encode(F, "chunk over 4 GiB"))?;
+    if buf.is_empty() {
+        return Err(FilterError::encode(F, "empty chunk"));
+    }
+    let shuffle = cd.get(5).copied().unwrap_or(1);
+    let (format, level) = match cd.get(6).copied().unwrap_or(1) {
+        4 => (3u8, cd.get(4).copied().unwrap_or(5).min(9)),
+        5 => (4u8, 0),
+        _ => (1u8, 0),
+    };
+    let mut flags = format << 5;
+    let shuffled = match shuffle {
+        1 if ts > 1 => {
+            flags |= 0x01;
+            crate::shuffle::shuffle(buf, ts)
+        }
+        2 => {
+            flags |= 0x04;
+            let n = buf.len() / ts;
+            let body = (n - n % 8) * ts;
+            let mut out = Vec::with_capacity(buf.len());
+            crate::bitshuffle::trans_block(&buf[..body], ts, &mut out);
+            out.extend_from_slice(&buf[body..]);
+            out
+        }
+        _ => buf.to_vec(),
+    };
+    let split = ts > 1 && ts <= 16 && buf.len() / ts >= 128 && buf.len().is_multiple_of(ts);
+    if !split {
+        flags |= 0x10;
+    }
+    let nstreams = if split { ts } else { 1 };
+    let mut out = Vec::with_capacity(buf.len() / 2 + 32);
+    out.extend_from_slice(&[2, 1, flags, ts as u8]);
+    out.extend_from_slice(&nbytes.to_le_bytes());
+    out.extend_from_slice(&nbytes.to_le_bytes()); // block size: one block
+    out.extend_from_slice(&[0; 4]); // compressed size, patched below
+    out.extend_from_slice(&20u32.to_le_bytes()); // the only block starts after its offset
+    for stream in shuffled.chunks(shuffled.len() / nstreams) {
+        let c = match format {
+            3 => crate::deflate::encode(stream, &[level])?,
+            4 => crate::other::zstd_encode(stream),
+            _ => lz4_flex::block::compress(stream),
+        };
+        let body: &[u8] = if c.len() >= stream.len() { stream } else { &c };
+        let len =
+            u32::try_from(body.len()).map_err(|_| FilterError::encode(F, "stream too large"))?;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(body);
+    }
+    if out.len() >= buf.len() {
+        return Err(FilterError::encode(F, "data do not compress"));
+    }
+    let total = u32::try_from(out.len()).map_err(|_| FilterError::encode(F, "frame too large"))?;
+    out[12..16].copy_from_slice(&total.to_le_bytes());
     Ok(out)
 }
 
@@ -183,6 +257,43 @@ fn blosclz_decompress(src: &[u8], n: usize) -> Result<Vec<u8>, FilterError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encode_round_trips() {
+        let data: Vec<u8> = (0..4000u32).flat_map(|i| (i / 7).to_le_bytes()).collect();
+        for codec in [0u32, 1, 4, 5] {
+            for shuffle in [0u32, 1, 2] {
+                for ts in [1u32, 4, 3, 32] {
+                    let cd = [2, 2, ts, 16000, 5, shuffle, codec];
+                    let ctx = Ctx {
+                        elem_size: 4,
+                        chunk_elems: 4000,
+                        limit: 16000,
+                    };
+                    let e = encode(&data, &cd, &ctx).unwrap();
+                    assert_eq!(decode(&e, &ctx).unwrap(), data, "{codec} {shuffle} {ts}");
+                    for n in (0..e.len()).step_by(11) {
+                        assert!(decode(&e[..n], &ctx).is_err());
+                    }
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let noise: Vec<u8> = (0..1000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        let ctx = Ctx {
+            elem_size: 1,
+            chunk_elems: 1000,
+            limit: 1000,
+        };
+        assert!(encode(&noise, &[2, 2, 1, 1000, 5, 0, 1], &ctx).is_err());
+    }
 
     #[test]
     fn raw_frame_and_garbage() {

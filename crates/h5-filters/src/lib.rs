@@ -15,8 +15,12 @@
 //! - zstd: `ruzstd` for decode and encode (pure Rust; the `zstd` crate binds C).
 //! - lz4 (the HDF5 lz4 filter framing, bitshuffle+lz4, blosc's lz4): `lz4_flex` in safe mode.
 //! - bzip2: the `bzip2` crate on its default `libbz2-rs-sys` backend (a Rust port of libbzip2).
-//! - lzf, blosclz, shuffle, bitshuffle, fletcher32, scale-offset, n-bit: implemented here.
+//! - lzf, blosclz (decode), blosc1 framing, shuffle, bitshuffle, fletcher32, scale-offset,
+//!   n-bit: implemented here.
 //! - szip: not implemented ([`FilterError::Unsupported`]).
+//!
+//! Tests decode real chunks written by libhdf5 (h5py, hdf5plugin) and, by hand, check that
+//! libhdf5 decodes this crate's encodings (`tests/data/verify_encoded.py`).
 
 mod bits;
 mod bitshuffle;

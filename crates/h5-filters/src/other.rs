@@ -43,9 +43,32 @@ pub(crate) fn zstd_decode_limited(
 }
 
 /// Compresses with Zstandard. `ruzstd` offers only its fastest level; the client data level
-/// is ignored (any level decodes the same).
+/// is ignored (any level decodes the same). The frame records its content size (readers
+/// such as the HDF5 zstd plugin size their output buffer from it).
 pub(crate) fn zstd_encode(buf: &[u8]) -> Vec<u8> {
-    ruzstd::encoding::compress_to_vec(buf, ruzstd::encoding::CompressionLevel::Fastest)
+    let frame = ruzstd::encoding::compress_to_vec(buf, ruzstd::encoding::CompressionLevel::Fastest);
+    with_content_size(frame, buf.len() as u64)
+}
+
+/// Adds an 8-byte Frame_Content_Size field to a Zstandard frame header that has none
+/// (RFC 8878 §3.1.1.1: descriptor bits 7-6 = 3 selects 8 bytes, stored after the window
+/// descriptor and dictionary id). Frames that already have one are returned unchanged.
+fn with_content_size(mut frame: Vec<u8>, size: u64) -> Vec<u8> {
+    let Some(&fhd) = frame.get(4) else {
+        return frame;
+    };
+    let single_segment = fhd & 0x20 != 0;
+    if fhd >> 6 != 0 || single_segment {
+        return frame;
+    }
+    let dict_len = [0usize, 1, 2, 4][usize::from(fhd & 3)];
+    let at = 5 + 1 + dict_len; // magic, descriptor, window descriptor, dictionary id
+    if frame.len() < at {
+        return frame;
+    }
+    frame[4] = fhd | 0xc0;
+    frame.splice(at..at, size.to_le_bytes());
+    frame
 }
 
 #[cfg(test)]
@@ -104,6 +127,15 @@ mod tests {
         let mut bad = enc.clone();
         bad[enc.len() / 2] ^= 0x55;
         let _ = zstd_decode(&bad, &ctx(d.len()));
+    }
+
+    #[test]
+    fn zstd_frame_has_content_size() {
+        let d = data();
+        let enc = zstd_encode(&d);
+        assert_eq!(enc[4] >> 6, 3);
+        let fcs = u64::from_le_bytes(enc[6..14].try_into().unwrap());
+        assert_eq!(fcs, d.len() as u64);
     }
 
     #[test]

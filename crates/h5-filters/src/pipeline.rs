@@ -212,10 +212,7 @@ fn encode_one(spec: &FilterSpec, buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, Filte
         FilterId::SCALEOFFSET => scaleoffset::encode(buf, cd),
         FilterId::BZIP2 => other::bzip2_encode(buf, cd),
         FilterId::LZF => lzf::encode_filter(buf),
-        FilterId::BLOSC => Err(FilterError::unsupported(
-            "blosc",
-            "encoding is not implemented",
-        )),
+        FilterId::BLOSC => blosc::encode(buf, cd, ctx),
         FilterId::LZ4 => lz4::encode(buf, cd),
         FilterId::BITSHUFFLE => bitshuffle::encode(buf, cd, ctx),
         FilterId::ZSTD => Ok(other::zstd_encode(buf)),

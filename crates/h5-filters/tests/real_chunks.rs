@@ -140,3 +140,23 @@ fn garbled_real_chunks_never_panic() {
         }
     }
 }
+
+/// Writes this crate's encoding of every case's expected content to the directory named by
+/// `H5_FILTERS_EXPORT` (`<name>.enc`, and `<name>.mask` with the filter mask), for
+/// `tests/data/verify_encoded.py` to check that libhdf5 decodes them. Run by hand:
+/// `H5_FILTERS_EXPORT=/tmp/enc cargo test -p h5-filters --test real_chunks -- --ignored`.
+#[test]
+#[ignore]
+fn export_encoded() {
+    let dir = PathBuf::from(std::env::var("H5_FILTERS_EXPORT").unwrap());
+    std::fs::create_dir_all(&dir).unwrap();
+    for case in cases() {
+        let (_, expected) = load(&case);
+        let (enc, mask) = case
+            .pipeline
+            .encode(expected, case.elem_size, case.chunk_elems)
+            .unwrap();
+        std::fs::write(dir.join(format!("{}.enc", case.name)), enc).unwrap();
+        std::fs::write(dir.join(format!("{}.mask", case.name)), mask.to_string()).unwrap();
+    }
+}

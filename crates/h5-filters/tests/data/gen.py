@@ -8,6 +8,7 @@ and appends one line to MANIFEST:
 
     name elem_size chunk_elems filter_mask | id:flags:cd0,cd1,... ; id:flags:...
 """
+import json
 import os
 import tempfile
 
@@ -22,6 +23,7 @@ except ImportError:  # plugin cases are skipped
 HERE = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng(1234)
 lines = []
+dsets = {}  # case name -> dataset path, for verify_encoded.py
 
 
 def emit(name, dset, expected, tail=None):
@@ -30,6 +32,7 @@ def emit(name, dset, expected, tail=None):
     h5py's get_filter returns at most 16 client data values (the rest is garbage), so the
     values past 16 are replaced by `tail` (scale-offset: zeros, the unused fill-value words).
     """
+    dsets[name] = dset.name
     mask, raw = dset.id.read_direct_chunk((0,) * dset.ndim)
     plist = dset.id.get_create_plist()
     filters = []
@@ -64,7 +67,8 @@ def smooth(n, dtype):
 
 
 def main():
-    path = os.path.join(tempfile.mkdtemp(), "f.h5")
+    keep = os.environ.get("H5_FILTERS_KEEP")  # a directory to keep the file in
+    path = os.path.join(keep or tempfile.mkdtemp(), "f.h5")
     n = 1000
     with h5py.File(path, "w") as f:
         ints = smooth(n, "<i4")
@@ -173,6 +177,9 @@ def main():
             emit("scaleoffset_float_" + tag, d, d[...])
     with open(os.path.join(HERE, "MANIFEST"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    if keep:
+        with open(os.path.join(keep, "dsets.json"), "w") as f:
+            json.dump(dsets, f)
 
 
 main()
