@@ -97,7 +97,7 @@ pub fn attributes(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<Attribute>
         out.push(resolve(file, m)?);
     }
     if let Some(info) = oh.find(|m| match m {
-        Message::AttributeInfo(i) => Some(i.clone()),
+        Message::AttributeInfo(i) => Some(*i),
         _ => None,
     }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
     {

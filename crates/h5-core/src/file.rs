@@ -114,6 +114,11 @@ impl FileShared {
         }))
     }
 
+    /// The storage holding the file's bytes.
+    pub fn storage(&self) -> &Arc<dyn h5_io::Storage> {
+        &self.storage
+    }
+
     /// The superblock.
     pub fn superblock(&self) -> &Superblock {
         &self.superblock

@@ -88,7 +88,7 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
         out.push(from_message(&l));
     }
     if let Some(info) = oh.find(|m| match m {
-        Message::LinkInfo(i) => Some(i.clone()),
+        Message::LinkInfo(i) => Some(*i),
         _ => None,
     }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
     {

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use h5_format::FormatError;
 use h5_format::message::{Message, decode_message, kind};
 use h5_format::object_header::{
     self, ObjectHeaderPrefix, PREFIX_MAX_LEN, decode_continuation_block, decode_first_chunk,
 };
-use h5_format::{FormatError, Sizes};
 use h5_metacache::MetadataKind;
 
 use crate::error::{Error, Result};
@@ -82,7 +82,7 @@ impl ObjectHeader {
                 move |b| {
                     let c = decode_first_chunk(b, addr)?;
                     Ok(FirstChunkImage {
-                        prefix: c.prefix.clone(),
+                        prefix: c.prefix,
                         messages: owned(&c.messages),
                     })
                 },
@@ -107,7 +107,7 @@ impl ObjectHeader {
                 }
                 let len = usize::try_from(c.length)
                     .map_err(|_| corrupt(addr, "continuation length does not fit"))?;
-                let prefix = first.prefix.clone();
+                let prefix = first.prefix;
                 let at = c.address;
                 let block: Arc<Vec<StoredMessage>> = file.load(
                     MetadataKind::ObjectHeaderChunk,
@@ -161,9 +161,4 @@ fn corrupt(addr: u64, reason: &str) -> Error {
         address: addr,
         reason: reason.into(),
     })
-}
-
-/// The sizes of a file, for decoders that need them.
-pub(crate) fn sizes(file: &FileShared) -> Sizes {
-    file.sizes
 }

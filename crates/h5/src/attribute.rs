@@ -52,7 +52,12 @@ impl Attribute {
 
     /// The shape (empty for a scalar).
     pub fn shape(&self) -> Vec<usize> {
-        self.inner.dataspace.dims.iter().map(|&d| d as usize).collect()
+        self.inner
+            .dataspace
+            .dims
+            .iter()
+            .map(|&d| d as usize)
+            .collect()
     }
 
     /// The raw elements (file representation).
@@ -63,8 +68,7 @@ impl Attribute {
     /// The value as an array of `T` (lossless conversions only).
     pub fn read<T: H5Num>(&self) -> Result<ArrayD<T>> {
         let v = numbers::<T>(&self.inner.datatype, &self.inner.data, false)?;
-        ArrayD::from_shape_vec(IxDyn(&self.shape()), v)
-            .map_err(|e| Error::Invalid(e.to_string()))
+        ArrayD::from_shape_vec(IxDyn(&self.shape()), v).map_err(|e| Error::Invalid(e.to_string()))
     }
 
     /// A scalar (or one-element) value.

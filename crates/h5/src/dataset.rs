@@ -213,11 +213,12 @@ impl Dataset {
         let rank = self.ndim();
         let flat: Vec<u64> = points.iter().flatten().copied().collect();
         if points.iter().any(|p| p.len() != rank) {
-            return Err(Error::Invalid(format!("points must have {rank} coordinates")));
+            return Err(Error::Invalid(format!(
+                "points must have {rank} coordinates"
+            )));
         }
-        let sel = Selection::Points(
-            Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?,
-        );
+        let sel =
+            Selection::Points(Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?);
         let raw = self.read_sel(&sel, points.len())?;
         numbers::<T>(self.dtype(), &raw, false)
     }
@@ -239,6 +240,10 @@ impl Dataset {
 
     /// The attributes' names, sorted.
     pub fn attr_names(&self) -> Result<Vec<String>> {
-        Ok(self.attrs()?.into_iter().map(|a| a.name().to_owned()).collect())
+        Ok(self
+            .attrs()?
+            .into_iter()
+            .map(|a| a.name().to_owned())
+            .collect())
     }
 }

@@ -111,12 +111,15 @@ impl File {
             .map(|d| vec![0u8; d.size() * d.element_size()])
             .collect();
         let all = h5_chunkcache::selection::Selection::All;
-        let mut reqs: Vec<(&h5_core::dataset::DatasetInfo, &h5_chunkcache::selection::Selection, &mut [u8])> =
-            datasets
-                .iter()
-                .zip(bufs.iter_mut())
-                .map(|(d, b)| (d.info(), &all, b.as_mut_slice()))
-                .collect();
+        let mut reqs: Vec<(
+            &h5_core::dataset::DatasetInfo,
+            &h5_chunkcache::selection::Selection,
+            &mut [u8],
+        )> = datasets
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(d, b)| (d.info(), &all, b.as_mut_slice()))
+            .collect();
         h5_core::dataset::read_many(&self.shared, &mut reqs)?;
         Ok(bufs)
     }

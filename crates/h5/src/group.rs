@@ -167,6 +167,10 @@ impl Group {
 
     /// The attributes' names, sorted.
     pub fn attr_names(&self) -> Result<Vec<String>> {
-        Ok(self.attrs()?.into_iter().map(|a| a.name().to_owned()).collect())
+        Ok(self
+            .attrs()?
+            .into_iter()
+            .map(|a| a.name().to_owned())
+            .collect())
     }
 }
