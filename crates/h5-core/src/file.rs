@@ -53,6 +53,28 @@ impl std::fmt::Debug for FileShared {
     }
 }
 
+/// A cache error whose cause is a decoding error of the structure becomes that error (so a
+/// damaged structure reports `Corrupted { structure, address }` directly).
+pub(crate) fn cache_error(e: h5_metacache::CacheError) -> Error {
+    match e {
+        h5_metacache::CacheError::Client {
+            class,
+            callback,
+            addr,
+            source,
+        } => match source.downcast::<h5_format::FormatError>() {
+            Ok(f) => Error::Format(*f),
+            Err(source) => Error::Cache(h5_metacache::CacheError::Client {
+                class,
+                callback,
+                addr,
+                source,
+            }),
+        },
+        other => Error::Cache(other),
+    }
+}
+
 impl FileShared {
     /// Opens the HDF5 file in `storage`: finds the superblock (after any userblock), loads it
     /// through the metadata cache and sets up both caches.
@@ -152,7 +174,9 @@ impl FileShared {
     ) -> Result<Arc<T>> {
         let abs = self.abs(addr)?;
         let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
-        let h = meta.protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)?;
+        let h = meta
+            .protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
+            .map_err(cache_error)?;
         let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
         meta.unprotect(h, UnprotectFlags::NONE)
             .map_err(|e| Error::Cache(e.error))?;

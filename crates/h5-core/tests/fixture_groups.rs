@@ -99,3 +99,29 @@ fn soft_external_and_dangling_links() {
         }
     }
 }
+
+/// A damaged checksummed structure reports `Corrupted` naming the structure and its address
+/// (not a generic cache error).
+#[test]
+fn checksum_mismatch_is_a_corrupted_error_naming_the_structure() {
+    use h5_io::{MemoryStorage, Storage};
+    let path = h5_testkit::fixture_path("sb3_latest.h5");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let m = manifest();
+    let f = m.file("sb3_latest.h5").unwrap();
+    let root = f.object("/").unwrap().addr.unwrap() as usize;
+    // A byte inside the root object header (after its 4-byte signature) breaks its checksum.
+    bytes[root + 6] ^= 0xFF;
+    let storage = MemoryStorage::new();
+    storage.write_at(0, &bytes).unwrap();
+    let file = FileShared::open(Arc::new(storage), &CacheSettings::default(), None).unwrap();
+    let err = ObjectHeader::load(&file, file.root_address()).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            h5_core::Error::Format(h5_format::FormatError::Corrupted { address, .. })
+                if *address == root as u64
+        ),
+        "{err:?}"
+    );
+}
