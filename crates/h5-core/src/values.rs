@@ -73,3 +73,144 @@ pub fn numbers<T: NativeNum>(dt: &Datatype, raw: &[u8], lossy: bool) -> Result<V
     conv.run(raw, &mut out, n)?;
     Ok(out.chunks_exact(size).map(T::from_ne).collect())
 }
+
+/// One element's value, for any datatype (what `h5 dump` prints and JSON output carries).
+#[derive(Clone, PartialEq, Debug)]
+pub enum Value {
+    /// A signed integer (also enum values without a matching name).
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A floating-point number.
+    Float(f64),
+    /// A string (fixed or variable length, padding removed).
+    String(String),
+    /// Opaque, bitfield or other raw bytes.
+    Bytes(Vec<u8>),
+    /// An enum member's name.
+    Enum(String),
+    /// A compound's members in order.
+    Compound(Vec<(String, Value)>),
+    /// An array element or a variable-length sequence, flattened in C order.
+    List(Vec<Value>),
+    /// A complex number.
+    Complex(f64, f64),
+    /// An object reference: the referenced object header address (`None`: null reference).
+    ObjectRef(Option<u64>),
+    /// A reference kind this library reports but does not resolve.
+    OtherRef(Vec<u8>),
+}
+
+/// Every element of `raw` (elements of `dt`, file representation) as a [`Value`].
+pub fn values(file: &FileShared, dt: &Datatype, raw: &[u8]) -> Result<Vec<Value>> {
+    let size = dt.size() as usize;
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    if matches!(dt, Datatype::String(_))
+        || matches!(dt, Datatype::VarLen(v) if matches!(v.kind, VarLenKind::String { .. }))
+    {
+        return Ok(strings(file, dt, raw)?
+            .into_iter()
+            .map(Value::String)
+            .collect());
+    }
+    raw.chunks_exact(size)
+        .map(|e| value(file, dt, e, 0))
+        .collect()
+}
+
+/// Nesting deeper than this is refused (the decoder already bounds it; this guards recursion).
+const MAX_DEPTH: usize = 40;
+
+fn value(file: &FileShared, dt: &Datatype, b: &[u8], depth: usize) -> Result<Value> {
+    use h5_format::datatype::ReferenceKind;
+    if depth > MAX_DEPTH {
+        return Err(Error::Unsupported("datatype nested too deeply".into()));
+    }
+    Ok(match dt {
+        Datatype::FixedPoint(t) => match num_type(dt) {
+            Some(_) if t.signed => Value::Int(numbers::<i64>(dt, b, true)?[0]),
+            Some(_) => Value::UInt(numbers::<u64>(dt, b, true)?[0]),
+            None => Value::Bytes(b.to_vec()),
+        },
+        Datatype::Float(_) => match num_type(dt) {
+            Some(_) => Value::Float(numbers::<f64>(dt, b, true)?[0]),
+            None => Value::Bytes(b.to_vec()),
+        },
+        Datatype::Enum(e) => match e.members.iter().find(|m| m.value.as_slice() == b) {
+            Some(m) => Value::Enum(m.name.clone()),
+            None => value(file, &e.base, b, depth + 1)?,
+        },
+        Datatype::Compound(c) => {
+            let mut out = Vec::with_capacity(c.members.len());
+            for m in &c.members {
+                let start = m.offset as usize;
+                let end = start.saturating_add(m.datatype.size() as usize);
+                let part = b.get(start..end).ok_or_else(|| {
+                    Error::Invalid(format!("compound member {:?} out of bounds", m.name))
+                })?;
+                out.push((m.name.clone(), value(file, &m.datatype, part, depth + 1)?));
+            }
+            Value::Compound(out)
+        }
+        Datatype::Array(a) => {
+            let es = a.base.size() as usize;
+            if es == 0 {
+                Value::List(Vec::new())
+            } else {
+                Value::List(
+                    b.chunks_exact(es)
+                        .map(|e| value(file, &a.base, e, depth + 1))
+                        .collect::<Result<_>>()?,
+                )
+            }
+        }
+        Datatype::Complex(c) => {
+            let es = c.base.size() as usize;
+            let re = numbers::<f64>(&c.base, b.get(..es).unwrap_or(&[]), true)?;
+            let im = numbers::<f64>(&c.base, b.get(es..2 * es).unwrap_or(&[]), true)?;
+            match (re.first(), im.first()) {
+                (Some(&r), Some(&i)) => Value::Complex(r, i),
+                _ => Value::Bytes(b.to_vec()),
+            }
+        }
+        Datatype::VarLen(v) if matches!(v.kind, VarLenKind::String { .. }) => {
+            Value::String(strings(file, dt, b)?.into_iter().next().unwrap_or_default())
+        }
+        Datatype::VarLen(v) => {
+            // Sequence: a 4-byte length, then a global heap ID.
+            let mut r = h5_format::Reader::new(b, "variable-length sequence", u64::MAX);
+            let n = r.u32()? as usize;
+            let id = GlobalHeapId::decode(r.bytes(r.remaining())?, file.sizes, u64::MAX)?;
+            if n == 0 || id.collection_address == h5_format::UNDEFINED_ADDRESS {
+                return Ok(Value::List(Vec::new()));
+            }
+            let data = walk::global_object(file, id)?;
+            let es = v.base.size() as usize;
+            let need = n.saturating_mul(es);
+            let data = data.get(..need).ok_or_else(|| {
+                Error::Invalid("variable-length sequence longer than its heap object".into())
+            })?;
+            if es == 0 {
+                Value::List(Vec::new())
+            } else {
+                Value::List(
+                    data.chunks_exact(es)
+                        .map(|e| value(file, &v.base, e, depth + 1))
+                        .collect::<Result<_>>()?,
+                )
+            }
+        }
+        Datatype::Reference(r) if matches!(r.kind, ReferenceKind::Object) => {
+            let mut rd = h5_format::Reader::new(b, "object reference", u64::MAX);
+            let a = rd.offset(file.sizes)?;
+            Value::ObjectRef((a != 0 && a != h5_format::UNDEFINED_ADDRESS).then_some(a))
+        }
+        Datatype::Reference(_) => Value::OtherRef(b.to_vec()),
+        Datatype::String(_) => {
+            Value::String(strings(file, dt, b)?.into_iter().next().unwrap_or_default())
+        }
+        Datatype::Time(_) | Datatype::Bitfield(_) | Datatype::Opaque(_) => Value::Bytes(b.to_vec()),
+    })
+}

@@ -84,6 +84,11 @@ impl Attribute {
         }
     }
 
+    /// Every element as a [`Value`](crate::Value), whatever the datatype, in C order.
+    pub fn read_values(&self) -> Result<Vec<crate::Value>> {
+        h5_core::values::values(&self.file, &self.inner.datatype, &self.inner.data)
+    }
+
     /// The value as strings (fixed or variable length).
     pub fn read_strings(&self) -> Result<Vec<String>> {
         strings(&self.file, &self.inner.datatype, &self.inner.data)

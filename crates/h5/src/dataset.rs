@@ -228,6 +228,12 @@ impl Dataset {
         strings(&self.file, self.dtype(), &self.read_raw()?)
     }
 
+    /// Every element as a [`Value`](crate::Value), whatever the datatype (compound, enum,
+    /// array, variable-length, reference, ...), in C order.
+    pub fn read_values(&self) -> Result<Vec<crate::Value>> {
+        h5_core::values::values(&self.file, self.dtype(), &self.read_raw()?)
+    }
+
     /// The attributes, sorted by name.
     pub fn attrs(&self) -> Result<Vec<Attribute>> {
         Attribute::all(&self.file, &self.header)

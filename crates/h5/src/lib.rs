@@ -32,6 +32,7 @@ pub use group::{Group, Link, LinkKind, ObjectKind};
 pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
 pub use h5_core::convert::NativeNum as H5Num;
+pub use h5_core::values::Value;
 pub use h5_core::{Error, Result};
 pub use h5_format::datatype::Datatype;
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};

@@ -163,3 +163,71 @@ fn files_are_shared_between_threads() {
         }
     });
 }
+
+#[test]
+fn compound_enum_array_vlen_and_reference_values() {
+    use h5::Value;
+    let f = open("dtypes_latest.h5");
+    let v = f.dataset("compound_packed").unwrap().read_values().unwrap();
+    assert_eq!(
+        v[1],
+        Value::Compound(vec![
+            ("x".into(), Value::UInt(4)),
+            ("y".into(), Value::Int(5)),
+            ("z".into(), Value::Float(-6.25)),
+        ])
+    );
+    let v = f.dataset("compound_nested").unwrap().read_values().unwrap();
+    let Value::Compound(m) = &v[0] else {
+        panic!("{v:?}")
+    };
+    assert_eq!(m[0], ("id".into(), Value::UInt(0)));
+    assert!(matches!(&m[2].1, Value::List(a) if a.len() == 6));
+    assert_eq!(m[4], ("be".into(), m[4].1.clone()));
+    let v = f
+        .dataset("compound_vlen_members")
+        .unwrap()
+        .read_values()
+        .unwrap();
+    assert_eq!(
+        v[0],
+        Value::Compound(vec![
+            ("n".into(), Value::Int(1)),
+            ("s".into(), Value::String("one".into())),
+            ("v".into(), Value::List(vec![Value::Int(1)])),
+        ])
+    );
+    let v = f.dataset("vlen_i4").unwrap().read_values().unwrap();
+    assert_eq!(v[1], Value::List(vec![]));
+    assert_eq!(v[2], Value::List(vec![Value::Int(-5)]));
+    let v = f.dataset("bool").unwrap().read_values().unwrap();
+    assert_eq!(
+        v,
+        [
+            Value::Enum("TRUE".into()),
+            Value::Enum("FALSE".into()),
+            Value::Enum("TRUE".into())
+        ]
+    );
+    // h5py stores complex numbers as a compound {r, i} (HDF5 1.14 has no complex class).
+    let v = f.dataset("c8_be").unwrap().read_values().unwrap();
+    assert_eq!(
+        v[1],
+        Value::Compound(vec![
+            ("r".into(), Value::Float(-0.5)),
+            ("i".into(), Value::Float(-0.25)),
+        ])
+    );
+    let refs = f.dataset("ref_object").unwrap().read_values().unwrap();
+    let target = f.dataset("ref_target").unwrap();
+    let m = h5_testkit::manifest();
+    let addr = m
+        .file("dtypes_latest.h5")
+        .unwrap()
+        .object("/ref_target")
+        .unwrap()
+        .addr;
+    assert_eq!(refs[1], Value::ObjectRef(addr));
+    assert_eq!(refs[2], Value::ObjectRef(None));
+    assert_eq!(target.shape(), [4, 5]);
+}
