@@ -112,3 +112,66 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
     out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(out)
 }
+
+/// The link `name` of the group whose header is `oh` (see [`crate::nav::find_link`]).
+pub fn find(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<LinkEntry>> {
+    for l in oh.all(|m| match m {
+        Message::Link(l) => Some(l.clone()),
+        _ => None,
+    }) {
+        if l.name == name.as_bytes() {
+            return Ok(Some(from_message(&l)));
+        }
+    }
+    if let Some(st) = oh.find(|m| match m {
+        Message::SymbolTable(s) => Some(*s),
+        _ => None,
+    }) && let Some(e) =
+        walk::symbol_table_find(file, st.btree_address, st.heap_address, name.as_bytes())?
+    {
+        let value = match e.scratch {
+            ScratchPad::SoftLink { value_offset } => LinkValue::Soft(text(
+                &walk::local_heap_string(file, st.heap_address, u64::from(value_offset))?,
+            )),
+            _ => LinkValue::Hard(e.object_header_address),
+        };
+        return Ok(Some(LinkEntry {
+            name: name.to_owned(),
+            creation_order: None,
+            value,
+        }));
+    }
+    if let Some(info) = oh.find(|m| match m {
+        Message::LinkInfo(i) => Some(*i),
+        _ => None,
+    }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
+    {
+        let hash = h5_format::checksum::lookup3(name.as_bytes(), 0);
+        let cmp = move |r: &Record| match r {
+            Record::LinkName { hash: h, .. } => h.cmp(&hash),
+            _ => std::cmp::Ordering::Less,
+        };
+        let records = walk::btree2_find(
+            file,
+            info.name_index_address,
+            RecordContext::new(file.sizes),
+            &cmp,
+        )?;
+        if records.is_empty() {
+            return Ok(None);
+        }
+        let heap = walk::fractal_header(file, info.fractal_heap_address)?;
+        for r in records {
+            if let Record::LinkName { heap_id, .. } = r {
+                let bytes = walk::fractal_object(file, &heap, &heap_id)?;
+                if let Message::Link(l) =
+                    decode_message(kind::LINK, 0, &bytes, file.sizes, info.fractal_heap_address)?
+                    && l.name == name.as_bytes()
+                {
+                    return Ok(Some(from_message(&l)));
+                }
+            }
+        }
+    }
+    Ok(None)
+}

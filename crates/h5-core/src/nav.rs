@@ -8,7 +8,7 @@ use h5_io::{FileStorage, OpenMode};
 
 use crate::error::{Error, Result};
 use crate::file::{CacheSettings, FileShared};
-use crate::group::{LinkEntry, LinkValue, links};
+use crate::group::{LinkEntry, LinkValue};
 use crate::object::ObjectHeader;
 
 /// Soft and external links followed in one resolution before giving up (libhdf5's default
@@ -173,9 +173,11 @@ fn addr_of(file: &Arc<FileShared>, path: &str) -> Result<u64> {
     )
 }
 
-/// The link `name` of the group `oh`.
+/// The link `name` of the group `oh`, found through the group's index where it has one (the
+/// v1 B-tree of an old-style group, the name-hash v2 B-tree of dense storage) so that opening
+/// one member of a large group reads only the blocks on its path.
 pub fn find_link(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<LinkEntry>> {
-    Ok(links(file, oh)?.into_iter().find(|l| l.name == name))
+    crate::group::find(file, oh, name)
 }
 
 /// Opens the file an external link names, relative to the linking file's directory.

@@ -337,3 +337,133 @@ pub(crate) fn global_object(file: &FileShared, id: GlobalHeapId) -> Result<Vec<u
         )
     })
 }
+
+/// The records of the v2 B-tree at `addr` whose key compares `Equal` under `cmp` (records are
+/// in ascending key order; `cmp(record)` says how the record's key compares to the one sought).
+/// Visits only the nodes on the way to the matching range.
+pub(crate) fn btree2_find(
+    file: &FileShared,
+    addr: u64,
+    ctx: RecordContext,
+    cmp: &dyn Fn(&Record) -> std::cmp::Ordering,
+) -> Result<Vec<Record>> {
+    let hdr = btree2_header(file, addr)?;
+    let mut out = Vec::new();
+    if hdr.root.address == UNDEFINED_ADDRESS || hdr.root.records == 0 && hdr.depth == 0 {
+        return Ok(out);
+    }
+    btree2_search(file, &hdr, hdr.root, hdr.depth, ctx, cmp, &mut out, 0)?;
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn btree2_search(
+    file: &FileShared,
+    hdr: &Arc<Btree2Header>,
+    ptr: h5_format::btree2::ChildPointer,
+    depth: u16,
+    ctx: RecordContext,
+    cmp: &dyn Fn(&Record) -> std::cmp::Ordering,
+    out: &mut Vec<Record>,
+    level: usize,
+) -> Result<()> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    if level > MAX_DEPTH {
+        return Err(corrupt("v2 B-tree", ptr.address, "tree too deep"));
+    }
+    let h = Arc::clone(hdr);
+    let addr = ptr.address;
+    let kind = if depth == 0 {
+        K::BTreeV2Leaf
+    } else {
+        K::BTreeV2Internal
+    };
+    let node: Arc<Btree2Node> = file.load(
+        kind,
+        addr,
+        Load::exact(hdr.node_len(), move |b| {
+            Btree2Node::decode(b, &h, depth, ptr.records, &ctx, addr)
+        }),
+    )?;
+    if depth == 0 {
+        out.extend(node.records.iter().filter(|r| cmp(r) == Equal).cloned());
+        return Ok(());
+    }
+    // Child i holds keys between record i-1 and record i.
+    for (i, r) in node.records.iter().enumerate() {
+        match cmp(r) {
+            // The record's key is below the one sought: everything left of it is too.
+            Less => continue,
+            Equal => {
+                if let Some(c) = node.children.get(i) {
+                    btree2_search(file, hdr, *c, depth - 1, ctx, cmp, out, level + 1)?;
+                }
+                out.push(r.clone());
+            }
+            Greater => {
+                if let Some(c) = node.children.get(i) {
+                    btree2_search(file, hdr, *c, depth - 1, ctx, cmp, out, level + 1)?;
+                }
+                return Ok(());
+            }
+        }
+    }
+    if let Some(c) = node.children.get(node.records.len()) {
+        btree2_search(file, hdr, *c, depth - 1, ctx, cmp, out, level + 1)?;
+    }
+    Ok(())
+}
+
+/// The entry named `name` of an old-style group: descends the v1 B-tree by name (child `i`
+/// holds the names after key `i` up to key `i + 1`), then searches the symbol table node.
+pub(crate) fn symbol_table_find(
+    file: &FileShared,
+    btree: u64,
+    heap: u64,
+    name: &[u8],
+) -> Result<Option<SymbolTableEntry>> {
+    let sizes = file.sizes;
+    let (hdr, seg) = local_heap(file, heap)?;
+    let internal_k = file.superblock.group_internal_k.unwrap_or(16);
+    let leaf_k = file.superblock.group_leaf_k.unwrap_or(4);
+    let nlen = node_len(sizes, internal_k, NodeType::Group, 0)?;
+    let snod_len = SymbolTableNode::node_len(sizes, leaf_k);
+    let mut addr = btree;
+    for _ in 0..=MAX_DEPTH {
+        let at = addr;
+        let node: Arc<BtreeV1Node> = file.load(
+            K::BTreeV1Node,
+            at,
+            Load::exact(nlen, move |b| BtreeV1Node::decode(b, sizes, at, None)),
+        )?;
+        let h5_format::btree1::Keys::Group(keys) = &node.keys else {
+            return Err(corrupt("v1 B-tree", at, "chunk node in a group tree"));
+        };
+        // First child whose upper key is >= name.
+        let mut child = None;
+        for (i, &c) in node.children.iter().enumerate() {
+            let Some(&upper) = keys.get(i + 1) else { break };
+            if name <= hdr.name_at(&seg, upper)? {
+                child = Some(c);
+                break;
+            }
+        }
+        let Some(c) = child else { return Ok(None) };
+        if node.level > 0 {
+            addr = c;
+            continue;
+        }
+        let snod: Arc<SymbolTableNode> = file.load(
+            K::SymbolTableNode,
+            c,
+            Load::exact(snod_len, move |b| SymbolTableNode::decode(b, sizes, c)),
+        )?;
+        for e in &snod.entries {
+            if hdr.name_at(&seg, e.link_name_offset)? == name {
+                return Ok(Some(*e));
+            }
+        }
+        return Ok(None);
+    }
+    Err(corrupt("v1 B-tree", btree, "tree too deep (a cycle?)"))
+}

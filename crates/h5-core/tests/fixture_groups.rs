@@ -125,3 +125,30 @@ fn checksum_mismatch_is_a_corrupted_error_naming_the_structure() {
         "{err:?}"
     );
 }
+
+/// Finding a link by name through the group's index (v1 B-tree descent for old-style groups,
+/// name-hash v2 B-tree for dense ones) gives the same entry as the full listing, for every link
+/// of every group of the corpus; names that are not there are not found.
+#[test]
+fn indexed_lookup_agrees_with_the_listing() {
+    use h5_core::nav::find_link;
+    let m = manifest();
+    let mut found = 0;
+    for f in &m.files {
+        let file = open(&f.name);
+        for o in f.objects.iter().filter(|o| o.kind == MKind::Group) {
+            let r = resolve(&file, file.root_address(), "/", &o.path).unwrap();
+            for l in links(&r.file, &r.header).unwrap() {
+                let got = find_link(&r.file, &r.header, &l.name).unwrap();
+                assert_eq!(got.as_ref(), Some(&l), "{}:{} {}", f.name, o.path, l.name);
+                found += 1;
+            }
+            assert_eq!(
+                find_link(&r.file, &r.header, "no such link!").unwrap(),
+                None
+            );
+            assert_eq!(find_link(&r.file, &r.header, "").unwrap(), None);
+        }
+    }
+    assert!(found > 300, "{found}");
+}
