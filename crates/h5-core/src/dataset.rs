@@ -305,9 +305,15 @@ fn build_layout(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Arc<dyn Ch
                 decoder: Arc::new(decoder),
             }))
         }
-        LayoutClass::Virtual { .. } => Err(Error::Unsupported(
-            "virtual datasets are not read yet".into(),
-        )),
+        LayoutClass::Virtual {
+            heap_address,
+            heap_index,
+        } => Ok(Arc::new(crate::virtual_ds::layout(
+            file,
+            info,
+            *heap_address,
+            *heap_index,
+        )?)),
     }
 }
 

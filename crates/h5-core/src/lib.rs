@@ -19,6 +19,7 @@ pub mod meta;
 pub mod nav;
 pub mod object;
 pub mod values;
+pub mod virtual_ds;
 pub(crate) mod walk;
 
 pub use error::{Error, Result};

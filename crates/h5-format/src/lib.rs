@@ -21,6 +21,7 @@ pub mod object_header;
 pub mod reader;
 pub mod superblock;
 pub mod symbol_node;
+pub mod vds;
 
 pub use error::{FormatError, Result};
 pub use reader::{Reader, Sizes, UNDEFINED_ADDRESS};
