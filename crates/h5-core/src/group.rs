@@ -69,9 +69,13 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
     }) {
         for (name, e) in walk::symbol_table(file, st.btree_address, st.heap_address)? {
             let value = match e.scratch {
-                ScratchPad::SoftLink { value_offset } => LinkValue::Soft(text(
-                    &walk::local_heap_string(file, st.heap_address, u64::from(value_offset))?,
-                )),
+                ScratchPad::SoftLink {
+                    link_value_offset: value_offset,
+                } => LinkValue::Soft(text(&walk::local_heap_string(
+                    file,
+                    st.heap_address,
+                    u64::from(value_offset),
+                )?)),
                 _ => LinkValue::Hard(e.object_header_address),
             };
             out.push(LinkEntry {
@@ -130,9 +134,13 @@ pub fn find(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<L
         walk::symbol_table_find(file, st.btree_address, st.heap_address, name.as_bytes())?
     {
         let value = match e.scratch {
-            ScratchPad::SoftLink { value_offset } => LinkValue::Soft(text(
-                &walk::local_heap_string(file, st.heap_address, u64::from(value_offset))?,
-            )),
+            ScratchPad::SoftLink {
+                link_value_offset: value_offset,
+            } => LinkValue::Soft(text(&walk::local_heap_string(
+                file,
+                st.heap_address,
+                u64::from(value_offset),
+            )?)),
             _ => LinkValue::Hard(e.object_header_address),
         };
         return Ok(Some(LinkEntry {

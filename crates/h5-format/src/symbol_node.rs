@@ -21,70 +21,8 @@
 use crate::error::Result;
 use crate::reader::{Reader, Sizes};
 
-/// What an entry caches in its scratch pad.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum ScratchPad {
-    /// Cache type 0: nothing cached.
-    None,
-    /// Cache type 1: the object is a group with a symbol table.
-    SymbolTable {
-        /// Address of the group's v1 B-tree.
-        btree_address: u64,
-        /// Address of the group's local heap.
-        heap_address: u64,
-    },
-    /// Cache type 2: the entry is a soft link.
-    SoftLink {
-        /// Offset of the link value in the local heap.
-        value_offset: u32,
-    },
-}
-
-/// One symbol table entry.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct SymbolTableEntry {
-    /// Offset of the link name in the group's local heap.
-    pub link_name_offset: u64,
-    /// Address of the object header ([`crate::UNDEFINED_ADDRESS`] for soft links).
-    pub object_header_address: u64,
-    /// Cached information.
-    pub scratch: ScratchPad,
-}
-
-impl SymbolTableEntry {
-    /// Encoded size: two offsets, 8 bytes of cache type + reserved, 16 bytes of scratch pad.
-    pub fn encoded_len(sizes: Sizes) -> usize {
-        2 * usize::from(sizes.offset) + 24
-    }
-
-    /// Decodes one entry at the reader's position, consuming exactly
-    /// [`Self::encoded_len`] bytes.
-    pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<Self> {
-        let mut e = r.sub(Self::encoded_len(sizes))?;
-        let link_name_offset = e.uint(usize::from(sizes.offset))?;
-        let object_header_address = e.offset(sizes)?;
-        let cache_type = e.u32()?;
-        e.skip(4)?;
-        // `pad` holds exactly the 16 scratch-pad bytes.
-        let mut pad = e.sub(16)?;
-        let scratch = match cache_type {
-            0 => ScratchPad::None,
-            1 => ScratchPad::SymbolTable {
-                btree_address: pad.offset(sizes)?,
-                heap_address: pad.offset(sizes)?,
-            },
-            2 => ScratchPad::SoftLink {
-                value_offset: pad.u32()?,
-            },
-            t => return Err(e.corrupted(format!("symbol table entry cache type {t}"))),
-        };
-        Ok(Self {
-            link_name_offset,
-            object_header_address,
-            scratch,
-        })
-    }
-}
+// One definition of the entry serves the superblock's root entry and the nodes.
+pub use crate::superblock::{ScratchPad, SymbolTableEntry};
 
 /// A decoded symbol table node (only the entries in use).
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -177,7 +115,9 @@ mod tests {
                 SymbolTableEntry {
                     link_name_offset: 24,
                     object_header_address: UNDEFINED_ADDRESS,
-                    scratch: ScratchPad::SoftLink { value_offset: 0x30 }
+                    scratch: ScratchPad::SoftLink {
+                        link_value_offset: 0x30
+                    }
                 },
             ]
         );

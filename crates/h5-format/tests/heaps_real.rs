@@ -117,7 +117,9 @@ fn old_style_group_local_heap_snods_and_btree() {
     assert_eq!(names, expected, "20 members in name order");
     for (name, e) in &g {
         match e.scratch {
-            ScratchPad::SoftLink { value_offset } => {
+            ScratchPad::SoftLink {
+                link_value_offset: value_offset,
+            } => {
                 let v = h5_format::heap::local::name_at(&seg, u64::from(value_offset)).unwrap();
                 assert_eq!(v, format!("/target_{}", &name[5..]).as_bytes());
             }
