@@ -118,6 +118,12 @@ pub struct Generator {
     pub numpy: String,
     /// hdf5plugin version, if it was installed (plugin-filter fixtures exist only then).
     pub hdf5plugin: Option<String>,
+    /// netCDF4 (netCDF4-python) version, if it was installed (the `*.nc` fixtures exist only then).
+    #[serde(default)]
+    pub netcdf4: Option<String>,
+    /// PyTables version, if it was installed (`pytables.h5` exists only then).
+    #[serde(default)]
+    pub tables: Option<String>,
 }
 
 /// A non-HDF5 file of the corpus.
@@ -150,6 +156,10 @@ pub struct FixtureFile {
     pub userblock_size: u64,
     /// Superblock version byte as written.
     pub superblock_version: u8,
+    /// Library that wrote the file and the libhdf5 it bundled, e.g. `h5py 3.12.1 (HDF5 1.14.4)`
+    /// or `netCDF4 1.7.2 (libnetcdf 4.9.4-development, HDF5 1.14.2)`.
+    #[serde(default)]
+    pub writer: Option<String>,
     /// Every object reached from the root by links, depth-first in link-name order; the root
     /// group `/` first. Objects reached a second time by another hard link are listed again
     /// with `hard_link_of` set and are not descended into.

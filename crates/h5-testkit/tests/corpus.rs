@@ -186,3 +186,71 @@ fn spot_checks_of_known_values() {
     values::check_le_bytes(d, &bytes).unwrap_or_else(|e| panic!("{e}"));
     assert!(values::check_le_bytes(d, &le).is_err());
 }
+
+#[test]
+fn files_written_by_netcdf4_and_pytables_are_listed() {
+    let m = manifest();
+    assert_eq!(m.generator.netcdf4.as_deref(), Some("1.7.2"));
+    assert_eq!(m.generator.tables.as_deref(), Some("3.10.1"));
+    let file = |name: &str| {
+        m.file(name)
+            .unwrap_or_else(|| panic!("{name} missing from the manifest"))
+    };
+    let attr = |o: &h5_testkit::Object, name: &str| {
+        o.attribute(name)
+            .and_then(|a| a.value.clone())
+            .unwrap_or_else(|| panic!("{}: no attribute {name}", o.path))
+    };
+
+    let nc = file("netcdf4_lib.nc");
+    assert_eq!(nc.superblock_version, 2);
+    assert!(
+        nc.writer
+            .as_deref()
+            .is_some_and(|w| w.starts_with("netCDF4 1.7.2 (libnetcdf 4.9."))
+    );
+    let root = nc.object("/").unwrap_or_else(|| panic!("no root"));
+    assert!(
+        attr(root, "_NCProperties")
+            .as_str()
+            .is_some_and(|s| s.starts_with("version=2,netcdf=4.9."))
+    );
+    let temp = nc.object("/temp").unwrap_or_else(|| panic!("no /temp"));
+    assert_eq!(temp.maxshape, Some(vec![None, Some(4), Some(5)]));
+    let v = values::f64_values(temp).unwrap_or_else(|| panic!("no values"));
+    assert_eq!(v.len(), 60);
+    assert_eq!((v[0], v[39], v[40], v[46]), (-5.0, 4.75, -999.0, 1.25));
+    let names = nc.object("/names").unwrap_or_else(|| panic!("no /names"));
+    assert_eq!(
+        values::string_values(names),
+        Some(["a", "bb", "", "grüß", "日本"].map(String::from).to_vec())
+    );
+    let lon = nc.object("/lon").unwrap_or_else(|| panic!("no /lon"));
+    assert_eq!(attr(lon, "CLASS"), "DIMENSION_SCALE");
+    for t in ["/cloud_t", "/complex_t", "/ragged_t"] {
+        let o = nc.object(t).unwrap_or_else(|| panic!("no {t}"));
+        assert_eq!((o.kind, o.mtime), (ObjectKind::Datatype, Some(0)), "{t}");
+    }
+    let classic = file("netcdf4_classic.nc");
+    let root = classic.object("/").unwrap_or_else(|| panic!("no root"));
+    assert!(root.attribute("_nc3_strict").is_some());
+
+    let pt = file("pytables.h5");
+    assert_eq!(pt.superblock_version, 0);
+    let table = pt
+        .object("/grp/table")
+        .unwrap_or_else(|| panic!("no table"));
+    assert_eq!(attr(table, "CLASS"), "TABLE");
+    assert_eq!(attr(table, "NROWS"), 10);
+    assert!(matches!(table.type_desc, Some(TypeDesc::Compound { .. })));
+    let earray = pt.object("/earray").unwrap_or_else(|| panic!("no earray"));
+    assert_eq!(earray.maxshape, Some(vec![None, Some(4)]));
+    assert_eq!(earray.shape, Some(vec![5, 4]));
+    let blosc: BTreeSet<&str> = pt
+        .objects
+        .iter()
+        .filter(|o| o.filters.iter().flatten().any(|f| f.id == 32001))
+        .map(|o| o.path.as_str())
+        .collect();
+    assert_eq!(blosc.len(), 3, "{blosc:?}");
+}
