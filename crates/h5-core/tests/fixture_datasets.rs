@@ -34,8 +34,8 @@ fn raw(file: &Arc<FileShared>, info: &DatasetInfo) -> h5_core::Result<Vec<u8>> {
 /// Datasets this engine does not read yet, with the reason (each must fail with a clear
 /// error, never wrong values).
 fn expected_unsupported(file: &str, path: &str) -> bool {
-    // Virtual datasets are not read yet; szip has no pure-Rust decoder yet.
-    file == "vds.h5" && path == "/vds" || path.starts_with("/szip")
+    // Virtual datasets are not read yet.
+    file == "vds.h5" && path == "/vds"
 }
 
 #[test]

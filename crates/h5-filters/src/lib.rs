@@ -15,8 +15,8 @@
 //! - zstd: `ruzstd` for decode and encode (pure Rust; the `zstd` crate binds C).
 //! - lz4 (the HDF5 lz4 filter framing, bitshuffle+lz4, blosc's lz4): `lz4_flex` in safe mode.
 //! - bzip2: the `bzip2` crate on its default `libbz2-rs-sys` backend (a Rust port of libbzip2).
-//! - lzf, blosclz, shuffle, bitshuffle, fletcher32, scale-offset, n-bit: implemented here.
-//! - szip: not implemented ([`FilterError::Unsupported`]).
+//! - lzf, blosclz, shuffle, bitshuffle, fletcher32, scale-offset, n-bit, szip (CCSDS 121.0-B
+//!   adaptive entropy coding in libaec's szip layout): implemented here.
 
 mod bits;
 mod bitshuffle;
@@ -31,6 +31,7 @@ mod other;
 mod pipeline;
 mod scaleoffset;
 mod shuffle;
+mod szip;
 
 pub use error::FilterError;
 pub use fletcher32::fletcher32;

@@ -1,14 +1,8 @@
-//! Filters whose codec is wholly a dependency: bzip2 (id 307), zstd (id 32015); and the
-//! unsupported szip (id 4).
+//! Filters whose codec is wholly a dependency: bzip2 (id 307), zstd (id 32015).
 
 use crate::deflate::read_limited;
 use crate::error::FilterError;
 use crate::pipeline::Ctx;
-
-/// SZIP is not implemented: there is no pure-Rust CCSDS 121.0 (libaec) decoder to rely on.
-pub(crate) fn szip() -> FilterError {
-    FilterError::unsupported("szip", "no SZIP (libaec / CCSDS 121.0) codec is built in")
-}
 
 /// Decompresses a bzip2 stream.
 pub(crate) fn bzip2_decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
@@ -104,10 +98,5 @@ mod tests {
         let mut bad = enc.clone();
         bad[enc.len() / 2] ^= 0x55;
         let _ = zstd_decode(&bad, &ctx(d.len()));
-    }
-
-    #[test]
-    fn szip_is_unsupported() {
-        assert!(szip().to_string().contains("szip"));
     }
 }
