@@ -34,9 +34,8 @@ fn raw(file: &Arc<FileShared>, info: &DatasetInfo) -> h5_core::Result<Vec<u8>> {
 /// Datasets this engine does not read yet, with the reason (each must fail with a clear
 /// error, never wrong values).
 fn expected_unsupported(file: &str, path: &str) -> bool {
-    // szip has no pure-Rust decoder yet; Blosc2 (filter 32026, PyTables' `blosc2:*` complibs)
-    // is not in the filter pipeline.
-    path.starts_with("/szip") || file == "pytables.h5" && path == "/carray_blosc2"
+    // Blosc2 (filter 32026, PyTables' `blosc2:*` complibs) is not in the filter pipeline.
+    file == "pytables.h5" && path == "/carray_blosc2"
 }
 
 #[test]

@@ -16,8 +16,8 @@
 //! - lz4 (the HDF5 lz4 filter framing, bitshuffle+lz4, blosc's lz4): `lz4_flex` in safe mode.
 //! - bzip2: the `bzip2` crate on its default `libbz2-rs-sys` backend (a Rust port of libbzip2).
 //! - lzf, blosclz (decode), blosc1 framing, shuffle, bitshuffle, fletcher32, scale-offset,
-//!   n-bit: implemented here.
-//! - szip: not implemented ([`FilterError::Unsupported`]).
+//!   n-bit, szip (CCSDS 121.0-B adaptive entropy coding in libaec's szip layout): implemented
+//!   here.
 //!
 //! Tests decode real chunks written by libhdf5 (h5py, hdf5plugin) and, by hand, check that
 //! libhdf5 decodes this crate's encodings (`tests/data/verify_encoded.py`).
@@ -35,6 +35,7 @@ mod other;
 mod pipeline;
 mod scaleoffset;
 mod shuffle;
+mod szip;
 
 pub use error::FilterError;
 pub use fletcher32::fletcher32;

@@ -1,14 +1,8 @@
-//! Filters whose codec is wholly a dependency: bzip2 (id 307), zstd (id 32015); and the
-//! unsupported szip (id 4).
+//! Filters whose codec is wholly a dependency: bzip2 (id 307), zstd (id 32015).
 
 use crate::deflate::read_limited;
 use crate::error::FilterError;
 use crate::pipeline::Ctx;
-
-/// SZIP is not implemented: there is no pure-Rust CCSDS 121.0 (libaec) decoder to rely on.
-pub(crate) fn szip() -> FilterError {
-    FilterError::unsupported("szip", "no SZIP (libaec / CCSDS 121.0) codec is built in")
-}
 
 /// Decompresses a bzip2 stream.
 pub(crate) fn bzip2_decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
@@ -136,10 +130,5 @@ mod tests {
         assert_eq!(enc[4] >> 6, 3);
         let fcs = u64::from_le_bytes(enc[6..14].try_into().unwrap());
         assert_eq!(fcs, d.len() as u64);
-    }
-
-    #[test]
-    fn szip_is_unsupported() {
-        assert!(szip().to_string().contains("szip"));
     }
 }

@@ -1,7 +1,9 @@
 //! The model (filter ids, specs, pipelines) and the dispatch to each filter.
 
 use crate::error::FilterError;
-use crate::{bitshuffle, blosc, deflate, fletcher32, lz4, lzf, nbit, other, scaleoffset, shuffle};
+use crate::{
+    bitshuffle, blosc, deflate, fletcher32, lz4, lzf, nbit, other, scaleoffset, shuffle, szip,
+};
 
 /// A filter identification number as stored in the filter pipeline message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,7 +190,7 @@ fn decode_one(spec: &FilterSpec, buf: Vec<u8>, ctx: &Ctx) -> Result<Vec<u8>, Fil
         FilterId::DEFLATE => deflate::decode(&buf, ctx),
         FilterId::SHUFFLE => Ok(shuffle::unshuffle(&buf, shuffle::elem_size(cd, ctx))),
         FilterId::FLETCHER32 => fletcher32::decode(buf),
-        FilterId::SZIP => Err(other::szip()),
+        FilterId::SZIP => szip::decode(&buf, cd, ctx),
         FilterId::NBIT => nbit::decode(&buf, cd, ctx),
         FilterId::SCALEOFFSET => scaleoffset::decode(&buf, cd, ctx),
         FilterId::BZIP2 => other::bzip2_decode(&buf, ctx),
@@ -207,7 +209,7 @@ fn encode_one(spec: &FilterSpec, buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, Filte
         FilterId::DEFLATE => deflate::encode(buf, cd),
         FilterId::SHUFFLE => Ok(shuffle::shuffle(buf, shuffle::elem_size(cd, ctx))),
         FilterId::FLETCHER32 => Ok(fletcher32::encode(buf)),
-        FilterId::SZIP => Err(other::szip()),
+        FilterId::SZIP => szip::encode(buf, cd),
         FilterId::NBIT => nbit::encode(buf, cd),
         FilterId::SCALEOFFSET => scaleoffset::encode(buf, cd),
         FilterId::BZIP2 => other::bzip2_encode(buf, cd),
