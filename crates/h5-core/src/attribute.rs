@@ -1,7 +1,7 @@
 //! Attributes of an object: attribute messages in its header (compact storage) and, in dense
 //! storage, attribute messages in a fractal heap indexed by name in a v2 B-tree.
 
-use h5_format::btree2::{Record, RecordContext};
+use h5_format::btree2::Record;
 use h5_format::datatype::Datatype;
 use h5_format::message::attribute::AttributeMessage;
 use h5_format::message::dataspace::Dataspace;
@@ -101,24 +101,18 @@ pub fn attributes(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<Attribute>
         _ => None,
     }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
     {
-        let heap = walk::fractal_header(file, info.fractal_heap_address)?;
-        let records = walk::btree2_records(
+        for m in walk::dense_messages(
             file,
+            info.fractal_heap_address,
             info.name_index_address,
-            RecordContext::new(file.sizes),
-        )?;
-        for r in records {
-            if let Record::AttributeName { heap_id, .. } = r {
-                let bytes = walk::fractal_object(file, &heap, &heap_id)?;
-                if let Message::Attribute(a) = decode_message(
-                    kind::ATTRIBUTE,
-                    0,
-                    &bytes,
-                    file.sizes,
-                    info.fractal_heap_address,
-                )? {
-                    out.push(resolve(file, a)?);
-                }
+            kind::ATTRIBUTE,
+            |r| match r {
+                Record::AttributeName { heap_id, .. } => Some(heap_id.to_vec()),
+                _ => None,
+            },
+        )? {
+            if let Message::Attribute(a) = m {
+                out.push(resolve(file, a)?);
             }
         }
     }

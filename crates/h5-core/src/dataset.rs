@@ -328,6 +328,8 @@ struct CompactLayout {
 }
 
 impl ChunkLayout for CompactLayout {
+    crate::layouts::read_only_writes!();
+
     fn query(&self) -> h5_chunkcache::LayoutInfo {
         let chunk: Vec<u64> = self.dims.iter().map(|&d| d.max(1)).collect();
         h5_chunkcache::LayoutInfo {
@@ -370,13 +372,6 @@ impl ChunkLayout for CompactLayout {
         v.resize(chunk, 0);
         Ok(h5_chunkcache::Chunk::Dense(v))
     }
-    fn new_chunk(
-        &self,
-        _: &h5_chunkcache::ChunkCoord,
-        _: bool,
-    ) -> Result<(h5_chunkcache::Chunk, h5_chunkcache::Udata), h5_chunkcache::LayoutError> {
-        Err("compact datasets are read-only for now".into())
-    }
     fn encode(
         &self,
         _: &h5_chunkcache::ChunkCoord,
@@ -384,20 +379,6 @@ impl ChunkLayout for CompactLayout {
         _: bool,
         _: &mut h5_chunkcache::Udata,
     ) -> Result<h5_chunkcache::Encoded, h5_chunkcache::LayoutError> {
-        Err("compact datasets are read-only for now".into())
-    }
-    fn insert(
-        &self,
-        _: &mut [h5_chunkcache::InsertRequest<'_>],
-    ) -> Result<Vec<DiskLocation>, h5_chunkcache::LayoutError> {
-        Err("compact datasets are read-only for now".into())
-    }
-    fn delete_chunk(
-        &self,
-        _: &h5_chunkcache::ChunkCoord,
-        _: Option<DiskLocation>,
-        _: &mut h5_chunkcache::Udata,
-    ) -> Result<(), h5_chunkcache::LayoutError> {
         Err("compact datasets are read-only for now".into())
     }
 }

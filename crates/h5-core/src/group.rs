@@ -60,6 +60,21 @@ fn from_message(l: &Link) -> LinkEntry {
     }
 }
 
+/// Where a symbol table entry of an old-style group points (soft-link values are in the group's
+/// local heap).
+fn entry_value(
+    file: &FileShared,
+    heap: u64,
+    e: &h5_format::symbol_node::SymbolTableEntry,
+) -> Result<LinkValue> {
+    Ok(match e.scratch {
+        ScratchPad::SoftLink { link_value_offset } => LinkValue::Soft(text(
+            &walk::local_heap_string(file, heap, u64::from(link_value_offset))?,
+        )),
+        _ => LinkValue::Hard(e.object_header_address),
+    })
+}
+
 /// Every link of the group whose header is `oh`, sorted by name.
 pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
     let mut out: Vec<LinkEntry> = Vec::new();
@@ -68,16 +83,7 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
         _ => None,
     }) {
         for (name, e) in walk::symbol_table(file, st.btree_address, st.heap_address)? {
-            let value = match e.scratch {
-                ScratchPad::SoftLink {
-                    link_value_offset: value_offset,
-                } => LinkValue::Soft(text(&walk::local_heap_string(
-                    file,
-                    st.heap_address,
-                    u64::from(value_offset),
-                )?)),
-                _ => LinkValue::Hard(e.object_header_address),
-            };
+            let value = entry_value(file, st.heap_address, &e)?;
             out.push(LinkEntry {
                 name: text(&name),
                 creation_order: None,
@@ -96,20 +102,18 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
         _ => None,
     }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
     {
-        let heap = walk::fractal_header(file, info.fractal_heap_address)?;
-        let records = walk::btree2_records(
+        for m in walk::dense_messages(
             file,
+            info.fractal_heap_address,
             info.name_index_address,
-            RecordContext::new(file.sizes),
-        )?;
-        for r in records {
-            if let Record::LinkName { heap_id, .. } = r {
-                let bytes = walk::fractal_object(file, &heap, &heap_id)?;
-                if let Message::Link(l) =
-                    decode_message(kind::LINK, 0, &bytes, file.sizes, info.fractal_heap_address)?
-                {
-                    out.push(from_message(&l));
-                }
+            kind::LINK,
+            |r| match r {
+                Record::LinkName { heap_id, .. } => Some(heap_id.clone()),
+                _ => None,
+            },
+        )? {
+            if let Message::Link(l) = m {
+                out.push(from_message(&l));
             }
         }
     }
@@ -133,16 +137,7 @@ pub fn find(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<L
     }) && let Some(e) =
         walk::symbol_table_find(file, st.btree_address, st.heap_address, name.as_bytes())?
     {
-        let value = match e.scratch {
-            ScratchPad::SoftLink {
-                link_value_offset: value_offset,
-            } => LinkValue::Soft(text(&walk::local_heap_string(
-                file,
-                st.heap_address,
-                u64::from(value_offset),
-            )?)),
-            _ => LinkValue::Hard(e.object_header_address),
-        };
+        let value = entry_value(file, st.heap_address, &e)?;
         return Ok(Some(LinkEntry {
             name: name.to_owned(),
             creation_order: None,

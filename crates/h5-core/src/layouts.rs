@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use h5_chunkcache::selection::CopyRun;
 use h5_chunkcache::{
-    Capabilities, Chunk, ChunkCoord, ChunkLayout, DirectPlan, DiskLocation, Encoded, InsertRequest,
-    LayoutError, LayoutInfo, Lookup, Udata,
+    Capabilities, Chunk, ChunkCoord, ChunkLayout, DirectPlan, DiskLocation, Encoded, LayoutError,
+    LayoutInfo, Lookup, Udata,
 };
 
 /// A chunk's place in the file and the filters skipped when it was written.
@@ -38,9 +38,39 @@ fn nonzero(dims: &[u64]) -> Vec<u64> {
     dims.iter().map(|&d| d.max(1)).collect()
 }
 
-fn read_only(what: &str) -> LayoutError {
+pub(crate) fn read_only(what: &str) -> LayoutError {
     format!("{what}: writing is not supported yet (files are opened read-only)").into()
 }
+
+/// The writing callbacks of a read-only layout (new chunk, insert, delete), each refusing.
+macro_rules! read_only_writes {
+    () => {
+        fn new_chunk(
+            &self,
+            _: &h5_chunkcache::ChunkCoord,
+            _: bool,
+        ) -> Result<(h5_chunkcache::Chunk, h5_chunkcache::Udata), h5_chunkcache::LayoutError> {
+            Err($crate::layouts::read_only("new chunk"))
+        }
+
+        fn insert(
+            &self,
+            _: &mut [h5_chunkcache::InsertRequest<'_>],
+        ) -> Result<Vec<h5_chunkcache::DiskLocation>, h5_chunkcache::LayoutError> {
+            Err($crate::layouts::read_only("insert"))
+        }
+
+        fn delete_chunk(
+            &self,
+            _: &h5_chunkcache::ChunkCoord,
+            _: Option<h5_chunkcache::DiskLocation>,
+            _: &mut h5_chunkcache::Udata,
+        ) -> Result<(), h5_chunkcache::LayoutError> {
+            Err($crate::layouts::read_only("delete"))
+        }
+    };
+}
+pub(crate) use read_only_writes;
 
 /// Contiguous (or compact) data: one chunk of the dataset's dimensions at a fixed address.
 #[derive(Debug)]
@@ -56,6 +86,8 @@ pub struct SingleBlockLayout {
 }
 
 impl ChunkLayout for SingleBlockLayout {
+    read_only_writes!();
+
     fn query(&self) -> LayoutInfo {
         LayoutInfo {
             capabilities: Capabilities::SELECTION_READ,
@@ -74,10 +106,6 @@ impl ChunkLayout for SingleBlockLayout {
             .collect())
     }
 
-    fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
-        Err(read_only("new chunk"))
-    }
-
     fn encode(
         &self,
         _: &ChunkCoord,
@@ -86,19 +114,6 @@ impl ChunkLayout for SingleBlockLayout {
         _: &mut Udata,
     ) -> Result<Encoded, LayoutError> {
         Ok(Encoded::SameAsCache)
-    }
-
-    fn insert(&self, _: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
-        Err(read_only("insert"))
-    }
-
-    fn delete_chunk(
-        &self,
-        _: &ChunkCoord,
-        _: Option<DiskLocation>,
-        _: &mut Udata,
-    ) -> Result<(), LayoutError> {
-        Err(read_only("delete"))
     }
 
     fn plan_selection_read(
@@ -149,6 +164,8 @@ impl ChunkedLayout {
 }
 
 impl ChunkLayout for ChunkedLayout {
+    read_only_writes!();
+
     fn query(&self) -> LayoutInfo {
         let raw = self.decoder.is_identity();
         LayoutInfo {
@@ -210,10 +227,6 @@ impl ChunkLayout for ChunkedLayout {
         Ok(Chunk::Dense(out))
     }
 
-    fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
-        Err(read_only("new chunk"))
-    }
-
     fn encode(
         &self,
         _: &ChunkCoord,
@@ -222,19 +235,6 @@ impl ChunkLayout for ChunkedLayout {
         _: &mut Udata,
     ) -> Result<Encoded, LayoutError> {
         Err(read_only("encode"))
-    }
-
-    fn insert(&self, _: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
-        Err(read_only("insert"))
-    }
-
-    fn delete_chunk(
-        &self,
-        _: &ChunkCoord,
-        _: Option<DiskLocation>,
-        _: &mut Udata,
-    ) -> Result<(), LayoutError> {
-        Err(read_only("delete"))
     }
 
     fn plan_selection_read(

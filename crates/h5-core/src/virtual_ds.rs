@@ -21,8 +21,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use h5_chunkcache::selection::{Hyperslab, MemorySelection, Points, Selection};
 use h5_chunkcache::{
-    Chunk, ChunkCoord, ChunkLayout, DiskLocation, Encoded, InsertRequest, LayoutError, LayoutInfo,
-    Lookup, Udata,
+    Chunk, ChunkCoord, ChunkLayout, DiskLocation, Encoded, LayoutError, LayoutInfo, Lookup, Udata,
 };
 use h5_format::datatype::Datatype;
 use h5_format::heap::global::GlobalHeapId;
@@ -408,13 +407,9 @@ impl VirtualLayout {
     }
 }
 
-fn read_only(what: &str) -> LayoutError {
-    boxed(Error::Unsupported(format!(
-        "{what}: virtual datasets are read-only"
-    )))
-}
-
 impl ChunkLayout for VirtualLayout {
+    crate::layouts::read_only_writes!();
+
     fn query(&self) -> LayoutInfo {
         LayoutInfo {
             needs_codec: true,
@@ -450,10 +445,6 @@ impl ChunkLayout for VirtualLayout {
         Ok(Chunk::Dense(self.build()?))
     }
 
-    fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
-        Err(read_only("new chunk"))
-    }
-
     fn encode(
         &self,
         _: &ChunkCoord,
@@ -461,20 +452,7 @@ impl ChunkLayout for VirtualLayout {
         _: bool,
         _: &mut Udata,
     ) -> Result<Encoded, LayoutError> {
-        Err(read_only("encode"))
-    }
-
-    fn insert(&self, _: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
-        Err(read_only("insert"))
-    }
-
-    fn delete_chunk(
-        &self,
-        _: &ChunkCoord,
-        _: Option<DiskLocation>,
-        _: &mut Udata,
-    ) -> Result<(), LayoutError> {
-        Err(read_only("delete"))
+        Err(crate::layouts::read_only("encode"))
     }
 }
 

@@ -467,3 +467,26 @@ pub(crate) fn symbol_table_find(
     }
     Err(corrupt("v1 B-tree", btree, "tree too deep (a cycle?)"))
 }
+
+/// The messages of a dense storage (links or attributes): every record of the name-index v2
+/// B-tree at `index` names, through its heap ID, a message of type `kind` in the fractal heap
+/// at `heap`. `heap_id` picks the ID out of a record (other records are skipped).
+pub(crate) fn dense_messages(
+    file: &FileShared,
+    heap: u64,
+    index: u64,
+    kind: u16,
+    heap_id: impl Fn(&Record) -> Option<Vec<u8>>,
+) -> Result<Vec<h5_format::message::Message>> {
+    let hdr = fractal_header(file, heap)?;
+    let mut out = Vec::new();
+    for r in btree2_records(file, index, RecordContext::new(file.sizes))? {
+        if let Some(id) = heap_id(&r) {
+            let bytes = fractal_object(file, &hdr, &id)?;
+            out.push(h5_format::message::decode_message(
+                kind, 0, &bytes, file.sizes, heap,
+            )?);
+        }
+    }
+    Ok(out)
+}
