@@ -316,6 +316,38 @@ pub struct EntryStats {
     pub partial_bound_on_disk: bool,
 }
 
+/// The options shared by read and write requests.
+macro_rules! request_options {
+    ($t:ident, $dir:literal) => {
+        impl<'a> $t<'a> {
+            #[doc = concat!("Converts with `conv` (", $dir, ").")]
+            pub fn converting(mut self, conv: &'a dyn Conversion) -> Self {
+                self.conversion = Some(conv);
+                self
+            }
+
+            /// Sets the bypass mode.
+            pub fn with_bypass(mut self, bypass: Bypass) -> Self {
+                self.bypass = bypass;
+                self
+            }
+
+            /// Marks the request skip-I/O.
+            pub fn skip(mut self) -> Self {
+                self.skip_io = true;
+                self
+            }
+
+            /// The buffer is an array: the elements go to (or come from) `memory`'s selected
+            /// positions.
+            pub fn in_memory(mut self, memory: &'a MemorySelection) -> Self {
+                self.memory = Some(memory);
+                self
+            }
+        }
+    };
+}
+
 /// One read: the selected elements of `dataset` into `buf`, densely in selection order.
 #[derive(Debug)]
 pub struct ReadRequest<'a> {
@@ -351,31 +383,9 @@ impl<'a> ReadRequest<'a> {
             skip_io: false,
         }
     }
-
-    /// Converts with `conv` (file to memory).
-    pub fn converting(mut self, conv: &'a dyn Conversion) -> Self {
-        self.conversion = Some(conv);
-        self
-    }
-
-    /// Sets the bypass mode.
-    pub fn with_bypass(mut self, bypass: Bypass) -> Self {
-        self.bypass = bypass;
-        self
-    }
-
-    /// Marks the request skip-I/O.
-    pub fn skip(mut self) -> Self {
-        self.skip_io = true;
-        self
-    }
-
-    /// Places the elements at `memory`'s selected positions of the buffer.
-    pub fn in_memory(mut self, memory: &'a MemorySelection) -> Self {
-        self.memory = Some(memory);
-        self
-    }
 }
+
+request_options!(ReadRequest, "file to memory");
 
 /// One write: `buf` (the selected elements densely in selection order) into `dataset`.
 #[derive(Debug)]
@@ -411,31 +421,9 @@ impl<'a> WriteRequest<'a> {
             skip_io: false,
         }
     }
-
-    /// Converts with `conv` (memory to file).
-    pub fn converting(mut self, conv: &'a dyn Conversion) -> Self {
-        self.conversion = Some(conv);
-        self
-    }
-
-    /// Sets the bypass mode.
-    pub fn with_bypass(mut self, bypass: Bypass) -> Self {
-        self.bypass = bypass;
-        self
-    }
-
-    /// Marks the request skip-I/O.
-    pub fn skip(mut self) -> Self {
-        self.skip_io = true;
-        self
-    }
-
-    /// Places the elements at `memory`'s selected positions of the buffer.
-    pub fn in_memory(mut self, memory: &'a MemorySelection) -> Self {
-        self.memory = Some(memory);
-        self
-    }
 }
+
+request_options!(WriteRequest, "memory to file");
 
 /// Bounding box of the elements read or written in a chunk (OQ-35), in chunk-local element
 /// coordinates, `hi` exclusive. Empty when `lo` is empty.
