@@ -60,6 +60,11 @@ impl Attribute {
             .collect()
     }
 
+    /// Whether the dataspace is null (no elements at all, unlike a scalar's one).
+    pub fn is_null(&self) -> bool {
+        self.inner.dataspace.kind == h5_format::message::dataspace::DataspaceKind::Null
+    }
+
     /// The raw elements (file representation).
     pub fn read_raw(&self) -> &[u8] {
         &self.inner.data

@@ -63,6 +63,17 @@ impl Dataset {
         &self.info
     }
 
+    /// The object header's address (relative to the superblock): the dataset's identity.
+    pub fn address(&self) -> u64 {
+        self.header.address
+    }
+
+    /// Stored (encoded) size in bytes of each allocated chunk, or of the contiguous block in
+    /// the file; empty for compact, external, virtual and unallocated data.
+    pub fn stored_sizes(&self) -> Result<Vec<u64>> {
+        h5_core::dataset::stored_sizes(&self.file, &self.info)
+    }
+
     /// The dataset's path.
     pub fn path(&self) -> &str {
         &self.path
@@ -82,6 +93,11 @@ impl Dataset {
                 .collect(),
             None => self.shape().into_iter().map(Some).collect(),
         }
+    }
+
+    /// Whether the dataspace is null (no elements at all, unlike a scalar's one).
+    pub fn is_null(&self) -> bool {
+        self.info.dataspace.kind == h5_format::message::dataspace::DataspaceKind::Null
     }
 
     /// Number of dimensions.

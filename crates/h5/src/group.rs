@@ -88,6 +88,11 @@ impl Group {
         })
     }
 
+    /// The object header's address (relative to the superblock): the group's identity.
+    pub fn address(&self) -> u64 {
+        self.header.address
+    }
+
     /// The group's path.
     pub fn path(&self) -> &str {
         &self.path

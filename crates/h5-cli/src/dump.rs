@@ -1,0 +1,957 @@
+//! `h5 dump`: h5dump's DDL (same layout, indentation and number formatting, so the two can be
+//! diffed) and `h5 dump --json`, a machine-readable description with the data.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use h5::{Attribute, Dataset, Datatype, File, Group, LinkKind, ObjectKind};
+use h5_format::datatype::{ByteOrder, Charset, ReferenceKind, StringPadding, VarLenKind};
+use serde_json::{Map, Value, json};
+
+use crate::values::{Val, decode_all, is_vlen_string, string_text};
+
+/// Column limit of data lines: an element is appended to a line only while the line, with its
+/// trailing comma, stays within this many characters (h5dump's default width of 80 minus the
+/// separator and suffix it reserves).
+const DATA_LIMIT: usize = 77;
+
+const INDENT: usize = 3;
+
+// ---------------------------------------------------------------------------------------------
+// Number and string formatting
+
+/// C's `%g` (precision `prec`), as h5dump prints floating-point values.
+pub(crate) fn fmt_g(v: f64, prec: usize) -> String {
+    if v.is_nan() {
+        return if v.is_sign_negative() { "-nan" } else { "nan" }.to_owned();
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf" } else { "inf" }.to_owned();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    let p = prec.max(1);
+    let sci = format!("{:.*e}", p - 1, v);
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let x: i64 = exp.parse().unwrap_or(0);
+    if x < -4 || x >= p as i64 {
+        let mant = strip_zeros(mant);
+        let sign = if x < 0 { '-' } else { '+' };
+        format!("{mant}e{sign}{:02}", x.unsigned_abs())
+    } else {
+        let decimals = usize::try_from(p as i64 - 1 - x).unwrap_or(0);
+        strip_zeros(&format!("{v:.decimals$}")).to_owned()
+    }
+}
+
+fn strip_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+/// A string value in h5dump's quoting: printable ASCII as is, other bytes as octal escapes
+/// (bytes above 0x7f as the sign-extended value, as h5dump prints them).
+fn quote(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() + 2);
+    s.push('"');
+    for &b in bytes {
+        match b {
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            0x08 => s.push_str("\\b"),
+            0x0c => s.push_str("\\f"),
+            0x20..=0x7e => s.push(char::from(b)),
+            0x80..=0xff => {
+                let _ = write!(s, "\\{:o}", i32::from(b as i8) as u32);
+            }
+            _ => {
+                let _ = write!(s, "\\{b:03o}");
+            }
+        }
+    }
+    s.push('"');
+    s
+}
+
+fn hex_bytes(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The DDL text of one element (single line; compounds are printed by [`compound_lines`]).
+fn ddl_value(dt: &Datatype, v: &Val) -> String {
+    match v {
+        Val::Int(i) => i.to_string(),
+        Val::Float(f) => fmt_g(*f, 6),
+        Val::Complex(r, i) => format!("{}{:+}i", fmt_g(*r, 6), fmt_g(*i, 6)),
+        Val::Str(b) => match dt {
+            Datatype::String(s) if s.padding == StringPadding::NullTerminate => {
+                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                quote(b.get(..end).unwrap_or(b))
+            }
+            _ => quote(b),
+        },
+        Val::Enum(Ok(n)) => n.clone(),
+        Val::Enum(Err(i)) => i.to_string(),
+        Val::Bytes(b) => hex_bytes(b),
+        Val::Array(items) => {
+            let base = match dt {
+                Datatype::Array(a) => a.base.as_ref(),
+                _ => dt,
+            };
+            let parts: Vec<String> = items.iter().map(|x| ddl_value(base, x)).collect();
+            format!("[ {} ]", parts.join(", "))
+        }
+        Val::Compound(members) => {
+            let parts: Vec<String> = members
+                .iter()
+                .map(|(name, x)| {
+                    let mdt = match dt {
+                        Datatype::Compound(c) => c
+                            .members
+                            .iter()
+                            .find(|m| &m.name == name)
+                            .map(|m| &m.datatype),
+                        _ => None,
+                    };
+                    mdt.map_or_else(|| "?".to_owned(), |t| ddl_value(t, x))
+                })
+                .collect();
+            format!("{{ {} }}", parts.join(", "))
+        }
+        Val::Unsupported(what) => format!("<{what}: not printed>"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Datatypes
+
+fn order_tag(order: ByteOrder) -> &'static str {
+    match order {
+        ByteOrder::BigEndian => "BE",
+        _ => "LE",
+    }
+}
+
+fn pad(level: usize) -> String {
+    " ".repeat(level * INDENT)
+}
+
+/// The datatype as h5dump writes it after `DATATYPE  ` (may span several lines, the following
+/// ones indented for nesting `level`).
+fn ddl_type(dt: &Datatype, level: usize) -> String {
+    match dt {
+        Datatype::FixedPoint(t) if t.bit_offset != 0 || u32::from(t.precision) != t.size * 8 => {
+            format!(
+                "{}-bit {}-endian{} integer {}-bit precision",
+                t.size * 8,
+                if t.order == ByteOrder::BigEndian {
+                    "big"
+                } else {
+                    "little"
+                },
+                if t.signed { "" } else { " unsigned" },
+                t.precision
+            )
+        }
+        Datatype::FixedPoint(t) => format!(
+            "H5T_STD_{}{}{}",
+            if t.signed { 'I' } else { 'U' },
+            t.size * 8,
+            order_tag(t.order)
+        ),
+        Datatype::Float(t) => match t.ieee_name() {
+            Some("float32") => format!("H5T_IEEE_F32{}", order_tag(t.order)),
+            Some("float64") => format!("H5T_IEEE_F64{}", order_tag(t.order)),
+            _ => format!(
+                "{}-bit {}-endian floating-point {}-bit precision",
+                t.size * 8,
+                if t.order == ByteOrder::BigEndian {
+                    "big"
+                } else {
+                    "little"
+                },
+                t.precision
+            ),
+        },
+        Datatype::Time(t) => format!("H5T_TIME {}-bit", t.size * 8),
+        Datatype::Bitfield(t) => format!("H5T_STD_B{}{}", t.size * 8, order_tag(t.order)),
+        Datatype::String(s) => string_block(&s.size.to_string(), s.padding, s.charset, level),
+        Datatype::VarLen(v) => match v.kind {
+            VarLenKind::String { padding, charset } => {
+                string_block("H5T_VARIABLE", padding, charset, level)
+            }
+            VarLenKind::Sequence => format!("H5T_VLEN {{ {}}}", ddl_type(&v.base, level + 1)),
+        },
+        Datatype::Opaque(o) => format!(
+            "H5T_OPAQUE {{\n{}OPAQUE_TAG \"{}\";\n{}}}",
+            pad(level + 1),
+            o.tag,
+            pad(level)
+        ),
+        Datatype::Reference(r) => match r.kind {
+            ReferenceKind::Object => "H5T_REFERENCE { H5T_STD_REF_OBJECT }".to_owned(),
+            ReferenceKind::DatasetRegion => "H5T_REFERENCE { H5T_STD_REF_DSETREG }".to_owned(),
+            _ => "H5T_REFERENCE { H5T_STD_REF }".to_owned(),
+        },
+        Datatype::Compound(c) => {
+            let mut s = "H5T_COMPOUND {\n".to_owned();
+            for m in &c.members {
+                let _ = writeln!(
+                    s,
+                    "{}{} \"{}\";",
+                    pad(level + 1),
+                    ddl_type(&m.datatype, level + 1),
+                    m.name
+                );
+            }
+            let _ = write!(s, "{}}}", pad(level));
+            s
+        }
+        Datatype::Enum(e) => {
+            let mut s = format!(
+                "H5T_ENUM {{\n{}{};\n",
+                pad(level + 1),
+                ddl_type(&e.base, level + 1)
+            );
+            let mut members: Vec<_> = e
+                .members
+                .iter()
+                .map(|m| {
+                    let v = match decode_all(&e.base, &m.value, None).first() {
+                        Some(Val::Int(i)) => i.to_string(),
+                        _ => hex_bytes(&m.value),
+                    };
+                    (m.name.clone(), v)
+                })
+                .collect();
+            members.sort();
+            for (name, v) in members {
+                let q = format!("\"{name}\"");
+                let _ = writeln!(s, "{}{q:<19}{v};", pad(level + 1));
+            }
+            let _ = write!(s, "{}}}", pad(level));
+            s
+        }
+        Datatype::Array(a) => {
+            let dims: String = a.dims.iter().map(|d| format!("[{d}]")).collect();
+            format!("H5T_ARRAY {{ {dims} {} }}", ddl_type(&a.base, level))
+        }
+        Datatype::Complex(c) => format!("H5T_COMPLEX {{ {} }}", ddl_type(&c.base, level)),
+    }
+}
+
+fn string_block(size: &str, padding: StringPadding, charset: Charset, level: usize) -> String {
+    let p = pad(level + 1);
+    format!(
+        "H5T_STRING {{\n{p}STRSIZE {size};\n{p}STRPAD {};\n{p}CSET {};\n{p}CTYPE H5T_C_S1;\n{}}}",
+        match padding {
+            StringPadding::NullTerminate => "H5T_STR_NULLTERM",
+            StringPadding::NullPad => "H5T_STR_NULLPAD",
+            StringPadding::SpacePad => "H5T_STR_SPACEPAD",
+        },
+        match charset {
+            Charset::Ascii => "H5T_CSET_ASCII",
+            Charset::Utf8 => "H5T_CSET_UTF8",
+        },
+        pad(level)
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// The DDL printer
+
+/// What to print for one dataset or attribute: its type, extent and elements.
+struct Contents<'a> {
+    dtype: &'a Datatype,
+    /// `None`: a null dataspace.
+    shape: Option<Vec<usize>>,
+    maxshape: Option<Vec<Option<usize>>>,
+    values: Result<Vec<Val>, String>,
+}
+
+struct Ddl<'f> {
+    out: String,
+    file: &'f File,
+    /// (file number, object address) → first path printed.
+    seen: HashMap<(usize, u64), String>,
+    /// The directory external links resolve against.
+    dir: Option<std::path::PathBuf>,
+    /// Files opened through external links, by name, with their numbers (from 1).
+    external: HashMap<String, (usize, File)>,
+    /// The number of the file being printed (0: the main file).
+    current: usize,
+}
+
+impl Ddl<'_> {
+    fn line(&mut self, level: usize, text: &str) {
+        let _ = writeln!(self.out, "{}{text}", pad(level));
+    }
+
+    fn contents(&mut self, level: usize, c: &Contents<'_>) {
+        let t = ddl_type(c.dtype, level);
+        self.line(level, &format!("DATATYPE  {t}"));
+        match &c.shape {
+            None => self.line(level, "DATASPACE  NULL"),
+            Some(s) if s.is_empty() => self.line(level, "DATASPACE  SCALAR"),
+            Some(s) => {
+                let dims: Vec<String> = s.iter().map(ToString::to_string).collect();
+                let max: Vec<String> = match &c.maxshape {
+                    Some(m) => m
+                        .iter()
+                        .map(|d| d.map_or_else(|| "H5S_UNLIMITED".to_owned(), |d| d.to_string()))
+                        .collect(),
+                    None => dims.clone(),
+                };
+                self.line(
+                    level,
+                    &format!(
+                        "DATASPACE  SIMPLE {{ ( {} ) / ( {} ) }}",
+                        dims.join(", "),
+                        max.join(", ")
+                    ),
+                );
+            }
+        }
+        self.line(level, "DATA {");
+        match &c.values {
+            Err(e) => self.line(level, &format!("<data not read: {e}>")),
+            Ok(values) => {
+                let dims = c.shape.clone().unwrap_or_default();
+                self.data(level, c.dtype, &dims, values);
+            }
+        }
+        self.line(level, "}");
+    }
+
+    /// The elements, h5dump style: a new line at each row of the fastest dimension and when
+    /// the line would pass the width, each line starting with the index of its first element.
+    fn data(&mut self, level: usize, dt: &Datatype, dims: &[usize], values: &[Val]) {
+        if matches!(dt, Datatype::Compound(_)) {
+            self.compound_data(level, dt, dims, values);
+            return;
+        }
+        let row = dims.last().copied().unwrap_or(1).max(1);
+        let indent = pad(level);
+        let mut line = String::new();
+        let n = values.len();
+        for (i, v) in values.iter().enumerate() {
+            let text = ddl_value(dt, v);
+            let starts_row = i % row == 0;
+            // The trailing comma of every element but the last counts against the width.
+            let comma = usize::from(i + 1 < n);
+            if !line.is_empty() && (starts_row || line.len() + 2 + text.len() + comma > DATA_LIMIT)
+            {
+                line.push(',');
+                self.out.push_str(&line);
+                self.out.push('\n');
+                line.clear();
+            }
+            if line.is_empty() {
+                line = format!("{indent}({}): {text}", index_of(i, dims));
+            } else {
+                line.push_str(", ");
+                line.push_str(&text);
+            }
+            if i + 1 == n {
+                self.out.push_str(&line);
+                self.out.push('\n');
+            }
+        }
+    }
+
+    /// Compound elements: each member on its own line, as h5dump prints them.
+    fn compound_data(&mut self, level: usize, dt: &Datatype, dims: &[usize], values: &[Val]) {
+        let n = values.len();
+        for (i, v) in values.iter().enumerate() {
+            self.out
+                .push_str(&format!("{}({}): ", pad(level), index_of(i, dims)));
+            self.compound_value(level, dt, v);
+            if i + 1 < n {
+                self.out.push(',');
+            }
+            self.out.push('\n');
+        }
+    }
+
+    fn compound_value(&mut self, level: usize, dt: &Datatype, v: &Val) {
+        let (Datatype::Compound(c), Val::Compound(members)) = (dt, v) else {
+            self.out.push_str(&ddl_value(dt, v));
+            return;
+        };
+        self.out.push_str("{\n");
+        let k = members.len();
+        for (j, ((_, mv), m)) in members.iter().zip(&c.members).enumerate() {
+            self.out.push_str(&pad(level + 2));
+            if matches!(m.datatype, Datatype::Compound(_)) {
+                self.compound_value(level + 1, &m.datatype, mv);
+            } else {
+                self.out.push_str(&ddl_value(&m.datatype, mv));
+            }
+            if j + 1 < k {
+                self.out.push(',');
+            }
+            self.out.push('\n');
+        }
+        self.out.push_str(&format!("{}}}", pad(level + 1)));
+    }
+
+    fn attributes(&mut self, level: usize, attrs: Result<Vec<Attribute>, h5::Error>) {
+        match attrs {
+            Err(e) => self.line(level, &format!("<attributes not read: {e}>")),
+            Ok(attrs) => {
+                for a in attrs {
+                    self.line(level, &format!("ATTRIBUTE \"{}\" {{", a.name()));
+                    let null = a.is_null();
+                    let shape = (!null).then(|| a.shape());
+                    let vstr = if is_vlen_string(a.dtype()) {
+                        a.read_strings().map(Some).map_err(|e| e.to_string())
+                    } else {
+                        Ok(None)
+                    };
+                    let values = vstr.map(|v| decode_all(a.dtype(), a.read_raw(), v));
+                    let c = Contents {
+                        dtype: a.dtype(),
+                        shape,
+                        maxshape: None,
+                        values,
+                    };
+                    self.contents(level + 1, &c);
+                    self.line(level, "}");
+                }
+            }
+        }
+    }
+
+    fn dataset(&mut self, level: usize, name: &str, d: &Dataset) {
+        self.line(level, &format!("DATASET \"{name}\" {{"));
+        if let Some(first) = self.seen.get(&(self.current, d.address())) {
+            let first = first.clone();
+            self.line(level + 1, &format!("HARDLINK \"{first}\""));
+            self.line(level, "}");
+            return;
+        }
+        self.seen
+            .insert((self.current, d.address()), d.path().to_owned());
+        let values = dataset_values(d);
+        let null = is_null(d);
+        let c = Contents {
+            dtype: d.dtype(),
+            shape: (!null).then(|| d.shape()),
+            maxshape: Some(d.maxshape()),
+            values,
+        };
+        self.contents(level + 1, &c);
+        self.attributes(level + 1, d.attrs());
+        self.line(level, "}");
+    }
+
+    fn group(&mut self, level: usize, name: &str, g: &Group) {
+        self.line(level, &format!("GROUP \"{name}\" {{"));
+        if let Some(first) = self.seen.get(&(self.current, g.address())) {
+            let first = first.clone();
+            self.line(level + 1, &format!("HARDLINK \"{first}\""));
+            self.line(level, "}");
+            return;
+        }
+        self.seen
+            .insert((self.current, g.address()), g.path().to_owned());
+        self.attributes(level + 1, g.attrs());
+        self.members(level + 1, g);
+        self.line(level, "}");
+    }
+
+    fn members(&mut self, level: usize, g: &Group) {
+        let links = match g.links() {
+            Ok(l) => l,
+            Err(e) => {
+                self.line(level, &format!("<links not read: {e}>"));
+                return;
+            }
+        };
+        for link in links {
+            match &link.kind {
+                LinkKind::Soft(target) => {
+                    self.line(level, &format!("SOFTLINK \"{}\" {{", link.name));
+                    self.line(level + 1, &format!("LINKTARGET \"{target}\""));
+                    self.line(level, "}");
+                }
+                LinkKind::External { file, path } => {
+                    self.line(level, &format!("EXTERNAL_LINK \"{}\" {{", link.name));
+                    self.line(level + 1, &format!("TARGETFILE \"{file}\""));
+                    self.line(level + 1, &format!("TARGETPATH \"{path}\""));
+                    self.external_target(level + 2, file, path);
+                    self.line(level, "}");
+                }
+                LinkKind::UserDefined(k) => {
+                    self.line(level, &format!("USERDEFINED_LINK \"{}\" {{", link.name));
+                    self.line(level + 1, &format!("LINKCLASS {k}"));
+                    self.line(level, "}");
+                }
+                LinkKind::Hard => self.hard_member(level, g, &link.name),
+            }
+        }
+    }
+
+    fn hard_member(&mut self, level: usize, g: &Group, name: &str) {
+        match g.kind_of(name) {
+            Ok(ObjectKind::Group) => match g.group(name) {
+                Ok(sub) => self.group(level, name, &sub),
+                Err(e) => self.line(level, &format!("<group {name:?} not read: {e}>")),
+            },
+            Ok(ObjectKind::Dataset) => match g.dataset(name) {
+                Ok(d) => self.dataset(level, name, &d),
+                Err(e) => self.line(level, &format!("<dataset {name:?} not read: {e}>")),
+            },
+            Ok(ObjectKind::Datatype) => self.line(level, &format!("DATATYPE \"{name}\"")),
+            Ok(ObjectKind::Unknown) => self.line(level, &format!("<{name:?}: unknown object>")),
+            Err(e) => self.line(level, &format!("<{name:?} not read: {e}>")),
+        }
+    }
+
+    fn file(&self) -> &File {
+        self.file
+    }
+
+    /// The object an external link leads to, printed under its path as h5dump does (nothing
+    /// when the file or the object cannot be opened).
+    fn external_target(&mut self, level: usize, name: &str, path: &str) {
+        if !self.external.contains_key(name) {
+            let full = match &self.dir {
+                Some(d) => d.join(name),
+                None => std::path::PathBuf::from(name),
+            };
+            let Ok(f) = File::open(&full) else {
+                return;
+            };
+            let n = self.external.len() + 1;
+            self.external.insert(name.to_owned(), (n, f));
+        }
+        let Some((n, f)) = self.external.get(name).map(|(n, f)| (*n, f.clone())) else {
+            return;
+        };
+        let Ok(root) = f.root() else {
+            return;
+        };
+        let saved = self.current;
+        self.current = n;
+        match root.kind_of(path) {
+            Ok(ObjectKind::Group) => {
+                if let Ok(g) = f.group(path) {
+                    self.group(level, path, &g);
+                }
+            }
+            Ok(ObjectKind::Dataset) => {
+                if let Ok(d) = f.dataset(path) {
+                    self.dataset(level, path, &d);
+                }
+            }
+            _ => {}
+        }
+        self.current = saved;
+    }
+}
+
+fn is_null(d: &Dataset) -> bool {
+    d.is_null()
+}
+
+fn index_of(mut i: usize, dims: &[usize]) -> String {
+    if dims.is_empty() {
+        return "0".to_owned();
+    }
+    let mut idx = vec![0usize; dims.len()];
+    for (k, &d) in dims.iter().enumerate().rev() {
+        let d = d.max(1);
+        idx[k] = i % d;
+        i /= d;
+    }
+    idx.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn dataset_values(d: &Dataset) -> Result<Vec<Val>, String> {
+    if d.is_null() {
+        return Ok(Vec::new());
+    }
+    let vstr = if is_vlen_string(d.dtype()) {
+        Some(d.read_strings().map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let raw = if vstr.is_some() {
+        Vec::new()
+    } else {
+        d.read_raw().map_err(|e| e.to_string())?
+    };
+    Ok(decode_all(d.dtype(), &raw, vstr))
+}
+
+/// The DDL of `path` (the whole file when `None`), as `h5dump FILE` / `h5dump -g PATH FILE` /
+/// `h5dump -d PATH FILE` print it. `shown_name` is the file name as given on the command line.
+pub(crate) fn ddl(file: &File, shown_name: &str, path: Option<&str>) -> Result<String, String> {
+    let mut p = Ddl {
+        out: String::new(),
+        file,
+        seen: HashMap::new(),
+        dir: file
+            .path()
+            .and_then(|p| p.parent())
+            .map(std::path::Path::to_path_buf),
+        external: HashMap::new(),
+        current: 0,
+    };
+    p.out.push_str(&format!("HDF5 \"{shown_name}\" {{\n"));
+    let path = path.unwrap_or("/");
+    let root = p.file().root().map_err(|e| e.to_string())?;
+    match root.kind_of(path).map_err(|e| format!("{path}: {e}"))? {
+        ObjectKind::Group => {
+            let g = file.group(path).map_err(|e| e.to_string())?;
+            p.group(0, path, &g);
+        }
+        ObjectKind::Dataset => {
+            let d = file.dataset(path).map_err(|e| e.to_string())?;
+            p.dataset(0, path, &d);
+        }
+        other => return Err(format!("{path}: cannot dump a {other:?}")),
+    }
+    p.out.push_str("}\n");
+    Ok(p.out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+/// numpy's type string (`<f4`, `>i2`, `|S8`, …) or a structural description for compound,
+/// enum, array and variable-length types.
+pub(crate) fn numpy_dtype(dt: &Datatype) -> Value {
+    let endian = |size: u32, order: ByteOrder| match (size, order) {
+        (1, _) => '|',
+        (_, ByteOrder::BigEndian) => '>',
+        _ => '<',
+    };
+    match dt {
+        Datatype::FixedPoint(t) => json!(format!(
+            "{}{}{}",
+            endian(t.size, t.order),
+            if t.signed { 'i' } else { 'u' },
+            t.size
+        )),
+        Datatype::Float(t) => json!(format!("{}f{}", endian(t.size, t.order), t.size)),
+        Datatype::Complex(c) => match c.base.as_ref() {
+            Datatype::Float(f) => json!(format!("{}c{}", endian(f.size, f.order), c.size)),
+            _ => json!({"kind": "complex", "base": numpy_dtype(&c.base)}),
+        },
+        Datatype::String(s) => json!(format!("|S{}", s.size)),
+        Datatype::Bitfield(t) => json!(format!("{}u{}", endian(t.size, t.order), t.size)),
+        Datatype::Opaque(o) => json!(format!("|V{}", o.size)),
+        Datatype::Time(t) => json!(format!("|V{}", t.size)),
+        Datatype::Reference(r) => {
+            json!({"kind": "reference", "reference": format!("{:?}", r.kind)})
+        }
+        Datatype::Compound(c) if complex_like(c).is_some() => {
+            let f = complex_like(c).map_or((0, ByteOrder::LittleEndian), |f| (f.size, f.order));
+            json!(format!("{}c{}", endian(f.0, f.1), c.size))
+        }
+        Datatype::Compound(c) => json!({
+            "kind": "compound",
+            "itemsize": c.size,
+            "fields": c.members.iter().map(|m| json!({
+                "name": m.name, "offset": m.offset, "dtype": numpy_dtype(&m.datatype)
+            })).collect::<Vec<_>>(),
+        }),
+        Datatype::Enum(e) => json!({
+            "kind": "enum",
+            "base": numpy_dtype(&e.base),
+            "members": e.members.iter().map(|m| {
+                let v = match decode_all(&e.base, &m.value, None).first() {
+                    Some(Val::Int(i)) => json_int(*i),
+                    _ => Value::Null,
+                };
+                (m.name.clone(), v)
+            }).collect::<Map<String, Value>>(),
+        }),
+        Datatype::Array(a) => json!({
+            "kind": "array", "shape": a.dims, "base": numpy_dtype(&a.base)
+        }),
+        Datatype::VarLen(v) => match v.kind {
+            VarLenKind::String { charset, .. } => json!({
+                "kind": "vlen_string",
+                "encoding": if charset == Charset::Utf8 { "utf-8" } else { "ascii" },
+            }),
+            VarLenKind::Sequence => json!({"kind": "vlen", "base": numpy_dtype(&v.base)}),
+        },
+    }
+}
+
+/// h5py's complex numbers: a compound of two members "r" and "i" of one float type.
+fn complex_like(c: &h5_format::datatype::CompoundType) -> Option<&h5_format::datatype::FloatType> {
+    match c.members.as_slice() {
+        [r, i] if r.name == "r" && i.name == "i" && r.offset == 0 => {
+            match (&r.datatype, &i.datatype) {
+                (Datatype::Float(a), Datatype::Float(b)) if a == b && i.offset == a.size => Some(a),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn json_int(i: i128) -> Value {
+    if let Ok(v) = i64::try_from(i) {
+        json!(v)
+    } else if let Ok(v) = u64::try_from(i) {
+        json!(v)
+    } else {
+        json!(i.to_string())
+    }
+}
+
+fn json_float(f: f64) -> Value {
+    if f.is_nan() {
+        json!("nan")
+    } else if f.is_infinite() {
+        json!(if f > 0.0 { "inf" } else { "-inf" })
+    } else {
+        json!(f)
+    }
+}
+
+/// One element as JSON.
+pub(crate) fn json_value(dt: &Datatype, v: &Val) -> Value {
+    match v {
+        Val::Int(i) => json_int(*i),
+        Val::Float(f) => json_float(*f),
+        Val::Complex(r, i) => json!({"real": json_float(*r), "imag": json_float(*i)}),
+        Val::Str(b) => json!(string_text(dt, b)),
+        Val::Enum(Ok(n)) => json!(n),
+        Val::Enum(Err(i)) => json_int(*i),
+        Val::Bytes(b) => match dt {
+            // numpy reads bitfields as unsigned integers.
+            Datatype::Bitfield(t) if b.len() <= 8 => {
+                let mut v = 0u64;
+                let mut push = |x: &u8| v = (v << 8) | u64::from(*x);
+                if t.order == ByteOrder::BigEndian {
+                    b.iter().for_each(&mut push);
+                } else {
+                    b.iter().rev().for_each(&mut push);
+                }
+                json!(v)
+            }
+            Datatype::Opaque(_) => json!(b),
+            _ => json!(hex_bytes(b)),
+        },
+        Val::Array(items) => {
+            let base = match dt {
+                Datatype::Array(a) => a.base.as_ref(),
+                _ => dt,
+            };
+            Value::Array(items.iter().map(|x| json_value(base, x)).collect())
+        }
+        Val::Compound(members) if matches!(dt, Datatype::Compound(c) if complex_like(c).is_some()) => {
+            match members.as_slice() {
+                [(_, Val::Float(r)), (_, Val::Float(i))] => {
+                    json!({"real": json_float(*r), "imag": json_float(*i)})
+                }
+                _ => json!({"unsupported": "complex"}),
+            }
+        }
+        Val::Compound(members) => {
+            let mut m = Map::new();
+            if let Datatype::Compound(c) = dt {
+                for ((name, x), cm) in members.iter().zip(&c.members) {
+                    m.insert(name.clone(), json_value(&cm.datatype, x));
+                }
+            }
+            Value::Object(m)
+        }
+        Val::Unsupported(what) => json!({"unsupported": what}),
+    }
+}
+
+fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
+    match attrs {
+        Err(e) => json!({"error": e.to_string()}),
+        Ok(attrs) => {
+            let mut m = Map::new();
+            for a in attrs {
+                let vstr = if is_vlen_string(a.dtype()) {
+                    a.read_strings().ok()
+                } else {
+                    None
+                };
+                let vals = decode_all(a.dtype(), a.read_raw(), vstr);
+                let data: Vec<Value> = vals.iter().map(|v| json_value(a.dtype(), v)).collect();
+                m.insert(
+                    a.name().to_owned(),
+                    json!({
+                        "dtype": numpy_dtype(a.dtype()),
+                        "shape": a.shape(),
+                        "data": data,
+                    }),
+                );
+            }
+            Value::Object(m)
+        }
+    }
+}
+
+/// A dataset's JSON description.
+pub(crate) fn json_dataset(d: &Dataset) -> Value {
+    let fill = d.fill_value_raw().map_or(Value::Null, |b| {
+        decode_all(d.dtype(), b, None)
+            .first()
+            .map_or(Value::Null, |v| json_value(d.dtype(), v))
+    });
+    let mut o = Map::new();
+    o.insert("path".into(), json!(d.path()));
+    o.insert("kind".into(), json!("dataset"));
+    o.insert("attributes".into(), json_attrs(d.attrs()));
+    o.insert("dtype".into(), numpy_dtype(d.dtype()));
+    let null = is_null(d);
+    o.insert(
+        "shape".into(),
+        if null { Value::Null } else { json!(d.shape()) },
+    );
+    o.insert(
+        "maxshape".into(),
+        if null {
+            Value::Null
+        } else {
+            json!(d.maxshape())
+        },
+    );
+    o.insert("layout".into(), json!(d.layout_name()));
+    o.insert("chunks".into(), json!(d.chunk()));
+    o.insert(
+        "filters".into(),
+        Value::Array(
+            d.filters()
+                .iter()
+                .map(|f| json!({"id": f.id, "name": f.name, "parameters": f.params}))
+                .collect(),
+        ),
+    );
+    o.insert("fillvalue".into(), fill);
+    match dataset_values(d) {
+        Ok(vals) => {
+            o.insert(
+                "data".into(),
+                Value::Array(vals.iter().map(|v| json_value(d.dtype(), v)).collect()),
+            );
+        }
+        Err(e) => {
+            o.insert("data".into(), Value::Null);
+            o.insert("error".into(), json!(e));
+        }
+    }
+    Value::Object(o)
+}
+
+fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>) {
+    if seen.insert(g.address(), g.path().to_owned()).is_some() {
+        return;
+    }
+    out.push(json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs())}));
+    let links = match g.links() {
+        Ok(l) => l,
+        Err(e) => {
+            out.push(json!({"path": g.path(), "error": e.to_string()}));
+            return;
+        }
+    };
+    for link in links {
+        let path = join(g.path(), &link.name);
+        match &link.kind {
+            LinkKind::Soft(t) => out.push(json!({"path": path, "kind": "soft_link", "target": t})),
+            LinkKind::External { file, path: p } => {
+                out.push(json!({"path": path, "kind": "external_link", "file": file, "target": p}))
+            }
+            LinkKind::UserDefined(k) => {
+                out.push(json!({"path": path, "kind": "user_defined_link", "class": k}));
+            }
+            LinkKind::Hard => match g.kind_of(&link.name) {
+                Ok(ObjectKind::Group) => match g.group(&link.name) {
+                    Ok(sub) => json_walk(&sub, out, seen),
+                    Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+                },
+                Ok(ObjectKind::Dataset) => match g.dataset(&link.name) {
+                    Ok(d) => {
+                        if seen.insert(d.address(), path.clone()).is_none() {
+                            out.push(json_dataset(&d));
+                        }
+                    }
+                    Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+                },
+                Ok(ObjectKind::Datatype) => out.push(json!({"path": path, "kind": "datatype"})),
+                Ok(ObjectKind::Unknown) => out.push(json!({"path": path, "kind": "unknown"})),
+                Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+            },
+        }
+    }
+}
+
+pub(crate) fn join(parent: &str, name: &str) -> String {
+    if parent.ends_with('/') {
+        format!("{parent}{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// The JSON document of `h5 dump --json`: `{"file": NAME, "objects": [...]}`.
+pub(crate) fn json_doc(file: &File, shown_name: &str, path: Option<&str>) -> Result<Value, String> {
+    let path = path.unwrap_or("/");
+    let root = file.root().map_err(|e| e.to_string())?;
+    let mut objects = Vec::new();
+    match root.kind_of(path).map_err(|e| format!("{path}: {e}"))? {
+        ObjectKind::Group => {
+            let g = file.group(path).map_err(|e| e.to_string())?;
+            json_walk(&g, &mut objects, &mut HashMap::new());
+        }
+        ObjectKind::Dataset => {
+            let d = file.dataset(path).map_err(|e| e.to_string())?;
+            objects.push(json_dataset(&d));
+        }
+        other => return Err(format!("{path}: cannot dump a {other:?}")),
+    }
+    Ok(json!({"file": shown_name, "objects": objects}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_g() {
+        assert_eq!(fmt_g(0.25, 6), "0.25");
+        assert_eq!(fmt_g(1.0, 6), "1");
+        assert_eq!(fmt_g(1.0 / 7.0, 6), "0.142857");
+        assert_eq!(fmt_g(f64::from(f32::MAX), 6), "3.40282e+38");
+        assert_eq!(fmt_g(5e-324, 6), "4.94066e-324");
+        assert_eq!(fmt_g(6.103515625e-05, 6), "6.10352e-05");
+        assert_eq!(fmt_g(65504.0, 6), "65504");
+        assert_eq!(fmt_g(1e6, 6), "1e+06");
+        assert_eq!(fmt_g(0.0001, 6), "0.0001");
+        assert_eq!(fmt_g(-0.0, 6), "-0");
+        assert_eq!(fmt_g(f64::NEG_INFINITY, 6), "-inf");
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(quote(b"ab\0"), "\"ab\\000\"");
+        assert_eq!(quote(&[0xc3]), "\"\\37777777703\"");
+    }
+}

@@ -1,0 +1,247 @@
+//! Decoding elements of any (fixed-size) datatype from their file bytes, for `h5 dump` and
+//! `h5 dump --json`.
+
+use h5::Datatype;
+use h5_format::datatype::{ByteOrder, FixedPoint, FloatType, StringPadding, VarLenKind};
+
+/// One decoded element.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Val {
+    /// A signed or unsigned integer.
+    Int(i128),
+    /// A floating-point number.
+    Float(f64),
+    /// A complex number (real, imaginary).
+    Complex(f64, f64),
+    /// String bytes as stored (fixed-length: all bytes; the padding is the printer's business).
+    Str(Vec<u8>),
+    /// An enumeration value: its member name (or the number when no member matches).
+    Enum(Result<String, i128>),
+    /// Compound members in file order.
+    Compound(Vec<(String, Val)>),
+    /// Array elements in C order.
+    Array(Vec<Val>),
+    /// Bitfield / opaque / reference bytes.
+    Bytes(Vec<u8>),
+    /// Something this decoder does not handle (variable-length sequences inside other types…).
+    Unsupported(&'static str),
+}
+
+/// The unsigned value of `bytes` in the given byte order (at most 16 bytes).
+fn raw_uint(bytes: &[u8], order: ByteOrder) -> Option<u128> {
+    if bytes.len() > 16 {
+        return None;
+    }
+    let mut raw = 0u128;
+    match order {
+        ByteOrder::BigEndian => bytes.iter().for_each(|b| raw = (raw << 8) | u128::from(*b)),
+        _ => bytes
+            .iter()
+            .rev()
+            .for_each(|b| raw = (raw << 8) | u128::from(*b)),
+    }
+    Some(raw)
+}
+
+fn bits(raw: u128, offset: u32, size: u32) -> u128 {
+    let shifted = raw.checked_shr(offset).unwrap_or(0);
+    if size >= 128 {
+        shifted
+    } else {
+        shifted & ((1u128 << size) - 1)
+    }
+}
+
+/// An integer value.
+pub(crate) fn int_value(t: &FixedPoint, bytes: &[u8]) -> Option<i128> {
+    if bytes.len() > 8 {
+        return None;
+    }
+    let raw = raw_uint(bytes, t.order)?;
+    let prec = u32::from(t.precision).min(64);
+    let v = bits(raw, u32::from(t.bit_offset), prec);
+    let v = i128::try_from(v).ok()?;
+    if t.signed && prec > 0 && (v >> (prec - 1)) & 1 == 1 {
+        Some(v - (1i128 << prec))
+    } else {
+        Some(v)
+    }
+}
+
+/// A floating-point value of any layout of at most 8 bytes (IEEE-like, implied MSB).
+pub(crate) fn float_value(t: &FloatType, bytes: &[u8]) -> Option<f64> {
+    if bytes.len() > 8 || t.order == ByteOrder::Vax {
+        return None;
+    }
+    let raw = raw_uint(bytes, t.order)?;
+    let as64 = u64::try_from(raw).ok()?;
+    match t.ieee_name() {
+        Some("float64") => return Some(f64::from_bits(as64)),
+        Some("float32") => return Some(f64::from(f32::from_bits(u32::try_from(raw).ok()?))),
+        _ => {}
+    }
+    let sign = bits(raw, u32::from(t.sign_location), 1) == 1;
+    let e = bits(
+        raw,
+        u32::from(t.exponent_location),
+        u32::from(t.exponent_size),
+    );
+    let m = bits(
+        raw,
+        u32::from(t.mantissa_location),
+        u32::from(t.mantissa_size),
+    );
+    if t.exponent_size >= 32 || t.mantissa_size >= 64 {
+        return None;
+    }
+    let emax = (1u128 << t.exponent_size) - 1;
+    let ms = i32::from(t.mantissa_size);
+    let bias = i32::try_from(t.exponent_bias).ok()?;
+    let m = m as f64;
+    let v = if e == emax {
+        if m == 0.0 { f64::INFINITY } else { f64::NAN }
+    } else if e == 0 {
+        m * 2f64.powi(1i32.checked_sub(bias)?.checked_sub(ms)?)
+    } else {
+        let e = i32::try_from(e).ok()?;
+        (1.0 + m * 2f64.powi(-ms)) * 2f64.powi(e.checked_sub(bias)?)
+    };
+    Some(if sign { -v } else { v })
+}
+
+/// Decodes one element of `dt` from `bytes` (exactly `dt.size()` bytes).
+pub(crate) fn decode(dt: &Datatype, bytes: &[u8]) -> Val {
+    match dt {
+        Datatype::FixedPoint(t) => {
+            int_value(t, bytes).map_or(Val::Unsupported("integer"), Val::Int)
+        }
+        Datatype::Float(t) => float_value(t, bytes).map_or(Val::Unsupported("float"), Val::Float),
+        Datatype::String(_) => Val::Str(bytes.to_vec()),
+        Datatype::Bitfield(_) | Datatype::Opaque(_) | Datatype::Reference(_) => {
+            Val::Bytes(bytes.to_vec())
+        }
+        Datatype::Time(_) => Val::Bytes(bytes.to_vec()),
+        Datatype::Enum(e) => {
+            let name = e
+                .members
+                .iter()
+                .find(|m| m.value == bytes)
+                .map(|m| m.name.clone());
+            match name {
+                Some(n) => Val::Enum(Ok(n)),
+                None => match decode(&e.base, bytes) {
+                    Val::Int(i) => Val::Enum(Err(i)),
+                    _ => Val::Unsupported("enum"),
+                },
+            }
+        }
+        Datatype::Compound(c) => Val::Compound(
+            c.members
+                .iter()
+                .map(|m| {
+                    let start = m.offset as usize;
+                    let end = start.saturating_add(m.datatype.size() as usize);
+                    let v = bytes
+                        .get(start..end)
+                        .map_or(Val::Unsupported("member"), |b| decode(&m.datatype, b));
+                    (m.name.clone(), v)
+                })
+                .collect(),
+        ),
+        Datatype::Array(a) => {
+            let n = a.base.size() as usize;
+            if n == 0 {
+                return Val::Unsupported("array");
+            }
+            Val::Array(bytes.chunks_exact(n).map(|b| decode(&a.base, b)).collect())
+        }
+        Datatype::Complex(c) => {
+            let n = c.base.size() as usize;
+            match (bytes.get(..n), bytes.get(n..)) {
+                (Some(re), Some(im)) => match (decode(&c.base, re), decode(&c.base, im)) {
+                    (Val::Float(r), Val::Float(i)) => Val::Complex(r, i),
+                    _ => Val::Unsupported("complex"),
+                },
+                _ => Val::Unsupported("complex"),
+            }
+        }
+        Datatype::VarLen(v) => match v.kind {
+            VarLenKind::String { .. } => Val::Unsupported("variable-length string"),
+            VarLenKind::Sequence => Val::Unsupported("variable-length sequence"),
+        },
+    }
+}
+
+/// Whether `dt` is a variable-length string.
+pub(crate) fn is_vlen_string(dt: &Datatype) -> bool {
+    matches!(
+        dt,
+        Datatype::VarLen(v) if matches!(v.kind, VarLenKind::String { .. })
+    )
+}
+
+/// Decodes every element of `raw` (C order). Variable-length strings come from `vstrings`.
+pub(crate) fn decode_all(dt: &Datatype, raw: &[u8], vstrings: Option<Vec<String>>) -> Vec<Val> {
+    if let Some(s) = vstrings {
+        return s.into_iter().map(|s| Val::Str(s.into_bytes())).collect();
+    }
+    let n = dt.size() as usize;
+    if n == 0 {
+        return Vec::new();
+    }
+    raw.chunks_exact(n).map(|b| decode(dt, b)).collect()
+}
+
+/// The text of a fixed-length string as an application sees it (up to the terminator / with the
+/// padding removed).
+pub(crate) fn string_text(dt: &Datatype, bytes: &[u8]) -> String {
+    let trimmed: &[u8] = match dt {
+        Datatype::String(s) => match s.padding {
+            StringPadding::NullTerminate | StringPadding::NullPad => {
+                let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                bytes.get(..end).unwrap_or(bytes)
+            }
+            StringPadding::SpacePad => {
+                let end = bytes.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1);
+                bytes.get(..end).unwrap_or(bytes)
+            }
+        },
+        _ => bytes,
+    };
+    String::from_utf8_lossy(trimmed).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f16() -> FloatType {
+        FloatType {
+            size: 2,
+            order: ByteOrder::LittleEndian,
+            lo_pad: false,
+            hi_pad: false,
+            internal_pad: false,
+            normalization: h5_format::datatype::Normalization::Implied,
+            sign_location: 15,
+            bit_offset: 0,
+            precision: 16,
+            exponent_location: 10,
+            exponent_size: 5,
+            mantissa_location: 0,
+            mantissa_size: 10,
+            exponent_bias: 15,
+        }
+    }
+
+    #[test]
+    fn half_floats() {
+        let t = f16();
+        assert_eq!(float_value(&t, &[0x00, 0x3c]), Some(1.0));
+        assert_eq!(float_value(&t, &[0x00, 0xc1]), Some(-2.5));
+        assert_eq!(float_value(&t, &[0xff, 0x7b]), Some(65504.0));
+        assert_eq!(float_value(&t, &[0x01, 0x00]), Some(2f64.powi(-24)));
+        assert_eq!(float_value(&t, &[0x00, 0x7c]), Some(f64::INFINITY));
+        assert!(float_value(&t, &[0x01, 0x7e]).is_some_and(f64::is_nan));
+    }
+}
