@@ -107,6 +107,9 @@ impl Dataset {
 
     /// Number of elements.
     pub fn size(&self) -> usize {
+        if self.is_null() {
+            return 0;
+        }
         self.info.dims().iter().product::<u64>() as usize
     }
 
@@ -173,6 +176,9 @@ impl Dataset {
 
     /// Every element in the file representation, C order.
     pub fn read_raw(&self) -> Result<Vec<u8>> {
+        if self.is_null() {
+            return Ok(Vec::new());
+        }
         self.read_sel(&Selection::All, self.size())
     }
 

@@ -231,3 +231,26 @@ fn compound_enum_array_vlen_and_reference_values() {
     assert_eq!(refs[2], Value::ObjectRef(None));
     assert_eq!(target.shape(), [4, 5]);
 }
+
+/// A null dataspace has no elements: size 0 and nothing read; a scalar has one.
+#[test]
+fn null_and_scalar_dataspaces() {
+    let f = open("empty_scalar.h5");
+    let m = h5_testkit::manifest();
+    let fm = m.file("empty_scalar.h5").unwrap();
+    let mut nulls = 0;
+    for o in fm.datasets() {
+        let d = f.dataset(&o.path).unwrap();
+        match o.dataspace {
+            Some(h5_testkit::DataspaceKind::Null) => {
+                assert!(d.is_null());
+                assert_eq!(d.size(), 0, "{}", o.path);
+                assert!(d.read_raw().unwrap().is_empty());
+                nulls += 1;
+            }
+            Some(h5_testkit::DataspaceKind::Scalar) => assert_eq!(d.size(), 1, "{}", o.path),
+            _ => {}
+        }
+    }
+    assert!(nulls >= 1);
+}
