@@ -197,14 +197,32 @@ fn build_layout(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Arc<dyn Ch
         return Err(Error::Unsupported("zero-sized datatype".into()));
     }
     let fill = info.fill.clone().unwrap_or_default();
-    let elements: u64 = dims.iter().product();
+    let corrupt = |reason: &str| {
+        Error::Format(h5_format::FormatError::Corrupted {
+            structure: "layout message",
+            address: info.address,
+            reason: reason.into(),
+        })
+    };
+    let elements: u64 = dims
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| corrupt("the number of elements overflows"))?;
     match &info.layout.class {
-        LayoutClass::Compact { data } => Ok(Arc::new(CompactLayout {
-            dims,
-            elem_size: elem,
-            fill,
-            data: data.clone(),
-        })),
+        LayoutClass::Compact { data } => {
+            // The message holds exactly the dataset's bytes (libhdf5 refuses any other size).
+            if elements.checked_mul(elem as u64) != Some(data.len() as u64) {
+                return Err(corrupt(
+                    "compact data size does not match the dataspace and datatype",
+                ));
+            }
+            Ok(Arc::new(CompactLayout {
+                dims,
+                elem_size: elem,
+                fill,
+                data: data.clone(),
+            }))
+        }
         LayoutClass::Contiguous { address, size } => {
             let location = if *address == UNDEFINED_ADDRESS {
                 None

@@ -267,7 +267,7 @@ fn flipped_messages() {
     flip_family(
         "flipped messages",
         move |f, r| r.message.is_some() && sel(f, r),
-        8,
+        6,
         1000,
     );
 }
@@ -307,15 +307,18 @@ fn flipped_fractal_heaps_and_v2_btrees() {
 #[test]
 fn flipped_global_heaps_arrays_and_chunks() {
     let sel = first_of_kind(2);
+    let one = first_of_kind(1);
     flip_family(
         "flipped GCOL/FA*/EA*/chunk data",
         move |f, r| {
             matches!(
                 r.kind.as_str(),
-                "GCOL" | "FAHD" | "FADB" | "EAHD" | "EAIB" | "EASB" | "EADB" | "chunk data"
+                "GCOL" | "FAHD" | "FADB" | "EAHD" | "EAIB" | "EASB" | "EADB"
             ) && sel(f, r)
+                // Chunks decode through the filters: one per file is enough.
+                || r.kind == "chunk data" && one(f, r)
         },
-        16,
+        12,
         300,
     );
 }
@@ -391,13 +394,13 @@ fn absurd_sizes_and_counts() {
     for (f, r) in first_of_each_kind() {
         // Message bodies from their start, signed structures after the signature.
         let (from, span) = if r.message.is_some() {
-            (r.body, (r.start + r.len - r.body).min(40))
+            (r.body, (r.start + r.len - r.body).min(32))
         } else if r.kind.starts_with("object header") || r.kind.starts_with("continuation") {
-            (r.start, r.len.min(40))
+            (r.start, r.len.min(32))
         } else {
-            (r.start + 4, r.len.saturating_sub(4).min(44))
+            (r.start + 4, r.len.saturating_sub(4).min(36))
         };
-        let step = if span > 24 { 2 } else { 1 };
+        let step = if span > 16 { 2 } else { 1 };
         for off in (0..span).step_by(step) {
             for (pname, p) in &patterns {
                 let at = from + off;
@@ -634,7 +637,7 @@ fn cycles_in_btrees_heaps_and_continuations() {
 #[test]
 fn links_that_loop() {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corrupt");
-    let cases: [(&str, &[&str], &[&str]); 6] = [
+    let cases: [(&str, &[&str], &[&str]); 7] = [
         ("soft_self.h5", &["/a", "/g/rel", "/a/b"], &["/ok", "/g"]),
         (
             "soft_pair.h5",
@@ -649,6 +652,8 @@ fn links_that_loop() {
         ("ext_self.h5", &["/x"], &["/ok", "/y"]),
         ("ext_pair_a.h5", &["/x"], &[]),
         ("ext_chain_00.h5", &["/next"], &[]),
+        // 27 external links in a row: under the limit, resolves.
+        ("ext_chain_21.h5", &[], &["/next"]),
     ];
     let mut fam = Family::default();
     for (name, looping, fine) in cases {
@@ -669,9 +674,14 @@ fn links_that_loop() {
         );
         let what = format!("{name}: {looping:?}");
         if let Ok(o) = &r {
+            if std::env::var_os("CORRUPT_VERBOSE").is_some() {
+                eprintln!("{what}: {:?}", o.errors);
+            }
             for l in looping {
                 assert!(
-                    o.errors.iter().any(|e| e.starts_with(&format!("{l}: "))),
+                    o.errors
+                        .iter()
+                        .any(|e| e.starts_with(&format!("{l}: ")) && e.contains("too many")),
                     "{what}: {l} resolved; errors {:?}",
                     o.errors
                 );
@@ -686,5 +696,5 @@ fn links_that_loop() {
         }
         fam.record(what, r, !looping.is_empty());
     }
-    fam.finish("links that loop", 6);
+    fam.finish("links that loop", 7);
 }
