@@ -46,6 +46,31 @@ impl Family {
         }
     }
 
+    /// As [`Family::record`] for damage a checksum (or the decoder's own checks) must catch:
+    /// some operation must fail with a format error (checksum mismatch, bad signature, version
+    /// or field, truncated structure, read past the end, no superblock signature).
+    fn record_format(&mut self, what: String, r: Result<Outcome, String>) {
+        if let Ok(o) = &r
+            && !o.errors.is_empty()
+            && !o.errors.iter().any(|e| {
+                [
+                    "checksum",
+                    "corrupted",
+                    "truncated",
+                    "past the end",
+                    "unsupported",
+                    "not an HDF5 file",
+                ]
+                .iter()
+                .any(|k| e.contains(k))
+            })
+        {
+            self.failures
+                .push(format!("{what}: no format error, only {:?}", o.errors));
+        }
+        self.record(what, r, true);
+    }
+
     fn finish(self, name: &str, min_cases: usize) {
         eprintln!(
             "{name}: {} cases, {} with errors, slowest {:?} ({}), rss {} MiB",
@@ -199,18 +224,19 @@ fn flip_family(
                 b[at] ^= 0xff;
                 // A reached checksummed structure must notice any flipped byte.
                 let must = r.reached && r.checksum.is_some();
-                fam.record(
-                    format!(
-                        "{}: {} at {:#x} (len {}): byte {} flipped",
-                        f.name,
-                        r.kind,
-                        r.start,
-                        r.len,
-                        at - r.start
-                    ),
-                    f.run(b),
-                    must,
+                let what = format!(
+                    "{}: {} at {:#x} (len {}): byte {} flipped",
+                    f.name,
+                    r.kind,
+                    r.start,
+                    r.len,
+                    at - r.start
                 );
+                if must {
+                    fam.record_format(what, f.run(b));
+                } else {
+                    fam.record(what, f.run(b), false);
+                }
             }
         }
     }
@@ -449,6 +475,36 @@ fn absurd_sizes_and_counts() {
                     false,
                 );
             }
+        }
+    }
+    // Message size fields at 0xffff, and a version 1 header claiming 65535 messages.
+    for f in fixtures() {
+        for r in f.regions.iter().filter(|r| r.message.is_some()).take(12) {
+            let v1 = r.body - r.start == 8;
+            let at = r.start + if v1 { 2 } else { 1 };
+            let mut b = f.bytes.clone();
+            b[at..at + 2].copy_from_slice(&[0xff, 0xff]);
+            fix_checksum(&mut b, r);
+            fam.record(
+                format!(
+                    "{}: {} at {:#x}: message size 0xffff",
+                    f.name, r.kind, r.start
+                ),
+                f.run(b),
+                false,
+            );
+        }
+        for r in f.of_kind("object header v1 prefix").take(3) {
+            let mut b = f.bytes.clone();
+            b[r.start + 2..r.start + 4].copy_from_slice(&[0xff, 0xff]);
+            fam.record(
+                format!(
+                    "{}: object header at {:#x}: 65535 messages",
+                    f.name, r.start
+                ),
+                f.run(b),
+                false,
+            );
         }
     }
     fam.finish("absurd sizes", 1500);
