@@ -197,23 +197,46 @@ fn build_layout(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Arc<dyn Ch
         return Err(Error::Unsupported("zero-sized datatype".into()));
     }
     let fill = info.fill.clone().unwrap_or_default();
-    let elements: u64 = dims.iter().product();
+    let corrupt = |reason: &str| {
+        Error::Format(h5_format::FormatError::Corrupted {
+            structure: "layout message",
+            address: info.address,
+            reason: reason.into(),
+        })
+    };
+    let elements: u64 = dims
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| corrupt("the number of elements overflows"))?;
     match &info.layout.class {
-        LayoutClass::Compact { data } => Ok(Arc::new(CompactLayout {
-            dims,
-            elem_size: elem,
-            fill,
-            data: data.clone(),
-        })),
+        LayoutClass::Compact { data } => {
+            // The message holds exactly the dataset's bytes (libhdf5 refuses any other size).
+            if elements.checked_mul(elem as u64) != Some(data.len() as u64) {
+                return Err(corrupt(
+                    "compact data size does not match the dataspace and datatype",
+                ));
+            }
+            Ok(Arc::new(CompactLayout {
+                dims,
+                elem_size: elem,
+                fill,
+                data: data.clone(),
+            }))
+        }
         LayoutClass::Contiguous { address, size } => {
             let location = if *address == UNDEFINED_ADDRESS {
                 None
             } else {
                 let size = size.unwrap_or(elements.saturating_mul(elem as u64));
-                Some(DiskLocation {
-                    addr: file.abs(*address)?,
-                    size,
-                })
+                let addr = file.abs(*address)?;
+                within_file(file, addr, size).map_err(|reason| {
+                    Error::Format(h5_format::FormatError::Corrupted {
+                        structure: "layout message",
+                        address: info.address,
+                        reason,
+                    })
+                })?;
+                Some(DiskLocation { addr, size })
             };
             Ok(Arc::new(SingleBlockLayout {
                 dims,
@@ -290,6 +313,10 @@ fn build_layout(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Arc<dyn Ch
                     map: Mutex::new(None),
                 }),
             };
+            let index = Arc::new(WithinFile {
+                inner: index,
+                eof: file.storage.len()?,
+            });
             let decoder = PipelineDecoder {
                 pipeline: pipeline_of(&info.pipeline),
                 elem_size: elem,
@@ -314,6 +341,44 @@ fn build_layout(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Arc<dyn Ch
             *heap_address,
             *heap_index,
         )?)),
+    }
+}
+
+/// Checks that `size` bytes at absolute `addr` lie inside the file (a damaged size or address
+/// must not drive an allocation or a read past the end).
+fn within_file(file: &FileShared, addr: u64, size: u64) -> std::result::Result<(), String> {
+    let eof = file.storage.len().map_err(|e| e.to_string())?;
+    match addr.checked_add(size) {
+        Some(end) if end <= eof => Ok(()),
+        _ => Err(format!(
+            "raw data at {addr:#x} of {size} bytes extends past the end of the file ({eof} bytes)"
+        )),
+    }
+}
+
+/// A chunk index whose records are checked to lie inside the file.
+#[derive(Debug)]
+struct WithinFile {
+    inner: Arc<dyn ChunkIndex>,
+    eof: u64,
+}
+
+impl ChunkIndex for WithinFile {
+    fn lookup(
+        &self,
+        coords: &[h5_chunkcache::ChunkCoord],
+    ) -> std::result::Result<Vec<Option<ChunkRecord>>, h5_chunkcache::LayoutError> {
+        let records = self.inner.lookup(coords)?;
+        for r in records.iter().flatten() {
+            if r.addr.checked_add(r.size).is_none_or(|end| end > self.eof) {
+                return Err(format!(
+                    "chunk at {:#x} of {} bytes extends past the end of the file ({} bytes)",
+                    r.addr, r.size, self.eof
+                )
+                .into());
+            }
+        }
+        Ok(records)
     }
 }
 

@@ -95,6 +95,7 @@ impl ObjectHeader {
         };
         let mut pending: Vec<StoredMessage> = first.messages.clone();
         let mut chunks = 1usize;
+        let mut visited = std::collections::HashSet::new();
         let mut i = 0;
         while i < pending.len() {
             let m = pending[i].clone();
@@ -104,6 +105,10 @@ impl ObjectHeader {
                 chunks += 1;
                 if chunks > MAX_CHUNKS {
                     return Err(corrupt(addr, "too many continuation blocks (a loop?)"));
+                }
+                // A block reached twice (or chunk #0 reached again) is a loop.
+                if c.address == addr || !visited.insert(c.address) {
+                    return Err(corrupt(addr, "continuation blocks form a loop"));
                 }
                 let len = usize::try_from(c.length)
                     .map_err(|_| corrupt(addr, "continuation length does not fit"))?;
