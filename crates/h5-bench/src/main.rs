@@ -7,10 +7,15 @@
 //! `h5-bench chunkcache` measures the chunk cache's parallel codec: a multi-chunk write + flush
 //! (encode) and a full read into a fresh cache (decode) of float32 chunks through a real
 //! shuffle + deflate layout, on 1 and 2 codec threads.
+//!
+//! `h5-bench read` runs read workloads on h5 and on libhdf5 through h5py in the same run,
+//! alternating, and reports medians and `h5/h5py` ratios (see `docs/benchmarks.md`).
 
 mod chunkcache;
+mod read;
 
 use std::hint::black_box;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,6 +59,29 @@ enum Command {
         #[arg(long, default_value_t = 1024)]
         chunk_kib: u64,
     },
+    /// Read workloads on h5 and on libhdf5 through h5py, side by side (medians, h5/h5py ratios).
+    Read {
+        /// Sizes divided by 16 (a 1024x1024 field, 125 reads, 1250 members, 16 MiB).
+        #[arg(long)]
+        quick: bool,
+        /// Python interpreter with h5py (default: .venv/bin/python if it exists, else python3).
+        #[arg(long)]
+        python: Option<PathBuf>,
+        /// Timed repetitions per system and workload (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Directory of the generated input files (default: a directory under the system's
+        /// temporary directory, reused by later runs).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (h5's large buffers then
+        /// get no transparent huge pages, unlike numpy's).
+        #[arg(long)]
+        no_thp: bool,
+        /// Run only these workloads (comma-separated ids: 1, 2, 3, 3b, 4, 5).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+    },
 }
 
 fn main() {
@@ -65,6 +93,37 @@ fn main() {
             chunks,
             chunk_kib,
         } => chunkcache::run(reps.max(1), chunks.max(1), chunk_kib.max(1)),
+        Command::Read {
+            quick,
+            python,
+            reps,
+            dir,
+            no_thp,
+            only,
+        } => {
+            let opts = read::ReadOptions {
+                quick,
+                python,
+                reps,
+                dir,
+                no_thp,
+                only,
+            };
+            if let Some(code) = read::reexec_with_thp(&opts) {
+                std::process::exit(code);
+            }
+            match read::run(&opts) {
+                Ok(true) => {}
+                Ok(false) => {
+                    eprintln!("h5-bench read: some values did not match (see MISMATCH above)");
+                    std::process::exit(1);
+                }
+                Err(e) => {
+                    eprintln!("h5-bench read: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
     }
 }
 
@@ -180,4 +239,53 @@ fn replay_tour(reps: usize) {
         records.len() as f64 / m.as_secs_f64() / 1e6,
         m.as_secs_f64() * 1e3
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_arguments_parse() {
+        let cli = Cli::try_parse_from(["h5-bench", "read", "--quick", "--python", "/x/py"])
+            .expect("parses");
+        match cli.command {
+            Command::Read {
+                quick,
+                python,
+                reps,
+                dir,
+                no_thp,
+                only,
+            } => {
+                assert!(quick);
+                assert!(only.is_empty());
+                assert_eq!(python, Some(PathBuf::from("/x/py")));
+                assert_eq!(reps, 5);
+                assert_eq!(dir, None);
+                assert!(!no_thp);
+            }
+            _ => panic!("not the read command"),
+        }
+        let cli = Cli::try_parse_from([
+            "h5-bench", "read", "--reps", "3", "--no-thp", "--only", "1,3b",
+        ])
+        .expect("parses");
+        match cli.command {
+            Command::Read {
+                quick,
+                reps,
+                no_thp,
+                only,
+                ..
+            } => {
+                assert!(!quick);
+                assert_eq!(only, ["1", "3b"]);
+                assert_eq!(reps, 3);
+                assert!(no_thp);
+            }
+            _ => panic!("not the read command"),
+        }
+        assert!(Cli::try_parse_from(["h5-bench", "read", "--reps", "x"]).is_err());
+    }
 }
