@@ -904,12 +904,28 @@ fn scc_067_too_big_chunk_bypasses() {
     assert!(st.peak_footprint <= 1 << 20);
     assert_eq!(st.entries, 0);
     // A 0.4 MiB chunk (below half the limit) is cached under Auto.
-    let small = Arc::new(DMock::new(2, &[200_000], &[200_000], 2, &[]).sharing(&m));
+    let small = Arc::new(
+        DMock::new(2, &[200_000], &[200_000], 2, &[])
+            .caps(Capabilities::NONE)
+            .sharing(&m),
+    );
     populate(&s, 2, &small, &u16s(200_000, 0));
     c.register(DatasetId(2), small.clone()).unwrap();
     read_as(&mut c, 2, &Selection::All, 400_000, Bypass::Auto);
     assert_eq!(c.stats().entries, 1);
     assert_eq!(c.stats().bypassed, 1);
+    // The same chunk read whole from a layout that can plan direct reads (and whose images are
+    // its bytes) goes straight to the caller's buffer under Auto: nothing to gain by caching.
+    let planned = Arc::new(DMock::new(3, &[200_000], &[200_000], 2, &[]).sharing(&m));
+    populate(&s, 3, &planned, &u16s(200_000, 3));
+    c.register(DatasetId(3), planned.clone()).unwrap();
+    let got = read_as(&mut c, 3, &Selection::All, 400_000, Bypass::Auto);
+    assert!(got == u16s(200_000, 3));
+    assert_eq!(c.stats().entries, 1);
+    assert_eq!(c.stats().bypassed, 2);
+    // A partial read of it is cached as before.
+    read_as(&mut c, 3, &slab(&[10], &[5]), 10, Bypass::Auto);
+    assert_eq!(c.stats().entries, 2);
 }
 
 /// The four planner configurations of SCC-068 and SCC-069.

@@ -486,8 +486,9 @@ pub fn num_type(dt: &h5_format::datatype::Datatype) -> Option<NumType> {
     }
 }
 
-/// A Rust numeric type that datasets can be read into.
-pub trait NativeNum: Copy + Default + Send + Sync + 'static {
+/// A Rust numeric type that datasets can be read into. `Pod`: reads land directly in a
+/// `Vec<Self>` viewed as bytes.
+pub trait NativeNum: bytemuck::Pod + Default + Send + Sync + 'static {
     /// Its description.
     const TYPE: NumType;
     /// The value from its native-order bytes.

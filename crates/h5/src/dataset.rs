@@ -168,6 +168,27 @@ impl Dataset {
         self.info.fill.as_deref()
     }
 
+    /// Reads `n` selected elements straight into a `Vec<T>`: the chunk cache converts (or
+    /// copies) each element into its place, with no intermediate buffer.
+    fn read_typed<T: H5Num>(&self, sel: &Selection, n: usize, lossy: bool) -> Result<Vec<T>> {
+        if self.is_null() {
+            return Ok(Vec::new());
+        }
+        let from = h5_core::convert::num_type(self.dtype()).ok_or_else(|| {
+            Error::Invalid(format!("{} is not a numeric type", self.dtype().describe()))
+        })?;
+        let conv = h5_core::convert::NumConversion::new(from, T::TYPE, lossy)?;
+        let mut out = vec![T::default(); n];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        let c: Option<&dyn h5_chunkcache::Conversion> = if conv.is_identity() {
+            None
+        } else {
+            Some(&conv)
+        };
+        read(&self.file, &self.info, sel, None, c, bytes)?;
+        Ok(out)
+    }
+
     fn read_sel(&self, sel: &Selection, n: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; n * self.element_size()];
         read(&self.file, &self.info, sel, None, None, &mut buf)?;
@@ -184,13 +205,13 @@ impl Dataset {
 
     /// The whole dataset as an array of `T` (lossless conversions only).
     pub fn read<T: H5Num>(&self) -> Result<ArrayD<T>> {
-        let v = numbers::<T>(self.dtype(), &self.read_raw()?, false)?;
+        let v = self.read_typed::<T>(&Selection::All, self.size(), false)?;
         ArrayD::from_shape_vec(IxDyn(&self.shape()), v).map_err(|e| Error::Invalid(e.to_string()))
     }
 
     /// The whole dataset as `T`, allowing narrowing conversions (saturating, like libhdf5).
     pub fn read_lossy<T: H5Num>(&self) -> Result<ArrayD<T>> {
-        let v = numbers::<T>(self.dtype(), &self.read_raw()?, true)?;
+        let v = self.read_typed::<T>(&Selection::All, self.size(), true)?;
         ArrayD::from_shape_vec(IxDyn(&self.shape()), v).map_err(|e| Error::Invalid(e.to_string()))
     }
 
@@ -225,8 +246,7 @@ impl Dataset {
     pub fn read_slice<T: H5Num>(&self, slice: impl AsRef<[SliceInfoElem]>) -> Result<ArrayD<T>> {
         let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info.dims())?;
         let n: usize = shape.iter().product();
-        let raw = self.read_sel(&Selection::Hyperslab(slab), n)?;
-        let v = numbers::<T>(self.dtype(), &raw, false)?;
+        let v = self.read_typed::<T>(&Selection::Hyperslab(slab), n, false)?;
         ArrayD::from_shape_vec(IxDyn(&shape), v).map_err(|e| Error::Invalid(e.to_string()))
     }
 
@@ -241,8 +261,7 @@ impl Dataset {
         }
         let sel =
             Selection::Points(Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?);
-        let raw = self.read_sel(&sel, points.len())?;
-        numbers::<T>(self.dtype(), &raw, false)
+        self.read_typed::<T>(&sel, points.len(), false)
     }
 
     /// The elements as strings (fixed or variable length).

@@ -372,6 +372,15 @@ fn group(keys: impl Iterator<Item = ChunkKey>) -> Vec<(ChunkKey, Vec<usize>)> {
 }
 
 impl ChunkCache {
+    /// Whether whole-chunk reads of `ds` may go straight to the caller's buffer: its images
+    /// are its bytes, it lives in the cache's own storage and it has a read planner.
+    pub(super) fn direct_whole_reads(&self, ds: DatasetId) -> Result<bool> {
+        let st = self.state(ds)?;
+        Ok(st.raw_images()
+            && Arc::ptr_eq(&st.storage, &self.storage)
+            && (st.has(Capabilities::SELECTION_READ) || st.has(Capabilities::VECTOR_READ)))
+    }
+
     /// Whether pieces of `ds` under `mode` skip the cache.
     ///
     /// Datasets of other files sharing this cache (`register_in`) never bypass: the merged

@@ -45,6 +45,16 @@ impl ChunkCache {
                 false,
             )?;
             let skip = self.bypasses(ds, req.bypass)?;
+            // A chunk read whole whose image is its bytes gains nothing from a trip through
+            // the cache: under `Auto` it goes straight into the caller's buffer (when the
+            // layout can plan that), as libhdf5 does for contiguous data.
+            let direct_whole = req.bypass == crate::Bypass::Auto && self.direct_whole_reads(ds)?;
+            let (extent, chunk_dims) = if direct_whole {
+                let st = self.state(ds)?;
+                (st.layout.extent(), st.info.chunk_dims.clone())
+            } else {
+                (Vec::new(), Vec::new())
+            };
             for p in pieces {
                 let key = ChunkKey {
                     dataset: ds,
@@ -58,7 +68,7 @@ impl ChunkCache {
                     continue;
                 }
                 self.stats.misses += 1;
-                if skip {
+                if skip || direct_whole && p.covers_chunk(&extent, &chunk_dims) {
                     bypass.push(Miss { req: i, piece: p });
                     continue;
                 }
