@@ -44,6 +44,11 @@ use crate::policy::EntryId;
 use crate::selection::{CopyRun, SelectionError};
 use crate::{ChunkCoord, ChunkKey, DatasetId};
 
+/// Smallest chunk that a whole-chunk read of raw images sends straight to the caller's buffer:
+/// smaller chunks are cached (re-reading them then costs no I/O), larger ones would be copied
+/// twice for little gain.
+pub const DIRECT_WHOLE_MIN: usize = 64 << 10;
+
 /// Whether a request's chunks skip the cache (OQ-33).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum Bypass {
@@ -373,10 +378,13 @@ fn group(keys: impl Iterator<Item = ChunkKey>) -> Vec<(ChunkKey, Vec<usize>)> {
 
 impl ChunkCache {
     /// Whether whole-chunk reads of `ds` may go straight to the caller's buffer: its images
-    /// are its bytes, it lives in the cache's own storage and it has a read planner.
+    /// are its bytes, its chunks are large enough that copying them twice costs more than a
+    /// later re-read ([`DIRECT_WHOLE_MIN`]), it lives in the cache's own storage and it has a
+    /// read planner.
     pub(super) fn direct_whole_reads(&self, ds: DatasetId) -> Result<bool> {
         let st = self.state(ds)?;
         Ok(st.raw_images()
+            && st.chunk_bytes >= DIRECT_WHOLE_MIN
             && Arc::ptr_eq(&st.storage, &self.storage)
             && (st.has(Capabilities::SELECTION_READ) || st.has(Capabilities::VECTOR_READ)))
     }

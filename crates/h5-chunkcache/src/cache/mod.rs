@@ -42,7 +42,7 @@ use crate::policy::{
 use crate::selection::{ChunkPiece, CopyRun, MemorySelection, Selection, decompose};
 use crate::{ChunkCoord, ChunkKey, DatasetId};
 
-pub use bypass::Bypass;
+pub use bypass::{Bypass, DIRECT_WHOLE_MIN};
 
 /// Default memory limit: 64 MiB.
 pub const DEFAULT_LIMIT: usize = 64 << 20;
