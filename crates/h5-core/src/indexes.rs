@@ -99,7 +99,7 @@ pub struct BtreeV1Index {
     /// Chunk dimensions.
     pub chunk_dims: Vec<u64>,
     /// The map, built on first use.
-    pub map: Mutex<Option<HashMap<Vec<u64>, ChunkRecord>>>,
+    pub map: ChunkMap,
 }
 
 impl BtreeV1Index {
@@ -151,18 +151,30 @@ impl BtreeV1Index {
     }
 }
 
+/// A B-tree index read once into a map from scaled coordinates to records.
+pub type ChunkMap = Mutex<Option<HashMap<Vec<u64>, ChunkRecord>>>;
+
+/// Looks `coords` up in `map`, building it with `build` on first use.
+fn lookup_in_map(
+    map: &ChunkMap,
+    coords: &[ChunkCoord],
+    build: impl FnOnce() -> Result<HashMap<Vec<u64>, ChunkRecord>, LayoutError>,
+) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
+    let mut guard = map.lock().map_err(|_| "index lock poisoned")?;
+    if guard.is_none() {
+        *guard = Some(build()?);
+    }
+    let map = guard.as_ref().ok_or("index not built")?;
+    Ok(coords
+        .iter()
+        .map(|c| map.get(c.as_slice()).copied())
+        .collect())
+}
+
 impl ChunkIndex for BtreeV1Index {
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
         let file = file_of(&self.file)?;
-        let mut guard = self.map.lock().map_err(|_| "index lock poisoned")?;
-        if guard.is_none() {
-            *guard = Some(self.build(&file)?);
-        }
-        let map = guard.as_ref().ok_or("index not built")?;
-        Ok(coords
-            .iter()
-            .map(|c| map.get(c.as_slice()).copied())
-            .collect())
+        lookup_in_map(&self.map, coords, || self.build(&file))
     }
 }
 
@@ -178,14 +190,13 @@ pub struct BtreeV2Index {
     /// Bytes of an unfiltered chunk.
     pub chunk_bytes: u64,
     /// The map, built on first use.
-    pub map: Mutex<Option<HashMap<Vec<u64>, ChunkRecord>>>,
+    pub map: ChunkMap,
 }
 
 impl ChunkIndex for BtreeV2Index {
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
         let file = file_of(&self.file)?;
-        let mut guard = self.map.lock().map_err(|_| "index lock poisoned")?;
-        if guard.is_none() {
+        lookup_in_map(&self.map, coords, || {
             let ctx = RecordContext::for_chunks(file.sizes, self.rank, self.chunk_bytes);
             let recs = walk::btree2_records(&file, self.header, ctx)
                 .map_err(|e| Box::new(e) as LayoutError)?;
@@ -211,13 +222,8 @@ impl ChunkIndex for BtreeV2Index {
                     },
                 );
             }
-            *guard = Some(map);
-        }
-        let map = guard.as_ref().ok_or("index not built")?;
-        Ok(coords
-            .iter()
-            .map(|c| map.get(c.as_slice()).copied())
-            .collect())
+            Ok(map)
+        })
     }
 }
 

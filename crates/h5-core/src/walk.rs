@@ -138,6 +138,30 @@ pub(crate) fn btree2_records(
     Ok(out)
 }
 
+/// The node `ptr` points to, at `depth` (0: a leaf).
+fn btree2_node(
+    file: &FileShared,
+    hdr: &Arc<Btree2Header>,
+    ptr: h5_format::btree2::ChildPointer,
+    depth: u16,
+    ctx: RecordContext,
+) -> Result<Arc<Btree2Node>> {
+    let h = Arc::clone(hdr);
+    let addr = ptr.address;
+    let kind = if depth == 0 {
+        K::BTreeV2Leaf
+    } else {
+        K::BTreeV2Internal
+    };
+    file.load(
+        kind,
+        addr,
+        Load::exact(hdr.node_len(), move |b| {
+            Btree2Node::decode(b, &h, depth, ptr.records, &ctx, addr)
+        }),
+    )
+}
+
 fn btree2_walk(
     file: &FileShared,
     hdr: &Arc<Btree2Header>,
@@ -150,20 +174,7 @@ fn btree2_walk(
     if level > MAX_DEPTH {
         return Err(corrupt("v2 B-tree", ptr.address, "tree too deep"));
     }
-    let h = Arc::clone(hdr);
-    let addr = ptr.address;
-    let kind = if depth == 0 {
-        K::BTreeV2Leaf
-    } else {
-        K::BTreeV2Internal
-    };
-    let node: Arc<Btree2Node> = file.load(
-        kind,
-        addr,
-        Load::exact(hdr.node_len(), move |b| {
-            Btree2Node::decode(b, &h, depth, ptr.records, &ctx, addr)
-        }),
-    )?;
+    let node = btree2_node(file, hdr, ptr, depth, ctx)?;
     if depth == 0 {
         out.extend(node.records.iter().cloned());
         return Ok(());
@@ -371,20 +382,7 @@ fn btree2_search(
     if level > MAX_DEPTH {
         return Err(corrupt("v2 B-tree", ptr.address, "tree too deep"));
     }
-    let h = Arc::clone(hdr);
-    let addr = ptr.address;
-    let kind = if depth == 0 {
-        K::BTreeV2Leaf
-    } else {
-        K::BTreeV2Internal
-    };
-    let node: Arc<Btree2Node> = file.load(
-        kind,
-        addr,
-        Load::exact(hdr.node_len(), move |b| {
-            Btree2Node::decode(b, &h, depth, ptr.records, &ctx, addr)
-        }),
-    )?;
+    let node = btree2_node(file, hdr, ptr, depth, ctx)?;
     if depth == 0 {
         out.extend(node.records.iter().filter(|r| cmp(r) == Equal).cloned());
         return Ok(());
