@@ -522,9 +522,6 @@ pub fn read(
     conv: Option<&dyn Conversion>,
     buf: &mut [u8],
 ) -> Result<()> {
-    if info.datatype.has_indirection() && conv.is_none() {
-        // Raw bytes of vlen data / references are addresses; still valid to return as is.
-    }
     let id = ensure_registered(file, info)?;
     let mut req = ReadRequest::new(id, sel, buf);
     if let Some(m) = memory {
@@ -533,8 +530,9 @@ pub fn read(
     if let Some(c) = conv {
         req = req.converting(c);
     }
-    let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
-    chunks.read(&mut [req])?;
+    // The chunk cache's lock is released while chunks are read and decoded: concurrent reads
+    // of one file overlap.
+    h5_chunkcache::ChunkCache::read_shared(&file.chunks, &mut [req])?;
     Ok(())
 }
 
@@ -554,8 +552,7 @@ pub fn read_many(
         .zip(&ids)
         .map(|((_, sel, buf), id)| ReadRequest::new(*id, sel, buf))
         .collect();
-    let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
-    chunks.read(&mut requests)?;
+    h5_chunkcache::ChunkCache::read_shared(&file.chunks, &mut requests)?;
     Ok(())
 }
 

@@ -667,6 +667,8 @@ struct DecodeJob {
     udata: Udata,
     location: DiskLocation,
     kind: LoadKind,
+    /// Bytes read (for the statistics).
+    read_len: usize,
     /// Where to read it.
     storage: Arc<dyn Storage>,
     /// The image is the dense cache form: no decode call.
@@ -741,7 +743,7 @@ pub struct ChunkCache {
     policy: Box<dyn ReplacementPolicy>,
     budget: Budget,
     stats: ChunkCacheStats,
-    codec: Codec,
+    codec: Arc<Codec>,
     clock: u64,
 }
 
@@ -820,7 +822,7 @@ impl ChunkCache {
             policy,
             budget,
             stats: ChunkCacheStats::default(),
-            codec,
+            codec: Arc::new(codec),
             clock: 0,
         })
     }
@@ -1425,6 +1427,16 @@ impl ChunkCache {
         keys: &[(ChunkKey, LoadKind)],
         pb_extent: Option<(DatasetId, &[u64])>,
     ) -> Result<LoadResult> {
+        let mut plan = self.load_plan(keys, pb_extent)?;
+        plan.execute()?;
+        self.load_finish(plan)
+    }
+
+    fn load_plan_inner(
+        &mut self,
+        keys: &[(ChunkKey, LoadKind)],
+        pb_extent: Option<(DatasetId, &[u64])>,
+    ) -> Result<LoadPlan> {
         let mut by_ds: Vec<(DatasetId, Vec<(ChunkCoord, LoadKind)>)> = Vec::new();
         for &(k, kind) in keys {
             match by_ds.iter_mut().find(|(d, _)| *d == k.dataset) {
@@ -1487,6 +1499,7 @@ impl ChunkCache {
                     udata: r.udata,
                     location: loc,
                     kind,
+                    read_len: 0,
                     storage: Arc::clone(&st.storage),
                     raw,
                     partial_bound: st.partial_bound(&coord, &extent),
@@ -1495,43 +1508,28 @@ impl ChunkCache {
                 });
             }
         }
-        // One vectored read per storage (one in all unless files share the cache).
-        let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
+        Ok(LoadPlan {
+            jobs,
+            res,
+            codec: Arc::clone(&self.codec),
+        })
+    }
+
+    /// The lookups of a load (under the caller's lock): what to read and decode.
+    fn load_plan(
+        &mut self,
+        keys: &[(ChunkKey, LoadKind)],
+        pb_extent: Option<(DatasetId, &[u64])>,
+    ) -> Result<LoadPlan> {
+        self.load_plan_inner(keys, pb_extent)
+    }
+
+    /// Books a load's statistics and checks its decoded chunks.
+    fn load_finish(&mut self, plan: LoadPlan) -> Result<LoadResult> {
+        let LoadPlan { jobs, mut res, .. } = plan;
         for j in &jobs {
-            if !storages.iter().any(|s| Arc::ptr_eq(s, &j.storage)) {
-                storages.push(Arc::clone(&j.storage));
-            }
+            self.stats.bytes_read += j.read_len as u64;
         }
-        for storage in storages {
-            let mut segs: Vec<ReadSegment<'_>> = jobs
-                .iter_mut()
-                .filter(|j| Arc::ptr_eq(&j.storage, &storage))
-                .map(|j| ReadSegment::new(j.location.addr, j.image.as_mut_slice()))
-                .collect();
-            storage.read_vectored(&mut segs)?;
-        }
-        for j in &jobs {
-            self.stats.bytes_read += j.image.len() as u64;
-        }
-        // Decode every image in parallel; everything else stays on this thread, in order.
-        // The edge state passed is the one the image was written with, which the index does not
-        // record; the cache assumes it equals the current one unless the entry remembers
-        // otherwise (set-extent notification re-encodes chunks whose state changes, SCC-098).
-        self.codec.for_each(&mut jobs, |j| {
-            let image = std::mem::take(&mut j.image);
-            let t = Instant::now();
-            let r = match j.kind {
-                LoadKind::Values if j.raw => Ok(Chunk::Dense(image)),
-                LoadKind::Values => {
-                    j.layout
-                        .decode(&j.key.coord, image, j.partial_bound, &mut j.udata)
-                }
-                LoadKind::Defined | LoadKind::Locate => {
-                    j.layout.decode_defined(&j.key.coord, image, &mut j.udata)
-                }
-            };
-            j.result = Some((r, t.elapsed()));
-        });
         for j in jobs {
             let (r, took) = j
                 .result
@@ -1554,7 +1552,62 @@ impl ChunkCache {
         }
         Ok(res)
     }
+}
 
+/// A load planned under the cache's lock whose reading and decoding need no access to the cache
+/// (so a shared cache can be unlocked meanwhile, [`ChunkCache::read_shared`]).
+struct LoadPlan {
+    jobs: Vec<DecodeJob>,
+    res: LoadResult,
+    codec: Arc<Codec>,
+}
+
+impl LoadPlan {
+    /// Reads every image (one vectored read per storage) and decodes them in parallel.
+    fn execute(&mut self) -> Result<()> {
+        let jobs = &mut self.jobs;
+        // One vectored read per storage (one in all unless files share the cache).
+        let mut storages: Vec<Arc<dyn Storage>> = Vec::new();
+        for j in jobs.iter() {
+            if !storages.iter().any(|s| Arc::ptr_eq(s, &j.storage)) {
+                storages.push(Arc::clone(&j.storage));
+            }
+        }
+        for storage in storages {
+            let mut segs: Vec<ReadSegment<'_>> = jobs
+                .iter_mut()
+                .filter(|j| Arc::ptr_eq(&j.storage, &storage))
+                .map(|j| ReadSegment::new(j.location.addr, j.image.as_mut_slice()))
+                .collect();
+            storage.read_vectored(&mut segs)?;
+        }
+        for j in jobs.iter_mut() {
+            j.read_len = j.image.len();
+        }
+        // Decode every image in parallel; everything else stays on this thread, in order.
+        // The edge state passed is the one the image was written with, which the index does not
+        // record; the cache assumes it equals the current one unless the entry remembers
+        // otherwise (set-extent notification re-encodes chunks whose state changes, SCC-098).
+        self.codec.for_each(jobs, |j| {
+            let image = std::mem::take(&mut j.image);
+            let t = Instant::now();
+            let r = match j.kind {
+                LoadKind::Values if j.raw => Ok(Chunk::Dense(image)),
+                LoadKind::Values => {
+                    j.layout
+                        .decode(&j.key.coord, image, j.partial_bound, &mut j.udata)
+                }
+                LoadKind::Defined | LoadKind::Locate => {
+                    j.layout.decode_defined(&j.key.coord, image, &mut j.udata)
+                }
+            };
+            j.result = Some((r, t.elapsed()));
+        });
+        Ok(())
+    }
+}
+
+impl ChunkCache {
     /// Checks a chunk a callback produced: dense chunks have exactly the chunk's size, and no
     /// chunk reports more used than allocated bytes.
     fn check_chunk(&self, ds: DatasetId, callback: &'static str, chunk: &Chunk) -> Result<()> {

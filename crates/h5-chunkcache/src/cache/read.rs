@@ -4,13 +4,23 @@
 //! `bypass`.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
-use super::{ChunkCache, IoReport, LoadKind, ReadRequest};
+use super::{ChunkCache, IoReport, LoadKind, LoadResult, ReadRequest};
 use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
 use crate::layout::Chunk;
 use crate::policy::EntryId;
 use crate::selection::ChunkPiece;
+
+/// What a read has left after serving its hits.
+struct ReadPlan {
+    report: IoReport,
+    misses: Vec<Miss>,
+    /// Keys to load and the indices (into `misses`) of the pieces they serve.
+    batches: Vec<(Vec<(ChunkKey, LoadKind)>, Vec<usize>)>,
+    bypass: Vec<Miss>,
+}
 
 /// A piece of request `req` that was not resident.
 pub(super) struct Miss {
@@ -23,6 +33,61 @@ impl ChunkCache {
     /// ignored, requests of layouts that do not use the cache listed in the report (SCC-018).
     /// On an error, elements already copied into the buffers may be present (EC-36).
     pub fn read(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
+        let ReadPlan {
+            mut report,
+            misses,
+            batches,
+            bypass,
+        } = self.read_start(reqs)?;
+        for (want, idx) in &batches {
+            let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
+            let mut load = self.load_plan(want, None)?;
+            load.execute()?;
+            let res = self.load_finish(load)?;
+            self.apply_loaded(reqs, &mine, res)?;
+        }
+        if !bypass.is_empty() {
+            self.read_bypassed(reqs, &bypass, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    /// [`read`](ChunkCache::read) on a cache shared behind a mutex (one per file): the lock is
+    /// held to serve hits, look chunks up, admit and scatter, and released while the missing
+    /// chunks are read from storage and decoded, so reads from several threads overlap.
+    pub fn read_shared(
+        cache: &Mutex<ChunkCache>,
+        reqs: &mut [ReadRequest<'_>],
+    ) -> Result<IoReport> {
+        let lock = || {
+            cache
+                .lock()
+                .map_err(|_| ChunkCacheError::Internal("chunk cache lock poisoned"))
+        };
+        let ReadPlan {
+            mut report,
+            misses,
+            batches,
+            bypass,
+        } = lock()?.read_start(reqs)?;
+        for (want, idx) in &batches {
+            let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
+            let mut load = lock()?.load_plan(want, None)?;
+            // Storage reads and decoding without the lock.
+            load.execute()?;
+            let mut c = lock()?;
+            let res = c.load_finish(load)?;
+            c.apply_loaded(reqs, &mine, res)?;
+        }
+        if !bypass.is_empty() {
+            lock()?.read_bypassed(reqs, &bypass, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    /// Serves the hits of a read and plans the rest: the misses, in batches whose chunks fit the
+    /// limit together, and the pieces that bypass the cache.
+    fn read_start(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<ReadPlan> {
         let mut report = IoReport::default();
         let mut misses: Vec<Miss> = Vec::new();
         let mut bypass: Vec<Miss> = Vec::new();
@@ -80,6 +145,7 @@ impl ChunkCache {
         }
         // Load in batches whose chunks fit the limit together (SCC-092), so a read touching more
         // than fits never holds more than about one limit's worth of chunks in flight.
+        let mut batches = Vec::new();
         let mut start = 0;
         while start < want.len() {
             let mut bytes = 0usize;
@@ -92,24 +158,28 @@ impl ChunkCache {
                 bytes = bytes.saturating_add(b);
                 end += 1;
             }
-            let batch = &want[start..end];
+            let batch = want[start..end].to_vec();
             let keys: std::collections::HashSet<ChunkKey> = batch.iter().map(|w| w.0).collect();
-            let mine: Vec<&Miss> = misses
+            let mine: Vec<usize> = misses
                 .iter()
-                .filter(|m| {
+                .enumerate()
+                .filter(|(_, m)| {
                     keys.contains(&ChunkKey {
                         dataset: reqs[m.req].dataset,
                         coord: m.piece.coord,
                     })
                 })
+                .map(|(i, _)| i)
                 .collect();
-            self.read_misses(reqs, &mine, batch)?;
+            batches.push((batch, mine));
             start = end;
         }
-        if !bypass.is_empty() {
-            self.read_bypassed(reqs, &bypass, &mut report)?;
-        }
-        Ok(report)
+        Ok(ReadPlan {
+            report,
+            misses,
+            batches,
+            bypass,
+        })
     }
 
     /// Scatters a piece from a resident entry and records the access.
@@ -136,16 +206,16 @@ impl ChunkCache {
         Ok(())
     }
 
-    /// Loads the missing chunks, fills pieces of chunks that do not exist, admits the others
-    /// busy (so that this call's chunks are not evicted before they are scattered, SCC-084) and
+    /// With the loaded chunks: fills pieces of chunks that do not exist, admits the others busy
+    /// (so that this call's chunks are not evicted before they are scattered, SCC-084) and
     /// scatters. A chunk larger than the limit is used and dropped without admission (EC-03).
-    fn read_misses(
+    /// A chunk another reader admitted meanwhile (a shared cache) is used as it is.
+    fn apply_loaded(
         &mut self,
         reqs: &mut [ReadRequest<'_>],
         misses: &[&Miss],
-        want: &[(ChunkKey, LoadKind)],
+        res: LoadResult,
     ) -> Result<()> {
-        let res = self.load(want)?;
         for m in misses {
             let r = &mut reqs[m.req];
             let key = ChunkKey {
@@ -161,6 +231,13 @@ impl ChunkCache {
         let mut aside: HashMap<ChunkKey, Chunk> = HashMap::new();
         let mut result = Ok(());
         for l in res.loaded {
+            if let Some(id) = self.lookup_id(&l.key)
+                && self.entry(id).is_some_and(|e| e.has_values)
+            {
+                self.policy.set_busy(id, true);
+                busy.push(id);
+                continue;
+            }
             if l.chunk.mem_usage().allocated > self.budget.limit() {
                 aside.insert(l.key, l.chunk);
                 continue;
