@@ -13,12 +13,16 @@ use crate::layout::Chunk;
 use crate::policy::EntryId;
 use crate::selection::ChunkPiece;
 
+/// One load of a read: the keys to load and the indices (into the misses) of the pieces they
+/// serve.
+type Batch = (Vec<(ChunkKey, LoadKind)>, Vec<usize>);
+
 /// What a read has left after serving its hits.
 struct ReadPlan {
     report: IoReport,
     misses: Vec<Miss>,
-    /// Keys to load and the indices (into `misses`) of the pieces they serve.
-    batches: Vec<(Vec<(ChunkKey, LoadKind)>, Vec<usize>)>,
+    /// The loads, each fitting the limit.
+    batches: Vec<Batch>,
     bypass: Vec<Miss>,
 }
 
