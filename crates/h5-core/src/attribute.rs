@@ -5,7 +5,6 @@ use h5_format::btree2::Record;
 use h5_format::datatype::Datatype;
 use h5_format::message::attribute::AttributeMessage;
 use h5_format::message::dataspace::Dataspace;
-use h5_format::message::shared::SharedRef;
 use h5_format::message::{Message, decode_message, kind};
 
 use crate::error::{Error, Result};
@@ -27,18 +26,20 @@ pub struct Attribute {
 }
 
 fn resolve(file: &FileShared, m: AttributeMessage) -> Result<Attribute> {
+    use h5_format::message::attribute::MaybeShared;
     let datatype = match m.datatype {
-        h5_format::message::attribute::MaybeShared::Inline(t) => t,
-        h5_format::message::attribute::MaybeShared::Shared(s) => shared_datatype(file, &s.bytes)?,
+        MaybeShared::Inline(t) => t,
+        MaybeShared::Shared(s) => match shared(file, kind::DATATYPE, &s.bytes)? {
+            Message::Datatype(t) => t,
+            _ => return Err(Error::Unsupported("shared datatype not found".into())),
+        },
     };
     let dataspace = match m.dataspace {
-        h5_format::message::attribute::MaybeShared::Inline(d) => d,
-        h5_format::message::attribute::MaybeShared::Shared(_) => {
-            return Err(Error::Unsupported(format!(
-                "attribute {:?}: shared dataspace",
-                m.name
-            )));
-        }
+        MaybeShared::Inline(d) => d,
+        MaybeShared::Shared(s) => match shared(file, kind::DATASPACE, &s.bytes)? {
+            Message::Dataspace(d) => d,
+            _ => return Err(Error::Unsupported("shared dataspace not found".into())),
+        },
     };
     let n = dataspace.num_elements().unwrap_or(0);
     let len = usize::try_from(n.saturating_mul(u64::from(datatype.size())))
@@ -60,30 +61,19 @@ fn resolve(file: &FileShared, m: AttributeMessage) -> Result<Attribute> {
     })
 }
 
-/// The datatype a shared-message reference (as stored in an attribute) points to.
-fn shared_datatype(file: &FileShared, bytes: &[u8]) -> Result<Datatype> {
+/// The message of type `k` a shared-message reference (as stored inside an attribute message)
+/// stands for: in another object header or in the shared object header message heap.
+fn shared(file: &FileShared, k: u16, bytes: &[u8]) -> Result<Message> {
     let msg = decode_message(
-        kind::DATATYPE,
+        k,
         h5_format::object_header::msg_flags::SHARED,
         bytes,
         file.sizes,
         u64::MAX,
     )?;
     match msg {
-        Message::Shared {
-            reference: SharedRef::ObjectHeader(addr),
-            ..
-        } => {
-            let oh = ObjectHeader::load(file, addr)?;
-            oh.find(|m| match m {
-                Message::Datatype(t) => Some(t.clone()),
-                _ => None,
-            })
-            .ok_or_else(|| Error::Unsupported("shared datatype without a datatype".into()))
-        }
-        _ => Err(Error::Unsupported(
-            "datatypes in the shared object header message heap".into(),
-        )),
+        Message::Shared { reference, .. } => crate::object::resolve_shared(file, k, reference, 0),
+        other => Ok(other),
     }
 }
 

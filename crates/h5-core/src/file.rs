@@ -42,6 +42,9 @@ pub struct FileShared {
     pub(crate) root: u64,
     /// Directory of the file, for external links and external raw data (`None`: in memory).
     pub(crate) dir: Option<std::path::PathBuf>,
+    /// The shared object header message table, once looked up (`Some(None)`: the file has
+    /// none).
+    pub(crate) sohm: Mutex<Option<Option<Arc<h5_format::sohm::SohmTable>>>>,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -133,6 +136,7 @@ impl FileShared {
             superblock: sb,
             root,
             dir,
+            sohm: Mutex::new(None),
         }))
     }
 

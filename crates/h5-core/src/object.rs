@@ -66,12 +66,82 @@ pub struct ObjectHeader {
     pub messages: Vec<HeaderMessage>,
 }
 
+/// Shared messages are at most one level deep in practice (a committed datatype); more means a
+/// loop.
+const MAX_SHARED_DEPTH: usize = 8;
+
+/// The message a shared-message reference stands for: in another object header (a committed
+/// datatype), or in the shared object header message heap.
+pub(crate) fn resolve_shared(
+    file: &FileShared,
+    k: u16,
+    reference: h5_format::message::shared::SharedRef,
+    depth: usize,
+) -> Result<Message> {
+    use h5_format::message::shared::SharedRef;
+    match reference {
+        SharedRef::ObjectHeader(at) => {
+            let other = ObjectHeader::load_at(file, at, depth + 1)?;
+            // Keep the reference when the other header does not hold the message itself (it is
+            // resolved by the caller, e.g. a committed datatype's own shared form).
+            Ok(other
+                .messages
+                .iter()
+                .find(|m| m.kind == k)
+                .map(|m| m.message.clone())
+                .unwrap_or(Message::Shared { kind: k, reference }))
+        }
+        SharedRef::SohmHeap(id) => {
+            let table = crate::walk::sohm_table(file)?.ok_or_else(|| {
+                corrupt(
+                    u64::MAX,
+                    "a message is shared in the SOHM heap but the file has no SOHM table",
+                )
+            })?;
+            // libhdf5 keeps old-style fill value messages (type 4) in the index of the new
+            // ones (type 5), still in their own encoding.
+            let index_kind = if k == kind::FILL_VALUE_OLD && table.index_for(k).is_none() {
+                kind::FILL_VALUE
+            } else {
+                k
+            };
+            let index = table.index_for(index_kind).ok_or_else(|| {
+                corrupt(
+                    u64::MAX,
+                    &format!("no SOHM index holds message type {k:#x}"),
+                )
+            })?;
+            let heap = crate::walk::fractal_header(file, index.heap_address)?;
+            let bytes = crate::walk::fractal_object(file, &heap, &id)?;
+            Ok(decode_message(
+                k,
+                0,
+                &bytes,
+                file.sizes,
+                index.heap_address,
+            )?)
+        }
+    }
+}
+
 /// Most continuation chains are short; a longer one means a loop in a damaged file.
 const MAX_CHUNKS: usize = 4096;
 
 impl ObjectHeader {
     /// Loads the object header at relative address `addr` through the metadata cache.
     pub fn load(file: &FileShared, addr: u64) -> Result<Arc<ObjectHeader>> {
+        Self::load_at(file, addr, 0)
+    }
+
+    /// Loads a header, resolving shared messages; `depth` counts headers followed through
+    /// shared-message references (a damaged file could make them loop).
+    fn load_at(file: &FileShared, addr: u64, depth: usize) -> Result<Arc<ObjectHeader>> {
+        if depth > MAX_SHARED_DEPTH {
+            return Err(corrupt(
+                addr,
+                "shared messages refer to each other in a loop",
+            ));
+        }
         let sizes = file.sizes;
         let first: Arc<FirstChunkImage> = file.load(
             MetadataKind::ObjectHeader,
@@ -127,6 +197,12 @@ impl ObjectHeader {
             if matches!(message, Message::Nil) || m.kind == kind::NIL {
                 continue;
             }
+            let message = match message {
+                Message::Shared { kind: k, reference } => {
+                    resolve_shared(file, k, reference, depth)?
+                }
+                other => other,
+            };
             out.messages.push(HeaderMessage {
                 kind: m.kind,
                 flags: m.flags,

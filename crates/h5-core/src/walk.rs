@@ -488,3 +488,39 @@ pub(crate) fn dense_messages(
     }
     Ok(out)
 }
+
+/// The file's shared object header message table, if it has one (found through the superblock
+/// extension's shared message table message; looked up once).
+pub(crate) fn sohm_table(file: &FileShared) -> Result<Option<Arc<h5_format::sohm::SohmTable>>> {
+    if let Some(t) = file.sohm.lock().map_err(|_| Error::Poisoned)?.as_ref() {
+        return Ok(t.clone());
+    }
+    let ext = file.superblock.extension_address;
+    let table = if ext == UNDEFINED_ADDRESS {
+        None
+    } else {
+        let oh = crate::object::ObjectHeader::load(file, ext)?;
+        match oh.find(|m| match m {
+            h5_format::message::Message::SharedMessageTable(t) => Some(*t),
+            _ => None,
+        }) {
+            None => None,
+            Some(t) => {
+                let sizes = file.sizes;
+                let n = usize::from(t.index_count);
+                let at = t.table_address;
+                let table: Arc<h5_format::sohm::SohmTable> = file.load(
+                    K::SharedMessageTable,
+                    at,
+                    Load::exact(
+                        h5_format::sohm::SohmTable::encoded_len(sizes, n),
+                        move |b| h5_format::sohm::SohmTable::decode(b, sizes, at, n),
+                    ),
+                )?;
+                Some(table)
+            }
+        }
+    };
+    *file.sohm.lock().map_err(|_| Error::Poisoned)? = Some(table.clone());
+    Ok(table)
+}

@@ -19,6 +19,7 @@ pub mod heap;
 pub mod message;
 pub mod object_header;
 pub mod reader;
+pub mod sohm;
 pub mod superblock;
 pub mod symbol_node;
 pub mod vds;
