@@ -25,28 +25,15 @@ pub struct AttributeInfo {
 impl AttributeInfo {
     /// Decodes the message body.
     pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<AttributeInfo> {
-        super::version(r, &[0])?;
-        let flags = r.u8()?;
-        if flags & !0x03 != 0 {
-            return Err(r.corrupted(format!("unknown attribute info flags {flags:#04x}")));
-        }
-        let tracked = flags & 0x01 != 0;
-        let indexed = flags & 0x02 != 0;
-        let max_creation_index = if tracked { Some(r.u16()?) } else { None };
-        let fractal_heap_address = r.offset(sizes)?;
-        let name_index_address = r.offset(sizes)?;
-        let creation_order_index_address = if indexed {
-            Some(r.offset(sizes)?)
-        } else {
-            None
-        };
+        let d = super::link_info::DenseInfo::decode(r, sizes, 2, "attribute info")?;
         Ok(AttributeInfo {
-            creation_order_tracked: tracked,
-            creation_order_indexed: indexed,
-            max_creation_index,
-            fractal_heap_address,
-            name_index_address,
-            creation_order_index_address,
+            creation_order_tracked: d.tracked,
+            creation_order_indexed: d.indexed,
+            // Read from two bytes: always fits.
+            max_creation_index: d.max_creation_index.map(|v| v as u16),
+            fractal_heap_address: d.fractal_heap_address,
+            name_index_address: d.name_index_address,
+            creation_order_index_address: d.creation_order_index_address,
         })
     }
 }

@@ -24,17 +24,36 @@ pub struct LinkInfo {
     pub creation_order_index_address: Option<u64>,
 }
 
-impl LinkInfo {
-    /// Decodes the message body.
-    pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<LinkInfo> {
+/// The fields link info and attribute info messages share, decoded once: creation order
+/// flags, the maximum creation index (`index_bytes` wide), and the heap and B-tree addresses.
+pub(crate) struct DenseInfo {
+    pub(crate) tracked: bool,
+    pub(crate) indexed: bool,
+    pub(crate) max_creation_index: Option<u64>,
+    pub(crate) fractal_heap_address: u64,
+    pub(crate) name_index_address: u64,
+    pub(crate) creation_order_index_address: Option<u64>,
+}
+
+impl DenseInfo {
+    pub(crate) fn decode(
+        r: &mut Reader<'_>,
+        sizes: Sizes,
+        index_bytes: usize,
+        what: &str,
+    ) -> Result<DenseInfo> {
         super::version(r, &[0])?;
         let flags = r.u8()?;
         if flags & !0x03 != 0 {
-            return Err(r.corrupted(format!("unknown link info flags {flags:#04x}")));
+            return Err(r.corrupted(format!("unknown {what} flags {flags:#04x}")));
         }
         let tracked = flags & 0x01 != 0;
         let indexed = flags & 0x02 != 0;
-        let max_creation_index = if tracked { Some(r.u64()?) } else { None };
+        let max_creation_index = if tracked {
+            Some(r.uint(index_bytes)?)
+        } else {
+            None
+        };
         let fractal_heap_address = r.offset(sizes)?;
         let name_index_address = r.offset(sizes)?;
         let creation_order_index_address = if indexed {
@@ -42,13 +61,28 @@ impl LinkInfo {
         } else {
             None
         };
-        Ok(LinkInfo {
-            creation_order_tracked: tracked,
-            creation_order_indexed: indexed,
+        Ok(DenseInfo {
+            tracked,
+            indexed,
             max_creation_index,
             fractal_heap_address,
             name_index_address,
             creation_order_index_address,
+        })
+    }
+}
+
+impl LinkInfo {
+    /// Decodes the message body.
+    pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<LinkInfo> {
+        let d = DenseInfo::decode(r, sizes, 8, "link info")?;
+        Ok(LinkInfo {
+            creation_order_tracked: d.tracked,
+            creation_order_indexed: d.indexed,
+            max_creation_index: d.max_creation_index,
+            fractal_heap_address: d.fractal_heap_address,
+            name_index_address: d.name_index_address,
+            creation_order_index_address: d.creation_order_index_address,
         })
     }
 }
