@@ -499,14 +499,17 @@ pub fn scatter(
     elem_size: usize,
 ) -> Result<(), SelectionError> {
     check_runs(runs, elem_size, chunk.len(), Some(buf.len()))?;
-    for run in runs.iter().filter(|r| r.len > 0) {
-        let (c, b) = byte_ranges(run, elem_size)?;
-        let (Some(src), Some(dst)) = (chunk.get(c), buf.get_mut(b)) else {
-            return Err(SelectionError::Overflow);
-        };
-        dst.copy_from_slice(src);
-    }
-    Ok(())
+    copy_each(
+        chunk,
+        buf,
+        runs,
+        (elem_size, CHUNK),
+        (elem_size, BUF),
+        |a, b, _| {
+            b.copy_from_slice(a);
+            Ok(())
+        },
+    )
 }
 
 /// Copy each run's elements from `buf` into `chunk` (gather from memory); `elem_size` bytes per
@@ -519,14 +522,17 @@ pub fn gather(
     elem_size: usize,
 ) -> Result<(), SelectionError> {
     check_runs(runs, elem_size, chunk.len(), Some(buf.len()))?;
-    for run in runs.iter().filter(|r| r.len > 0) {
-        let (c, b) = byte_ranges(run, elem_size)?;
-        let (Some(src), Some(dst)) = (buf.get(b), chunk.get_mut(c)) else {
-            return Err(SelectionError::Overflow);
-        };
-        dst.copy_from_slice(src);
-    }
-    Ok(())
+    copy_each(
+        buf,
+        chunk,
+        runs,
+        (elem_size, BUF),
+        (elem_size, CHUNK),
+        |a, b, _| {
+            b.copy_from_slice(a);
+            Ok(())
+        },
+    )
 }
 
 /// Like [`scatter`], converting every element with `conv` (chunk elements are
@@ -541,15 +547,9 @@ pub fn scatter_converted(
 ) -> Result<(), LayoutError> {
     let (cs, bs) = (conv.src_size(), conv.dst_size());
     check_runs_2(runs, cs, chunk.len(), bs, buf.len())?;
-    for run in runs.iter().filter(|r| r.len > 0) {
-        let c = byte_range(run.chunk_offset, run.len, cs)?;
-        let b = byte_range(run.buf_offset, run.len, bs)?;
-        let (Some(src), Some(dst)) = (chunk.get(c), buf.get_mut(b)) else {
-            return Err(SelectionError::Overflow.into());
-        };
-        conv.convert(src, dst, run.len as usize)?;
-    }
-    Ok(())
+    copy_each(chunk, buf, runs, (cs, CHUNK), (bs, BUF), |a, b, n| {
+        conv.convert(a, b, n)
+    })
 }
 
 /// Like [`gather`], converting every element with `conv` (buffer elements are
@@ -563,13 +563,33 @@ pub fn gather_converted(
 ) -> Result<(), LayoutError> {
     let (bs, cs) = (conv.src_size(), conv.dst_size());
     check_runs_2(runs, cs, chunk.len(), bs, buf.len())?;
+    copy_each(buf, chunk, runs, (bs, BUF), (cs, CHUNK), |a, b, n| {
+        conv.convert(a, b, n)
+    })
+}
+
+/// Which offset of a run addresses a side of a copy.
+type Side = fn(&CopyRun) -> u64;
+const CHUNK: Side = |r| r.chunk_offset;
+const BUF: Side = |r| r.buf_offset;
+
+/// Runs `copy(src elements, dst elements, count)` for every non-empty run; `(element size,
+/// side)` say how each buffer is addressed. The caller has bounds-checked the runs.
+fn copy_each<E: From<SelectionError>>(
+    src: &[u8],
+    dst: &mut [u8],
+    runs: &[CopyRun],
+    (src_elem, src_at): (usize, Side),
+    (dst_elem, dst_at): (usize, Side),
+    mut copy: impl FnMut(&[u8], &mut [u8], usize) -> Result<(), E>,
+) -> Result<(), E> {
     for run in runs.iter().filter(|r| r.len > 0) {
-        let c = byte_range(run.chunk_offset, run.len, cs)?;
-        let b = byte_range(run.buf_offset, run.len, bs)?;
-        let (Some(src), Some(dst)) = (buf.get(b), chunk.get_mut(c)) else {
+        let s = byte_range(src_at(run), run.len, src_elem)?;
+        let d = byte_range(dst_at(run), run.len, dst_elem)?;
+        let (Some(a), Some(b)) = (src.get(s), dst.get_mut(d)) else {
             return Err(SelectionError::Overflow.into());
         };
-        conv.convert(src, dst, run.len as usize)?;
+        copy(a, b, run.len as usize)?;
     }
     Ok(())
 }
@@ -1333,18 +1353,6 @@ fn byte_range(off: u64, len: u64, elem_size: usize) -> Result<Range<usize>, Sele
     let start = usize::try_from(start).map_err(|_| SelectionError::Overflow)?;
     let end = usize::try_from(end).map_err(|_| SelectionError::Overflow)?;
     Ok(start..end)
-}
-
-/// Byte ranges of a run in the chunk and in the caller's buffer.
-#[inline]
-fn byte_ranges(
-    run: &CopyRun,
-    elem_size: usize,
-) -> Result<(Range<usize>, Range<usize>), SelectionError> {
-    Ok((
-        byte_range(run.chunk_offset, run.len, elem_size)?,
-        byte_range(run.buf_offset, run.len, elem_size)?,
-    ))
 }
 
 /// Checks every run against the chunk length and (when given) the buffer length, in bytes.
