@@ -23,6 +23,8 @@ pub mod sohm;
 pub mod superblock;
 pub mod symbol_node;
 pub mod vds;
+pub mod writer;
 
 pub use error::{FormatError, Result};
 pub use reader::{Reader, Sizes, UNDEFINED_ADDRESS};
+pub use writer::Writer;
