@@ -17,10 +17,17 @@
 //! The metadata cache loads [`PREFIX_MAX_LEN`] bytes (or fewer at the end of the file), asks
 //! [`needed_len`] for chunk #0's full size, reloads, and calls [`decode_first_chunk`].
 //! Continuation blocks have their length in the continuation message.
+//!
+//! Encoding is the inverse: [`encode_first_chunk`] lays out a prefix and a list of
+//! [`MessageSpec`]s into chunk #0 of the size the prefix gives, filling the unused space with a
+//! NIL message (or, in version 2, a gap smaller than a message header), and
+//! [`encode_continuation_block`] does the same for a continuation block of a given length.
+//! [`messages_len`] and [`ObjectHeaderPrefix::encoded_len`] give the sizes beforehand.
 
 use crate::checksum::lookup3;
 use crate::error::{FormatError, Result};
-use crate::reader::Reader;
+use crate::reader::{Reader, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
 
 const NAME: &str = "object header";
 const CONT_NAME: &str = "object header continuation block";
@@ -217,6 +224,349 @@ impl ObjectHeaderPrefix {
             (_, false) => 4,
         }
     }
+}
+
+/// The error for a header that cannot be encoded as asked.
+fn unencodable(structure: &'static str, what: String) -> FormatError {
+    FormatError::Unsupported {
+        structure,
+        address: UNDEFINED_ADDRESS,
+        what,
+    }
+}
+
+/// The chunk #0 size field's width code (flag bits 0–1) for `size`: the narrowest of 1, 2, 4
+/// and 8 bytes that holds it, as libhdf5 chooses.
+pub fn chunk0_size_code(size: usize) -> u8 {
+    match size as u64 {
+        0..=0xff => 0,
+        0x100..=0xffff => 1,
+        0x1_0000..=0xffff_ffff => 2,
+        _ => 3,
+    }
+}
+
+impl ObjectHeaderPrefix {
+    /// A version 1 prefix.
+    pub fn v1(message_count: u16, reference_count: u32, chunk0_size: usize) -> Self {
+        ObjectHeaderPrefix {
+            version: 1,
+            flags: 0,
+            message_count: Some(message_count),
+            reference_count: Some(reference_count),
+            times: None,
+            attribute_phase_change: None,
+            chunk0_size,
+            prefix_len: 16,
+        }
+    }
+
+    /// A version 2 prefix. `flags` is taken for its creation-order bits
+    /// ([`header_flags::ATTR_CREATION_ORDER_TRACKED`], [`header_flags::ATTR_CREATION_ORDER_INDEXED`]);
+    /// the times, phase-change and size-width bits follow from the other arguments.
+    pub fn v2(
+        flags: u8,
+        times: Option<ObjectTimes>,
+        attribute_phase_change: Option<AttributePhaseChange>,
+        chunk0_size: usize,
+    ) -> Self {
+        let mut flags = flags
+            & (header_flags::ATTR_CREATION_ORDER_TRACKED
+                | header_flags::ATTR_CREATION_ORDER_INDEXED);
+        if times.is_some() {
+            flags |= header_flags::TIMES_STORED;
+        }
+        if attribute_phase_change.is_some() {
+            flags |= header_flags::ATTR_PHASE_CHANGE_STORED;
+        }
+        flags |= chunk0_size_code(chunk0_size);
+        let mut p = ObjectHeaderPrefix {
+            version: 2,
+            flags,
+            message_count: None,
+            reference_count: None,
+            times,
+            attribute_phase_change,
+            chunk0_size,
+            prefix_len: 0,
+        };
+        p.prefix_len = p.encoded_len();
+        p
+    }
+
+    /// The flags byte as encoded: for version 2, the stored flags with the times and
+    /// phase-change bits set from [`Self::times`] and [`Self::attribute_phase_change`] and the
+    /// size-width bits wide enough for [`Self::chunk0_size`] ([`chunk0_size_code`], or the
+    /// stored width if wider).
+    fn encoded_flags(&self) -> u8 {
+        let mut flags = self.flags
+            & !(header_flags::CHUNK0_SIZE_MASK
+                | header_flags::TIMES_STORED
+                | header_flags::ATTR_PHASE_CHANGE_STORED);
+        if self.times.is_some() {
+            flags |= header_flags::TIMES_STORED;
+        }
+        if self.attribute_phase_change.is_some() {
+            flags |= header_flags::ATTR_PHASE_CHANGE_STORED;
+        }
+        // A stored width wider than needed is kept (decode then encode is exact).
+        let code =
+            (self.flags & header_flags::CHUNK0_SIZE_MASK).max(chunk0_size_code(self.chunk0_size));
+        flags | code
+    }
+
+    /// Bytes of the encoded prefix (what [`Self::prefix_len`] is after decoding): 16 for
+    /// version 1; for version 2, 6 plus the times, phase-change values and size field.
+    pub fn encoded_len(&self) -> usize {
+        if self.version == 1 {
+            return 16;
+        }
+        let f = self.encoded_flags();
+        let mut n = 6 + (1usize << (f & header_flags::CHUNK0_SIZE_MASK));
+        if self.times.is_some() {
+            n += 16;
+        }
+        if self.attribute_phase_change.is_some() {
+            n += 4;
+        }
+        n
+    }
+
+    /// Encodes the prefix ([`Self::encoded_len`] bytes). Version 1 writes
+    /// [`Self::message_count`] (0 if absent), the reference count (1 if absent), and the chunk
+    /// size, which must fit 4 bytes. `prefix_len` is ignored.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut w = Writer::with_capacity(self.encoded_len());
+        match self.version {
+            1 => {
+                let size = u32::try_from(self.chunk0_size).map_err(|_| {
+                    unencodable(NAME, format!("v1 chunk #0 size {}", self.chunk0_size))
+                })?;
+                w.u8(1);
+                w.u8(0);
+                w.u16(self.message_count.unwrap_or(0));
+                w.u32(self.reference_count.unwrap_or(1));
+                w.u32(size);
+                w.zeros(4);
+            }
+            2 => {
+                let flags = self.encoded_flags();
+                w.bytes(b"OHDR");
+                w.u8(2);
+                w.u8(flags);
+                if let Some(t) = self.times {
+                    for v in [t.access, t.modification, t.change, t.birth] {
+                        w.u32(v);
+                    }
+                }
+                if let Some(p) = self.attribute_phase_change {
+                    w.u16(p.max_compact);
+                    w.u16(p.min_dense);
+                }
+                w.uint(
+                    self.chunk0_size as u64,
+                    1 << (flags & header_flags::CHUNK0_SIZE_MASK),
+                );
+            }
+            v => return Err(unencodable(NAME, format!("object header version {v}"))),
+        }
+        Ok(w.into_bytes())
+    }
+}
+
+/// One message to encode into an object header.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MessageSpec<'a> {
+    /// Message type (must fit one byte in version 2 headers).
+    pub kind: u16,
+    /// Message flags ([`msg_flags`]).
+    pub flags: u8,
+    /// Creation order, written when the header tracks it (0 if absent).
+    pub creation_order: Option<u16>,
+    /// The message body (version 1 pads it with zeros to a multiple of 8).
+    pub body: &'a [u8],
+}
+
+impl<'a> MessageSpec<'a> {
+    /// A message without a creation order.
+    pub fn new(kind: u16, flags: u8, body: &'a [u8]) -> Self {
+        MessageSpec {
+            kind,
+            flags,
+            creation_order: None,
+            body,
+        }
+    }
+}
+
+impl<'a> From<&RawMessage<'a>> for MessageSpec<'a> {
+    fn from(m: &RawMessage<'a>) -> Self {
+        MessageSpec {
+            kind: m.kind,
+            flags: m.flags,
+            creation_order: m.creation_order,
+            body: m.body,
+        }
+    }
+}
+
+/// Bytes one message with a `body_len`-byte body takes in a header of `header`'s version and
+/// creation-order tracking (message header plus body; version 1 rounds the body up to 8).
+pub fn message_len(header: &ObjectHeaderPrefix, body_len: usize) -> usize {
+    if header.version == 1 {
+        8 + body_len.div_ceil(8) * 8
+    } else {
+        header.message_header_len() + body_len
+    }
+}
+
+/// Bytes `messages` take in a chunk of a header like `header` (no gap, prefix or checksum).
+pub fn messages_len(header: &ObjectHeaderPrefix, messages: &[MessageSpec<'_>]) -> usize {
+    messages
+        .iter()
+        .map(|m| message_len(header, m.body.len()))
+        .sum()
+}
+
+/// Appends `messages` and fills the `area` bytes of message space with a NIL message (or a
+/// zero gap shorter than a message header, version 2 only).
+fn write_messages(
+    w: &mut Writer,
+    header: &ObjectHeaderPrefix,
+    messages: &[MessageSpec<'_>],
+    area: usize,
+    structure: &'static str,
+) -> Result<()> {
+    let used = messages_len(header, messages);
+    let Some(free) = area.checked_sub(used) else {
+        return Err(unencodable(
+            structure,
+            format!("messages of {used} bytes in {area} bytes"),
+        ));
+    };
+    for m in messages {
+        let size = if header.version == 1 {
+            m.body.len().div_ceil(8) * 8
+        } else {
+            m.body.len()
+        };
+        let size = u16::try_from(size)
+            .map_err(|_| unencodable(structure, format!("message body of {size} bytes")))?;
+        write_message_header(
+            w,
+            header,
+            m.kind,
+            size,
+            m.flags,
+            m.creation_order,
+            structure,
+        )?;
+        w.bytes(m.body);
+        if header.version == 1 {
+            w.align(8);
+        }
+    }
+    let hdr = header.message_header_len();
+    if free >= hdr {
+        let size = u16::try_from(free - hdr)
+            .map_err(|_| unencodable(structure, format!("{free} free bytes")))?;
+        if header.version == 1 && free % 8 != 0 {
+            return Err(unencodable(
+                structure,
+                format!("{free} free bytes in a version 1 header (not a multiple of 8)"),
+            ));
+        }
+        write_message_header(w, header, 0, size, 0, None, structure)?;
+        w.zeros(usize::from(size));
+    } else if free > 0 {
+        if header.version == 1 {
+            return Err(unencodable(
+                structure,
+                format!("{free} free bytes in a version 1 header (less than a message)"),
+            ));
+        }
+        w.zeros(free);
+    }
+    Ok(())
+}
+
+/// Appends one message header.
+fn write_message_header(
+    w: &mut Writer,
+    header: &ObjectHeaderPrefix,
+    kind: u16,
+    size: u16,
+    flags: u8,
+    creation_order: Option<u16>,
+    structure: &'static str,
+) -> Result<()> {
+    if header.version == 1 {
+        w.u16(kind);
+        w.u16(size);
+        w.u8(flags);
+        w.zeros(3);
+    } else {
+        let kind = u8::try_from(kind).map_err(|_| {
+            unencodable(
+                structure,
+                format!("message type {kind:#06x} in a v2 header"),
+            )
+        })?;
+        w.u8(kind);
+        w.u16(size);
+        w.u8(flags);
+        if header.tracks_creation_order() {
+            w.u16(creation_order.unwrap_or(0));
+        }
+    }
+    Ok(())
+}
+
+/// Encodes chunk #0: `prefix` (whose [`ObjectHeaderPrefix::chunk0_size`] is the message
+/// space, at least [`messages_len`] of `messages`), the messages, then a NIL message over the
+/// rest (a zero gap if the rest is shorter than a message header, version 2) and, for version
+/// 2, the checksum. The result is [`ObjectHeaderPrefix::first_chunk_len`] bytes long.
+///
+/// Version 1 message space must be a multiple of 8 and the rest 0 or at least 8 bytes.
+pub fn encode_first_chunk(
+    prefix: &ObjectHeaderPrefix,
+    messages: &[MessageSpec<'_>],
+) -> Result<Vec<u8>> {
+    let mut w = Writer::new();
+    w.bytes(&prefix.encode()?);
+    write_messages(&mut w, prefix, messages, prefix.chunk0_size, NAME)?;
+    if prefix.version >= 2 {
+        w.checksum_from(0);
+    }
+    Ok(w.into_bytes())
+}
+
+/// Encodes a continuation block of `block_len` bytes (the continuation message's length) of a
+/// header whose prefix is `header`: for version 2 `OCHK`, the messages, a NIL message or gap,
+/// and the checksum; for version 1 the messages and a NIL message.
+pub fn encode_continuation_block(
+    header: &ObjectHeaderPrefix,
+    messages: &[MessageSpec<'_>],
+    block_len: usize,
+) -> Result<Vec<u8>> {
+    let mut w = Writer::with_capacity(block_len);
+    let area = if header.version >= 2 {
+        w.bytes(b"OCHK");
+        block_len.checked_sub(8)
+    } else {
+        Some(block_len)
+    };
+    let Some(area) = area else {
+        return Err(unencodable(
+            CONT_NAME,
+            format!("continuation block of {block_len} bytes"),
+        ));
+    };
+    write_messages(&mut w, header, messages, area, CONT_NAME)?;
+    if header.version >= 2 {
+        w.checksum_from(0);
+    }
+    Ok(w.into_bytes())
 }
 
 /// The full size of the first chunk of the header at `address`, from a prefix of its bytes
@@ -542,5 +892,211 @@ mod tests {
         let mut v1 = v1_image();
         v1[18] = 7;
         assert!(decode_first_chunk(&v1, 0).is_err());
+    }
+
+    /// Re-encodes a decoded chunk from its prefix and raw messages.
+    fn reencode(b: &[u8]) -> Vec<u8> {
+        let c = decode_first_chunk(b, 0).unwrap();
+        let specs: Vec<MessageSpec<'_>> = c.messages.iter().map(Into::into).collect();
+        assert_eq!(c.prefix.encoded_len(), c.prefix.prefix_len);
+        encode_first_chunk(&c.prefix, &specs).unwrap()
+    }
+
+    #[test]
+    fn encodes_the_vectors_byte_exact() {
+        assert_eq!(reencode(&v1_image()), v1_image());
+        assert_eq!(reencode(&v2_image()), v2_image());
+        for bits in 0u8..4 {
+            let mut b = b"OHDR".to_vec();
+            b.extend_from_slice(&[2, bits]);
+            b.extend_from_slice(&4u64.to_le_bytes()[..1 << bits]);
+            b.extend_from_slice(&[0, 0, 0, 0]);
+            let c = lookup3(&b, 0);
+            b.extend_from_slice(&c.to_le_bytes());
+            // A stored size field wider than needed is kept.
+            assert_eq!(reencode(&b), b);
+        }
+        // v1 continuation block: the same messages without the prefix.
+        let v1 = v1_image();
+        let p = ObjectHeaderPrefix::decode(&v1, 0).unwrap();
+        let msgs = decode_continuation_block(&v1[16..], &p, 0).unwrap();
+        let specs: Vec<MessageSpec<'_>> = msgs.iter().map(Into::into).collect();
+        assert_eq!(
+            encode_continuation_block(&p, &specs, 40).unwrap(),
+            &v1[16..]
+        );
+        // v2 continuation block.
+        let hdr = ObjectHeaderPrefix::decode(&v2_image(), 0).unwrap();
+        let mut b = b"OCHK".to_vec();
+        b.extend_from_slice(&[0x10, 16, 0, 0, 0, 0]);
+        b.extend_from_slice(&0x400u64.to_le_bytes());
+        b.extend_from_slice(&0x20u64.to_le_bytes());
+        let c = lookup3(&b, 0);
+        b.extend_from_slice(&c.to_le_bytes());
+        let msgs = decode_continuation_block(&b, &hdr, 0).unwrap();
+        let specs: Vec<MessageSpec<'_>> = msgs.iter().map(Into::into).collect();
+        assert_eq!(encode_continuation_block(&hdr, &specs, b.len()).unwrap(), b);
+    }
+
+    #[test]
+    fn prefixes_and_size_widths() {
+        for (size, width) in [(0usize, 1usize), (255, 1), (256, 2), (65535, 2), (65536, 4)] {
+            let p = ObjectHeaderPrefix::v2(0xff, None, None, size);
+            assert_eq!(
+                p.flags & header_flags::CHUNK0_SIZE_MASK,
+                chunk0_size_code(size)
+            );
+            assert_eq!(p.flags & !header_flags::CHUNK0_SIZE_MASK, 0x0c);
+            assert_eq!(p.encoded_len(), 6 + width);
+            let b = p.encode().unwrap();
+            assert_eq!(ObjectHeaderPrefix::decode(&b, 0).unwrap(), p);
+        }
+        assert_eq!(chunk0_size_code(1 << 32), 3);
+        let t = ObjectTimes {
+            access: 1,
+            modification: 2,
+            change: 3,
+            birth: 4,
+        };
+        let pc = AttributePhaseChange {
+            max_compact: 8,
+            min_dense: 6,
+        };
+        let p = ObjectHeaderPrefix::v2(0, Some(t), Some(pc), 300);
+        assert_eq!(p.flags, 0x31);
+        assert_eq!(p.encoded_len(), 6 + 16 + 4 + 2);
+        assert_eq!(
+            ObjectHeaderPrefix::decode(&p.encode().unwrap(), 0).unwrap(),
+            p
+        );
+        let p = ObjectHeaderPrefix::v1(3, 2, 64);
+        assert_eq!(
+            ObjectHeaderPrefix::decode(&p.encode().unwrap(), 0).unwrap(),
+            p
+        );
+        assert!(ObjectHeaderPrefix::v1(0, 1, usize::MAX).encode().is_err());
+        let p3 = ObjectHeaderPrefix { version: 3, ..p };
+        assert!(p3.encode().is_err());
+    }
+
+    #[test]
+    fn lays_out_messages_with_a_nil_filler() {
+        let body = [7u8; 5];
+        let msgs = [
+            MessageSpec::new(0x12, 0, &[1, 0, 0, 0, 9, 9, 9, 9]),
+            MessageSpec {
+                kind: 0x0c,
+                flags: 1,
+                creation_order: Some(3),
+                body: &body,
+            },
+        ];
+        // v2 with creation order: 6-byte message headers; spare room 0..=7 after 25 bytes.
+        let p = ObjectHeaderPrefix::v2(header_flags::ATTR_CREATION_ORDER_TRACKED, None, None, 0);
+        assert_eq!(messages_len(&p, &msgs), 6 + 8 + 6 + 5);
+        for spare in 0..8 {
+            let p = ObjectHeaderPrefix::v2(p.flags, None, None, 25 + spare);
+            let b = encode_first_chunk(&p, &msgs).unwrap();
+            assert_eq!(b.len(), p.first_chunk_len().unwrap());
+            let c = decode_first_chunk(&b, 0).unwrap();
+            let nil = usize::from(spare >= 6);
+            assert_eq!(c.messages.len(), 2 + nil);
+            assert_eq!(c.messages[1].creation_order, Some(3));
+            assert_eq!(c.messages[1].body, body);
+            if nil == 1 {
+                assert_eq!(c.messages[2].kind, 0);
+                assert_eq!(c.messages[2].body.len(), spare - 6);
+            }
+        }
+        // v1: bodies padded to 8; the rest is a NIL message.
+        let p = ObjectHeaderPrefix::v1(3, 1, 16 + 16 + 24);
+        assert_eq!(messages_len(&p, &msgs), 32);
+        let b = encode_first_chunk(&p, &msgs).unwrap();
+        let c = decode_first_chunk(&b, 0).unwrap();
+        assert_eq!(c.messages.len(), 3);
+        assert_eq!(c.messages[1].body, [7, 7, 7, 7, 7, 0, 0, 0]);
+        assert_eq!((c.messages[2].kind, c.messages[2].body.len()), (0, 16));
+        // Too small, v1 spare room not a multiple of 8 or smaller than a message header, v2
+        // type above 255, block smaller than OCHK and checksum.
+        assert!(encode_first_chunk(&ObjectHeaderPrefix::v1(2, 1, 24), &msgs).is_err());
+        assert!(encode_first_chunk(&ObjectHeaderPrefix::v1(2, 1, 36), &msgs).is_err());
+        assert!(encode_first_chunk(&ObjectHeaderPrefix::v1(2, 1, 36), &msgs[..1]).is_err());
+        let big = [MessageSpec::new(0x100, 0, &[])];
+        assert!(encode_first_chunk(&ObjectHeaderPrefix::v2(0, None, None, 8), &big).is_err());
+        assert!(encode_continuation_block(&p, &msgs, 8).is_err());
+        let p2 = ObjectHeaderPrefix::v2(0, None, None, 0);
+        assert!(encode_continuation_block(&p2, &[], 7).is_err());
+        let b = encode_continuation_block(&p2, &[], 8).unwrap();
+        assert!(decode_continuation_block(&b, &p2, 0).unwrap().is_empty());
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn layout_round_trip(
+                v1 in any::<bool>(),
+                tracked in any::<bool>(),
+                msgs in proptest::collection::vec(
+                    (1u16..0x20, any::<u8>(), any::<u16>(), proptest::collection::vec(any::<u8>(), 0..40)),
+                    0..6,
+                ),
+                spare in 0usize..40,
+                cont in any::<bool>(),
+            ) {
+                let specs: Vec<MessageSpec<'_>> = msgs
+                    .iter()
+                    .map(|(k, f, co, b)| MessageSpec {
+                        kind: *k,
+                        flags: *f,
+                        creation_order: Some(*co),
+                        body: b,
+                    })
+                    .collect();
+                let flags = if tracked { header_flags::ATTR_CREATION_ORDER_TRACKED } else { 0 };
+                let mut p = if v1 {
+                    ObjectHeaderPrefix::v1(7, 1, 0)
+                } else {
+                    ObjectHeaderPrefix::v2(flags, None, None, 0)
+                };
+                let spare = if v1 { (spare / 8) * 8 } else { spare };
+                let area = messages_len(&p, &specs) + spare;
+                let got = if cont {
+                    let len = area + if v1 { 0 } else { 8 };
+                    let b = encode_continuation_block(&p, &specs, len).unwrap();
+                    prop_assert_eq!(b.len(), len);
+                    decode_continuation_block(&b, &p, 0).unwrap()
+                        .iter()
+                        .map(|m| (m.kind, m.flags, m.creation_order, m.body.to_vec()))
+                        .collect::<Vec<_>>()
+                } else {
+                    p = if v1 {
+                        ObjectHeaderPrefix::v1(7, 1, area)
+                    } else {
+                        ObjectHeaderPrefix::v2(flags, None, None, area)
+                    };
+                    let b = encode_first_chunk(&p, &specs).unwrap();
+                    let c = decode_first_chunk(&b, 0).unwrap();
+                    prop_assert_eq!(c.prefix, p);
+                    c.messages
+                        .iter()
+                        .map(|m| (m.kind, m.flags, m.creation_order, m.body.to_vec()))
+                        .collect::<Vec<_>>()
+                };
+                let hdr = p.message_header_len();
+                prop_assert_eq!(got.len(), specs.len() + usize::from(spare >= hdr));
+                for (g, s) in got.iter().zip(&specs) {
+                    prop_assert_eq!((g.0, g.1), (s.kind, s.flags));
+                    prop_assert_eq!(g.2, (tracked && !v1).then_some(s.creation_order.unwrap_or(0)));
+                    let mut body = s.body.to_vec();
+                    if v1 {
+                        body.resize(body.len().div_ceil(8) * 8, 0);
+                    }
+                    prop_assert_eq!(&g.3, &body);
+                }
+            }
+        }
     }
 }

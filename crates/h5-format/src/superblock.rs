@@ -16,10 +16,15 @@
 //!   size of lengths, as libhdf5 encodes it).
 //! * v2/v3: signature(8) version(1) sizeof offsets(1) sizeof lengths(1) consistency flags(1)
 //!   base(O) superblock extension(O) EOF(O) root object header(O) checksum(4).
+//!
+//! [`Superblock::encode`] is the inverse of [`Superblock::decode`] (all four versions; the
+//! reserved bytes are zero and the scratch-pad is zero-padded to 16 bytes, as libhdf5 writes
+//! them), and [`encoded_len`] gives a superblock's size before it is encoded.
 
 use crate::checksum::lookup3;
 use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
 
 /// The format signature, `\x89HDF\r\n\x1a\n`.
 pub const SIGNATURE: [u8; 8] = [0x89, b'H', b'D', b'F', b'\r', b'\n', 0x1a, b'\n'];
@@ -81,6 +86,26 @@ pub fn needed_len(prefix: &[u8], address: u64) -> Result<usize> {
         1 => 28 + 4 * o + SymbolTableEntry::encoded_len(s),
         _ => 12 + 4 * o + 4,
     })
+}
+
+/// The encoded size in bytes of a superblock of `version` (0..=3) with `sizes`.
+pub fn encoded_len(version: u8, sizes: Sizes) -> Result<usize> {
+    let o = usize::from(sizes.offset);
+    match version {
+        0 => Ok(24 + 4 * o + SymbolTableEntry::encoded_len(sizes)),
+        1 => Ok(28 + 4 * o + SymbolTableEntry::encoded_len(sizes)),
+        2 | 3 => Ok(12 + 4 * o + 4),
+        v => Err(unencodable(format!("superblock version {v}"))),
+    }
+}
+
+/// The error for a value the superblock cannot represent.
+fn unencodable(what: String) -> FormatError {
+    FormatError::Unsupported {
+        structure: NAME,
+        address: UNDEFINED_ADDRESS,
+        what,
+    }
 }
 
 /// Reads and checks the 8-byte format signature.
@@ -155,6 +180,47 @@ impl SymbolTableEntry {
             object_header_address,
             scratch,
         })
+    }
+
+    /// Appends the entry ([`Self::encoded_len`] bytes; the reserved word and the unused part of
+    /// the scratch-pad are zero) to `w`.
+    pub fn write(&self, w: &mut Writer, sizes: Sizes) {
+        w.length(sizes, self.link_name_offset);
+        w.offset(sizes, self.object_header_address);
+        let pad_start = match self.scratch {
+            ScratchPad::None => {
+                w.u32(0);
+                w.u32(0);
+                w.len()
+            }
+            ScratchPad::SymbolTable {
+                btree_address,
+                heap_address,
+            } => {
+                w.u32(1);
+                w.u32(0);
+                let at = w.len();
+                w.offset(sizes, btree_address);
+                w.offset(sizes, heap_address);
+                at
+            }
+            ScratchPad::SoftLink { link_value_offset } => {
+                w.u32(2);
+                w.u32(0);
+                let at = w.len();
+                w.u32(link_value_offset);
+                at
+            }
+        };
+        // Offsets are at most 8 bytes, so the cached values never exceed the 16 bytes.
+        w.zeros((pad_start + 16).saturating_sub(w.len()));
+    }
+
+    /// The encoded entry ([`Self::encoded_len`] bytes).
+    pub fn encode(&self, sizes: Sizes) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::encoded_len(sizes));
+        self.write(&mut w, sizes);
+        w.into_bytes()
     }
 }
 
@@ -280,6 +346,77 @@ impl Superblock {
             root: Root::SymbolTableEntry(root),
             encoded_len: len,
         })
+    }
+
+    /// Encodes the superblock (the inverse of [`Self::decode`]); `encoded_len` is ignored.
+    ///
+    /// Versions 0 and 1 need a [`Root::SymbolTableEntry`], versions 2 and 3 a
+    /// [`Root::ObjectHeader`]. Absent v0/v1 fields take libhdf5's defaults: format versions 0,
+    /// group K 4 (leaf) and 16 (internal), indexed storage K 32 (v1). v2/v3 store the consistency
+    /// flags in one byte and end with the lookup3 checksum of the bytes before it. Errors
+    /// (`Unsupported`) on another version, a mismatched root, flags above 255 for v2/v3, or a
+    /// K value of 0.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let sizes = self.sizes;
+        let mut w = Writer::with_capacity(encoded_len(self.version, sizes)?);
+        w.bytes(&SIGNATURE);
+        w.u8(self.version);
+        match (self.version, self.root) {
+            (0 | 1, Root::SymbolTableEntry(entry)) => {
+                w.u8(self.free_space_version.unwrap_or(0));
+                w.u8(self.root_entry_version.unwrap_or(0));
+                w.u8(0);
+                w.u8(self.shared_header_version.unwrap_or(0));
+                w.u8(sizes.offset);
+                w.u8(sizes.length);
+                w.u8(0);
+                let leaf = self.group_leaf_k.unwrap_or(4);
+                let internal = self.group_internal_k.unwrap_or(16);
+                if leaf == 0 || internal == 0 {
+                    return Err(unencodable("group B-tree K of 0".into()));
+                }
+                w.u16(leaf);
+                w.u16(internal);
+                w.u32(self.consistency_flags);
+                if self.version == 1 {
+                    let k = self.indexed_storage_k.unwrap_or(32);
+                    if k == 0 {
+                        return Err(unencodable("indexed storage K of 0".into()));
+                    }
+                    w.u16(k);
+                    w.u16(0);
+                }
+                w.offset(sizes, self.base_address);
+                w.offset(sizes, self.free_space_address);
+                w.offset(sizes, self.eof_address);
+                w.offset(sizes, self.driver_info_address);
+                entry.write(&mut w, sizes);
+            }
+            (2 | 3, Root::ObjectHeader(root)) => {
+                let flags = u8::try_from(self.consistency_flags).map_err(|_| {
+                    unencodable(format!(
+                        "consistency flags {:#x} in a one-byte field",
+                        self.consistency_flags
+                    ))
+                })?;
+                w.u8(sizes.offset);
+                w.u8(sizes.length);
+                w.u8(flags);
+                w.offset(sizes, self.base_address);
+                w.offset(sizes, self.extension_address);
+                w.offset(sizes, self.eof_address);
+                w.offset(sizes, root);
+                w.checksum_from(0);
+            }
+            (0..=3, _) => {
+                return Err(unencodable(format!(
+                    "superblock version {} with this kind of root",
+                    self.version
+                )));
+            }
+            (v, _) => return Err(unencodable(format!("superblock version {v}"))),
+        }
+        Ok(w.into_bytes())
     }
 
     /// The root group's object header address (whatever the version).
@@ -592,5 +729,169 @@ mod tests {
         }
         b[4] = 0xff;
         assert!(DriverInfoBlock::decode(&b, 0).is_err());
+    }
+
+    #[test]
+    fn encodes_the_vectors_byte_exact() {
+        let mut mixed = SIGNATURE.to_vec();
+        mixed.extend_from_slice(&[0, 0, 0, 0, 0, 4, 8, 0, 4, 0, 16, 0, 0, 0, 0, 0]);
+        for a in [0u32, u32::MAX, 0x500, u32::MAX] {
+            mixed.extend_from_slice(&a.to_le_bytes());
+        }
+        mixed.extend_from_slice(&0u64.to_le_bytes());
+        mixed.extend_from_slice(&0x44u32.to_le_bytes());
+        mixed.extend_from_slice(&1u32.to_le_bytes());
+        mixed.extend_from_slice(&[0; 4]);
+        mixed.extend_from_slice(&0x70u32.to_le_bytes());
+        mixed.extend_from_slice(&0x90u32.to_le_bytes());
+        mixed.extend_from_slice(&[0; 8]);
+        for img in [v0_image(), v1_image(), v2_image(2), v2_image(3), mixed] {
+            let sb = Superblock::decode(&img, 0).unwrap();
+            assert_eq!(encoded_len(sb.version, sb.sizes).unwrap(), img.len());
+            assert_eq!(sb.encode().unwrap(), img);
+        }
+    }
+
+    #[test]
+    fn symbol_table_entries_round_trip() {
+        for sizes in [Sizes::EIGHT, Sizes::new(4, 8, "t", 0).unwrap()] {
+            for scratch in [
+                ScratchPad::None,
+                ScratchPad::SymbolTable {
+                    btree_address: 0x88,
+                    heap_address: UNDEFINED_ADDRESS,
+                },
+                ScratchPad::SoftLink {
+                    link_value_offset: 24,
+                },
+            ] {
+                let e = SymbolTableEntry {
+                    link_name_offset: 8,
+                    object_header_address: 0x320,
+                    scratch,
+                };
+                let b = e.encode(sizes);
+                assert_eq!(b.len(), SymbolTableEntry::encoded_len(sizes));
+                let mut r = Reader::new(&b, "t", 0);
+                assert_eq!(SymbolTableEntry::decode(&mut r, sizes).unwrap(), e);
+                assert!(r.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn unrepresentable_superblocks_are_errors() {
+        let v0 = Superblock::decode(&v0_image(), 0).unwrap();
+        let v2 = Superblock::decode(&v2_image(2), 0).unwrap();
+        let bad = [
+            Superblock { version: 4, ..v2 },
+            Superblock { version: 2, ..v0 },
+            Superblock { version: 0, ..v2 },
+            Superblock {
+                consistency_flags: 0x100,
+                ..v2
+            },
+            Superblock {
+                group_leaf_k: Some(0),
+                ..v0
+            },
+            Superblock {
+                version: 1,
+                indexed_storage_k: Some(0),
+                ..v0
+            },
+        ];
+        for sb in bad {
+            assert!(matches!(sb.encode(), Err(FormatError::Unsupported { .. })));
+        }
+        // Absent v0/v1 values take libhdf5's defaults.
+        let sb = Superblock {
+            version: 1,
+            group_leaf_k: None,
+            indexed_storage_k: None,
+            ..v0
+        };
+        let d = Superblock::decode(&sb.encode().unwrap(), 0).unwrap();
+        assert_eq!((d.group_leaf_k, d.indexed_storage_k), (Some(4), Some(32)));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn sizes() -> impl Strategy<Value = Sizes> {
+            (
+                prop::sample::select(vec![2u8, 4, 8]),
+                prop::sample::select(vec![2u8, 4, 8]),
+            )
+                .prop_map(|(o, l)| Sizes::new(o, l, "t", 0).unwrap())
+        }
+
+        /// An address that fits `sizes.offset` bytes (or undefined).
+        fn addr(sizes: Sizes, raw: u64) -> u64 {
+            let bits = 8 * u32::from(sizes.offset);
+            let max = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            if raw % 7 == 0 {
+                UNDEFINED_ADDRESS
+            } else {
+                raw & max.wrapping_sub(1)
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn round_trip(
+                version in 0u8..4,
+                sizes in sizes(),
+                a in prop::array::uniform6(any::<u64>()),
+                ks in prop::array::uniform3(1u16..),
+                flags in any::<u8>(),
+                cache in 0u8..3,
+            ) {
+                let root = if version < 2 {
+                    let len_max = if sizes.length == 8 { u64::MAX } else { (1u64 << (8 * sizes.length)) - 1 };
+                    Root::SymbolTableEntry(SymbolTableEntry {
+                        link_name_offset: a[5] & len_max,
+                        object_header_address: addr(sizes, a[4]),
+                        scratch: match cache {
+                            0 => ScratchPad::None,
+                            1 => ScratchPad::SymbolTable {
+                                btree_address: addr(sizes, a[3]),
+                                heap_address: addr(sizes, a[2]),
+                            },
+                            _ => ScratchPad::SoftLink { link_value_offset: a[1] as u32 },
+                        },
+                    })
+                } else {
+                    Root::ObjectHeader(addr(sizes, a[4]))
+                };
+                let old = version < 2;
+                let sb = Superblock {
+                    version,
+                    sizes,
+                    free_space_version: old.then_some(0),
+                    root_entry_version: old.then_some(0),
+                    shared_header_version: old.then_some(0),
+                    group_leaf_k: old.then_some(ks[0]),
+                    group_internal_k: old.then_some(ks[1]),
+                    indexed_storage_k: (version == 1).then_some(ks[2]),
+                    consistency_flags: u32::from(flags),
+                    base_address: addr(sizes, a[0]),
+                    free_space_address: if old { addr(sizes, a[1]) } else { UNDEFINED_ADDRESS },
+                    extension_address: if old { UNDEFINED_ADDRESS } else { addr(sizes, a[2]) },
+                    eof_address: addr(sizes, a[3]),
+                    driver_info_address: if old { addr(sizes, a[5]) } else { UNDEFINED_ADDRESS },
+                    root,
+                    encoded_len: encoded_len(version, sizes).unwrap(),
+                };
+                let b = sb.encode().unwrap();
+                prop_assert_eq!(b.len(), sb.encoded_len);
+                prop_assert_eq!(Superblock::decode(&b, 0).unwrap(), sb);
+            }
+        }
     }
 }

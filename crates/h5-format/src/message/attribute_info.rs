@@ -36,6 +36,30 @@ impl AttributeInfo {
             creation_order_index_address: d.creation_order_index_address,
         })
     }
+
+    /// The fields shared with the link info message.
+    fn dense(&self) -> super::link_info::DenseInfo {
+        super::link_info::DenseInfo {
+            tracked: self.creation_order_tracked,
+            indexed: self.creation_order_indexed,
+            max_creation_index: self.max_creation_index.map(u64::from),
+            fractal_heap_address: self.fractal_heap_address,
+            name_index_address: self.name_index_address,
+            creation_order_index_address: self.creation_order_index_address,
+        }
+    }
+
+    /// Bytes of the encoded body.
+    pub fn encoded_len(&self, sizes: Sizes) -> usize {
+        self.dense().encoded_len(sizes, 2)
+    }
+
+    /// Encodes the message body: version 0, flags from the two booleans, the maximum creation
+    /// index (2 bytes, 0 if absent) when tracked, the addresses, the creation order index
+    /// address (undefined if absent) when indexed.
+    pub fn encode(&self, sizes: Sizes) -> Vec<u8> {
+        self.dense().encode(sizes, 2)
+    }
 }
 
 #[cfg(test)]

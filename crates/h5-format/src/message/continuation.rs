@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::reader::{Reader, Sizes, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
 
 /// Where an object header continues.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -22,6 +23,20 @@ impl Continuation {
             return Err(r.corrupted("continuation to an undefined address or of length 0"));
         }
         Ok(Continuation { address, length })
+    }
+
+    /// Bytes of the encoded body: an address and a length.
+    pub fn encoded_len(sizes: Sizes) -> usize {
+        usize::from(sizes.offset) + usize::from(sizes.length)
+    }
+
+    /// Encodes the message body (the values are written as they are; the decoder rejects an
+    /// undefined address or a zero length).
+    pub fn encode(&self, sizes: Sizes) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::encoded_len(sizes));
+        w.offset(sizes, self.address);
+        w.length(sizes, self.length);
+        w.into_bytes()
     }
 }
 

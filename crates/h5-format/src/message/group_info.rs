@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::reader::Reader;
+use crate::writer::Writer;
 
 /// Creation parameters of a new-style group (absent values mean the library defaults: 8
 /// compact, 6 dense, 4 entries, 8 bytes per name).
@@ -41,6 +42,27 @@ impl GroupInfo {
             link_phase_change,
             estimates,
         })
+    }
+
+    /// Bytes of the encoded body.
+    pub fn encoded_len(&self) -> usize {
+        2 + 4 * usize::from(self.link_phase_change.is_some())
+            + 4 * usize::from(self.estimates.is_some())
+    }
+
+    /// Encodes the message body: version 0, flags from which values are present, the values.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(self.encoded_len());
+        w.u8(0);
+        w.u8(u8::from(self.link_phase_change.is_some()) | u8::from(self.estimates.is_some()) << 1);
+        for (a, b) in [self.link_phase_change, self.estimates]
+            .into_iter()
+            .flatten()
+        {
+            w.u16(a);
+            w.u16(b);
+        }
+        w.into_bytes()
     }
 }
 

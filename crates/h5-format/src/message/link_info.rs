@@ -5,6 +5,7 @@
 
 use crate::error::Result;
 use crate::reader::{Reader, Sizes};
+use crate::writer::Writer;
 
 /// Where a new-style group keeps its links when they are dense (heap and B-trees) — all
 /// addresses undefined while the links are compact (link messages in the header).
@@ -36,6 +37,34 @@ pub(crate) struct DenseInfo {
 }
 
 impl DenseInfo {
+    /// Bytes of the encoded fields.
+    pub(crate) fn encoded_len(&self, sizes: Sizes, index_bytes: usize) -> usize {
+        let o = usize::from(sizes.offset);
+        2 + if self.tracked { index_bytes } else { 0 } + 2 * o + if self.indexed { o } else { 0 }
+    }
+
+    /// Encodes the fields: version 0, flags, [maximum creation index (`index_bytes`) if
+    /// tracked; 0 if absent], heap and name index addresses, [creation order index address if
+    /// indexed; undefined if absent].
+    pub(crate) fn encode(&self, sizes: Sizes, index_bytes: usize) -> Vec<u8> {
+        let mut w = Writer::with_capacity(self.encoded_len(sizes, index_bytes));
+        w.u8(0);
+        w.u8(u8::from(self.tracked) | u8::from(self.indexed) << 1);
+        if self.tracked {
+            w.uint(self.max_creation_index.unwrap_or(0), index_bytes);
+        }
+        w.offset(sizes, self.fractal_heap_address);
+        w.offset(sizes, self.name_index_address);
+        if self.indexed {
+            w.offset(
+                sizes,
+                self.creation_order_index_address
+                    .unwrap_or(crate::reader::UNDEFINED_ADDRESS),
+            );
+        }
+        w.into_bytes()
+    }
+
     pub(crate) fn decode(
         r: &mut Reader<'_>,
         sizes: Sizes,
@@ -84,6 +113,30 @@ impl LinkInfo {
             name_index_address: d.name_index_address,
             creation_order_index_address: d.creation_order_index_address,
         })
+    }
+
+    /// The shared fields.
+    fn dense(&self) -> DenseInfo {
+        DenseInfo {
+            tracked: self.creation_order_tracked,
+            indexed: self.creation_order_indexed,
+            max_creation_index: self.max_creation_index,
+            fractal_heap_address: self.fractal_heap_address,
+            name_index_address: self.name_index_address,
+            creation_order_index_address: self.creation_order_index_address,
+        }
+    }
+
+    /// Bytes of the encoded body.
+    pub fn encoded_len(&self, sizes: Sizes) -> usize {
+        self.dense().encoded_len(sizes, 8)
+    }
+
+    /// Encodes the message body: version 0, flags from the two booleans, the maximum creation
+    /// index (8 bytes, 0 if absent) when tracked, the addresses, the creation order index
+    /// address (undefined if absent) when indexed.
+    pub fn encode(&self, sizes: Sizes) -> Vec<u8> {
+        self.dense().encode(sizes, 8)
     }
 }
 

@@ -256,6 +256,62 @@ pub fn decode_message(
     })
 }
 
+/// Encodes the body of `message` for the types that have encoders: NIL (an empty body), link
+/// info, link, group info, continuation, symbol table, both modification times, attribute info
+/// and shared references (written as version 3, what libhdf5 writes; the caller sets
+/// [`msg_flags::SHARED`] in the message header). Other types are `Unsupported` for now.
+pub fn encode_message(message: &Message, sizes: Sizes) -> Result<Vec<u8>> {
+    Ok(match message {
+        Message::Nil => Vec::new(),
+        Message::LinkInfo(m) => m.encode(sizes),
+        Message::Link(m) => m.encode(sizes)?,
+        Message::GroupInfo(m) => m.encode(),
+        Message::Continuation(m) => m.encode(sizes),
+        Message::SymbolTable(m) => m.encode(sizes),
+        Message::ModificationTime(m) => m.encode(),
+        Message::ModificationTimeOld(m) => m.encode()?,
+        Message::AttributeInfo(m) => m.encode(sizes),
+        Message::Shared { reference, .. } => reference.encode(sizes, 3)?,
+        other => {
+            return Err(crate::error::FormatError::Unsupported {
+                structure: "object header message",
+                address: crate::reader::UNDEFINED_ADDRESS,
+                what: format!("encoding {}", name(message_kind(other))),
+            });
+        }
+    })
+}
+
+/// The type number of `message` (for a shared or unknown message, the type it stands for).
+pub fn message_kind(message: &Message) -> u16 {
+    match message {
+        Message::Nil => kind::NIL,
+        Message::Dataspace(_) => kind::DATASPACE,
+        Message::LinkInfo(_) => kind::LINK_INFO,
+        Message::Datatype(_) => kind::DATATYPE,
+        Message::FillValueOld(_) => kind::FILL_VALUE_OLD,
+        Message::FillValue(_) => kind::FILL_VALUE,
+        Message::Link(_) => kind::LINK,
+        Message::ExternalFiles(_) => kind::EXTERNAL_FILES,
+        Message::Layout(_) => kind::LAYOUT,
+        Message::Bogus => kind::BOGUS,
+        Message::GroupInfo(_) => kind::GROUP_INFO,
+        Message::FilterPipeline(_) => kind::FILTER_PIPELINE,
+        Message::Attribute(_) => kind::ATTRIBUTE,
+        Message::Comment(_) => kind::COMMENT,
+        Message::ModificationTimeOld(_) => kind::MODIFICATION_TIME_OLD,
+        Message::SharedMessageTable(_) => kind::SHARED_MESSAGE_TABLE,
+        Message::Continuation(_) => kind::CONTINUATION,
+        Message::SymbolTable(_) => kind::SYMBOL_TABLE,
+        Message::ModificationTime(_) => kind::MODIFICATION_TIME,
+        Message::BtreeKValues(_) => kind::BTREE_K,
+        Message::DriverInfo(_) => kind::DRIVER_INFO,
+        Message::AttributeInfo(_) => kind::ATTRIBUTE_INFO,
+        Message::ReferenceCount(_) => kind::REFERENCE_COUNT,
+        Message::Shared { kind, .. } | Message::Unknown { kind, .. } => *kind,
+    }
+}
+
 /// Reads a version byte and checks it is one of `accepted`.
 pub(crate) fn version(r: &mut Reader<'_>, accepted: &[u8]) -> Result<u8> {
     let v = r.u8()?;

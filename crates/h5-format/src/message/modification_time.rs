@@ -4,8 +4,10 @@
 //! * Old (type 0x000E): ASCII digits, year(4) month(2) day(2) hour(2) minute(2) second(2),
 //!   reserved(2), in UTC.
 
+use crate::error::FormatError;
 use crate::error::Result;
-use crate::reader::Reader;
+use crate::reader::{Reader, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
 
 /// The modification time (type 0x0012).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -20,6 +22,18 @@ impl ModificationTime {
         super::version(r, &[1])?;
         r.skip(3)?;
         Ok(ModificationTime { seconds: r.u32()? })
+    }
+
+    /// Bytes of the encoded body.
+    pub const ENCODED_LEN: usize = 8;
+
+    /// Encodes the message body: version 1, 3 zero bytes, the seconds.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::ENCODED_LEN);
+        w.u8(1);
+        w.zeros(3);
+        w.u32(self.seconds);
+        w.into_bytes()
     }
 }
 
@@ -76,6 +90,35 @@ impl ModificationTimeOld {
             return Err(r.corrupted("old modification time out of range"));
         }
         Ok(t)
+    }
+
+    /// Bytes of the encoded body.
+    pub const ENCODED_LEN: usize = 16;
+
+    /// Encodes the message body: the fields as zero-padded ASCII digits and 2 zero bytes.
+    /// Errors (`Unsupported`) on a year above 9999 or a field the decoder rejects.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        if self.year > 9999
+            || !(1..=12).contains(&self.month)
+            || !(1..=31).contains(&self.day)
+            || self.hour > 23
+            || self.minute > 59
+            || self.second > 60
+        {
+            return Err(FormatError::Unsupported {
+                structure: "old modification time message",
+                address: UNDEFINED_ADDRESS,
+                what: format!("time {self:?} out of range"),
+            });
+        }
+        let text = format!(
+            "{:04}{:02}{:02}{:02}{:02}{:02}",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        );
+        let mut w = Writer::with_capacity(Self::ENCODED_LEN);
+        w.bytes(text.as_bytes());
+        w.zeros(2);
+        Ok(w.into_bytes())
     }
 }
 

@@ -6,8 +6,9 @@
 //! * Version 3: version(1) type(1): 1 = in the shared message heap, followed by the 8-byte
 //!   fractal heap ID; 2 = in another object's header, followed by its address(O).
 
-use crate::error::Result;
-use crate::reader::{Reader, Sizes};
+use crate::error::{FormatError, Result};
+use crate::reader::{Reader, Sizes, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
 
 /// Where a shared message really is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -40,6 +41,49 @@ impl SharedRef {
                 t => Err(r.corrupted(format!("shared message type {t}"))),
             },
         }
+    }
+
+    /// Bytes of the reference encoded in `version` (1, 2 or 3).
+    pub fn encoded_len(&self, sizes: Sizes, version: u8) -> usize {
+        let o = usize::from(sizes.offset);
+        match (version, self) {
+            (1, _) => 8 + usize::from(sizes.length) + o,
+            (_, SharedRef::SohmHeap(_)) => 10,
+            _ => 2 + o,
+        }
+    }
+
+    /// Encodes the reference in `version`: 1 (type byte 0, zero reserved and ignored fields),
+    /// 2 (type byte 2, the address) or 3 (type 1 and the heap ID, or type 2 and the address;
+    /// what libhdf5 1.8+ writes). A [`SharedRef::SohmHeap`] needs version 3.
+    pub fn encode(&self, sizes: Sizes, version: u8) -> Result<Vec<u8>> {
+        let mut w = Writer::with_capacity(self.encoded_len(sizes, version));
+        match (version, self) {
+            (1, SharedRef::ObjectHeader(addr)) => {
+                w.u8(1);
+                w.zeros(7);
+                w.zeros(usize::from(sizes.length));
+                w.offset(sizes, *addr);
+            }
+            (2 | 3, SharedRef::ObjectHeader(addr)) => {
+                w.u8(version);
+                w.u8(2);
+                w.offset(sizes, *addr);
+            }
+            (3, SharedRef::SohmHeap(id)) => {
+                w.u8(3);
+                w.u8(1);
+                w.bytes(id);
+            }
+            _ => {
+                return Err(FormatError::Unsupported {
+                    structure: "shared message",
+                    address: UNDEFINED_ADDRESS,
+                    what: format!("{self:?} as a version {version} reference"),
+                });
+            }
+        }
+        Ok(w.into_bytes())
     }
 }
 

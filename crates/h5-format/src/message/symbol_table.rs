@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::reader::{Reader, Sizes};
+use crate::writer::Writer;
 
 /// Where an old-style group's links are.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -20,6 +21,19 @@ impl SymbolTableMessage {
             btree_address: r.offset(sizes)?,
             heap_address: r.offset(sizes)?,
         })
+    }
+
+    /// Bytes of the encoded body: two addresses.
+    pub fn encoded_len(sizes: Sizes) -> usize {
+        2 * usize::from(sizes.offset)
+    }
+
+    /// Encodes the message body.
+    pub fn encode(&self, sizes: Sizes) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::encoded_len(sizes));
+        w.offset(sizes, self.btree_address);
+        w.offset(sizes, self.heap_address);
+        w.into_bytes()
     }
 }
 
