@@ -835,7 +835,7 @@ mod tests {
             } else {
                 (1u64 << bits) - 1
             };
-            if raw % 7 == 0 {
+            if raw.is_multiple_of(7) {
                 UNDEFINED_ADDRESS
             } else {
                 raw & max.wrapping_sub(1)

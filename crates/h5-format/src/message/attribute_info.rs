@@ -84,4 +84,33 @@ mod tests {
         let ai = AttributeInfo::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
         assert!(!ai.creation_order_tracked && ai.creation_order_index_address.is_none());
     }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        let s = Sizes::EIGHT;
+        let mut b = vec![0, 3, 9, 0];
+        for a in [0x100u64, 0x200, 0x300] {
+            b.extend_from_slice(&a.to_le_bytes());
+        }
+        let ai = AttributeInfo::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(ai.encode(s), b);
+        assert_eq!(ai.encoded_len(s), b.len());
+        let mut b = vec![0, 0];
+        b.extend_from_slice(&[0xff; 16]);
+        let ai = AttributeInfo::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(ai.encode(s), b);
+        let ai = AttributeInfo {
+            creation_order_tracked: true,
+            creation_order_indexed: false,
+            max_creation_index: Some(u16::MAX),
+            fractal_heap_address: 1,
+            name_index_address: 2,
+            creation_order_index_address: None,
+        };
+        let e = ai.encode(s);
+        assert_eq!(
+            AttributeInfo::decode(&mut Reader::new(&e, "t", 0), s).unwrap(),
+            ai
+        );
+    }
 }

@@ -59,4 +59,24 @@ mod tests {
         b[..8].fill(0xff);
         assert!(Continuation::decode(&mut Reader::new(&b, "t", 0), s).is_err());
     }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        let s = Sizes::EIGHT;
+        let mut b = 0x400u64.to_le_bytes().to_vec();
+        b.extend_from_slice(&0x100u64.to_le_bytes());
+        let c = Continuation::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(c.encode(s), b);
+        let s = Sizes::new(4, 2, "t", 0).unwrap();
+        let c = Continuation {
+            address: 0xdead_beef,
+            length: 0xffff,
+        };
+        let b = c.encode(s);
+        assert_eq!(b.len(), Continuation::encoded_len(s));
+        assert_eq!(
+            Continuation::decode(&mut Reader::new(&b, "t", 0), s).unwrap(),
+            c
+        );
+    }
 }

@@ -83,4 +83,27 @@ mod tests {
         }
         assert!(GroupInfo::decode(&mut Reader::new(&[0, 4], "t", 0)).is_err());
     }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        for b in [vec![0u8, 0], vec![0, 3, 16, 0, 10, 0, 4, 0, 12, 0]] {
+            let g = GroupInfo::decode(&mut Reader::new(&b, "t", 0)).unwrap();
+            assert_eq!(g.encode(), b);
+            assert_eq!(g.encoded_len(), b.len());
+        }
+        for g in [
+            GroupInfo {
+                link_phase_change: Some((1, 2)),
+                estimates: None,
+            },
+            GroupInfo {
+                link_phase_change: None,
+                estimates: Some((u16::MAX, 0)),
+            },
+        ] {
+            let b = g.encode();
+            assert_eq!(b.len(), 6);
+            assert_eq!(GroupInfo::decode(&mut Reader::new(&b, "t", 0)).unwrap(), g);
+        }
+    }
 }

@@ -170,4 +170,35 @@ mod tests {
         b[1] = 0x04;
         assert!(LinkInfo::decode(&mut Reader::new(&b, "t", 0), s).is_err());
     }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        let s = Sizes::EIGHT;
+        let mut b = vec![0, 3];
+        b.extend_from_slice(&5u64.to_le_bytes());
+        for a in [0x100u64, 0x200, 0x300] {
+            b.extend_from_slice(&a.to_le_bytes());
+        }
+        let li = LinkInfo::decode(&mut Reader::new(&b, "t", 0), s).unwrap();
+        assert_eq!(li.encode(s), b);
+        assert_eq!(li.encoded_len(s), b.len());
+        let small = Sizes::new(4, 4, "t", 0).unwrap();
+        for (tracked, indexed) in [(false, false), (true, false), (false, true), (true, true)] {
+            let li = LinkInfo {
+                creation_order_tracked: tracked,
+                creation_order_indexed: indexed,
+                max_creation_index: tracked.then_some(u64::MAX),
+                fractal_heap_address: crate::reader::UNDEFINED_ADDRESS,
+                name_index_address: 0x40,
+                creation_order_index_address: indexed.then_some(0x80),
+            };
+            for sizes in [s, small] {
+                let e = li.encode(sizes);
+                assert_eq!(e.len(), li.encoded_len(sizes));
+                let mut r = Reader::new(&e, "t", 0);
+                assert_eq!(LinkInfo::decode(&mut r, sizes).unwrap(), li);
+                assert!(r.is_empty());
+            }
+        }
+    }
 }

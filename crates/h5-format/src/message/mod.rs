@@ -258,8 +258,9 @@ pub fn decode_message(
 
 /// Encodes the body of `message` for the types that have encoders: NIL (an empty body), link
 /// info, link, group info, continuation, symbol table, both modification times, attribute info
-/// and shared references (written as version 3, what libhdf5 writes; the caller sets
-/// [`msg_flags::SHARED`] in the message header). Other types are `Unsupported` for now.
+/// and shared references (in the version libhdf5 writes, [`SharedRef::libhdf5_version`]; the
+/// caller sets [`msg_flags::SHARED`] in the message header). Other types are `Unsupported` for
+/// now.
 pub fn encode_message(message: &Message, sizes: Sizes) -> Result<Vec<u8>> {
     Ok(match message {
         Message::Nil => Vec::new(),
@@ -271,7 +272,9 @@ pub fn encode_message(message: &Message, sizes: Sizes) -> Result<Vec<u8>> {
         Message::ModificationTime(m) => m.encode(),
         Message::ModificationTimeOld(m) => m.encode()?,
         Message::AttributeInfo(m) => m.encode(sizes),
-        Message::Shared { reference, .. } => reference.encode(sizes, 3)?,
+        Message::Shared { reference, .. } => {
+            reference.encode(sizes, reference.libhdf5_version())?
+        }
         other => {
             return Err(crate::error::FormatError::Unsupported {
                 structure: "object header message",
@@ -389,5 +392,84 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn encode_message_dispatches() {
+        let msgs = [
+            Message::Nil,
+            Message::LinkInfo(LinkInfo {
+                creation_order_tracked: true,
+                creation_order_indexed: true,
+                max_creation_index: Some(3),
+                fractal_heap_address: 1,
+                name_index_address: 2,
+                creation_order_index_address: Some(3),
+            }),
+            Message::Link(Link {
+                name: b"a".to_vec(),
+                charset: CharSet::Ascii,
+                creation_order: None,
+                target: LinkTarget::Hard(0x60),
+            }),
+            Message::GroupInfo(GroupInfo {
+                link_phase_change: Some((8, 6)),
+                estimates: None,
+            }),
+            Message::Continuation(Continuation {
+                address: 0x400,
+                length: 0x80,
+            }),
+            Message::SymbolTable(SymbolTableMessage {
+                btree_address: 0x88,
+                heap_address: 0x2a8,
+            }),
+            Message::ModificationTime(ModificationTime { seconds: 7 }),
+            Message::ModificationTimeOld(ModificationTimeOld {
+                year: 2001,
+                month: 2,
+                day: 3,
+                hour: 4,
+                minute: 5,
+                second: 6,
+            }),
+            Message::AttributeInfo(AttributeInfo {
+                creation_order_tracked: false,
+                creation_order_indexed: false,
+                max_creation_index: None,
+                fractal_heap_address: 0x10,
+                name_index_address: 0x20,
+                creation_order_index_address: None,
+            }),
+        ];
+        for m in msgs {
+            let k = message_kind(&m);
+            let b = encode_message(&m, S).unwrap();
+            assert_eq!(decode_message(k, 0, &b, S, 0).unwrap(), m, "{}", name(k));
+        }
+        let shared = Message::Shared {
+            kind: kind::DATATYPE,
+            reference: SharedRef::ObjectHeader(0x400),
+        };
+        let b = encode_message(&shared, S).unwrap();
+        assert_eq!(&b[..2], [2, 2]);
+        assert_eq!(
+            decode_message(kind::DATATYPE, msg_flags::SHARED, &b, S, 0).unwrap(),
+            shared
+        );
+        for m in [
+            Message::Bogus,
+            Message::Unknown {
+                kind: 0x99,
+                must_understand: false,
+            },
+            Message::ReferenceCount(ReferenceCount { count: 1 }),
+        ] {
+            assert!(matches!(
+                encode_message(&m, S),
+                Err(FormatError::Unsupported { .. })
+            ));
+        }
+        assert_eq!(message_kind(&Message::Bogus), kind::BOGUS);
     }
 }

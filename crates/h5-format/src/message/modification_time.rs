@@ -162,4 +162,38 @@ mod tests {
             ModificationTimeOld::decode(&mut Reader::new(b"19981315123059\0\0", "t", 0)).is_err()
         );
     }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        let b = [1, 0, 0, 0, 0x10, 0x20, 0x30, 0x40];
+        let t = ModificationTime::decode(&mut Reader::new(&b, "t", 0)).unwrap();
+        assert_eq!(t.encode(), b);
+        let b = b"19980715123059\0\0";
+        let t = ModificationTimeOld::decode(&mut Reader::new(b, "t", 0)).unwrap();
+        assert_eq!(t.encode().unwrap(), b);
+        let t = ModificationTimeOld {
+            year: 7,
+            month: 1,
+            day: 2,
+            hour: 0,
+            minute: 5,
+            second: 60,
+        };
+        let b = t.encode().unwrap();
+        assert_eq!(&b, b"00070102000560\0\0");
+        assert_eq!(
+            ModificationTimeOld::decode(&mut Reader::new(&b, "t", 0)).unwrap(),
+            t
+        );
+        for bad in [
+            ModificationTimeOld { year: 10_000, ..t },
+            ModificationTimeOld { month: 0, ..t },
+            ModificationTimeOld { day: 32, ..t },
+            ModificationTimeOld { hour: 24, ..t },
+            ModificationTimeOld { minute: 60, ..t },
+            ModificationTimeOld { second: 61, ..t },
+        ] {
+            assert!(bad.encode().is_err());
+        }
+    }
 }

@@ -52,4 +52,24 @@ mod tests {
             assert!(SymbolTableMessage::decode(&mut r, Sizes::EIGHT).is_err());
         }
     }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        let mut b = 0x88u64.to_le_bytes().to_vec();
+        b.extend_from_slice(&0x2a8u64.to_le_bytes());
+        let m = SymbolTableMessage::decode(&mut Reader::new(&b, "t", 0), Sizes::EIGHT).unwrap();
+        assert_eq!(m.encode(Sizes::EIGHT), b);
+        let s = Sizes::new(2, 4, "t", 0).unwrap();
+        let m = SymbolTableMessage {
+            btree_address: 0x1234,
+            heap_address: crate::reader::UNDEFINED_ADDRESS,
+        };
+        let b = m.encode(s);
+        assert_eq!(b, [0x34, 0x12, 0xff, 0xff]);
+        assert_eq!(b.len(), SymbolTableMessage::encoded_len(s));
+        assert_eq!(
+            SymbolTableMessage::decode(&mut Reader::new(&b, "t", 0), s).unwrap(),
+            m
+        );
+    }
 }
