@@ -333,3 +333,103 @@ fn extensible_arrays_are_byte_exact() {
     );
     eprintln!("{ibs} index, {sbs} super, {dbs} data blocks, {pages} pages");
 }
+
+mod round_trips {
+    use super::*;
+    use h5_format::btree1::{ChunkKey, Keys};
+    use h5_format::heap::global::GlobalHeapObject;
+    use h5_format::symbol_node::{ScratchPad, SymbolTableEntry};
+    use proptest::prelude::*;
+
+    fn addr() -> impl Strategy<Value = u64> {
+        prop_oneof![Just(UNDEFINED_ADDRESS), 0..u64::MAX - 1]
+    }
+
+    fn entry() -> impl Strategy<Value = SymbolTableEntry> {
+        (
+            any::<u64>(),
+            addr(),
+            prop_oneof![
+                Just(ScratchPad::None),
+                (addr(), addr()).prop_map(|(b, h)| ScratchPad::SymbolTable {
+                    btree_address: b,
+                    heap_address: h
+                }),
+                any::<u32>().prop_map(|v| ScratchPad::SoftLink {
+                    link_value_offset: v
+                }),
+            ],
+        )
+            .prop_map(|(n, o, scratch)| SymbolTableEntry {
+                link_name_offset: n,
+                object_header_address: o,
+                scratch,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn symbol_table_nodes(entries in proptest::collection::vec(entry(), 0..9)) {
+            let n = SymbolTableNode { entries };
+            let b = n.encode(S, 4).unwrap();
+            prop_assert_eq!(b.len(), SymbolTableNode::node_len(S, 4));
+            prop_assert_eq!(SymbolTableNode::decode(&b, S, 0).unwrap(), n);
+        }
+
+        #[test]
+        fn group_btree_nodes(keys in proptest::collection::vec(any::<u64>(), 1..34),
+                             level in any::<u8>(), left in addr(), right in addr()) {
+            let children = (0..keys.len() as u64 - 1).map(|i| 0x1000 + i).collect();
+            let n = BtreeV1Node {
+                node_type: NodeType::Group,
+                level,
+                left_sibling: left,
+                right_sibling: right,
+                keys: Keys::Group(keys),
+                children,
+            };
+            let b = n.encode(S, 16).unwrap();
+            prop_assert_eq!(BtreeV1Node::decode(&b, S, 0, None).unwrap(), n);
+        }
+
+        #[test]
+        fn chunk_btree_nodes(n in 0usize..6, dims in 1usize..5, seed in any::<u64>()) {
+            let keys = (0..=n as u64)
+                .map(|i| ChunkKey {
+                    chunk_size: (seed ^ i) as u32,
+                    filter_mask: i as u32,
+                    offsets: (0..dims as u64).map(|d| seed.wrapping_mul(d + i)).collect(),
+                })
+                .collect();
+            let node = BtreeV1Node {
+                node_type: NodeType::RawData,
+                level: 0,
+                left_sibling: UNDEFINED_ADDRESS,
+                right_sibling: 0x10,
+                keys: Keys::RawData(keys),
+                children: (0..n as u64).map(|i| 0x2000 + i).collect(),
+            };
+            let b = node.encode(S, 32).unwrap();
+            prop_assert_eq!(BtreeV1Node::decode(&b, S, 0, Some(dims)).unwrap(), node);
+        }
+
+        #[test]
+        fn global_heap_collections(datas in proptest::collection::vec(
+                                       (any::<u16>(), proptest::collection::vec(any::<u8>(), 0..300)),
+                                       0..20)) {
+            let objects = datas
+                .into_iter()
+                .enumerate()
+                .map(|(i, (rc, data))| GlobalHeapObject {
+                    index: i as u16 + 1,
+                    reference_count: rc,
+                    data,
+                })
+                .collect();
+            let c = GlobalHeapCollection::with_objects(S, objects).unwrap();
+            let b = c.encode(S).unwrap();
+            prop_assert_eq!(b.len() as u64, c.collection_size);
+            prop_assert_eq!(GlobalHeapCollection::decode(&b, S, 0).unwrap(), c);
+        }
+    }
+}
