@@ -21,6 +21,7 @@
 
 use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes};
+use crate::writer::Writer;
 
 const STRUCTURE: &str = "v1 B-tree node";
 
@@ -188,9 +189,87 @@ impl BtreeV1Node {
         })
     }
 
+    /// The dimensions of this node's chunk keys (`None` for a group node); the argument
+    /// [`Self::decode`] needs to read the node back.
+    pub fn rank_plus_one(&self) -> Option<usize> {
+        match &self.keys {
+            Keys::Group(_) => None,
+            Keys::RawData(k) => Some(k.first().map_or(0, |k| k.offsets.len())),
+        }
+    }
+
+    /// Encodes the node padded to [`node_len`] for `k` (`2k` child slots, `2k + 1` key slots;
+    /// the unused slots are zero, as libhdf5 writes them). Errors when the node does not fit,
+    /// the keys are not one more than the children, the key type differs from the node type,
+    /// or chunk keys differ in dimensions.
+    pub fn encode(&self, sizes: Sizes, k: u16) -> Result<Vec<u8>> {
+        let entries = self.children.len();
+        let nkeys = match &self.keys {
+            Keys::Group(v) => v.len(),
+            Keys::RawData(v) => v.len(),
+        };
+        let type_ok = matches!(
+            (&self.keys, self.node_type),
+            (Keys::Group(_), NodeType::Group) | (Keys::RawData(_), NodeType::RawData)
+        );
+        if !type_ok || nkeys != entries + 1 || entries > 2 * usize::from(k) {
+            return Err(encode_error(format!(
+                "{entries} children and {nkeys} keys of {:?} in a {:?} node with K {k}",
+                self.rank_plus_one(),
+                self.node_type
+            )));
+        }
+        let dims = self.rank_plus_one().unwrap_or(0);
+        let len = node_len(sizes, k, self.node_type, dims)?;
+        let count =
+            u16::try_from(entries).map_err(|_| encode_error(format!("{entries} children")))?;
+        let mut w = Writer::with_capacity(len);
+        w.bytes(b"TREE");
+        w.u8(match self.node_type {
+            NodeType::Group => 0,
+            NodeType::RawData => 1,
+        });
+        w.u8(self.level);
+        w.u16(count);
+        w.offset(sizes, self.left_sibling);
+        w.offset(sizes, self.right_sibling);
+        for i in 0..=entries {
+            match &self.keys {
+                Keys::Group(keys) => w.length(sizes, keys[i]),
+                Keys::RawData(keys) => {
+                    let key = &keys[i];
+                    if key.offsets.len() != dims {
+                        return Err(encode_error(format!(
+                            "chunk key {i} has {} dimensions, key 0 has {dims}",
+                            key.offsets.len()
+                        )));
+                    }
+                    w.u32(key.chunk_size);
+                    w.u32(key.filter_mask);
+                    for &o in &key.offsets {
+                        w.u64(o);
+                    }
+                }
+            }
+            if let Some(&c) = self.children.get(i) {
+                w.offset(sizes, c);
+            }
+        }
+        w.zeros(len - w.len());
+        Ok(w.into_bytes())
+    }
+
     /// Number of children in use.
     pub fn entries_used(&self) -> usize {
         self.children.len()
+    }
+}
+
+fn encode_error(what: String) -> FormatError {
+    FormatError::Unsupported {
+        structure: STRUCTURE,
+        address: crate::UNDEFINED_ADDRESS,
+        what,
     }
 }
 
@@ -308,5 +387,43 @@ mod tests {
         let mut x = group_image();
         x[32..40].copy_from_slice(&[0xff; 8]);
         assert!(BtreeV1Node::decode(&x, Sizes::EIGHT, 0, None).is_err());
+    }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        let b = group_image();
+        let n = BtreeV1Node::decode(&b, Sizes::EIGHT, 0, None).unwrap();
+        assert_eq!(n.encode(Sizes::EIGHT, 2).unwrap(), b);
+        assert!(n.encode(Sizes::EIGHT, 0).is_err());
+        let c = BtreeV1Node::decode(&chunk_image(), Sizes::EIGHT, 0, Some(2)).unwrap();
+        assert_eq!(c.rank_plus_one(), Some(2));
+        // K = 1: the used slots as in chunk_image, then one zero child and key slot.
+        let e = c.encode(Sizes::EIGHT, 1).unwrap();
+        assert_eq!(e[..chunk_image().len()], chunk_image());
+        assert!(e[chunk_image().len()..].iter().all(|&x| x == 0));
+        let s = Sizes::new(4, 2, "t", 0).unwrap();
+        for (node, dims) in [(n, None), (c, Some(2))] {
+            let e = node.encode(s, 16).unwrap();
+            assert_eq!(
+                e.len(),
+                node_len(s, 16, node.node_type, dims.unwrap_or(0)).unwrap()
+            );
+            assert_eq!(BtreeV1Node::decode(&e, s, 0, dims).unwrap(), node);
+            // Inconsistent nodes are errors.
+            let mut bad = node.clone();
+            bad.children.push(0x10);
+            assert!(bad.encode(s, 16).is_err());
+            let mut bad = node.clone();
+            bad.node_type = match node.node_type {
+                NodeType::Group => NodeType::RawData,
+                NodeType::RawData => NodeType::Group,
+            };
+            assert!(bad.encode(s, 16).is_err());
+        }
+        let mut c = BtreeV1Node::decode(&chunk_image(), Sizes::EIGHT, 0, Some(2)).unwrap();
+        if let Keys::RawData(k) = &mut c.keys {
+            k[1].offsets.push(0);
+        }
+        assert!(c.encode(Sizes::EIGHT, 1).is_err());
     }
 }

@@ -21,8 +21,30 @@
 
 use crate::btree2::verify_checksum;
 use crate::error::Result;
-use crate::fixed_array::{ArrayClient, ChunkEntry, ElementFormat, bit_set, decode_page_named};
+use crate::fixed_array::{
+    ArrayClient, ChunkEntry, ElementFormat, bit_set, decode_page_named, encode_error,
+};
 use crate::reader::{Reader, Sizes};
+use crate::writer::Writer;
+
+/// The creation parameters of an extensible array (libhdf5's for chunk indexes: 32 index
+/// bits, 4 index block elements, data blocks of at least 16 elements, super blocks of at
+/// least 4 data block pointers, 1024-element pages, i.e. page bits 10).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ExtensibleArrayParams {
+    /// Element encoding.
+    pub format: ElementFormat,
+    /// Bits needed for the largest element index.
+    pub max_elements_bits: u8,
+    /// Elements stored in the index block.
+    pub index_block_elements: u8,
+    /// Elements of the smallest data blocks (a power of two).
+    pub data_block_min_elements: u8,
+    /// Data block pointers of the smallest real super blocks (a power of two).
+    pub super_block_min_data_pointers: u8,
+    /// Log2 of the elements in a data block page.
+    pub page_bits: u8,
+}
 
 /// Statistics stored in the header.
 #[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
@@ -245,6 +267,37 @@ impl ExtensibleArrayHeader {
         })
     }
 
+    /// A header at `address` with `params`, `stats` and the index block at
+    /// `index_block_address`, its geometry derived. Errors as [`Self::decode`] does on
+    /// impossible parameters.
+    pub fn new(
+        sizes: Sizes,
+        address: u64,
+        params: ExtensibleArrayParams,
+        stats: ExtensibleArrayStats,
+        index_block_address: u64,
+    ) -> Result<Self> {
+        let bytes = encode_header(sizes, &params, &stats, index_block_address);
+        Self::decode(&bytes, sizes, address)
+    }
+
+    /// The creation parameters.
+    pub fn params(&self) -> ExtensibleArrayParams {
+        ExtensibleArrayParams {
+            format: self.format,
+            max_elements_bits: self.max_elements_bits,
+            index_block_elements: self.index_block_elements,
+            data_block_min_elements: self.data_block_min_elements,
+            super_block_min_data_pointers: self.super_block_min_data_pointers,
+            page_bits: self.page_bits,
+        }
+    }
+
+    /// Encodes the header ([`Self::encoded_len`] bytes, checksum included).
+    pub fn encode(&self, sizes: Sizes) -> Vec<u8> {
+        encode_header(sizes, &self.params(), &self.stats, self.index_block_address)
+    }
+
     /// Elements in a data block page.
     pub fn page_elements(&self) -> u64 {
         1u64 << self.page_bits
@@ -387,6 +440,68 @@ impl ExtensibleArrayHeader {
     }
 }
 
+fn encode_header(
+    sizes: Sizes,
+    p: &ExtensibleArrayParams,
+    stats: &ExtensibleArrayStats,
+    index_block_address: u64,
+) -> Vec<u8> {
+    let mut w = Writer::with_capacity(ExtensibleArrayHeader::encoded_len(sizes));
+    w.bytes(b"EAHD");
+    w.u8(0);
+    w.u8(p.format.client.as_u8());
+    // Element sizes are at most 8 + 8 + 4 bytes.
+    w.u8(p.format.element_size as u8);
+    w.u8(p.max_elements_bits);
+    w.u8(p.index_block_elements);
+    w.u8(p.data_block_min_elements);
+    w.u8(p.super_block_min_data_pointers);
+    w.u8(p.page_bits);
+    for v in [
+        stats.super_blocks,
+        stats.super_blocks_size,
+        stats.data_blocks,
+        stats.data_blocks_size,
+        stats.max_index_set,
+        stats.elements_realized,
+    ] {
+        w.length(sizes, v);
+    }
+    w.offset(sizes, index_block_address);
+    w.checksum_from(0);
+    w.into_bytes()
+}
+
+/// Writes signature, version, client and the owning header's address.
+fn encode_prefix(w: &mut Writer, sig: &[u8; 4], header: &ExtensibleArrayHeader, sizes: Sizes) {
+    w.bytes(sig);
+    w.u8(0);
+    w.u8(header.format.client.as_u8());
+    w.offset(sizes, header.address);
+}
+
+/// Writes a block offset of `header.array_offset_size` bytes, if it fits.
+fn encode_block_offset(
+    w: &mut Writer,
+    header: &ExtensibleArrayHeader,
+    v: u64,
+    name: &'static str,
+) -> Result<()> {
+    let n = header.array_offset_size;
+    if n < 8 && v >> (8 * n) != 0 {
+        return Err(encode_error(name, format!("block offset {v} in {n} bytes")));
+    }
+    w.uint(v, n);
+    Ok(())
+}
+
+fn count_error(name: &'static str, what: &str, got: usize, want: u64) -> crate::FormatError {
+    encode_error(
+        name,
+        format!("{got} {what}, the header's geometry has {want}"),
+    )
+}
+
 /// Reads signature, version, client and owning header address, checking them.
 fn block_prefix(
     r: &mut Reader<'_>,
@@ -464,6 +579,47 @@ impl ExtensibleArrayIndexBlock {
     }
 }
 
+impl ExtensibleArrayIndexBlock {
+    /// Encodes the index block of `header` (`header.index_block_len(sizes)` bytes). Errors
+    /// when the element or address counts differ from the header's geometry.
+    pub fn encode(&self, header: &ExtensibleArrayHeader, sizes: Sizes) -> Result<Vec<u8>> {
+        let name = "extensible array index block";
+        for (what, got, want) in [
+            (
+                "elements",
+                self.elements.len(),
+                u64::from(header.index_block_elements),
+            ),
+            (
+                "data block addresses",
+                self.data_block_addresses.len(),
+                header.index_block_data_blocks as u64,
+            ),
+            (
+                "super block addresses",
+                self.super_block_addresses.len(),
+                header.index_block_super_block_addresses as u64,
+            ),
+        ] {
+            if got as u64 != want {
+                return Err(count_error(name, what, got, want));
+            }
+        }
+        let mut w = Writer::new();
+        encode_prefix(&mut w, b"EAIB", header, sizes);
+        header.format.encode_many(&mut w, sizes, &self.elements)?;
+        for &a in self
+            .data_block_addresses
+            .iter()
+            .chain(&self.super_block_addresses)
+        {
+            w.offset(sizes, a);
+        }
+        w.checksum_from(0);
+        Ok(w.into_bytes())
+    }
+}
+
 /// An extensible array super block (`EASB`, version 0).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ExtensibleArraySuperBlock {
@@ -516,6 +672,47 @@ impl ExtensibleArraySuperBlock {
         })
     }
 
+    /// Encodes the super block (`header.super_block_len(sizes, self.index)` bytes). Errors
+    /// when the index is not a real super block of the geometry, or the bitmap, addresses or
+    /// block offset do not fit it.
+    pub fn encode(&self, header: &ExtensibleArrayHeader, sizes: Sizes) -> Result<Vec<u8>> {
+        let name = "extensible array super block";
+        let info = header
+            .super_blocks
+            .get(self.index)
+            .filter(|_| self.index >= header.index_block_super_blocks)
+            .copied()
+            .ok_or_else(|| encode_error(name, format!("no super block {}", self.index)))?;
+        let bitmap = header
+            .bitmap_len_per_data_block(&info)
+            .saturating_mul(info.data_blocks);
+        if self.page_bitmap.len() as u64 != bitmap {
+            return Err(count_error(
+                name,
+                "bitmap bytes",
+                self.page_bitmap.len(),
+                bitmap,
+            ));
+        }
+        if self.data_block_addresses.len() as u64 != info.data_blocks {
+            return Err(count_error(
+                name,
+                "data block addresses",
+                self.data_block_addresses.len(),
+                info.data_blocks,
+            ));
+        }
+        let mut w = Writer::new();
+        encode_prefix(&mut w, b"EASB", header, sizes);
+        encode_block_offset(&mut w, header, self.block_offset, name)?;
+        w.bytes(&self.page_bitmap);
+        for &a in &self.data_block_addresses {
+            w.offset(sizes, a);
+        }
+        w.checksum_from(0);
+        Ok(w.into_bytes())
+    }
+
     /// Whether bit `bit` of the page bitmaps is set (see [`PageSlot::bitmap_bit`]).
     pub fn page_initialized(&self, bit: u64) -> bool {
         bit_set(&self.page_bitmap, bit)
@@ -558,6 +755,51 @@ impl ExtensibleArrayDataBlock {
             elements: elems,
         })
     }
+}
+
+impl ExtensibleArrayDataBlock {
+    /// Encodes a data block of `elements` elements (`header.data_block_len(sizes,
+    /// elements)` bytes): its elements, or none when it is paged (the pages are encoded apart
+    /// with [`encode_page`]). Errors when the elements or block offset do not fit.
+    pub fn encode(
+        &self,
+        header: &ExtensibleArrayHeader,
+        sizes: Sizes,
+        elements: u64,
+    ) -> Result<Vec<u8>> {
+        let name = "extensible array data block";
+        let want = if header.pages_per_data_block(elements) > 0 {
+            0
+        } else {
+            elements
+        };
+        if self.elements.len() as u64 != want {
+            return Err(count_error(name, "elements", self.elements.len(), want));
+        }
+        let mut w = Writer::new();
+        encode_prefix(&mut w, b"EADB", header, sizes);
+        encode_block_offset(&mut w, header, self.block_offset, name)?;
+        header.format.encode_many(&mut w, sizes, &self.elements)?;
+        w.checksum_from(0);
+        Ok(w.into_bytes())
+    }
+}
+
+/// Encodes one data block page (`header.page_elements()` elements and a checksum).
+pub fn encode_page(
+    header: &ExtensibleArrayHeader,
+    sizes: Sizes,
+    elements: &[ChunkEntry],
+) -> Result<Vec<u8>> {
+    if elements.len() as u64 != header.page_elements() {
+        return Err(count_error(
+            "extensible array data block page",
+            "elements",
+            elements.len(),
+            header.page_elements(),
+        ));
+    }
+    crate::fixed_array::encode_page(&header.format, sizes, elements)
 }
 
 /// Decodes one data block page (`header.page_elements()` elements and a checksum).
@@ -753,6 +995,11 @@ mod tests {
         let hb = header_image(1, 10, [8, 2, 2, 2, 2], 10, 0x400);
         let h = ExtensibleArrayHeader::decode(&hb, S4, 0x100).unwrap();
         assert_eq!(h.super_blocks.len(), 8);
+        assert_eq!(h.encode(S4), hb);
+        assert_eq!(
+            ExtensibleArrayHeader::new(S4, 0x100, h.params(), h.stats, 0x400).unwrap(),
+            h
+        );
         assert_eq!(
             (
                 h.index_block_data_blocks,
@@ -785,6 +1032,10 @@ mod tests {
             ExtensibleArrayIndexBlock::decode(b, &h, S4, 0x400)
         });
         let i = ExtensibleArrayIndexBlock::decode(&ib, &h, S4, 0x400).unwrap();
+        assert_eq!(i.encode(&h, S4).unwrap(), ib);
+        let mut bad = i.clone();
+        bad.super_block_addresses.pop();
+        assert!(bad.encode(&h, S4).is_err());
         assert_eq!(i.elements[0].size, Some(7));
         assert_eq!(i.data_block_addresses, vec![0x500, UNDEFINED_ADDRESS]);
         assert_eq!(i.super_block_addresses[0], 0x600);
@@ -806,6 +1057,16 @@ mod tests {
             ExtensibleArraySuperBlock::decode(b, &h, S4, 3, 0x600)
         });
         let s = ExtensibleArraySuperBlock::decode(&sb, &h, S4, 3, 0x600).unwrap();
+        assert_eq!(s.encode(&h, S4).unwrap(), sb);
+        let mut bad = s.clone();
+        bad.block_offset = 256; // 1-byte field
+        assert!(bad.encode(&h, S4).is_err());
+        let mut bad = s.clone();
+        bad.index = 1;
+        assert!(bad.encode(&h, S4).is_err());
+        let mut bad = s.clone();
+        bad.page_bitmap.pop();
+        assert!(bad.encode(&h, S4).is_err());
         assert!(s.page_initialized(0) && !s.page_initialized(1));
         assert!(!s.page_initialized(8) && s.page_initialized(9));
         assert_eq!(s.data_block_addresses, vec![0x700, UNDEFINED_ADDRESS]);
@@ -821,12 +1082,9 @@ mod tests {
         sweep(&db, db.len(), |b| {
             ExtensibleArrayDataBlock::decode(b, &h, S4, 8, 0x700)
         });
-        assert!(
-            ExtensibleArrayDataBlock::decode(&db, &h, S4, 8, 0x700)
-                .unwrap()
-                .elements
-                .is_empty()
-        );
+        let paged = ExtensibleArrayDataBlock::decode(&db, &h, S4, 8, 0x700).unwrap();
+        assert!(paged.elements.is_empty());
+        assert_eq!(paged.encode(&h, S4, 8).unwrap(), db);
         // An unpaged one (2 elements) holds its elements.
         let mut db = prefix(b"EADB", 1, 0x100);
         db.push(0);
@@ -837,6 +1095,8 @@ mod tests {
             ExtensibleArrayDataBlock::decode(b, &h, S4, 2, 0x500)
         });
         let d = ExtensibleArrayDataBlock::decode(&db, &h, S4, 2, 0x500).unwrap();
+        assert_eq!(d.encode(&h, S4, 2).unwrap(), db);
+        assert!(d.encode(&h, S4, 8).is_err());
         assert_eq!(
             d.elements[1],
             ChunkEntry {
@@ -849,10 +1109,10 @@ mod tests {
         let mut page: Vec<u8> = (0..4).flat_map(|k| elem(0x4000 + k, 3, 0)).collect();
         seal(&mut page);
         sweep(&page, page.len(), |b| decode_page(b, &h, S4, 0x712));
-        assert_eq!(
-            decode_page(&page, &h, S4, 0x712).unwrap()[3].address,
-            0x4003
-        );
+        let p = decode_page(&page, &h, S4, 0x712).unwrap();
+        assert_eq!(p[3].address, 0x4003);
+        assert_eq!(encode_page(&h, S4, &p).unwrap(), page);
+        assert!(encode_page(&h, S4, &p[..3]).is_err());
         // Blocks of another header or client are corrupt.
         let other = ExtensibleArrayHeader::decode(&hb, S4, 0x180).unwrap();
         assert!(ExtensibleArrayIndexBlock::decode(&ib, &other, S4, 0x400).is_err());

@@ -10,8 +10,17 @@
 //! signature, version, client, header address, bitmap and checksum.
 
 use crate::btree2::verify_checksum;
-use crate::error::Result;
+use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes};
+use crate::writer::Writer;
+
+pub(crate) fn encode_error(structure: &'static str, what: String) -> FormatError {
+    FormatError::Unsupported {
+        structure,
+        address: crate::UNDEFINED_ADDRESS,
+        what,
+    }
+}
 
 /// What the elements of a fixed or extensible array are (the "client ID").
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -96,6 +105,68 @@ impl ElementFormat {
             element_size: es,
             chunk_size_len,
         })
+    }
+
+    /// The format of `client` elements: an address, plus for filtered chunks a
+    /// `chunk_size_len`-byte size (1..=8, see [`crate::btree2::chunk_size_len`]) and a 4-byte
+    /// filter mask. `chunk_size_len` is ignored for unfiltered chunks.
+    pub fn for_client(client: ArrayClient, sizes: Sizes, chunk_size_len: usize) -> Result<Self> {
+        let o = usize::from(sizes.offset);
+        let (element_size, chunk_size_len) = match client {
+            ArrayClient::Chunks => (o, 0),
+            ArrayClient::FilteredChunks if (1..=8).contains(&chunk_size_len) => {
+                (o + chunk_size_len + 4, chunk_size_len)
+            }
+            ArrayClient::FilteredChunks => {
+                return Err(encode_error(
+                    "array element",
+                    format!("chunk size width {chunk_size_len}"),
+                ));
+            }
+        };
+        Ok(Self {
+            client,
+            element_size,
+            chunk_size_len,
+        })
+    }
+
+    /// Appends one element (`element_size` bytes). Errors when the entry does not fit the
+    /// format: a size or filter mask for unfiltered chunks, no size for filtered ones, or a
+    /// size wider than its field.
+    pub fn encode(&self, w: &mut Writer, sizes: Sizes, e: &ChunkEntry) -> Result<()> {
+        match (self.client, e.size) {
+            (ArrayClient::Chunks, None) if e.filter_mask == 0 => w.offset(sizes, e.address),
+            (ArrayClient::FilteredChunks, Some(size))
+                if (1..=8).contains(&self.chunk_size_len)
+                    && (self.chunk_size_len == 8 || size >> (8 * self.chunk_size_len) == 0) =>
+            {
+                w.offset(sizes, e.address);
+                w.uint(size, self.chunk_size_len);
+                w.u32(e.filter_mask);
+            }
+            _ => {
+                return Err(encode_error(
+                    "array element",
+                    format!(
+                        "{e:?} as a client {} element of {} bytes",
+                        self.client.as_u8(),
+                        self.element_size
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `elements` in order.
+    pub(crate) fn encode_many(
+        &self,
+        w: &mut Writer,
+        sizes: Sizes,
+        elements: &[ChunkEntry],
+    ) -> Result<()> {
+        elements.iter().try_for_each(|e| self.encode(w, sizes, e))
     }
 
     /// Decodes one element (exactly `element_size` bytes from `r`).
@@ -210,6 +281,21 @@ impl FixedArrayHeader {
             num_elements,
             data_block_address,
         })
+    }
+
+    /// Encodes the header ([`Self::encoded_len`] bytes, checksum included).
+    pub fn encode(&self, sizes: Sizes) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::encoded_len(sizes));
+        w.bytes(b"FAHD");
+        w.u8(0);
+        w.u8(self.format.client.as_u8());
+        // Element sizes are at most 8 + 8 + 4 bytes (checked when the format was made).
+        w.u8(self.format.element_size as u8);
+        w.u8(self.page_bits);
+        w.length(sizes, self.num_elements);
+        w.offset(sizes, self.data_block_address);
+        w.checksum_from(0);
+        w.into_bytes()
     }
 
     /// Elements in a full page.
@@ -352,6 +438,38 @@ impl FixedArrayDataBlock {
         })
     }
 
+    /// Encodes the data block of `header` (`header.data_block_len(sizes)` bytes): the
+    /// elements when unpaged, else the page bitmap (the pages are encoded apart, with
+    /// [`encode_page`]). Errors when the elements or bitmap do not match the header.
+    pub fn encode(&self, header: &FixedArrayHeader, sizes: Sizes) -> Result<Vec<u8>> {
+        let name = "fixed array data block";
+        let ok = if header.is_paged() {
+            self.elements.is_empty() && self.page_bitmap.len() as u64 == header.bitmap_len()
+        } else {
+            self.page_bitmap.is_empty() && self.elements.len() as u64 == header.num_elements
+        };
+        if !ok {
+            return Err(encode_error(
+                name,
+                format!(
+                    "{} elements and a {}-byte bitmap for a header of {} elements",
+                    self.elements.len(),
+                    self.page_bitmap.len(),
+                    header.num_elements
+                ),
+            ));
+        }
+        let mut w = Writer::new();
+        w.bytes(b"FADB");
+        w.u8(0);
+        w.u8(header.format.client.as_u8());
+        w.offset(sizes, self.header_address);
+        w.bytes(&self.page_bitmap);
+        header.format.encode_many(&mut w, sizes, &self.elements)?;
+        w.checksum_from(0);
+        Ok(w.into_bytes())
+    }
+
     /// Whether page `page` was initialized (always false for unpaged blocks). An
     /// uninitialized page reads as all chunks unallocated.
     pub fn page_initialized(&self, page: u64) -> bool {
@@ -376,6 +494,19 @@ pub fn decode_page(
         address,
         "fixed array data block page",
     )
+}
+
+/// Encodes one page of a paged data block (also an extensible array data block page): the
+/// elements, then their checksum.
+pub fn encode_page(
+    format: &ElementFormat,
+    sizes: Sizes,
+    elements: &[ChunkEntry],
+) -> Result<Vec<u8>> {
+    let mut w = Writer::with_capacity(elements.len() * format.element_size + 4);
+    format.encode_many(&mut w, sizes, elements)?;
+    w.checksum_from(0);
+    Ok(w.into_bytes())
 }
 
 /// [`decode_page`] under another structure name (extensible array pages share the layout).
@@ -441,6 +572,12 @@ mod tests {
             FixedArrayDataBlock::decode(b, &h, S4, 0x200)
         });
         let d = FixedArrayDataBlock::decode(&db, &h, S4, 0x200).unwrap();
+        assert_eq!(h.encode(S4), hb);
+        assert_eq!(d.encode(&h, S4).unwrap(), db);
+        assert_eq!(
+            ElementFormat::for_client(ArrayClient::FilteredChunks, S4, 3).unwrap(),
+            h.format
+        );
         assert_eq!(
             h.locate(S4, 2),
             Some(FixedArraySlot::DataBlock { element: 2 })
@@ -506,6 +643,8 @@ mod tests {
             FixedArrayDataBlock::decode(b, &h, s, 0x1000)
         });
         let d = FixedArrayDataBlock::decode(&db, &h, s, 0x1000).unwrap();
+        assert_eq!(h.encode(s), hb);
+        assert_eq!(d.encode(&h, s).unwrap(), db);
         assert!(d.page_initialized(0) && !d.page_initialized(1) && d.page_initialized(2));
         assert!(!d.page_initialized(3) && !d.page_initialized(u64::MAX));
 
@@ -514,6 +653,7 @@ mod tests {
             .collect();
         seal(&mut page);
         let p = decode_page(&page, &h.format, s, 952, 0x5000).unwrap();
+        assert_eq!(encode_page(&h.format, s, &p).unwrap(), page);
         assert_eq!(p[2].address, 0x10_0002);
         assert_eq!(p[2].size, None);
         // The corruption sweep on a short page (the layout does not depend on its length).
@@ -547,5 +687,51 @@ mod tests {
         seal(&mut db);
         assert!(FixedArrayDataBlock::decode(&db, &h, S4, 0).is_err());
         assert!(decode_page(&db, &h.format, S4, u64::MAX, 0).is_err());
+    }
+
+    #[test]
+    fn encoders_reject_what_does_not_fit() {
+        let f = ElementFormat::for_client(ArrayClient::FilteredChunks, S4, 1).unwrap();
+        assert_eq!(f.element_size, 9);
+        assert!(ElementFormat::for_client(ArrayClient::FilteredChunks, S4, 9).is_err());
+        assert!(ElementFormat::for_client(ArrayClient::FilteredChunks, S4, 0).is_err());
+        let plain = ElementFormat::for_client(ArrayClient::Chunks, S4, 5).unwrap();
+        assert_eq!((plain.element_size, plain.chunk_size_len), (4, 0));
+        let mut w = Writer::new();
+        let big = ChunkEntry {
+            address: 1,
+            size: Some(256),
+            filter_mask: 0,
+        };
+        assert!(f.encode(&mut w, S4, &big).is_err());
+        assert!(plain.encode(&mut w, S4, &big).is_err());
+        let none = ChunkEntry {
+            address: 1,
+            size: None,
+            filter_mask: 0,
+        };
+        assert!(f.encode(&mut w, S4, &none).is_err());
+        let h = FixedArrayHeader {
+            address: 0x100,
+            format: plain,
+            page_bits: 2,
+            num_elements: 3,
+            data_block_address: 0x200,
+        };
+        assert_eq!(
+            FixedArrayHeader::decode(&h.encode(S4), S4, 0x100).unwrap(),
+            h
+        );
+        let mut d = FixedArrayDataBlock {
+            address: 0x200,
+            header_address: 0x100,
+            page_bitmap: vec![],
+            elements: vec![none; 3],
+        };
+        let b = d.encode(&h, S4).unwrap();
+        assert_eq!(b.len() as u64, h.data_block_len(S4));
+        assert_eq!(FixedArrayDataBlock::decode(&b, &h, S4, 0x200).unwrap(), d);
+        d.elements.pop();
+        assert!(d.encode(&h, S4).is_err());
     }
 }

@@ -18,8 +18,9 @@
 //! A symbol table node: signature `SNOD`, version 1, reserved (1), number of symbols (2), then
 //! `2 * group leaf node K` entries of which the first "number of symbols" are in use.
 
-use crate::error::Result;
-use crate::reader::{Reader, Sizes};
+use crate::error::{FormatError, Result};
+use crate::reader::{Reader, Sizes, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
 
 // One definition of the entry serves the superblock's root entry and the nodes.
 pub use crate::superblock::{ScratchPad, SymbolTableEntry};
@@ -57,6 +58,75 @@ impl SymbolTableNode {
             entries.push(SymbolTableEntry::decode(&mut r, sizes)?);
         }
         Ok(Self { entries })
+    }
+}
+
+/// Appends a symbol table entry ([`SymbolTableEntry::encoded_len`] bytes): the name offset
+/// (`sizes.length` bytes, as libhdf5 writes it), the object header address, the cache type,
+/// a zero reserved word and the scratch pad, its unused bytes zero.
+pub fn encode_entry(entry: &SymbolTableEntry, sizes: Sizes, w: &mut Writer) {
+    w.length(sizes, entry.link_name_offset);
+    w.offset(sizes, entry.object_header_address);
+    let start = w.len();
+    match entry.scratch {
+        ScratchPad::None => {
+            w.u32(0);
+            w.u32(0);
+        }
+        ScratchPad::SymbolTable {
+            btree_address,
+            heap_address,
+        } => {
+            w.u32(1);
+            w.u32(0);
+            w.offset(sizes, btree_address);
+            w.offset(sizes, heap_address);
+        }
+        ScratchPad::SoftLink { link_value_offset } => {
+            w.u32(2);
+            w.u32(0);
+            w.u32(link_value_offset);
+        }
+    }
+    let pad_end = start + 8 + SCRATCH_LEN;
+    w.zeros(pad_end.saturating_sub(w.len()));
+}
+
+/// Bytes of the scratch pad of an entry.
+const SCRATCH_LEN: usize = 16;
+
+impl SymbolTableNode {
+    /// Encodes the node padded to [`Self::node_len`] (`2 * group_leaf_k` entry slots, the
+    /// unused ones zero, as libhdf5 writes them). Errors when the entries do not fit.
+    pub fn encode(&self, sizes: Sizes, group_leaf_k: u16) -> Result<Vec<u8>> {
+        let slots = 2 * usize::from(group_leaf_k);
+        if self.entries.len() > slots {
+            return Err(FormatError::Unsupported {
+                structure: STRUCTURE,
+                address: UNDEFINED_ADDRESS,
+                what: format!(
+                    "{} entries in a node of {slots} (group leaf node K {group_leaf_k})",
+                    self.entries.len()
+                ),
+            });
+        }
+        let len = Self::node_len(sizes, group_leaf_k);
+        let mut w = Writer::with_capacity(len);
+        w.bytes(b"SNOD");
+        w.u8(1);
+        w.u8(0);
+        // At most 2 * 65535 slots; a count above u16::MAX is an error too.
+        let count = u16::try_from(self.entries.len()).map_err(|_| FormatError::Unsupported {
+            structure: STRUCTURE,
+            address: UNDEFINED_ADDRESS,
+            what: format!("{} entries", self.entries.len()),
+        })?;
+        w.u16(count);
+        for e in &self.entries {
+            encode_entry(e, sizes, &mut w);
+        }
+        w.zeros(len - w.len());
+        Ok(w.into_bytes())
     }
 }
 
@@ -171,5 +241,23 @@ mod tests {
             SymbolTableNode::decode(&x, Sizes::EIGHT, 0),
             Err(FormatError::Corrupted { .. })
         ));
+    }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        let b = image();
+        let n = SymbolTableNode::decode(&b, Sizes::EIGHT, 0).unwrap();
+        assert_eq!(n.encode(Sizes::EIGHT, 2).unwrap(), b);
+        assert!(n.encode(Sizes::EIGHT, 1).is_err());
+        let s = Sizes::new(4, 2, "t", 0).unwrap();
+        let e = n.encode(s, 4).unwrap();
+        assert_eq!(e.len(), SymbolTableNode::node_len(s, 4));
+        let back = SymbolTableNode::decode(&e, s, 0).unwrap();
+        assert_eq!(back, n);
+        let empty = SymbolTableNode { entries: vec![] };
+        assert_eq!(
+            SymbolTableNode::decode(&empty.encode(s, 4).unwrap(), s, 0).unwrap(),
+            empty
+        );
     }
 }

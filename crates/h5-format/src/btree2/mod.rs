@@ -25,8 +25,9 @@ pub use record::{
     chunk_size_len,
 };
 
-use crate::error::Result;
+use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes};
+use crate::writer::Writer;
 
 /// Bytes of the signature, version, type and checksum that every node spends besides its
 /// records and pointers.
@@ -139,6 +140,30 @@ pub struct ChildPointer {
     pub total_records: u64,
 }
 
+/// The creation parameters of a v2 B-tree (what [`Btree2Header::new`] needs besides the
+/// current root).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Btree2Params {
+    /// What the records are.
+    pub tree_type: Btree2Type,
+    /// Bytes of every node on disk (libhdf5 uses 512 for group, attribute and chunk indexes).
+    pub node_size: u32,
+    /// Bytes of one record ([`RecordContext::record_size`]).
+    pub record_size: u16,
+    /// Percent full at which a node splits (libhdf5: 100).
+    pub split_percent: u8,
+    /// Percent full below which nodes merge (libhdf5: 40).
+    pub merge_percent: u8,
+}
+
+fn encode_error(structure: &'static str, what: String) -> FormatError {
+    FormatError::Unsupported {
+        structure,
+        address: crate::UNDEFINED_ADDRESS,
+        what,
+    }
+}
+
 /// A v2 B-tree header (`BTHD`, version 0).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Btree2Header {
@@ -227,6 +252,55 @@ impl Btree2Header {
         })
     }
 
+    /// A header at `address` for a tree made with `params`, of `depth`, whose root is `root`
+    /// (address undefined and counts 0 for an empty tree), with the per-depth limits derived.
+    /// Errors as [`Self::decode`] does on an impossible geometry.
+    pub fn new(
+        sizes: Sizes,
+        address: u64,
+        params: Btree2Params,
+        depth: u16,
+        root: ChildPointer,
+    ) -> Result<Self> {
+        let bytes = encode_header(
+            sizes,
+            params.tree_type,
+            params.node_size,
+            params.record_size,
+            depth,
+            params.split_percent,
+            params.merge_percent,
+            root,
+        )?;
+        Self::decode(&bytes, sizes, address)
+    }
+
+    /// The creation parameters.
+    pub fn params(&self) -> Btree2Params {
+        Btree2Params {
+            tree_type: self.tree_type,
+            node_size: self.node_size,
+            record_size: self.record_size,
+            split_percent: self.split_percent,
+            merge_percent: self.merge_percent,
+        }
+    }
+
+    /// Encodes the header ([`Self::encoded_len`] bytes, checksum included). Errors when the
+    /// root's record count does not fit its 2-byte field.
+    pub fn encode(&self, sizes: Sizes) -> Result<Vec<u8>> {
+        encode_header(
+            sizes,
+            self.tree_type,
+            self.node_size,
+            self.record_size,
+            self.depth,
+            self.split_percent,
+            self.merge_percent,
+            self.root,
+        )
+    }
+
     /// Bytes to load for any node of this tree.
     pub fn node_len(&self) -> usize {
         self.node_size as usize
@@ -241,6 +315,39 @@ impl Btree2Header {
     pub fn pointer_len(&self, sizes: Sizes, depth: u16) -> usize {
         pointer_len(sizes, self.max_records_size, depth, &self.limits)
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn encode_header(
+    sizes: Sizes,
+    tree_type: Btree2Type,
+    node_size: u32,
+    record_size: u16,
+    depth: u16,
+    split_percent: u8,
+    merge_percent: u8,
+    root: ChildPointer,
+) -> Result<Vec<u8>> {
+    let root_records = u16::try_from(root.records).map_err(|_| {
+        encode_error(
+            "v2 B-tree header",
+            format!("{} records in the root", root.records),
+        )
+    })?;
+    let mut w = Writer::with_capacity(Btree2Header::encoded_len(sizes));
+    w.bytes(b"BTHD");
+    w.u8(0);
+    w.u8(tree_type.as_u8());
+    w.u32(node_size);
+    w.u16(record_size);
+    w.u16(depth);
+    w.u8(split_percent);
+    w.u8(merge_percent);
+    w.offset(sizes, root.address);
+    w.u16(root_records);
+    w.length(sizes, root.total_records);
+    w.checksum_from(0);
+    Ok(w.into_bytes())
 }
 
 /// Width of a child pointer of a node at `depth` (≥ 1), given the limits of the lower depths.
@@ -418,6 +525,96 @@ impl Btree2Node {
             records: recs,
             children,
         })
+    }
+
+    /// Encodes the node (a leaf at depth 0, else an internal node) padded with zeros to the
+    /// tree's node size, as libhdf5 writes it: signature, version, type, the records, for an
+    /// internal node `records + 1` child pointers, the checksum. Errors when the records or
+    /// children do not match the tree (type, count, limits, `ctx`).
+    pub fn encode(&self, header: &Btree2Header, ctx: &RecordContext) -> Result<Vec<u8>> {
+        let name = if self.depth == 0 {
+            "v2 B-tree leaf node"
+        } else {
+            "v2 B-tree internal node"
+        };
+        let err = |what: String| encode_error(name, what);
+        let limits = header.limits_at(self.depth).ok_or_else(|| {
+            err(format!(
+                "depth {} beyond the tree's {}",
+                self.depth, header.depth
+            ))
+        })?;
+        if self.records.len() as u64 > limits.max_records {
+            return Err(err(format!(
+                "{} records, at most {} fit",
+                self.records.len(),
+                limits.max_records
+            )));
+        }
+        let want_children = if self.depth == 0 {
+            0
+        } else {
+            self.records.len() + 1
+        };
+        if self.children.len() != want_children {
+            return Err(err(format!(
+                "{} child pointers for {} records at depth {}",
+                self.children.len(),
+                self.records.len(),
+                self.depth
+            )));
+        }
+        if ctx.record_size(header.tree_type) != usize::from(header.record_size) {
+            return Err(err(format!(
+                "record size {} does not match the context",
+                header.record_size
+            )));
+        }
+        let len = header.node_len();
+        let mut w = Writer::with_capacity(len);
+        w.bytes(if self.depth == 0 { b"BTLF" } else { b"BTIN" });
+        w.u8(0);
+        w.u8(header.tree_type.as_u8());
+        for rec in &self.records {
+            if rec.tree_type() != header.tree_type {
+                return Err(err(format!(
+                    "a type {} record in a type {} tree",
+                    rec.tree_type().as_u8(),
+                    header.tree_type.as_u8()
+                )));
+            }
+            rec.encode(&mut w, ctx)?;
+        }
+        if self.depth > 0 {
+            let child = header
+                .limits_at(self.depth - 1)
+                .copied()
+                .ok_or_else(|| err(format!("depth {}", self.depth)))?;
+            let count_width = usize::from(header.max_records_size);
+            for c in &self.children {
+                if c.records > child.max_records
+                    || c.total_records < c.records
+                    || c.total_records > child.cumulative_max_records
+                    || (self.depth == 1 && c.total_records != c.records)
+                {
+                    return Err(err(format!(
+                        "child pointer with {} records ({} in its subtree)",
+                        c.records, c.total_records
+                    )));
+                }
+                w.offset(ctx.sizes, c.address);
+                w.uint(c.records, count_width);
+                if self.depth > 1 {
+                    w.uint(c.total_records, usize::from(child.cumulative_size));
+                }
+            }
+        }
+        w.checksum_from(0);
+        if w.len() > len {
+            return Err(err(format!("{} bytes in a {len}-byte node", w.len())));
+        }
+        w.zeros(len - w.len());
+        Ok(w.into_bytes())
     }
 
     /// Whether this node is a leaf.

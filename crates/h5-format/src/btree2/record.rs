@@ -1,8 +1,9 @@
 //! The records of the v2 B-tree types, and the context their decoding needs.
 
 use super::Btree2Type;
-use crate::error::Result;
+use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes};
+use crate::writer::Writer;
 
 /// Length of the fractal heap IDs of dense link storage (types 5 and 6) in libhdf5.
 pub const LINK_HEAP_ID_LEN: usize = 7;
@@ -279,6 +280,185 @@ impl Record {
             },
         })
     }
+}
+
+impl Record {
+    /// The tree type whose records this is.
+    pub fn tree_type(&self) -> Btree2Type {
+        match self {
+            Self::HugeIndirect { .. } => Btree2Type::HugeIndirect,
+            Self::HugeIndirectFiltered { .. } => Btree2Type::HugeIndirectFiltered,
+            Self::HugeDirect { .. } => Btree2Type::HugeDirect,
+            Self::HugeDirectFiltered { .. } => Btree2Type::HugeDirectFiltered,
+            Self::LinkName { .. } => Btree2Type::LinkName,
+            Self::LinkCreationOrder { .. } => Btree2Type::LinkCreationOrder,
+            Self::SharedMessage(_) => Btree2Type::SharedMessages,
+            Self::AttributeName { .. } => Btree2Type::AttributeName,
+            Self::AttributeCreationOrder { .. } => Btree2Type::AttributeCreationOrder,
+            Self::Chunk { .. } => Btree2Type::Chunks,
+            Self::FilteredChunk { .. } => Btree2Type::FilteredChunks,
+        }
+    }
+
+    /// Appends the record (exactly `ctx.record_size(self.tree_type())` bytes). Errors when a
+    /// heap ID or the scaled offsets do not match `ctx`, or a filtered chunk's size does not
+    /// fit `ctx.chunk_size_len` bytes.
+    pub fn encode(&self, w: &mut Writer, ctx: &RecordContext) -> Result<()> {
+        let s = ctx.sizes;
+        let start = w.len();
+        match self {
+            Self::HugeIndirect {
+                address,
+                length,
+                id,
+            } => {
+                w.offset(s, *address);
+                w.length(s, *length);
+                w.length(s, *id);
+            }
+            Self::HugeIndirectFiltered {
+                address,
+                length,
+                filter_mask,
+                memory_size,
+                id,
+            } => {
+                w.offset(s, *address);
+                w.length(s, *length);
+                w.u32(*filter_mask);
+                w.length(s, *memory_size);
+                w.length(s, *id);
+            }
+            Self::HugeDirect { address, length } => {
+                w.offset(s, *address);
+                w.length(s, *length);
+            }
+            Self::HugeDirectFiltered {
+                address,
+                length,
+                filter_mask,
+                memory_size,
+            } => {
+                w.offset(s, *address);
+                w.length(s, *length);
+                w.u32(*filter_mask);
+                w.length(s, *memory_size);
+            }
+            Self::LinkName { hash, heap_id } => {
+                check_id(heap_id, ctx)?;
+                w.u32(*hash);
+                w.bytes(heap_id);
+            }
+            Self::LinkCreationOrder {
+                creation_order,
+                heap_id,
+            } => {
+                check_id(heap_id, ctx)?;
+                w.u64(*creation_order);
+                w.bytes(heap_id);
+            }
+            Self::SharedMessage(SharedMessageRecord::InHeap {
+                hash,
+                reference_count,
+                heap_id,
+            }) => {
+                w.u8(0);
+                w.u32(*hash);
+                w.u32(*reference_count);
+                w.bytes(heap_id);
+            }
+            Self::SharedMessage(SharedMessageRecord::InObjectHeader {
+                hash,
+                message_type,
+                index,
+                address,
+            }) => {
+                w.u8(1);
+                w.u32(*hash);
+                w.u8(0);
+                w.u8(*message_type);
+                w.u16(*index);
+                w.offset(s, *address);
+            }
+            Self::AttributeName {
+                heap_id,
+                flags,
+                creation_order,
+                hash,
+            } => {
+                w.bytes(heap_id);
+                w.u8(*flags);
+                w.u32(*creation_order);
+                w.u32(*hash);
+            }
+            Self::AttributeCreationOrder {
+                heap_id,
+                flags,
+                creation_order,
+            } => {
+                w.bytes(heap_id);
+                w.u8(*flags);
+                w.u32(*creation_order);
+            }
+            Self::Chunk { address, scaled } => {
+                check_rank(scaled, ctx)?;
+                w.offset(s, *address);
+                scaled.iter().for_each(|&v| w.u64(v));
+            }
+            Self::FilteredChunk {
+                address,
+                size,
+                filter_mask,
+                scaled,
+            } => {
+                check_rank(scaled, ctx)?;
+                let n = ctx.chunk_size_len;
+                if !(1..=8).contains(&n) || (n < 8 && *size >> (8 * n) != 0) {
+                    return Err(encode_error(format!(
+                        "chunk size {size} in a {n}-byte field"
+                    )));
+                }
+                w.offset(s, *address);
+                w.uint(*size, n);
+                w.u32(*filter_mask);
+                scaled.iter().for_each(|&v| w.u64(v));
+            }
+        }
+        // Every record is fixed-size; pad the shared message variant that is shorter.
+        let want = ctx.record_size(self.tree_type());
+        w.zeros((start + want).saturating_sub(w.len()));
+        Ok(())
+    }
+}
+
+fn encode_error(what: String) -> FormatError {
+    FormatError::Unsupported {
+        structure: "v2 B-tree record",
+        address: crate::UNDEFINED_ADDRESS,
+        what,
+    }
+}
+
+fn check_id(id: &[u8], ctx: &RecordContext) -> Result<()> {
+    if id.len() != ctx.heap_id_len {
+        return Err(encode_error(format!(
+            "heap ID of {} bytes where records hold {}",
+            id.len(),
+            ctx.heap_id_len
+        )));
+    }
+    Ok(())
+}
+
+fn check_rank(scaled: &[u64], ctx: &RecordContext) -> Result<()> {
+    if scaled.len() != ctx.rank {
+        return Err(encode_error(format!(
+            "{} scaled offsets for rank {}",
+            scaled.len(),
+            ctx.rank
+        )));
+    }
+    Ok(())
 }
 
 fn heap_id8(r: &mut Reader<'_>) -> Result<[u8; OBJECT_HEAP_ID_LEN]> {

@@ -3,6 +3,7 @@
 use super::testutil::{le, seal, sweep};
 use super::*;
 use crate::FormatError;
+use crate::writer::Writer;
 
 const S4: Sizes = Sizes {
     offset: 4,
@@ -120,6 +121,11 @@ fn decodes_a_two_level_chunk_tree_with_small_sizes() {
     sweep(&hb, hb.len(), |b| Btree2Header::decode(b, S4, 0x200));
     let h = Btree2Header::decode(&hb, S4, 0x200).unwrap();
     assert_eq!(h.limits[1].max_records, 3);
+    assert_eq!(h.encode(S4).unwrap(), hb);
+    assert_eq!(
+        Btree2Header::new(S4, 0x200, h.params(), h.depth, h.root).unwrap(),
+        h
+    );
 
     let (leaf, used) = node_image(
         b"BTLF",
@@ -133,6 +139,7 @@ fn decodes_a_two_level_chunk_tree_with_small_sizes() {
     });
     let n = Btree2Node::decode(&leaf, &h, 0, 2, &ctx, 0x400).unwrap();
     assert!(n.is_leaf());
+    assert_eq!(n.encode(&h, &ctx).unwrap(), leaf);
     assert_eq!(
         n.records[1],
         Record::Chunk {
@@ -151,6 +158,7 @@ fn decodes_a_two_level_chunk_tree_with_small_sizes() {
         Btree2Node::decode(b, &h, 1, 1, &ctx, 0x300)
     });
     let n = Btree2Node::decode(&root, &h, 1, 1, &ctx, 0x300).unwrap();
+    assert_eq!(n.encode(&h, &ctx).unwrap(), root);
     assert_eq!(
         n.children,
         vec![
@@ -199,6 +207,7 @@ fn depth_two_pointers_carry_subtree_totals() {
         Btree2Node::decode(b, &h, 2, 1, &ctx, 0x300)
     });
     let n = Btree2Node::decode(&root, &h, 2, 1, &ctx, 0x300).unwrap();
+    assert_eq!(n.encode(&h, &ctx).unwrap(), root);
     assert_eq!(n.children[0].total_records, 15);
     assert_eq!(n.children[1].records, 2);
     assert_eq!(n.children[1].total_records, 9);
@@ -362,6 +371,7 @@ fn every_record_type_decodes() {
         let (leaf, used) = node_image(b"BTLF", t, &[bytes], &[], 512);
         let n = Btree2Node::decode_leaf(&leaf, &h, 1, &ctx, 0x100).unwrap();
         assert_eq!(n.records, vec![want], "type {t}");
+        assert_eq!(n.encode(&h, &ctx).unwrap(), leaf, "type {t}");
         sweep(&leaf, used, |b| {
             Btree2Node::decode_leaf(b, &h, 1, &ctx, 0x100)
         });
@@ -396,6 +406,103 @@ fn impossible_headers_are_errors() {
     ));
 }
 
+#[test]
+fn encoders_reject_what_does_not_fit() {
+    let ctx = RecordContext::for_chunks(S4, 2, 64);
+    let params = Btree2Params {
+        tree_type: Btree2Type::Chunks,
+        node_size: 100,
+        record_size: 20,
+        split_percent: 100,
+        merge_percent: 40,
+    };
+    let root = ChildPointer {
+        address: 0x300,
+        records: 1,
+        total_records: 3,
+    };
+    let h = Btree2Header::new(S4, 0, params, 1, root).unwrap();
+    let rec = |i: u64| Record::Chunk {
+        address: 0x1000 + i,
+        scaled: vec![i, 0],
+    };
+    let leaf = |n: u64| Btree2Node {
+        address: 0x400,
+        depth: 0,
+        records: (0..n).map(rec).collect(),
+        children: vec![],
+    };
+    // A full leaf round-trips; one more record does not fit.
+    let full = leaf(4);
+    let b = full.encode(&h, &ctx).unwrap();
+    assert_eq!(b.len(), 100);
+    assert_eq!(Btree2Node::decode(&b, &h, 0, 4, &ctx, 0x400).unwrap(), full);
+    assert!(leaf(5).encode(&h, &ctx).is_err());
+    // Wrong rank, wrong type, missing pointers, a child that claims too much.
+    let mut bad = leaf(1);
+    bad.records[0] = Record::Chunk {
+        address: 1,
+        scaled: vec![1],
+    };
+    assert!(bad.encode(&h, &ctx).is_err());
+    let mut bad = leaf(1);
+    bad.records[0] = Record::HugeDirect {
+        address: 1,
+        length: 2,
+    };
+    assert!(bad.encode(&h, &ctx).is_err());
+    let mut internal = Btree2Node {
+        address: 0x300,
+        depth: 1,
+        records: vec![rec(9)],
+        children: vec![
+            ChildPointer {
+                address: 0x400,
+                records: 4,
+                total_records: 4,
+            };
+            2
+        ],
+    };
+    let b = internal.encode(&h, &ctx).unwrap();
+    assert_eq!(
+        Btree2Node::decode(&b, &h, 1, 1, &ctx, 0x300).unwrap(),
+        internal
+    );
+    internal.children[1].records = 5;
+    internal.children[1].total_records = 5;
+    assert!(internal.encode(&h, &ctx).is_err());
+    internal.children.pop();
+    assert!(internal.encode(&h, &ctx).is_err());
+    let mut deep = internal.clone();
+    deep.depth = 2;
+    assert!(deep.encode(&h, &ctx).is_err());
+    // Root record counts are 2 bytes.
+    let mut big = h.clone();
+    big.root.records = 70000;
+    assert!(big.encode(S4).is_err());
+    // A filtered chunk size wider than its field.
+    let fctx = RecordContext {
+        chunk_size_len: 1,
+        ..ctx
+    };
+    let r = Record::FilteredChunk {
+        address: 1,
+        size: 256,
+        filter_mask: 0,
+        scaled: vec![0, 0],
+    };
+    assert!(r.encode(&mut Writer::new(), &fctx).is_err());
+    let id = Record::LinkName {
+        hash: 1,
+        heap_id: vec![0; 6],
+    };
+    assert!(
+        id.encode(&mut Writer::new(), &RecordContext::new(S4))
+            .is_err()
+    );
+}
+
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
@@ -415,6 +522,26 @@ mod fuzz {
             let _ = Btree2Node::decode(&b, &h, depth.max(1), n, &ctx, 0);
             b[..4].copy_from_slice(b"BTLF");
             let _ = Btree2Node::decode(&b, &h, 0, n, &ctx, 0);
+        }
+
+        #[test]
+        fn chunk_leaves_round_trip(recs in proptest::collection::vec(
+                                       (0..u32::MAX, any::<u64>(), any::<u64>()), 0..5)) {
+            let h = Btree2Header::decode(
+                &header_image(S4, 10, 100, 20, 0, 0x300, 1, 1), S4, 0).unwrap();
+            let ctx = RecordContext::for_chunks(S4, 2, 64);
+            let node = Btree2Node {
+                address: 0x300,
+                depth: 0,
+                records: recs
+                    .iter()
+                    .map(|&(a, x, y)| Record::Chunk { address: u64::from(a), scaled: vec![x, y] })
+                    .collect(),
+                children: vec![],
+            };
+            let b = node.encode(&h, &ctx).unwrap();
+            let n = recs.len() as u64;
+            prop_assert_eq!(Btree2Node::decode(&b, &h, 0, n, &ctx, 0x300).unwrap(), node);
         }
     }
 }

@@ -17,8 +17,13 @@
 //! included) and no object follows it. If fewer bytes than an object header remain at the end,
 //! they are free space too.
 
-use crate::error::Result;
-use crate::reader::{Reader, Sizes};
+use crate::error::{FormatError, Result};
+use crate::reader::{Reader, Sizes, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
+
+/// The smallest collection libhdf5 creates (`H5HG_MINSIZE`): a new collection is this size
+/// unless its first object needs more.
+pub const MIN_COLLECTION_SIZE: u64 = 4096;
 
 const STRUCTURE: &str = "global heap collection";
 
@@ -136,6 +141,88 @@ impl GlobalHeapCollection {
         })
     }
 
+    /// A collection of libhdf5's size for `objects`: [`MIN_COLLECTION_SIZE`] bytes, or exactly
+    /// what the objects need when that is more, the rest free space. Errors on index 0 or
+    /// duplicate indices.
+    pub fn with_objects(sizes: Sizes, objects: Vec<GlobalHeapObject>) -> Result<Self> {
+        let used = Self::used_len(sizes, &objects)?;
+        let collection_size = used.max(MIN_COLLECTION_SIZE);
+        Ok(Self {
+            collection_size,
+            objects,
+            free_space: collection_size - used,
+        })
+    }
+
+    /// Bytes of the header and the objects (padded), checking the indices.
+    fn used_len(sizes: Sizes, objects: &[GlobalHeapObject]) -> Result<u64> {
+        let mut seen = std::collections::HashSet::with_capacity(objects.len());
+        let mut used = header_len(sizes) as u64;
+        for o in objects {
+            if o.index == 0 || !seen.insert(o.index) {
+                return Err(encode_error(format!(
+                    "object index {} (0 or repeated)",
+                    o.index
+                )));
+            }
+            let padded = (o.data.len() as u64).div_ceil(8).saturating_mul(8);
+            used = used
+                .saturating_add(object_header_len(sizes) as u64)
+                .saturating_add(padded);
+        }
+        Ok(used)
+    }
+
+    /// Encodes the collection (`collection_size` bytes): the header, each object padded with
+    /// zeros to a multiple of 8, then the free space as object 0 (zero-filled) when it can hold
+    /// an object header, else as zero bytes. Errors unless `collection_size` is the header,
+    /// objects and free space together, or on a bad index or a size its field cannot hold.
+    pub fn encode(&self, sizes: Sizes) -> Result<Vec<u8>> {
+        let used = Self::used_len(sizes, &self.objects)?;
+        let total = used.checked_add(self.free_space);
+        if total != Some(self.collection_size) {
+            return Err(encode_error(format!(
+                "collection size {} is not {used} bytes of objects plus {} free",
+                self.collection_size, self.free_space
+            )));
+        }
+        let max_len = max_length(sizes);
+        if self.collection_size > max_len {
+            return Err(encode_error(format!(
+                "collection size {} does not fit {}-byte lengths",
+                self.collection_size, sizes.length
+            )));
+        }
+        let len = usize::try_from(self.collection_size)
+            .map_err(|_| encode_error(format!("collection size {}", self.collection_size)))?;
+        let mut w = Writer::with_capacity(len);
+        w.bytes(b"GCOL");
+        w.u8(1);
+        w.zeros(3);
+        w.length(sizes, self.collection_size);
+        for o in &self.objects {
+            w.u16(o.index);
+            w.u16(o.reference_count);
+            w.zeros(4);
+            w.length(sizes, o.data.len() as u64);
+            w.bytes(&o.data);
+            w.zeros((8 - o.data.len() % 8) % 8);
+        }
+        let ohl = object_header_len(sizes);
+        // Fits in usize: the whole collection does.
+        let free = self.free_space as usize;
+        if free >= ohl {
+            w.u16(0);
+            w.u16(0);
+            w.zeros(4);
+            w.length(sizes, self.free_space);
+            w.zeros(free - ohl);
+        } else {
+            w.zeros(free);
+        }
+        Ok(w.into_bytes())
+    }
+
     /// The data of the object with `index`, if present.
     pub fn get(&self, index: u32) -> Option<&[u8]> {
         self.objects
@@ -156,6 +243,12 @@ pub struct GlobalHeapId {
 }
 
 impl GlobalHeapId {
+    /// Appends the ID ([`Self::encoded_len`] bytes).
+    pub fn encode(&self, sizes: Sizes, w: &mut Writer) {
+        w.offset(sizes, self.collection_address);
+        w.u32(self.index);
+    }
+
     /// Encoded size: an address plus a 4-byte index.
     pub fn encoded_len(sizes: Sizes) -> usize {
         usize::from(sizes.offset) + 4
@@ -172,6 +265,21 @@ impl GlobalHeapId {
             collection_address,
             index,
         })
+    }
+}
+
+fn max_length(sizes: Sizes) -> u64 {
+    match sizes.length {
+        n if n >= 8 => u64::MAX,
+        n => (1u64 << (8 * u32::from(n))) - 1,
+    }
+}
+
+fn encode_error(reason: String) -> FormatError {
+    FormatError::Unsupported {
+        structure: STRUCTURE,
+        address: UNDEFINED_ADDRESS,
+        what: reason,
     }
 }
 
@@ -282,6 +390,89 @@ mod tests {
         assert_eq!(id.collection_address, crate::UNDEFINED_ADDRESS);
         for n in 0..b.len() {
             assert!(GlobalHeapId::decode(&b[..n], Sizes::EIGHT, 0).is_err());
+        }
+    }
+
+    #[test]
+    fn encodes_byte_exact_and_round_trips() {
+        let b = image();
+        let c = GlobalHeapCollection::decode(&b, Sizes::EIGHT, 0).unwrap();
+        assert_eq!(c.encode(Sizes::EIGHT).unwrap(), b);
+        // Trailing bytes too small for an object header.
+        let mut t = image();
+        t.truncate(64);
+        t[8] = 64;
+        let c = GlobalHeapCollection::decode(&t, Sizes::EIGHT, 0).unwrap();
+        assert_eq!(c.encode(Sizes::EIGHT).unwrap(), t);
+        // libhdf5-sized collections, several sizes.
+        for s in [Sizes::EIGHT, Sizes::new(4, 4, "t", 0).unwrap()] {
+            let objs = vec![
+                GlobalHeapObject {
+                    index: 1,
+                    reference_count: 0,
+                    data: b"abc".to_vec(),
+                },
+                GlobalHeapObject {
+                    index: 2,
+                    reference_count: 3,
+                    data: vec![7; 16],
+                },
+            ];
+            let c = GlobalHeapCollection::with_objects(s, objs.clone()).unwrap();
+            assert_eq!(c.collection_size, MIN_COLLECTION_SIZE);
+            let e = c.encode(s).unwrap();
+            assert_eq!(e.len(), 4096);
+            assert_eq!(GlobalHeapCollection::decode(&e, s, 0).unwrap(), c);
+            let big = vec![GlobalHeapObject {
+                index: 1,
+                reference_count: 1,
+                data: vec![1; 5000],
+            }];
+            let c = GlobalHeapCollection::with_objects(s, big).unwrap();
+            assert_eq!(c.free_space, 0);
+            assert_eq!(
+                GlobalHeapCollection::decode(&c.encode(s).unwrap(), s, 0).unwrap(),
+                c
+            );
+            let mut dup = objs.clone();
+            dup[1].index = 1;
+            assert!(GlobalHeapCollection::with_objects(s, dup).is_err());
+            let mut zero = objs.clone();
+            zero[0].index = 0;
+            assert!(GlobalHeapCollection::with_objects(s, zero).is_err());
+            let mut wrong = GlobalHeapCollection::with_objects(s, objs).unwrap();
+            wrong.free_space += 1;
+            assert!(wrong.encode(s).is_err());
+        }
+        let s2 = Sizes::new(8, 2, "t", 0).unwrap();
+        let huge = vec![GlobalHeapObject {
+            index: 1,
+            reference_count: 1,
+            data: vec![0; 70000],
+        }];
+        let c = GlobalHeapCollection::with_objects(s2, huge).unwrap();
+        assert!(matches!(c.encode(s2), Err(FormatError::Unsupported { .. })));
+    }
+
+    #[test]
+    fn heap_id_round_trip() {
+        for id in [
+            GlobalHeapId {
+                collection_address: 0x800,
+                index: 7,
+            },
+            GlobalHeapId {
+                collection_address: crate::UNDEFINED_ADDRESS,
+                index: 0,
+            },
+        ] {
+            let mut w = Writer::new();
+            id.encode(Sizes::EIGHT, &mut w);
+            assert_eq!(w.len(), GlobalHeapId::encoded_len(Sizes::EIGHT));
+            assert_eq!(
+                GlobalHeapId::decode(w.as_slice(), Sizes::EIGHT, 0).unwrap(),
+                id
+            );
         }
     }
 }

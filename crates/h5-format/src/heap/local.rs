@@ -18,6 +18,7 @@
 
 use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
 
 const STRUCTURE: &str = "local heap";
 const SEGMENT: &str = "local heap data segment";
@@ -71,6 +72,19 @@ impl LocalHeapHeader {
         })
     }
 
+    /// Encodes the header ([`Self::encoded_len`] bytes). No free list is written as 1, the
+    /// end marker libhdf5 writes.
+    pub fn encode(&self, sizes: Sizes) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::encoded_len(sizes));
+        w.bytes(b"HEAP");
+        w.u8(0);
+        w.zeros(3);
+        w.length(sizes, self.data_segment_size);
+        w.length(sizes, self.free_list_head.unwrap_or(FREE_LIST_END));
+        w.offset(sizes, self.data_segment_address);
+        w.into_bytes()
+    }
+
     /// If the data segment immediately follows the header (as libhdf5 writes it), the byte
     /// range of the data segment within an image that starts at the header.
     pub fn contiguous_segment(&self, sizes: Sizes, header_address: u64) -> Option<(usize, usize)> {
@@ -88,6 +102,70 @@ impl LocalHeapHeader {
     pub fn name_at<'a>(&self, data_segment: &'a [u8], offset: u64) -> Result<&'a [u8]> {
         name_in(data_segment, offset, self.data_segment_address)
     }
+}
+
+/// The "no next free block" marker libhdf5 writes.
+const FREE_LIST_END: u64 = 1;
+
+/// Alignment of objects in a local heap data segment (libhdf5 aligns every name to 8 bytes).
+pub const LOCAL_HEAP_ALIGN: usize = 8;
+
+/// Lays out `names` the way libhdf5 fills a new group's heap: the empty name at offset 0,
+/// then each name null-terminated, every entry padded with zeros to a multiple of
+/// [`LOCAL_HEAP_ALIGN`]. Returns the bytes and the offset of each name.
+pub fn pack_names(names: &[&[u8]]) -> (Vec<u8>, Vec<u64>) {
+    let mut w = Writer::new();
+    w.zeros(LOCAL_HEAP_ALIGN);
+    let mut offsets = Vec::with_capacity(names.len());
+    for name in names {
+        offsets.push(w.len() as u64);
+        w.bytes(name);
+        w.u8(0);
+        w.align(LOCAL_HEAP_ALIGN);
+    }
+    (w.into_bytes(), offsets)
+}
+
+/// Encodes a data segment: `used` (the names, as from [`pack_names`]) padded with zeros to
+/// `segment_size` bytes, with the free list `free` (in list order) written into its blocks
+/// (each block's next offset, 1 for the last, then its size; the rest of a block is zero).
+/// Errors if a block is smaller than its two fields, lies outside the segment or overlaps
+/// `used`, or `used` is longer than the segment.
+pub fn encode_data_segment(
+    used: &[u8],
+    segment_size: u64,
+    sizes: Sizes,
+    free: &[FreeBlock],
+) -> Result<Vec<u8>> {
+    let total = usize::try_from(segment_size)
+        .ok()
+        .filter(|&t| t >= used.len())
+        .ok_or_else(|| {
+            seg_corrupted(format!(
+                "{} bytes of names do not fit a {segment_size}-byte data segment",
+                used.len()
+            ))
+        })?;
+    let mut w = Writer::with_capacity(total);
+    w.bytes(used);
+    w.zeros(total - used.len());
+    let entry = 2 * u64::from(sizes.length);
+    for (i, b) in free.iter().enumerate() {
+        let end = b.offset.checked_add(b.size);
+        if b.size < entry || b.offset < used.len() as u64 || end.is_none_or(|e| e > segment_size) {
+            return Err(seg_corrupted(format!(
+                "free block at {} of size {} does not fit the data segment",
+                b.offset, b.size
+            )));
+        }
+        let next = free.get(i + 1).map_or(FREE_LIST_END, |n| n.offset);
+        let mut f = Writer::new();
+        f.length(sizes, next);
+        f.length(sizes, b.size);
+        // In range: checked against the segment size above.
+        w.patch(b.offset as usize, f.as_slice());
+    }
+    Ok(w.into_bytes())
 }
 
 fn all_ones(n: u8) -> u64 {
@@ -292,5 +370,80 @@ mod tests {
         assert!(free_blocks(&seg, s, Some(16)).is_err());
         assert!(free_blocks(&seg, s, Some(23)).is_err());
         assert!(free_blocks(&seg, s, Some(100)).is_err());
+    }
+
+    #[test]
+    fn encodes_header_byte_exact() {
+        let h = LocalHeapHeader::decode(&HEADER, Sizes::EIGHT, 0x2a8).unwrap();
+        assert_eq!(h.encode(Sizes::EIGHT), HEADER);
+        let s = Sizes::new(4, 2, "t", 0).unwrap();
+        let b = [
+            b'H', b'E', b'A', b'P', 0, 0, 0, 0, 0x20, 0, 1, 0, 0x10, 0, 0, 0,
+        ];
+        let h = LocalHeapHeader::decode(&b, s, 0).unwrap();
+        assert_eq!(h.encode(s), b);
+        assert_eq!(h.encode(s).len(), LocalHeapHeader::encoded_len(s));
+        for h in [
+            LocalHeapHeader {
+                data_segment_size: 0,
+                free_list_head: None,
+                data_segment_address: UNDEFINED_ADDRESS,
+            },
+            LocalHeapHeader {
+                data_segment_size: 1000,
+                free_list_head: Some(999),
+                data_segment_address: 0x1234,
+            },
+        ] {
+            assert_eq!(LocalHeapHeader::decode(&h.encode(s), s, 0).unwrap(), h);
+        }
+    }
+
+    #[test]
+    fn data_segment_round_trip() {
+        let (used, offsets) = pack_names(&[b"a", b"longer_than_8"]);
+        assert_eq!(offsets, vec![8, 16]);
+        assert_eq!(used.len(), 32);
+        let s = Sizes::EIGHT;
+        let free = [
+            FreeBlock {
+                offset: 32,
+                size: 16,
+            },
+            FreeBlock {
+                offset: 64,
+                size: 24,
+            },
+        ];
+        let seg = encode_data_segment(&used, 88, s, &free).unwrap();
+        assert_eq!(seg.len(), 88);
+        assert_eq!(free_blocks(&seg, s, Some(32)).unwrap(), free);
+        assert_eq!(name_at(&seg, 8).unwrap(), b"a");
+        assert_eq!(name_at(&seg, 16).unwrap(), b"longer_than_8");
+        assert_eq!(name_at(&seg, 0).unwrap(), b"");
+        assert_eq!(&seg[32..40], &64u64.to_le_bytes());
+        assert_eq!(&seg[64..72], &1u64.to_le_bytes());
+        // Blocks that do not fit are errors.
+        for bad in [
+            FreeBlock {
+                offset: 8,
+                size: 16,
+            },
+            FreeBlock {
+                offset: 80,
+                size: 16,
+            },
+            FreeBlock {
+                offset: 40,
+                size: 8,
+            },
+            FreeBlock {
+                offset: 40,
+                size: u64::MAX,
+            },
+        ] {
+            assert!(encode_data_segment(&used, 88, s, &[bad]).is_err());
+        }
+        assert!(encode_data_segment(&used, 16, s, &[]).is_err());
     }
 }
