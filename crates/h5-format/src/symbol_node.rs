@@ -61,40 +61,6 @@ impl SymbolTableNode {
     }
 }
 
-/// Appends a symbol table entry ([`SymbolTableEntry::encoded_len`] bytes): the name offset
-/// (`sizes.length` bytes, as libhdf5 writes it), the object header address, the cache type,
-/// a zero reserved word and the scratch pad, its unused bytes zero.
-pub fn encode_entry(entry: &SymbolTableEntry, sizes: Sizes, w: &mut Writer) {
-    w.length(sizes, entry.link_name_offset);
-    w.offset(sizes, entry.object_header_address);
-    let start = w.len();
-    match entry.scratch {
-        ScratchPad::None => {
-            w.u32(0);
-            w.u32(0);
-        }
-        ScratchPad::SymbolTable {
-            btree_address,
-            heap_address,
-        } => {
-            w.u32(1);
-            w.u32(0);
-            w.offset(sizes, btree_address);
-            w.offset(sizes, heap_address);
-        }
-        ScratchPad::SoftLink { link_value_offset } => {
-            w.u32(2);
-            w.u32(0);
-            w.u32(link_value_offset);
-        }
-    }
-    let pad_end = start + 8 + SCRATCH_LEN;
-    w.zeros(pad_end.saturating_sub(w.len()));
-}
-
-/// Bytes of the scratch pad of an entry.
-const SCRATCH_LEN: usize = 16;
-
 impl SymbolTableNode {
     /// Encodes the node padded to [`Self::node_len`] (`2 * group_leaf_k` entry slots, the
     /// unused ones zero, as libhdf5 writes them). Errors when the entries do not fit.
@@ -123,7 +89,7 @@ impl SymbolTableNode {
         })?;
         w.u16(count);
         for e in &self.entries {
-            encode_entry(e, sizes, &mut w);
+            e.write(&mut w, sizes);
         }
         w.zeros(len - w.len());
         Ok(w.into_bytes())
