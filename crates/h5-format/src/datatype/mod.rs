@@ -17,6 +17,7 @@
 //! - nesting depth ≤ [`MAX_NESTING`] (bounded recursion on hostile input).
 
 mod describe;
+mod encode;
 #[cfg(test)]
 mod tests;
 

@@ -646,3 +646,310 @@ mod prop {
         }
     }
 }
+
+// ---- Encoding ----
+
+/// The version in a message's first byte.
+fn version_of(b: &[u8]) -> u8 {
+    b[0] >> 4
+}
+
+/// Decodes `b`, encodes at the version it was written with, expects the same bytes.
+fn byte_exact(b: &[u8]) {
+    let t = dec(b).unwrap();
+    let e = t.encode(version_of(b)).unwrap();
+    assert_eq!(hex_of(&e), hex_of(b), "{}", t.describe());
+    assert_eq!(t.encoded_len(version_of(b)).unwrap(), b.len());
+    assert_eq!(dec(&e).unwrap(), t);
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn encode_real_messages_byte_exact() {
+    let mut all: Vec<&str> = INTS.iter().map(|i| i.0).collect();
+    all.extend([
+        F16LE,
+        F32BE,
+        F64LE,
+        F64BE,
+        BF16,
+        STR12,
+        STR5_SPACE_UTF8,
+        VLEN_ASCII_MEM,
+        VLEN_I32,
+        ENUM16,
+        BOOL,
+        OPAQUE7,
+        OBJREF,
+        REGREF,
+        COMPOUND_V2,
+        COMPOUND_V3,
+        ARRAY_V2,
+        CPLX_COMPOUND_V1,
+    ]);
+    for h in all {
+        byte_exact(&hex(h));
+    }
+    // In a file the message is followed by 4 bytes of object-header padding.
+    let b = hex(VLEN_UTF8_FILE);
+    byte_exact(&b[..b.len() - 4]);
+}
+
+#[test]
+fn encode_hand_built_images_byte_exact() {
+    // Compound v1 with an array member (intrinsic shape), compound v3 with 2-byte offsets,
+    // enum v3, array v3, revised references v4, complex v5 (polar), bitfield, time, VAX
+    // float, opaque with tags of 3 and 8 bytes.
+    let mut imgs = Vec::new();
+    let mut b = head(6, 1, 1, 24);
+    b.extend_from_slice(b"m\0\0\0\0\0\0\0");
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&[2, 0, 0, 0]);
+    b.extend_from_slice(&0x0100u32.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    for d in [2u32, 3, 0, 0] {
+        b.extend_from_slice(&d.to_le_bytes());
+    }
+    b.extend_from_slice(&int32le());
+    imgs.push(b);
+    let mut b = head(6, 3, 1, 300);
+    b.extend_from_slice(b"a\0");
+    b.extend_from_slice(&[0x28, 0x01]);
+    b.extend_from_slice(&int32le());
+    imgs.push(b);
+    let mut b = head(6, 3, 1, 70000);
+    b.extend_from_slice(b"a\0");
+    b.extend_from_slice(&[0x01, 0x00, 0x01]);
+    b.extend_from_slice(&int32le());
+    imgs.push(b);
+    let mut b = head(8, 3, 2, 1);
+    b.extend_from_slice(&head(0, 1, 0, 1));
+    b.extend_from_slice(&[0, 0, 8, 0]);
+    b.extend_from_slice(b"A\0BC\0");
+    b.extend_from_slice(&[5, 7]);
+    imgs.push(b);
+    let mut b = head(10, 3, 0, 8);
+    b.push(2);
+    b.extend_from_slice(&2u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&int32le());
+    imgs.push(b);
+    for ty in [2, 3, 4] {
+        imgs.push(head(7, 4, ty | 0x10, 64));
+    }
+    let mut b = head(11, 5, 1 | 2, 8);
+    b.extend_from_slice(&hex("11201f000400000000002000170800177f000000"));
+    imgs.push(b);
+    let mut b = head(4, 1, 0x07, 2);
+    b.extend_from_slice(&[4, 0, 10, 0]);
+    imgs.push(b);
+    let mut b = head(2, 1, 1, 4);
+    b.extend_from_slice(&[32, 0]);
+    imgs.push(b);
+    // VAX float64, internal padding, MSB-set normalization, sign at 15.
+    let mut b = head(1, 1, 0x41 | 0x08 | 0x10 | (15 << 8), 8);
+    b.extend_from_slice(&[0, 0, 64, 0, 7, 8, 0, 55, 129, 0, 0, 0]);
+    imgs.push(b);
+    let mut b = head(5, 1, 8, 2);
+    b.extend_from_slice(b"abc\0\0\0\0\0");
+    imgs.push(b);
+    let mut b = head(5, 1, 8, 2);
+    b.extend_from_slice(b"abcdefgh");
+    imgs.push(b);
+    for b in imgs {
+        byte_exact(&b);
+    }
+}
+
+#[test]
+fn encode_versions_and_errors() {
+    let i32le = dec(&int32le()).unwrap();
+    assert_eq!(i32le.min_version(), 1);
+    assert_eq!(i32le.upgraded_version(3), 1);
+    let arr = Datatype::Array(ArrayType {
+        size: 8,
+        dims: vec![2],
+        permutation: None,
+        base: Box::new(i32le.clone()),
+    });
+    assert_eq!(arr.min_version(), 2);
+    assert_eq!(arr.upgraded_version(3), 3);
+    // Version 2 writes the identity permutation; version 1 cannot hold an array.
+    let e = arr.encode(2).unwrap();
+    let Datatype::Array(a) = dec(&e).unwrap() else {
+        panic!()
+    };
+    assert_eq!(a.permutation, Some(vec![0]));
+    assert!(arr.encode(1).is_err());
+    assert!(i32le.encode(0).is_err());
+    assert!(i32le.encode(6).is_err());
+    let cplx = dec(&{
+        let mut b = head(11, 5, 1, 8);
+        b.extend_from_slice(&hex("11201f000400000000002000170800177f000000"));
+        b
+    })
+    .unwrap();
+    assert_eq!(cplx.min_version(), 5);
+    assert!(cplx.encode(4).is_err());
+    // Compound: no members, a NUL in a name, a version-1 array member without permutation.
+    let empty = Datatype::Compound(CompoundType {
+        size: 4,
+        members: vec![],
+    });
+    assert!(empty.encode(1).is_err());
+    let member = |name: &str, datatype: Datatype| {
+        Datatype::Compound(CompoundType {
+            size: 8,
+            members: vec![CompoundMember {
+                name: name.into(),
+                offset: 0,
+                datatype,
+            }],
+        })
+    };
+    assert!(member("a\0b", i32le.clone()).encode(1).is_err());
+    assert_eq!(member("a", arr.clone()).min_version(), 2);
+    assert!(member("a", arr.clone()).encode(1).is_err());
+    assert!(member("a", arr.clone()).encode(2).is_ok());
+    // Opaque tag too long; enum value of the wrong width.
+    let op = Datatype::Opaque(OpaqueType {
+        size: 1,
+        tag: "x".repeat(249),
+    });
+    assert!(op.encode(1).is_err());
+    let en = Datatype::Enum(EnumType {
+        base: Box::new(i32le.clone()),
+        members: vec![EnumMember {
+            name: "A".into(),
+            value: vec![1],
+        }],
+    });
+    assert!(en.encode(1).is_err());
+    // A version-3 compound holds version-3 nested compounds and arrays, version-1 atoms.
+    let nested = member("n", member("m", arr.clone()));
+    let e = nested.encode(3).unwrap();
+    assert_eq!(version_of(&e), 3);
+    let inner_at = 8 + 2 + 1; // header, "n\0", 1-byte offset
+    assert_eq!(version_of(&e[inner_at..]), 3);
+    assert_eq!(dec(&e).unwrap(), member("n", member("m", arr)));
+}
+
+mod encode_prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn atom() -> impl Strategy<Value = Datatype> {
+        prop_oneof![
+            (
+                proptest::sample::select(vec![1u32, 2, 4, 8]),
+                any::<bool>(),
+                any::<bool>()
+            )
+                .prop_map(|(size, signed, be)| Datatype::FixedPoint(FixedPoint {
+                    size,
+                    order: if be {
+                        ByteOrder::BigEndian
+                    } else {
+                        ByteOrder::LittleEndian
+                    },
+                    signed,
+                    lo_pad: false,
+                    hi_pad: !signed,
+                    bit_offset: 0,
+                    precision: (size * 8) as u16,
+                })),
+            (1u32..40, 0usize..3, any::<bool>()).prop_map(|(size, p, utf8)| {
+                Datatype::String(StringType {
+                    size,
+                    padding: [
+                        StringPadding::NullTerminate,
+                        StringPadding::NullPad,
+                        StringPadding::SpacePad,
+                    ][p],
+                    charset: if utf8 { Charset::Utf8 } else { Charset::Ascii },
+                })
+            }),
+            (1u32..20, "[a-z]{0,20}")
+                .prop_map(|(size, tag)| Datatype::Opaque(OpaqueType { size, tag })),
+            Just(Datatype::Reference(ReferenceType {
+                size: 8,
+                kind: ReferenceKind::Object,
+                encoding_version: 0
+            })),
+        ]
+    }
+
+    fn datatype() -> impl Strategy<Value = Datatype> {
+        atom().prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec((inner.clone(), "[a-z]{1,12}"), 1..4).prop_map(|ms| {
+                    let mut offset = 0;
+                    let members = ms
+                        .into_iter()
+                        .map(|(datatype, name)| {
+                            let m = CompoundMember {
+                                name,
+                                offset,
+                                datatype,
+                            };
+                            offset += m.datatype.size();
+                            m
+                        })
+                        .collect();
+                    Datatype::Compound(CompoundType {
+                        size: offset,
+                        members,
+                    })
+                }),
+                (inner.clone(), proptest::collection::vec(1u32..4, 1..3)).prop_map(
+                    |(base, dims)| {
+                        Datatype::Array(ArrayType {
+                            size: dims.iter().product::<u32>() * base.size(),
+                            dims,
+                            permutation: None,
+                            base: Box::new(base),
+                        })
+                    }
+                ),
+                inner.prop_map(|base| Datatype::VarLen(VarLenType {
+                    size: 16,
+                    kind: VarLenKind::Sequence,
+                    base: Box::new(base),
+                })),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn encode_decode_round_trip(t in datatype(), v in 3u8..6) {
+            let b = t.encode(v).unwrap();
+            prop_assert_eq!(dec(&b).unwrap(), t.clone());
+            // And the bytes are the canonical ones: re-encoding gives them back.
+            prop_assert_eq!(dec(&b).unwrap().encode(v).unwrap(), b);
+        }
+
+        #[test]
+        fn enum_round_trip(names in proptest::collection::btree_set("[A-Z]{1,9}", 0..6), v in 1u8..6) {
+            let members = names
+                .into_iter()
+                .enumerate()
+                .map(|(i, name)| EnumMember { name, value: vec![i as u8, 0] })
+                .collect();
+            let base = Datatype::FixedPoint(FixedPoint {
+                size: 2,
+                order: ByteOrder::LittleEndian,
+                signed: true,
+                lo_pad: false,
+                hi_pad: false,
+                bit_offset: 0,
+                precision: 16,
+            });
+            let t = Datatype::Enum(EnumType { base: Box::new(base), members });
+            prop_assert_eq!(dec(&t.encode(v).unwrap()).unwrap(), t);
+        }
+    }
+}

@@ -9,8 +9,9 @@
 //! Invariants after decoding: rank ≤ [`MAX_RANK`]; scalar and null dataspaces have no dims;
 //! every maximum dimension is [`UNLIMITED`] or ≥ its current dimension.
 
-use crate::error::Result;
+use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes};
+use crate::writer::Writer;
 
 /// Largest rank HDF5 allows.
 pub const MAX_RANK: usize = 32;
@@ -114,6 +115,82 @@ impl Dataspace {
             max_dims,
             permutation,
         })
+    }
+
+    /// Encodes the message body at [`Dataspace::version`] (1 or 2), the inverse of
+    /// [`Dataspace::decode`]. Version 1 writes 5 reserved zero bytes and cannot express a
+    /// null dataspace; version 2 cannot store a permutation. [`UNLIMITED`] is written as all
+    /// ones. Fails on those cases, on a rank above [`MAX_RANK`], on list lengths that differ
+    /// from the rank, and on a scalar or null dataspace with dimensions.
+    pub fn encode(&self, sizes: Sizes) -> Result<Vec<u8>> {
+        let err = |what: String| FormatError::Unsupported {
+            structure: "dataspace (encoding)",
+            address: u64::MAX,
+            what,
+        };
+        let rank = self.dims.len();
+        if rank > MAX_RANK {
+            return Err(err(format!("rank {rank} (at most {MAX_RANK})")));
+        }
+        if self.kind != DataspaceKind::Simple && rank != 0 {
+            return Err(err(format!("{:?} dataspace with rank {rank}", self.kind)));
+        }
+        for (what, list) in [
+            ("maximum", &self.max_dims),
+            ("permutation", &self.permutation),
+        ] {
+            if let Some(l) = list
+                && l.len() != rank
+            {
+                return Err(err(format!("{} {what} dims for rank {rank}", l.len())));
+            }
+        }
+        let mut flags = u8::from(self.max_dims.is_some());
+        let mut w = Writer::with_capacity(self.encoded_len(sizes));
+        w.u8(self.version);
+        w.u8(rank as u8);
+        match self.version {
+            1 => {
+                if self.kind == DataspaceKind::Null {
+                    return Err(err("a null dataspace in version 1".into()));
+                }
+                if self.kind == DataspaceKind::Simple && rank == 0 {
+                    return Err(err("a simple dataspace of rank 0 in version 1".into()));
+                }
+                flags |= u8::from(self.permutation.is_some()) << 1;
+                w.u8(flags);
+                w.zeros(5);
+            }
+            2 => {
+                if self.permutation.is_some() {
+                    return Err(err("a permutation in version 2".into()));
+                }
+                w.u8(flags);
+                w.u8(match self.kind {
+                    DataspaceKind::Scalar => 0,
+                    DataspaceKind::Simple => 1,
+                    DataspaceKind::Null => 2,
+                });
+            }
+            v => return Err(err(format!("dataspace message version {v}"))),
+        }
+        for &d in &self.dims {
+            w.length(sizes, d);
+        }
+        for l in [&self.max_dims, &self.permutation].into_iter().flatten() {
+            for &d in l {
+                w.length(sizes, d);
+            }
+        }
+        Ok(w.into_bytes())
+    }
+
+    /// Length of [`Dataspace::encode`]'s output.
+    pub fn encoded_len(&self, sizes: Sizes) -> usize {
+        let lists =
+            1 + usize::from(self.max_dims.is_some()) + usize::from(self.permutation.is_some());
+        let head = if self.version == 1 { 8 } else { 4 };
+        head + lists * self.dims.len() * usize::from(sizes.length)
     }
 
     /// The rank (number of dimensions; 0 for scalar and null).
@@ -241,6 +318,83 @@ mod tests {
         // Huge dims overflow the element count but decode.
         let d = dec(&hex("0202000100000000000000f000000000000000f0")).unwrap();
         assert_eq!(d.num_elements(), None);
+    }
+
+    #[test]
+    fn encode_real_messages_byte_exact() {
+        for h in [V1_EXTENDIBLE, V2_EXTENDIBLE, V1_SCALAR, V2_SCALAR, V2_NULL] {
+            let b = hex(h);
+            let d = dec(&b).unwrap();
+            assert_eq!(d.encode(Sizes::EIGHT).unwrap(), b, "{h}");
+            assert_eq!(d.encoded_len(Sizes::EIGHT), b.len());
+        }
+        // The padded message re-encodes without the object header's padding.
+        let d = dec(&hex(V2_NULL_PADDED)).unwrap();
+        assert_eq!(d.encode(Sizes::EIGHT).unwrap(), hex(V2_NULL));
+        // Small lengths with a permutation (the hand-built v1 image).
+        let mut b = vec![1, 2, 3, 0, 0, 0, 0, 0];
+        for v in [5u32, 6, u32::MAX, 6, 1, 0] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        let s = Sizes::new(8, 4, "t", 0).unwrap();
+        let d = Dataspace::decode(&mut Reader::new(&b, "dataspace", 0), s).unwrap();
+        assert_eq!(d.encode(s).unwrap(), b);
+    }
+
+    #[test]
+    fn encode_refuses_what_the_version_cannot_hold() {
+        let d = |version, kind, dims: Vec<u64>, max_dims, permutation| Dataspace {
+            version,
+            kind,
+            dims,
+            max_dims,
+            permutation,
+        };
+        use DataspaceKind::*;
+        let s = Sizes::EIGHT;
+        assert!(d(1, Null, vec![], None, None).encode(s).is_err());
+        assert!(
+            d(2, Simple, vec![1], None, Some(vec![0]))
+                .encode(s)
+                .is_err()
+        );
+        assert!(d(2, Scalar, vec![1], None, None).encode(s).is_err());
+        assert!(d(2, Simple, vec![1], Some(vec![]), None).encode(s).is_err());
+        assert!(d(3, Simple, vec![1], None, None).encode(s).is_err());
+        assert!(d(2, Simple, vec![1; 33], None, None).encode(s).is_err());
+        assert!(d(1, Simple, vec![], None, None).encode(s).is_err());
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn round_trip(
+                v2 in any::<bool>(),
+                dims in proptest::collection::vec(0u64..1 << 40, 0..6),
+                max in any::<bool>(),
+                unlimited in any::<bool>(),
+                null in any::<bool>(),
+            ) {
+                let kind = match (dims.is_empty(), null && v2) {
+                    (_, true) => DataspaceKind::Null,
+                    (true, _) => DataspaceKind::Scalar,
+                    _ => DataspaceKind::Simple,
+                };
+                let dims = if kind == DataspaceKind::Simple { dims } else { vec![] };
+                let max_dims = (max && kind == DataspaceKind::Simple).then(|| {
+                    dims.iter().map(|&d| if unlimited { UNLIMITED } else { d + 1 }).collect()
+                });
+                let permutation = (!v2 && kind == DataspaceKind::Simple)
+                    .then(|| (0..dims.len() as u64).rev().collect());
+                let d = Dataspace { version: if v2 { 2 } else { 1 }, kind, dims, max_dims, permutation };
+                let b = d.encode(Sizes::EIGHT).unwrap();
+                prop_assert_eq!(b.len(), d.encoded_len(Sizes::EIGHT));
+                prop_assert_eq!(dec(&b).unwrap(), d);
+            }
+        }
     }
 
     #[test]
