@@ -272,6 +272,16 @@ pub fn encode_message(message: &Message, sizes: Sizes) -> Result<Vec<u8>> {
         Message::ModificationTime(m) => m.encode(),
         Message::ModificationTimeOld(m) => m.encode()?,
         Message::AttributeInfo(m) => m.encode(sizes),
+        Message::Dataspace(m) => m.encode(sizes)?,
+        // The lowest version that expresses the type (libhdf5's default format bounds).
+        Message::Datatype(m) => m.encode(m.min_version())?,
+        Message::FillValue(m) | Message::FillValueOld(m) => m.encode()?,
+        Message::Layout(m) => m.encode(sizes)?,
+        Message::FilterPipeline(m) => m.encode()?,
+        Message::Attribute(m) => {
+            let version = m.datatype.inline().map_or(1, Datatype::min_version);
+            m.encode(sizes, version)?
+        }
         Message::Shared { reference, .. } => {
             reference.encode(sizes, reference.libhdf5_version())?
         }
