@@ -50,6 +50,53 @@ pub enum NumType {
 }
 
 impl NumType {
+    /// The HDF5 datatype describing this type (native order).
+    pub fn datatype(self) -> h5_format::datatype::Datatype {
+        use h5_format::datatype::{ByteOrder, Datatype, FixedPoint, FloatType, Normalization};
+        let order = |o: Order| match o {
+            Order::Little => ByteOrder::LittleEndian,
+            Order::Big => ByteOrder::BigEndian,
+        };
+        match self {
+            NumType::Int {
+                size,
+                signed,
+                order: o,
+            } => Datatype::FixedPoint(FixedPoint {
+                size: size as u32,
+                order: order(o),
+                signed,
+                lo_pad: false,
+                hi_pad: false,
+                bit_offset: 0,
+                precision: (size * 8) as u16,
+            }),
+            NumType::Float { size, order: o } => {
+                let (sign, exp_loc, exp_size, mant, bias) = match size {
+                    2 => (15, 10, 5, 10, 15),
+                    4 => (31, 23, 8, 23, 127),
+                    _ => (63, 52, 11, 52, 1023),
+                };
+                Datatype::Float(FloatType {
+                    size: size as u32,
+                    order: order(o),
+                    lo_pad: false,
+                    hi_pad: false,
+                    internal_pad: false,
+                    normalization: Normalization::Implied,
+                    sign_location: sign,
+                    bit_offset: 0,
+                    precision: (size * 8) as u16,
+                    exponent_location: exp_loc,
+                    exponent_size: exp_size,
+                    mantissa_location: 0,
+                    mantissa_size: mant,
+                    exponent_bias: bias,
+                })
+            }
+        }
+    }
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {

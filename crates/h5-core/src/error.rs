@@ -46,6 +46,15 @@ pub enum Error {
     /// The arguments do not fit the object (shape, selection, buffer size).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// File space could not be allocated or freed.
+    #[error(transparent)]
+    Alloc(#[from] crate::write::alloc::AllocError),
+    /// The file was opened read-only and the operation writes.
+    #[error("the file is open read-only")]
+    ReadOnly,
+    /// A name that already exists in the group.
+    #[error("{0}: already exists")]
+    Exists(String),
     /// A lock was poisoned by a panic in another thread.
     #[error("internal lock poisoned")]
     Poisoned,

@@ -45,6 +45,10 @@ pub struct FileShared {
     /// The shared object header message table, once looked up (`Some(None)`: the file has
     /// none).
     pub(crate) sohm: Mutex<Option<Option<Arc<h5_format::sohm::SohmTable>>>>,
+    /// The space allocator of a writable file (`None`: read-only).
+    pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
+    /// What a writable file keeps besides the caches (`None`: read-only).
+    pub(crate) write: Option<Mutex<crate::write::WriteState>>,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -92,8 +96,14 @@ impl FileShared {
             storage.read_at_zero_fill(off, &mut sig).map(|()| sig)
         })?
         .ok_or(Error::NotHdf5)?;
-        let mut builder =
-            CacheBuilder::new(Arc::clone(&storage), classes(), FileSpace { eoa: len });
+        let mut builder = CacheBuilder::new(
+            Arc::clone(&storage),
+            classes(),
+            FileSpace {
+                eoa: len,
+                alloc: None,
+            },
+        );
         if let Some(c) = &settings.metadata {
             builder = builder.config(c.clone());
         }
@@ -137,6 +147,8 @@ impl FileShared {
             root,
             dir,
             sohm: Mutex::new(None),
+            alloc: None,
+            write: None,
         }))
     }
 

@@ -77,6 +77,9 @@ fn entry_value(
 
 /// Every link of the group whose header is `oh`, sorted by name.
 pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
+    if let Some(links) = file.written_links(oh.address) {
+        return Ok(links);
+    }
     let mut out: Vec<LinkEntry> = Vec::new();
     if let Some(st) = oh.find(|m| match m {
         Message::SymbolTable(s) => Some(*s),
@@ -123,6 +126,9 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
 
 /// The link `name` of the group whose header is `oh` (see [`crate::nav::find_link`]).
 pub fn find(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<LinkEntry>> {
+    if let Some(link) = file.written_link(oh.address, name) {
+        return Ok(link);
+    }
     for l in oh.all(|m| match m {
         Message::Link(l) => Some(l.clone()),
         _ => None,

@@ -21,5 +21,6 @@ pub mod object;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;
+pub mod write;
 
 pub use error::{Error, Result};

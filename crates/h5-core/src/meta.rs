@@ -25,6 +25,10 @@ impl CacheTypes for Meta {
     type Ctx = FileSpace;
 }
 
+/// Encodes a cached value (the `Decoded::value` it belongs to) into its on-disk image.
+pub type EncodeFn =
+    Arc<dyn Fn(&(dyn Any + Send + Sync)) -> Result<Vec<u8>, FormatError> + Send + Sync>;
+
 /// A decoded structure: its on-disk length and the value.
 #[derive(Clone)]
 pub struct Decoded {
@@ -32,6 +36,31 @@ pub struct Decoded {
     pub len: usize,
     /// The decoded value (an `h5-format` type).
     pub value: Arc<dyn Any + Send + Sync>,
+    /// How to write the value back (`None`: a structure loaded for reading, never written).
+    pub encode: Option<EncodeFn>,
+}
+
+impl Decoded {
+    /// A structure written by this process: `value` occupies `len` bytes and `encode` produces
+    /// exactly that many (checked when the cache writes it).
+    pub fn writable<T: Any + Send + Sync>(
+        len: usize,
+        value: T,
+        encode: impl Fn(&T) -> Result<Vec<u8>, FormatError> + Send + Sync + 'static,
+    ) -> Self {
+        Decoded {
+            len,
+            value: Arc::new(value),
+            encode: Some(Arc::new(move |v: &(dyn Any + Send + Sync)| {
+                let v = v.downcast_ref::<T>().ok_or(FormatError::Unsupported {
+                    structure: "metadata entry",
+                    address: u64::MAX,
+                    what: "a cached value of another type than its encoder".into(),
+                })?;
+                encode(v)
+            })),
+        }
+    }
 }
 
 impl std::fmt::Debug for Decoded {
@@ -73,6 +102,7 @@ impl Load {
                 Ok(Decoded {
                     len,
                     value: Arc::new(v),
+                    encode: None,
                 })
             }),
         }
@@ -102,27 +132,42 @@ impl Load {
                 Ok(Decoded {
                     len,
                     value: Arc::new(v),
+                    encode: None,
                 })
             }),
         }
     }
 }
 
-/// The file context of a file opened for reading: the end of the file bounds every read, and no
-/// space is ever freed.
-#[derive(Clone, Copy, Debug)]
+/// The file context: for a file opened for reading the end of the file bounds every read and no
+/// space is ever freed; a writable file's context is its space allocator.
+#[derive(Clone, Debug)]
 pub struct FileSpace {
     /// End of allocated space (the file's length for a read-only file).
     pub eoa: u64,
+    /// The allocator of a writable file.
+    pub alloc: Option<Arc<std::sync::Mutex<crate::write::alloc::FileAlloc>>>,
 }
 
 impl FileContext for FileSpace {
     fn end_of_allocation(&self) -> u64 {
-        self.eoa
+        match &self.alloc {
+            Some(a) => a.lock().map_or(self.eoa, |a| a.eoa()),
+            None => self.eoa,
+        }
     }
 
     fn free_file_space(&mut self, addr: u64, len: u64) -> Result<(), ClientError> {
-        Err(format!("file opened read-only: cannot free {len} bytes at {addr:#x}").into())
+        match &self.alloc {
+            Some(a) => {
+                let mut a = a.lock().map_err(|_| "the space allocator is poisoned")?;
+                a.free(crate::write::alloc::SpaceKind::Meta, addr, len)
+                    .map_err(|e| Box::new(e) as ClientError)
+            }
+            None => {
+                Err(format!("file opened read-only: cannot free {len} bytes at {addr:#x}").into())
+            }
+        }
     }
 }
 
@@ -166,10 +211,28 @@ impl Class<Meta> for FormatClass {
     fn serialize(
         &self,
         _cache: &mut MetadataCache<Meta>,
-        _icr: &mut Decoded,
-        _image: &mut [u8],
+        icr: &mut Decoded,
+        image: &mut [u8],
     ) -> Result<(), ClientError> {
-        Err("this file is open read-only: metadata is never written".into())
+        let Some(encode) = &icr.encode else {
+            return Err(format!(
+                "{} was loaded for reading and cannot be written",
+                self.info.name
+            )
+            .into());
+        };
+        let bytes = encode(&*icr.value)?;
+        if bytes.len() != image.len() {
+            return Err(format!(
+                "{} encodes to {} bytes but occupies {}",
+                self.info.name,
+                bytes.len(),
+                image.len()
+            )
+            .into());
+        }
+        image.copy_from_slice(&bytes);
+        Ok(())
     }
 }
 

@@ -16,21 +16,21 @@ use crate::meta::Load;
 
 /// One stored message, owned.
 #[derive(Clone, Debug)]
-struct StoredMessage {
-    kind: u16,
-    flags: u8,
-    creation_order: Option<u16>,
-    body: Vec<u8>,
+pub(crate) struct StoredMessage {
+    pub(crate) kind: u16,
+    pub(crate) flags: u8,
+    pub(crate) creation_order: Option<u16>,
+    pub(crate) body: Vec<u8>,
 }
 
 /// A decoded chunk #0: the prefix and its messages.
-#[derive(Debug)]
-struct FirstChunkImage {
-    prefix: ObjectHeaderPrefix,
-    messages: Vec<StoredMessage>,
+#[derive(Clone, Debug)]
+pub(crate) struct FirstChunkImage {
+    pub(crate) prefix: ObjectHeaderPrefix,
+    pub(crate) messages: Vec<StoredMessage>,
 }
 
-fn owned(raw: &[object_header::RawMessage<'_>]) -> Vec<StoredMessage> {
+pub(crate) fn owned(raw: &[object_header::RawMessage<'_>]) -> Vec<StoredMessage> {
     raw.iter()
         .map(|m| StoredMessage {
             kind: m.kind,
@@ -124,6 +124,29 @@ pub(crate) fn resolve_shared(
     }
 }
 
+/// How to load chunk #0 of the header at relative address `addr`.
+pub(crate) fn first_chunk_load(addr: u64) -> Load {
+    Load::sized(
+        PREFIX_MAX_LEN.max(256),
+        move |b| object_header::needed_len(b, addr),
+        move |b| {
+            let c = decode_first_chunk(b, addr)?;
+            Ok(FirstChunkImage {
+                prefix: c.prefix,
+                messages: owned(&c.messages),
+            })
+        },
+    )
+}
+
+/// How to load the `len`-byte continuation block at relative address `at` of a header whose
+/// prefix is `prefix`.
+pub(crate) fn block_load(prefix: ObjectHeaderPrefix, at: u64, len: usize) -> Load {
+    Load::exact(len, move |b| {
+        Ok(owned(&decode_continuation_block(b, &prefix, at)?))
+    })
+}
+
 /// Most continuation chains are short; a longer one means a loop in a damaged file.
 const MAX_CHUNKS: usize = 4096;
 
@@ -143,21 +166,8 @@ impl ObjectHeader {
             ));
         }
         let sizes = file.sizes;
-        let first: Arc<FirstChunkImage> = file.load(
-            MetadataKind::ObjectHeader,
-            addr,
-            Load::sized(
-                PREFIX_MAX_LEN.max(256),
-                move |b| object_header::needed_len(b, addr),
-                move |b| {
-                    let c = decode_first_chunk(b, addr)?;
-                    Ok(FirstChunkImage {
-                        prefix: c.prefix,
-                        messages: owned(&c.messages),
-                    })
-                },
-            ),
-        )?;
+        let first: Arc<FirstChunkImage> =
+            file.load(MetadataKind::ObjectHeader, addr, first_chunk_load(addr))?;
         let mut out = ObjectHeader {
             address: addr,
             version: first.prefix.version,
@@ -187,9 +197,7 @@ impl ObjectHeader {
                 let block: Arc<Vec<StoredMessage>> = file.load(
                     MetadataKind::ObjectHeaderChunk,
                     at,
-                    Load::exact(len, move |b| {
-                        Ok(owned(&decode_continuation_block(b, &prefix, at)?))
-                    }),
+                    block_load(prefix, at, len),
                 )?;
                 pending.extend(block.iter().cloned());
                 continue;

@@ -63,6 +63,10 @@ impl Dataset {
         &self.info
     }
 
+    pub(crate) fn file_shared(&self) -> &Arc<FileShared> {
+        &self.file
+    }
+
     /// The object header's address (relative to the superblock): the dataset's identity.
     pub fn address(&self) -> u64 {
         self.header.address

@@ -33,6 +33,10 @@ impl FileAccess {
         self.settings.chunks = config;
         self
     }
+
+    pub(crate) fn settings(&self) -> &CacheSettings {
+        &self.settings
+    }
 }
 
 /// An open HDF5 file (read-only for now). Cheap to clone; `Send + Sync`: several threads may
@@ -71,6 +75,14 @@ impl File {
             shared: FileShared::open(storage, &access.settings, dir)?,
             path: None,
         })
+    }
+
+    pub(crate) fn from_shared(shared: Arc<FileShared>, path: Option<PathBuf>) -> File {
+        File { shared, path }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<FileShared> {
+        &self.shared
     }
 
     /// The path the file was opened from.

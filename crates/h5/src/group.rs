@@ -88,6 +88,10 @@ impl Group {
         })
     }
 
+    pub(crate) fn file_shared(&self) -> &Arc<FileShared> {
+        &self.file
+    }
+
     /// The object header's address (relative to the superblock): the group's identity.
     pub fn address(&self) -> u64 {
         self.header.address

@@ -24,6 +24,7 @@ mod dataset;
 mod file;
 mod group;
 pub mod slice;
+mod write;
 
 pub use attribute::Attribute;
 pub use dataset::{Dataset, FilterInfo};
@@ -33,6 +34,8 @@ pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
 pub use h5_core::convert::NativeNum as H5Num;
 pub use h5_core::values::Value;
+pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_core::{Error, Result};
 pub use h5_format::datatype::Datatype;
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
+pub use write::DatasetBuilder;

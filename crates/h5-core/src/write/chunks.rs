@@ -1,0 +1,484 @@
+//! Writable chunk-cache layouts: contiguous data at a fixed block, and chunked data indexed by a
+//! version 1 B-tree kept as an ordered table and laid out at flush.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use h5_chunkcache::selection::CopyRun;
+use h5_chunkcache::{
+    Capabilities, Chunk, ChunkCoord, ChunkLayout, DirectPlan, DiskLocation, Encoded, InsertRequest,
+    LayoutError, LayoutInfo, Lookup, Udata,
+};
+use h5_format::UNDEFINED_ADDRESS;
+use h5_format::btree1::{BtreeV1Node, ChunkKey, Keys, NodeType, node_len};
+use h5_metacache::MetadataKind as K;
+
+use crate::error::{Error, Result};
+use crate::file::FileShared;
+use crate::layouts::ChunkRecord;
+use crate::meta::Decoded;
+use crate::write::alloc::SpaceKind;
+use crate::write::{drop_entry, put};
+
+/// Indexed storage K of chunk B-trees in new files (children per node: twice this).
+pub(crate) const CHUNK_BTREE_K: u16 = 32;
+
+fn fill_chunk(bytes: usize, fill: &[u8]) -> Vec<u8> {
+    if fill.is_empty() || fill.iter().all(|b| *b == 0) {
+        vec![0; bytes]
+    } else {
+        fill.iter().copied().cycle().take(bytes).collect()
+    }
+}
+
+/// File space for chunks: the file's allocator and base address (not the file itself, so that
+/// a file flushed as it is dropped can still place its last chunks).
+#[derive(Debug, Clone)]
+pub(crate) struct ChunkSpace {
+    pub(crate) alloc: Arc<Mutex<crate::write::alloc::FileAlloc>>,
+    pub(crate) base: u64,
+}
+
+impl ChunkSpace {
+    fn allocate(&self, len: u64) -> Result<u64, LayoutError> {
+        let a = self
+            .alloc
+            .lock()
+            .map_err(|_| "allocator lock poisoned")?
+            .allocate(SpaceKind::Raw, len)?;
+        Ok(a + self.base)
+    }
+
+    fn free(&self, abs: u64, len: u64) -> Result<(), LayoutError> {
+        self.alloc
+            .lock()
+            .map_err(|_| "allocator lock poisoned")?
+            .free(SpaceKind::Raw, abs - self.base, len)?;
+        Ok(())
+    }
+}
+
+/// Contiguous data in one block allocated when the dataset was created.
+#[derive(Debug)]
+pub(crate) struct ContiguousLayout {
+    pub(crate) dims: Vec<u64>,
+    pub(crate) elem_size: usize,
+    pub(crate) fill: Vec<u8>,
+    pub(crate) location: DiskLocation,
+}
+
+impl ChunkLayout for ContiguousLayout {
+    fn query(&self) -> LayoutInfo {
+        let dims: Vec<u64> = self.dims.iter().map(|d| (*d).max(1)).collect();
+        LayoutInfo {
+            capabilities: Capabilities::SELECTION_READ | Capabilities::SELECTION_WRITE,
+            ..LayoutInfo::dense(&dims, self.elem_size, &self.fill)
+        }
+    }
+
+    fn extent(&self) -> Vec<u64> {
+        self.dims.clone()
+    }
+
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
+        Ok(coords
+            .iter()
+            .map(|_| Lookup::dense(Some(self.location), 0, Box::new(())))
+            .collect())
+    }
+
+    fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
+        let n = usize::try_from(self.location.size).map_err(|_| "contiguous data too large")?;
+        Ok((Chunk::Dense(fill_chunk(n, &self.fill)), Box::new(())))
+    }
+
+    fn encode(
+        &self,
+        _: &ChunkCoord,
+        _: &Chunk,
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<Encoded, LayoutError> {
+        Ok(Encoded::SameAsCache)
+    }
+
+    fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
+        reqs.iter()
+            .map(|r| {
+                if r.new_size > self.location.size {
+                    Err("contiguous data larger than its block".into())
+                } else {
+                    Ok(self.location)
+                }
+            })
+            .collect()
+    }
+
+    fn delete_chunk(
+        &self,
+        _: &ChunkCoord,
+        _: Option<DiskLocation>,
+        _: &mut Udata,
+    ) -> Result<(), LayoutError> {
+        Err("contiguous data cannot be deleted".into())
+    }
+
+    fn plan_selection_read(
+        &self,
+        _: &ChunkCoord,
+        _: Option<&Chunk>,
+        _: DiskLocation,
+        _: &[CopyRun],
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<DirectPlan, LayoutError> {
+        Ok(DirectPlan::Selection(None))
+    }
+
+    fn plan_selection_write(
+        &self,
+        _: &ChunkCoord,
+        _: Option<&Chunk>,
+        _: DiskLocation,
+        _: &[CopyRun],
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<DirectPlan, LayoutError> {
+        Ok(DirectPlan::Selection(None))
+    }
+}
+
+/// The chunks of one dataset by element offset (the v1 B-tree's order), and the tree's nodes.
+#[derive(Debug)]
+pub(crate) struct BtreeChunkIndex {
+    pub(crate) space: ChunkSpace,
+    /// Relative address of the root node (fixed: the layout message points at it).
+    pub(crate) root: u64,
+    pub(crate) chunk_dims: Vec<u64>,
+    pub(crate) records: Mutex<BTreeMap<Vec<u64>, ChunkRecord>>,
+    /// Non-root nodes of the last layout.
+    placed: Mutex<Vec<(u64, u64)>>,
+    dirty: Mutex<bool>,
+}
+
+impl BtreeChunkIndex {
+    pub(crate) fn new(space: ChunkSpace, root: u64, chunk_dims: Vec<u64>) -> Self {
+        BtreeChunkIndex {
+            space,
+            root,
+            chunk_dims,
+            records: Mutex::new(BTreeMap::new()),
+            placed: Mutex::new(Vec::new()),
+            dirty: Mutex::new(true),
+        }
+    }
+
+    fn offsets(&self, c: &ChunkCoord) -> Vec<u64> {
+        c.as_slice()
+            .iter()
+            .zip(&self.chunk_dims)
+            .map(|(i, d)| i * d)
+            .collect()
+    }
+
+    fn key(&self, offsets: &[u64], r: Option<&ChunkRecord>) -> Result<ChunkKey> {
+        let mut o = offsets.to_vec();
+        o.push(0);
+        Ok(ChunkKey {
+            chunk_size: match r {
+                Some(r) => u32::try_from(r.size)
+                    .map_err(|_| Error::Unsupported("a chunk of 4 GiB or more".into()))?,
+                None => 0,
+            },
+            filter_mask: r.map_or(0, |r| r.filter_mask),
+            offsets: o,
+        })
+    }
+
+    /// Writes the index into the cache: leaves of up to 2K chunks, then internal levels up to the
+    /// root at its fixed address.
+    pub(crate) fn lay_out(&self, file: &FileShared) -> Result<()> {
+        {
+            let mut d = self.dirty.lock().map_err(|_| Error::Poisoned)?;
+            if !*d {
+                return Ok(());
+            }
+            *d = false;
+        }
+        let sizes = file.sizes;
+        let old = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
+        for (a, l) in old {
+            drop_entry(file, K::BTreeV1Node, a, l)?;
+        }
+        let rank1 = self.chunk_dims.len() + 1;
+        let nlen = node_len(sizes, CHUNK_BTREE_K, NodeType::RawData, rank1)? as u64;
+        let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
+        // (child address, first key, right key) per child of the level being built.
+        let mut level: Vec<(u64, ChunkKey, ChunkKey)> = Vec::with_capacity(records.len());
+        for (off, r) in &records {
+            let right: Vec<u64> = off
+                .iter()
+                .zip(&self.chunk_dims)
+                .map(|(o, d)| o + d)
+                .collect();
+            let addr = r
+                .addr
+                .checked_sub(file.base)
+                .ok_or(Error::Unsupported("a chunk below the base address".into()))?;
+            level.push((addr, self.key(off, Some(r))?, self.key(&right, None)?));
+        }
+        let fanout = 2 * usize::from(CHUNK_BTREE_K);
+        let mut depth = 0u8;
+        let mut placed = Vec::new();
+        loop {
+            let empty = [(
+                0u64,
+                self.key(&vec![0; rank1 - 1], None)?,
+                self.key(&vec![0; rank1 - 1], None)?,
+            )];
+            let groups: Vec<&[(u64, ChunkKey, ChunkKey)]> = if level.is_empty() {
+                vec![&empty[..0]]
+            } else {
+                level.chunks(fanout).collect()
+            };
+            let root = groups.len() == 1;
+            let mut addrs = Vec::with_capacity(groups.len());
+            if root {
+                addrs.push(self.root);
+            } else {
+                for _ in &groups {
+                    let a = file.allocate(SpaceKind::Meta, nlen)?;
+                    placed.push((a, nlen));
+                    addrs.push(a);
+                }
+            }
+            let mut next = Vec::with_capacity(groups.len());
+            for (i, g) in groups.iter().enumerate() {
+                let mut keys: Vec<ChunkKey> = g.iter().map(|c| c.1.clone()).collect();
+                let right = g.last().map_or_else(|| empty[0].2.clone(), |c| c.2.clone());
+                keys.push(right.clone());
+                let node = BtreeV1Node {
+                    node_type: NodeType::RawData,
+                    level: depth,
+                    left_sibling: if i == 0 {
+                        UNDEFINED_ADDRESS
+                    } else {
+                        addrs[i - 1]
+                    },
+                    right_sibling: addrs.get(i + 1).copied().unwrap_or(UNDEFINED_ADDRESS),
+                    keys: Keys::RawData(keys.clone()),
+                    children: g.iter().map(|c| c.0).collect(),
+                };
+                put(
+                    file,
+                    K::BTreeV1Node,
+                    addrs[i],
+                    Decoded::writable(nlen as usize, node, move |n: &BtreeV1Node| {
+                        n.encode(sizes, CHUNK_BTREE_K)
+                    }),
+                )?;
+                let first = g
+                    .first()
+                    .map_or_else(|| empty[0].1.clone(), |c| c.1.clone());
+                next.push((addrs[i], first, right));
+            }
+            if root {
+                break;
+            }
+            level = next;
+            depth = depth
+                .checked_add(1)
+                .ok_or_else(|| Error::Unsupported("chunk B-tree too deep".into()))?;
+        }
+        *self.placed.lock().map_err(|_| Error::Poisoned)? = placed;
+        Ok(())
+    }
+}
+
+/// Per-chunk state: the filter mask of its last encoding.
+struct Mask(u32);
+
+/// Chunked data with a v1 B-tree index and a filter pipeline.
+#[derive(Debug)]
+pub(crate) struct ChunkedWriteLayout {
+    pub(crate) dims: Mutex<Vec<u64>>,
+    pub(crate) chunk_dims: Vec<u64>,
+    pub(crate) elem_size: usize,
+    pub(crate) fill: Vec<u8>,
+    pub(crate) index: Arc<BtreeChunkIndex>,
+    pub(crate) pipeline: Option<h5_filters::Pipeline>,
+}
+
+impl ChunkedWriteLayout {
+    fn chunk_elems(&self) -> usize {
+        self.chunk_dims.iter().product::<u64>() as usize
+    }
+}
+
+impl ChunkLayout for ChunkedWriteLayout {
+    fn query(&self) -> LayoutInfo {
+        let raw = self.pipeline.is_none();
+        LayoutInfo {
+            needs_codec: !raw,
+            capabilities: if raw {
+                Capabilities::SELECTION_READ | Capabilities::SELECTION_WRITE
+            } else {
+                Capabilities::NONE
+            },
+            ..LayoutInfo::dense(&self.chunk_dims, self.elem_size, &self.fill)
+        }
+    }
+
+    fn extent(&self) -> Vec<u64> {
+        self.dims.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
+        let records = self
+            .index
+            .records
+            .lock()
+            .map_err(|_| "index lock poisoned")?;
+        let hint = self.chunk_elems() * self.elem_size;
+        Ok(coords
+            .iter()
+            .map(|c| match records.get(&self.index.offsets(c)) {
+                Some(r) => Lookup::dense(
+                    Some(DiskLocation {
+                        addr: r.addr,
+                        size: r.size,
+                    }),
+                    hint,
+                    Box::new(Mask(r.filter_mask)),
+                ),
+                None => Lookup::dense(None, 0, Box::new(Mask(0))),
+            })
+            .collect())
+    }
+
+    fn decode(
+        &self,
+        _: &ChunkCoord,
+        image: Vec<u8>,
+        _: bool,
+        udata: &mut Udata,
+    ) -> Result<Chunk, LayoutError> {
+        let Some(p) = &self.pipeline else {
+            return Ok(Chunk::Dense(image));
+        };
+        let mask = udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
+        Ok(Chunk::Dense(p.decode(
+            image,
+            mask,
+            self.elem_size,
+            self.chunk_elems(),
+        )?))
+    }
+
+    fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
+        let n = self.chunk_elems() * self.elem_size;
+        Ok((Chunk::Dense(fill_chunk(n, &self.fill)), Box::new(Mask(0))))
+    }
+
+    fn encode(
+        &self,
+        _: &ChunkCoord,
+        chunk: &Chunk,
+        _: bool,
+        udata: &mut Udata,
+    ) -> Result<Encoded, LayoutError> {
+        let Some(p) = &self.pipeline else {
+            return Ok(Encoded::SameAsCache);
+        };
+        let bytes = chunk.as_dense().ok_or("a custom chunk in a dense layout")?;
+        let (image, mask) = p.encode(bytes.to_vec(), self.elem_size, self.chunk_elems())?;
+        *udata = Box::new(Mask(mask));
+        Ok(Encoded::Owned(image))
+    }
+
+    fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
+        let space = &self.index.space;
+        let mut records = self
+            .index
+            .records
+            .lock()
+            .map_err(|_| "index lock poisoned")?;
+        let mut out = Vec::with_capacity(reqs.len());
+        for r in reqs.iter_mut() {
+            let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
+            let loc = match r.old {
+                Some(old) if old.size == r.new_size => old,
+                old => {
+                    if let Some(old) = old {
+                        space.free(old.addr, old.size)?;
+                    }
+                    DiskLocation {
+                        addr: space.allocate(r.new_size)?,
+                        size: r.new_size,
+                    }
+                }
+            };
+            records.insert(
+                self.index.offsets(&r.coord),
+                ChunkRecord {
+                    addr: loc.addr,
+                    size: loc.size,
+                    filter_mask: mask,
+                },
+            );
+            out.push(loc);
+        }
+        *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;
+        Ok(out)
+    }
+
+    fn delete_chunk(
+        &self,
+        coord: &ChunkCoord,
+        location: Option<DiskLocation>,
+        _: &mut Udata,
+    ) -> Result<(), LayoutError> {
+        self.index
+            .records
+            .lock()
+            .map_err(|_| "index lock poisoned")?
+            .remove(&self.index.offsets(coord));
+        if let Some(l) = location {
+            self.index.space.free(l.addr, l.size)?;
+        }
+        *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;
+        Ok(())
+    }
+
+    fn plan_selection_read(
+        &self,
+        _: &ChunkCoord,
+        _: Option<&Chunk>,
+        _: DiskLocation,
+        _: &[CopyRun],
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<DirectPlan, LayoutError> {
+        Ok(if self.pipeline.is_none() {
+            DirectPlan::Selection(None)
+        } else {
+            DirectPlan::NotPossible
+        })
+    }
+
+    fn plan_selection_write(
+        &self,
+        _: &ChunkCoord,
+        _: Option<&Chunk>,
+        _: DiskLocation,
+        _: &[CopyRun],
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<DirectPlan, LayoutError> {
+        Ok(if self.pipeline.is_none() {
+            DirectPlan::Selection(None)
+        } else {
+            DirectPlan::NotPossible
+        })
+    }
+}

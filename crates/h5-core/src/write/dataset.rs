@@ -1,0 +1,356 @@
+//! Creating datasets and attributes, and writing raw data through the shared chunk cache.
+
+use std::sync::{Arc, Mutex};
+
+use h5_chunkcache::selection::{MemorySelection, Selection};
+use h5_chunkcache::{ChunkLayout, Conversion, DiskLocation, WriteRequest};
+use h5_format::UNDEFINED_ADDRESS;
+use h5_format::btree1::{NodeType, node_len};
+use h5_format::datatype::Datatype;
+use h5_format::message::attribute::{AttributeMessage, MaybeShared};
+use h5_format::message::dataspace::{Dataspace, DataspaceKind, UNLIMITED};
+use h5_format::message::fill_value::{AllocTime, FillDefined, FillTime, FillValue};
+use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
+use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass};
+use h5_format::message::{Message, encode_message, kind};
+use h5_format::object_header::msg_flags;
+
+use crate::dataset::DatasetInfo;
+use crate::error::{Error, Result};
+use crate::file::FileShared;
+use crate::write::alloc::SpaceKind;
+use crate::write::chunks::{BtreeChunkIndex, CHUNK_BTREE_K, ChunkedWriteLayout, ContiguousLayout};
+use crate::write::ohdr;
+
+/// How a new dataset stores its data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NewLayout {
+    /// One block allocated at creation.
+    Contiguous,
+    /// Chunks of these dimensions, passed through `filters` in order.
+    Chunked {
+        /// Chunk dimensions (same rank as the dataset, none zero).
+        chunk: Vec<u64>,
+        /// The filter pipeline.
+        filters: Vec<Filter>,
+    },
+}
+
+/// Everything that describes a new dataset.
+#[derive(Clone, Debug)]
+pub struct NewDataset {
+    /// The element type in the file.
+    pub datatype: Datatype,
+    /// Current dimensions (empty: a scalar).
+    pub dims: Vec<u64>,
+    /// Maximum dimensions ([`UNLIMITED`] allowed with chunked layouts); `None`: the current ones.
+    pub max_dims: Option<Vec<u64>>,
+    /// Storage.
+    pub layout: NewLayout,
+    /// A fill value (one element in the file type); `None`: zeros.
+    pub fill: Option<Vec<u8>>,
+}
+
+fn msg(m: &Message, sizes: h5_format::Sizes) -> Result<crate::object::StoredMessage> {
+    Ok(ohdr::message(
+        h5_format::message::message_kind(m),
+        if matches!(m, Message::Datatype(_) | Message::FillValue(_)) {
+            msg_flags::CONSTANT
+        } else {
+            0
+        },
+        encode_message(m, sizes)?,
+    ))
+}
+
+impl FileShared {
+    /// Creates a dataset named `name` in the group at `parent`; returns its header address.
+    pub fn create_dataset(
+        self: &Arc<Self>,
+        parent: u64,
+        name: &str,
+        spec: &NewDataset,
+    ) -> Result<u64> {
+        if self.written_link(parent, name).flatten().is_some() {
+            return Err(Error::Exists(name.into()));
+        }
+        let sizes = self.sizes;
+        let elem = spec.datatype.size() as usize;
+        if elem == 0 {
+            return Err(Error::Invalid("a datatype of size 0".into()));
+        }
+        let rank = spec.dims.len();
+        if let Some(m) = &spec.max_dims {
+            if m.len() != rank
+                || m.iter()
+                    .zip(&spec.dims)
+                    .any(|(m, d)| *m != UNLIMITED && m < d)
+            {
+                return Err(Error::Invalid(
+                    "maximum dimensions below the current ones".into(),
+                ));
+            }
+        }
+        let elements = spec
+            .dims
+            .iter()
+            .try_fold(1u64, |a, d| a.checked_mul(*d))
+            .ok_or_else(|| Error::Invalid("too many elements".into()))?;
+        let bytes = elements
+            .checked_mul(elem as u64)
+            .ok_or_else(|| Error::Invalid("dataset too large".into()))?;
+        let fill = spec.fill.clone().unwrap_or_default();
+        if !fill.is_empty() && fill.len() != elem {
+            return Err(Error::Invalid(
+                "fill value of another size than the datatype".into(),
+            ));
+        }
+        let dataspace = Dataspace {
+            version: 1,
+            kind: if rank == 0 {
+                DataspaceKind::Scalar
+            } else {
+                DataspaceKind::Simple
+            },
+            dims: spec.dims.clone(),
+            max_dims: spec.max_dims.clone().filter(|m| *m != spec.dims),
+            permutation: None,
+        };
+        let (layout_class, alloc_time, pipeline, layout): (_, _, _, Arc<dyn ChunkLayout>) =
+            match &spec.layout {
+                NewLayout::Contiguous => {
+                    if spec.max_dims.as_ref().is_some_and(|m| *m != spec.dims) {
+                        return Err(Error::Invalid(
+                            "a contiguous dataset cannot grow: use chunks".into(),
+                        ));
+                    }
+                    let address = if bytes == 0 {
+                        UNDEFINED_ADDRESS
+                    } else {
+                        self.allocate(SpaceKind::Raw, bytes)?
+                    };
+                    if bytes > 0 {
+                        self.initialise(address, bytes, &fill)?;
+                    }
+                    let location = DiskLocation {
+                        addr: if bytes == 0 { 0 } else { self.abs(address)? },
+                        size: bytes,
+                    };
+                    (
+                        LayoutClass::Contiguous {
+                            address,
+                            size: Some(bytes),
+                        },
+                        AllocTime::Early,
+                        None,
+                        Arc::new(ContiguousLayout {
+                            dims: spec.dims.clone(),
+                            elem_size: elem,
+                            fill: fill.clone(),
+                            location,
+                        }) as Arc<dyn ChunkLayout>,
+                    )
+                }
+                NewLayout::Chunked { chunk, filters } => {
+                    if chunk.len() != rank || rank == 0 || chunk.contains(&0) {
+                        return Err(Error::Invalid(format!(
+                            "chunk dimensions {chunk:?} for a dataset of rank {rank}"
+                        )));
+                    }
+                    let root = self.allocate(
+                        SpaceKind::Meta,
+                        node_len(sizes, CHUNK_BTREE_K, NodeType::RawData, rank + 1)? as u64,
+                    )?;
+                    let space = crate::write::chunks::ChunkSpace {
+                        alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
+                        base: self.base,
+                    };
+                    let index = Arc::new(BtreeChunkIndex::new(space, root, chunk.clone()));
+                    self.state()?.indexes.push(Arc::clone(&index));
+                    let mut cdims = chunk.clone();
+                    cdims.push(elem as u64);
+                    let pipeline = (!filters.is_empty()).then(|| FilterPipeline {
+                        version: 1,
+                        filters: filters.clone(),
+                    });
+                    let runtime = pipeline.as_ref().map(|p| h5_filters::Pipeline {
+                        filters: p
+                            .filters
+                            .iter()
+                            .map(|f| h5_filters::FilterSpec {
+                                id: h5_filters::FilterId(f.id),
+                                optional: f.flags & 1 != 0,
+                                name: None,
+                                client_data: f.client_data.clone(),
+                            })
+                            .collect(),
+                    });
+                    (
+                        LayoutClass::Chunked {
+                            flags: 0,
+                            dims: cdims,
+                            index: ChunkIndex::BtreeV1 { address: root },
+                        },
+                        AllocTime::Incremental,
+                        pipeline,
+                        Arc::new(ChunkedWriteLayout {
+                            dims: Mutex::new(spec.dims.clone()),
+                            chunk_dims: chunk.clone(),
+                            elem_size: elem,
+                            fill: fill.clone(),
+                            index,
+                            pipeline: runtime,
+                        }) as Arc<dyn ChunkLayout>,
+                    )
+                }
+            };
+        let fill_msg = FillValue {
+            version: 2,
+            alloc_time: Some(alloc_time),
+            fill_time: Some(FillTime::IfSet),
+            defined: if spec.fill.is_some() {
+                FillDefined::User
+            } else {
+                FillDefined::Default
+            },
+            value: spec.fill.clone(),
+        };
+        let mut messages = vec![
+            msg(&Message::Dataspace(dataspace), sizes)?,
+            msg(&Message::Datatype(spec.datatype.clone()), sizes)?,
+            msg(&Message::FillValue(fill_msg), sizes)?,
+        ];
+        if let Some(p) = pipeline {
+            messages.push(msg(&Message::FilterPipeline(p), sizes)?);
+        }
+        messages.push(msg(
+            &Message::Layout(Layout {
+                version: 3,
+                class: layout_class,
+            }),
+            sizes,
+        )?);
+        let addr = ohdr::create(self, 1, messages)?;
+        let id = h5_chunkcache::DatasetId(self.abs(addr)?);
+        self.chunks
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .register(id, layout)?;
+        self.link_hard(parent, name, addr)?;
+        Ok(addr)
+    }
+
+    /// Fills `bytes` of newly allocated raw data at relative `addr` with `fill` when the space
+    /// may hold old bytes or the fill value is not zero (space past the end of the storage
+    /// reads as zeros already).
+    fn initialise(&self, addr: u64, bytes: u64, fill: &[u8]) -> Result<()> {
+        let abs = self.abs(addr)?;
+        let zero = fill.iter().all(|b| *b == 0);
+        let len = self.storage.len()?;
+        if zero && abs >= len {
+            return Ok(());
+        }
+        const PIECE: u64 = 1 << 20;
+        let unit = fill.len().max(1) as u64;
+        let piece = (PIECE / unit).max(1) * unit;
+        let pattern: Vec<u8> = if zero {
+            vec![0; piece as usize]
+        } else {
+            fill.iter().copied().cycle().take(piece as usize).collect()
+        };
+        let mut done = 0;
+        while done < bytes {
+            let n = (bytes - done).min(piece);
+            self.storage.write_at(abs + done, &pattern[..n as usize])?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Adds (or replaces) the attribute `name` on the object at `obj`: `data` holds the
+    /// elements in the file type.
+    pub fn write_attribute(
+        &self,
+        obj: u64,
+        name: &str,
+        datatype: &Datatype,
+        dims: Option<&[u64]>,
+        data: &[u8],
+    ) -> Result<()> {
+        if name.is_empty() || name.contains('\0') {
+            return Err(Error::Invalid(format!("attribute name {name:?}")));
+        }
+        let elements: u64 = dims.map_or(1, |d| d.iter().product());
+        if elements.checked_mul(u64::from(datatype.size())) != Some(data.len() as u64) {
+            return Err(Error::Invalid(format!(
+                "attribute {name}: {} bytes for {elements} elements of {} bytes",
+                data.len(),
+                datatype.size()
+            )));
+        }
+        let m = AttributeMessage {
+            version: 1,
+            name: name.to_owned(),
+            name_charset: h5_format::datatype::Charset::Ascii,
+            datatype: MaybeShared::Inline(datatype.clone()),
+            dataspace: MaybeShared::Inline(Dataspace {
+                version: 1,
+                kind: if dims.is_some() {
+                    DataspaceKind::Simple
+                } else {
+                    DataspaceKind::Scalar
+                },
+                dims: dims.map(<[u64]>::to_vec).unwrap_or_default(),
+                max_dims: None,
+                permutation: None,
+            }),
+            data: data.to_vec(),
+        };
+        let body = encode_message(&Message::Attribute(m), self.sizes)?;
+        if body.len() > 65_000 {
+            return Err(Error::Unsupported(format!(
+                "attribute {name} of {} bytes: dense attribute storage is not written yet",
+                body.len()
+            )));
+        }
+        let sizes = self.sizes;
+        ohdr::update(self, obj, |msgs| {
+            let same = |b: &[u8]| {
+                h5_format::message::decode_message(kind::ATTRIBUTE, 0, b, sizes, obj)
+                    .ok()
+                    .is_some_and(|m| matches!(m, Message::Attribute(a) if a.name == name))
+            };
+            msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
+            msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
+            Ok(())
+        })
+    }
+}
+
+/// Writes the elements of `buf` (densely in selection order, or at the positions `memory`
+/// selects; converted by `conv` when given) into the selection `sel` of the dataset.
+pub fn write(
+    file: &Arc<FileShared>,
+    info: &DatasetInfo,
+    sel: &Selection,
+    memory: Option<&MemorySelection>,
+    conv: Option<&dyn Conversion>,
+    buf: &[u8],
+) -> Result<()> {
+    if !file.is_writable() {
+        return Err(Error::ReadOnly);
+    }
+    let id = h5_chunkcache::DatasetId(file.abs(info.address)?);
+    let mut req = WriteRequest::new(id, sel, buf);
+    if let Some(m) = memory {
+        req = req.in_memory(m);
+    }
+    if let Some(c) = conv {
+        req = req.converting(c);
+    }
+    file.chunks
+        .lock()
+        .map_err(|_| Error::Poisoned)?
+        .write(&[req])?;
+    Ok(())
+}

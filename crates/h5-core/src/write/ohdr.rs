@@ -1,0 +1,291 @@
+//! Writing object headers through the metadata cache: creation, and changes of the message list
+//! that re-lay the header over its fixed chunk #0 and at most one continuation block.
+//!
+//! Invariants: chunk #0 never moves or changes size (links point at it); its message space is
+//! at least one continuation message long, so a header can always grow by moving its tail
+//! messages into a continuation block; a version 1 prefix counts every message of every chunk,
+//! NIL and continuation messages included (libhdf5 checks the count).
+
+use std::any::Any;
+
+use h5_format::Sizes;
+use h5_format::message::continuation::Continuation;
+use h5_format::message::kind;
+use h5_format::object_header::{
+    MessageSpec, ObjectHeaderPrefix, encode_continuation_block, encode_first_chunk, message_len,
+    messages_len,
+};
+use h5_metacache::{
+    ExpungeFlags, InsertFlags, MetadataCache, MetadataKind, ProtectFlags, UnprotectFlags,
+};
+
+use crate::error::{Error, Result};
+use crate::file::{FileShared, cache_error};
+use crate::meta::{Decoded, Load, Meta};
+use crate::object::{FirstChunkImage, StoredMessage, block_load, first_chunk_load};
+use crate::write::alloc::SpaceKind;
+
+/// A message to store: type, flags and encoded body.
+pub(crate) fn message(kind: u16, flags: u8, body: Vec<u8>) -> StoredMessage {
+    StoredMessage {
+        kind,
+        flags,
+        creation_order: None,
+        body,
+    }
+}
+
+fn specs(messages: &[StoredMessage]) -> Vec<MessageSpec<'_>> {
+    messages
+        .iter()
+        .map(|m| MessageSpec {
+            kind: m.kind,
+            flags: m.flags,
+            creation_order: m.creation_order,
+            body: &m.body,
+        })
+        .collect()
+}
+
+fn used(prefix: &ObjectHeaderPrefix, messages: &[StoredMessage]) -> usize {
+    messages_len(prefix, &specs(messages))
+}
+
+/// Bytes of a continuation message in a header like `prefix`.
+fn continuation_len(prefix: &ObjectHeaderPrefix, sizes: Sizes) -> usize {
+    message_len(
+        prefix,
+        2 * usize::from(sizes.offset).max(usize::from(sizes.length)),
+    )
+}
+
+/// Bytes of chunk #0 on disk (prefix, message space, checksum).
+fn first_chunk_total(prefix: &ObjectHeaderPrefix) -> usize {
+    prefix.encoded_len() + prefix.chunk0_size + if prefix.version >= 2 { 4 } else { 0 }
+}
+
+fn first_chunk_entry(img: FirstChunkImage) -> Decoded {
+    let len = first_chunk_total(&img.prefix);
+    Decoded::writable(len, img, |img: &FirstChunkImage| {
+        encode_first_chunk(&img.prefix, &specs(&img.messages))
+    })
+}
+
+fn block_entry(prefix: ObjectHeaderPrefix, messages: Vec<StoredMessage>, len: usize) -> Decoded {
+    Decoded::writable(len, messages, move |m: &Vec<StoredMessage>| {
+        encode_continuation_block(&prefix, &specs(m), len)
+    })
+}
+
+/// A new, empty prefix of `version`.
+fn new_prefix(version: u8, chunk0_size: usize) -> ObjectHeaderPrefix {
+    if version == 1 {
+        ObjectHeaderPrefix::v1(0, 1, chunk0_size)
+    } else {
+        ObjectHeaderPrefix::v2(0, None, None, chunk0_size)
+    }
+}
+
+/// Creates an object header of `version` (1 or 2) holding `messages`; returns its relative
+/// address. Chunk #0 is sized to the messages (at least one continuation message).
+pub(crate) fn create(file: &FileShared, version: u8, messages: Vec<StoredMessage>) -> Result<u64> {
+    let probe = new_prefix(version, 0);
+    let body = used(&probe, &messages).max(continuation_len(&probe, file.sizes));
+    let mut prefix = new_prefix(version, body);
+    if version == 1 {
+        prefix.message_count = Some(count_u16(messages.len())?);
+    }
+    let img = FirstChunkImage { prefix, messages };
+    let entry = first_chunk_entry(img);
+    let addr = file.allocate(SpaceKind::Meta, entry.len as u64)?;
+    let abs = file.abs(addr)?;
+    let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
+    meta.insert(
+        MetadataKind::ObjectHeader.id(),
+        abs,
+        entry,
+        InsertFlags::NONE,
+    )
+    .map_err(cache_error)?;
+    Ok(addr)
+}
+
+fn count_u16(n: usize) -> Result<u16> {
+    u16::try_from(n).map_err(|_| Error::Unsupported(format!("{n} messages in one object header")))
+}
+
+/// Protects `kind` at `abs` read-only just long enough to clone its value out.
+fn peek<T: Any + Send + Sync + Clone>(
+    meta: &mut MetadataCache<Meta>,
+    kind: MetadataKind,
+    abs: u64,
+    load: &Load,
+) -> Result<T> {
+    let h = meta
+        .protect(kind.id(), abs, load, ProtectFlags::READ_ONLY)
+        .map_err(cache_error)?;
+    let v = meta.icr(&h).map(|d| d.value.downcast_ref::<T>().cloned());
+    meta.unprotect(h, UnprotectFlags::NONE)
+        .map_err(|e| Error::Cache(e.error))?;
+    v?.ok_or_else(|| Error::Unsupported(format!("{} cached as another type", kind.name())))
+}
+
+/// Changes the messages of the header at relative address `addr`: `change` receives every
+/// message (NIL and continuation messages left out) in stored order and edits the list; the
+/// header is then laid out again over chunk #0 and one new continuation block if needed (the
+/// old blocks are freed).
+pub(crate) fn update<R>(
+    file: &FileShared,
+    addr: u64,
+    change: impl FnOnce(&mut Vec<StoredMessage>) -> Result<R>,
+) -> Result<R> {
+    let sizes = file.sizes;
+    let abs = file.abs(addr)?;
+    let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
+    let h = meta
+        .protect(
+            MetadataKind::ObjectHeader.id(),
+            abs,
+            &first_chunk_load(addr),
+            ProtectFlags::NONE,
+        )
+        .map_err(cache_error)?;
+    let gathered = (|| -> Result<_> {
+        let first = meta
+            .icr(&h)?
+            .value
+            .downcast_ref::<FirstChunkImage>()
+            .cloned()
+            .ok_or_else(|| Error::Unsupported("object header cached as another type".into()))?;
+        let mut all = Vec::new();
+        let mut blocks = Vec::new();
+        let mut pending = first.messages.clone();
+        let mut i = 0;
+        while i < pending.len() {
+            let m = pending[i].clone();
+            i += 1;
+            match m.kind {
+                kind::NIL => {}
+                kind::CONTINUATION => {
+                    let c = Continuation::decode(
+                        &mut h5_format::reader::Reader::new(&m.body, "continuation message", addr),
+                        sizes,
+                    )?;
+                    if blocks.len() > 4096 || blocks.iter().any(|(a, _)| *a == c.address) {
+                        return Err(Error::Unsupported("continuation blocks form a loop".into()));
+                    }
+                    let len = usize::try_from(c.length).map_err(|_| {
+                        Error::Unsupported("continuation block length does not fit".into())
+                    })?;
+                    let block: Vec<StoredMessage> = peek(
+                        &mut meta,
+                        MetadataKind::ObjectHeaderChunk,
+                        file.abs(c.address)?,
+                        &block_load(first.prefix, c.address, len),
+                    )?;
+                    blocks.push((c.address, c.length));
+                    pending.extend(block);
+                }
+                _ => all.push(m),
+            }
+        }
+        Ok((first.prefix, all, blocks))
+    })();
+    let (prefix, mut all, old_blocks) = match gathered {
+        Ok(g) => g,
+        Err(e) => {
+            let _ = meta.unprotect(h, UnprotectFlags::NONE);
+            return Err(e);
+        }
+    };
+    let result = (|| -> Result<(R, Decoded)> {
+        let r = change(&mut all)?;
+        for (a, l) in &old_blocks {
+            let a_abs = file.abs(*a)?;
+            if meta.contains(a_abs) {
+                meta.expunge(
+                    MetadataKind::ObjectHeaderChunk.id(),
+                    a_abs,
+                    ExpungeFlags::NONE,
+                )
+                .map_err(cache_error)?;
+            }
+            file.free(SpaceKind::Meta, *a, *l)?;
+        }
+        let entry = lay_out(file, &mut meta, prefix, all)?;
+        Ok((r, entry))
+    })();
+    match result {
+        Ok((r, entry)) => {
+            match meta.icr_mut(&h) {
+                Ok(icr) => *icr = entry,
+                Err(e) => {
+                    let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                    return Err(e.into());
+                }
+            }
+            meta.unprotect(h, UnprotectFlags::DIRTIED)
+                .map_err(|e| Error::Cache(e.error))?;
+            Ok(r)
+        }
+        Err(e) => {
+            let _ = meta.unprotect(h, UnprotectFlags::NONE);
+            Err(e)
+        }
+    }
+}
+
+/// Lays `all` over chunk #0 (capacity fixed by `prefix`) and, when they do not fit, one new
+/// continuation block inserted into the cache; returns chunk #0's new cache value.
+fn lay_out(
+    file: &FileShared,
+    meta: &mut MetadataCache<Meta>,
+    mut prefix: ObjectHeaderPrefix,
+    all: Vec<StoredMessage>,
+) -> Result<Decoded> {
+    let cap = prefix.chunk0_size;
+    let mut first = all;
+    let mut rest = Vec::new();
+    let mut nil_in_block = false;
+    if used(&prefix, &first) > cap {
+        let cont = continuation_len(&prefix, file.sizes);
+        // The longest head that leaves room for the continuation message.
+        let mut k = first.len();
+        while k > 0 && used(&prefix, &first[..k]) + cont > cap {
+            k -= 1;
+        }
+        if used(&prefix, &first[..k]) + cont > cap {
+            return Err(Error::Unsupported(format!(
+                "object header at {:#x}: chunk #0 of {cap} bytes cannot hold a continuation message",
+                file.abs(0).unwrap_or(0)
+            )));
+        }
+        rest = first.split_off(k);
+        let block_area = used(&prefix, &rest);
+        let block_len = block_area + if prefix.version >= 2 { 8 } else { 0 };
+        let at = file.allocate(SpaceKind::Meta, block_len as u64)?;
+        nil_in_block = false;
+        let body = Continuation {
+            address: at,
+            length: block_len as u64,
+        }
+        .encode(file.sizes);
+        first.push(message(kind::CONTINUATION, 0, body));
+        meta.insert(
+            MetadataKind::ObjectHeaderChunk.id(),
+            file.abs(at)?,
+            block_entry(prefix, rest.clone(), block_len),
+            InsertFlags::NONE,
+        )
+        .map_err(cache_error)?;
+    }
+    if prefix.version == 1 {
+        let nil0 = usize::from(used(&prefix, &first) < cap);
+        let total = first.len() + nil0 + rest.len() + usize::from(nil_in_block);
+        prefix.message_count = Some(count_u16(total)?);
+    }
+    Ok(first_chunk_entry(FirstChunkImage {
+        prefix,
+        messages: first,
+    }))
+}
