@@ -63,6 +63,10 @@ impl Dataset {
         &self.info
     }
 
+    pub(crate) fn set_info(&mut self, info: DatasetInfo) {
+        self.info = info;
+    }
+
     pub(crate) fn file_shared(&self) -> &Arc<FileShared> {
         &self.file
     }

@@ -311,6 +311,15 @@ impl Dataset {
         )
     }
 
+    /// Changes the dimensions of a chunked dataset created by this handle's file (growing within
+    /// the maximum shape, or shrinking).
+    pub fn resize(&mut self, dims: impl AsRef<[usize]>) -> Result<()> {
+        let dims: Vec<u64> = dims.as_ref().iter().map(|d| *d as u64).collect();
+        let info = h5_core::write::dataset::resize(self.file_shared(), self.info(), &dims)?;
+        self.set_info(info);
+        Ok(())
+    }
+
     fn check_type<T: H5Num>(&self) -> Result<()> {
         if *self.dtype() != T::TYPE.datatype() {
             return Err(Error::Invalid(format!(

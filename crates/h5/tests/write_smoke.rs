@@ -37,3 +37,84 @@ fn smoke() {
         .collect();
     assert_eq!(r, v);
 }
+
+#[test]
+fn big() {
+    let path = std::path::Path::new("/tmp/w/big.h5");
+    let f = h5::File::create(path).unwrap();
+    let root = f.root().unwrap();
+    let g = f.create_group("wide").unwrap();
+    for i in 0..3000 {
+        g.new_dataset::<u8>()
+            .shape([1])
+            .create(&format!("d{i:05}"))
+            .unwrap();
+    }
+    let c = root
+        .new_dataset::<u16>()
+        .shape([300, 400])
+        .chunk([7, 5])
+        .create("c")
+        .unwrap();
+    let w: Vec<u16> = (0..120000u32).map(|x| (x % 65521) as u16).collect();
+    c.write(&w).unwrap();
+    let e = root
+        .new_dataset::<f64>()
+        .shape([10, 10])
+        .chunk([3, 3])
+        .fill_value(-1.0)
+        .create("partial")
+        .unwrap();
+    use ndarray::SliceInfoElem as S;
+    e.write_slice(
+        &[1.0, 2.0, 3.0, 4.0],
+        [
+            S::Slice {
+                start: 2,
+                end: Some(4),
+                step: 1,
+            },
+            S::Slice {
+                start: 5,
+                end: Some(7),
+                step: 1,
+            },
+        ],
+    )
+    .unwrap();
+    f.close().unwrap();
+}
+
+#[test]
+fn grow() {
+    let path = std::path::Path::new("/tmp/w/grow.h5");
+    let f = h5::File::create(path).unwrap();
+    let root = f.root().unwrap();
+    let mut all = Vec::new();
+    for k in 0..20 {
+        let mut d = root
+            .new_dataset::<i32>()
+            .shape([0])
+            .max_shape([None])
+            .chunk([1024])
+            .create(&format!("d{k}"))
+            .unwrap();
+        for r in 0..30 {
+            let n = d.shape()[0];
+            d.resize([n + 100]).unwrap();
+            let v: Vec<i32> = (0..100).map(|i| (r * 100 + i + k) as i32).collect();
+            use ndarray::SliceInfoElem as S;
+            d.write_slice(
+                &v,
+                [S::Slice {
+                    start: n as isize,
+                    end: Some((n + 100) as isize),
+                    step: 1,
+                }],
+            )
+            .unwrap();
+        }
+        all.push(d);
+    }
+    f.close().unwrap();
+}

@@ -116,6 +116,7 @@ impl FileShared {
             max_dims: spec.max_dims.clone().filter(|m| *m != spec.dims),
             permutation: None,
         };
+        let mut created_chunked = None;
         let (layout_class, alloc_time, pipeline, layout): (_, _, _, Arc<dyn ChunkLayout>) =
             match &spec.layout {
                 NewLayout::Contiguous => {
@@ -185,6 +186,15 @@ impl FileShared {
                             })
                             .collect(),
                     });
+                    let layout = Arc::new(ChunkedWriteLayout {
+                        dims: Mutex::new(spec.dims.clone()),
+                        chunk_dims: chunk.clone(),
+                        elem_size: elem,
+                        fill: fill.clone(),
+                        index,
+                        pipeline: runtime,
+                    });
+                    created_chunked = Some(Arc::clone(&layout));
                     (
                         LayoutClass::Chunked {
                             flags: 0,
@@ -193,14 +203,7 @@ impl FileShared {
                         },
                         AllocTime::Incremental,
                         pipeline,
-                        Arc::new(ChunkedWriteLayout {
-                            dims: Mutex::new(spec.dims.clone()),
-                            chunk_dims: chunk.clone(),
-                            elem_size: elem,
-                            fill: fill.clone(),
-                            index,
-                            pipeline: runtime,
-                        }) as Arc<dyn ChunkLayout>,
+                        layout as Arc<dyn ChunkLayout>,
                     )
                 }
             };
@@ -236,6 +239,9 @@ impl FileShared {
             .lock()
             .map_err(|_| Error::Poisoned)?
             .register(id, layout)?;
+        if let Some(l) = created_chunked {
+            self.state()?.chunked.insert(addr, l);
+        }
         self.link_hard(parent, name, addr)?;
         Ok(addr)
     }
@@ -353,4 +359,49 @@ pub fn write(
         .map_err(|_| Error::Poisoned)?
         .write(&[req])?;
     Ok(())
+}
+
+/// Changes the dimensions of a chunked dataset created by this process to `dims` (within its
+/// maximum dimensions): the dataspace message is rewritten and the chunk cache drops or fills
+/// what left the extent. Returns the dataset's new description.
+pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Result<DatasetInfo> {
+    let layout = file
+        .state()?
+        .chunked
+        .get(&info.address)
+        .cloned()
+        .ok_or_else(|| {
+            Error::Unsupported(
+                "resizing a dataset that is not chunked or was not created by this process".into(),
+            )
+        })?;
+    let old = info.dims().to_vec();
+    let max = info
+        .dataspace
+        .max_dims
+        .clone()
+        .unwrap_or_else(|| old.clone());
+    if dims.len() != old.len() || dims.iter().zip(&max).any(|(d, m)| *m != UNLIMITED && d > m) {
+        return Err(Error::Invalid(format!(
+            "new dimensions {dims:?} outside the maximum {max:?}"
+        )));
+    }
+    let mut space = info.dataspace.clone();
+    space.dims = dims.to_vec();
+    let body = encode_message(&Message::Dataspace(space.clone()), file.sizes)?;
+    ohdr::update(file, info.address, |msgs| {
+        for m in msgs.iter_mut().filter(|m| m.kind == kind::DATASPACE) {
+            m.body = body.clone();
+        }
+        Ok(())
+    })?;
+    *layout.dims.lock().map_err(|_| Error::Poisoned)? = dims.to_vec();
+    let id = h5_chunkcache::DatasetId(file.abs(info.address)?);
+    file.chunks
+        .lock()
+        .map_err(|_| Error::Poisoned)?
+        .set_extent_notify(id, &old)?;
+    let mut info = info.clone();
+    info.dataspace = space;
+    Ok(info)
 }

@@ -56,6 +56,8 @@ pub(crate) struct WriteState {
     pub(crate) groups: HashMap<u64, GroupTable>,
     /// Chunked datasets written, whose chunk indexes are laid out at flush.
     pub(crate) indexes: Vec<Arc<chunks::BtreeChunkIndex>>,
+    /// Chunked datasets created here, by object header address (for resizing).
+    pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached
