@@ -13,11 +13,16 @@
 //! through a v2 B-tree or directly from their heap ID.
 
 mod block;
+mod builder;
 mod dtable;
 mod header;
 mod id;
 
 pub use block::{ChildDirectBlock, FractalDirectBlock, FractalIndirectBlock};
+pub use builder::{
+    EncodedFractalBlock, EncodedFractalHeap, FractalBlockKind, FractalHeapBuilder,
+    FractalHeapParams,
+};
 pub use dtable::{BlockLocation, ChildKind, DoublingTable};
 pub use header::{FilteredRoot, FractalHeapHeader, RootBlock};
 pub use id::{HeapId, HugeId};
