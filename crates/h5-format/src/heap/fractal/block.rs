@@ -12,9 +12,34 @@
 //! entries hold the undefined address.
 
 use super::header::FractalHeapHeader;
+use super::{encode_error, put_length, put_offset, put_uint};
 use crate::checksum::lookup3;
 use crate::error::Result;
 use crate::reader::{Reader, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
+
+const DIRECT: &str = "fractal heap direct block";
+const INDIRECT: &str = "fractal heap indirect block";
+
+/// Writes the common prefix (signature, version, heap address, block offset).
+fn put_prefix(
+    w: &mut Writer,
+    structure: &'static str,
+    sig: &[u8; 4],
+    hdr: &FractalHeapHeader,
+    block_offset: u64,
+) -> Result<()> {
+    w.bytes(sig);
+    w.u8(0);
+    put_offset(w, structure, "heap header address", hdr.sizes, hdr.address)?;
+    put_uint(
+        w,
+        structure,
+        "block offset",
+        block_offset,
+        hdr.heap_offset_size(),
+    )
+}
 
 /// Reads the common prefix (signature, version, heap address, block offset) and checks the
 /// heap address against the header.
@@ -111,6 +136,68 @@ impl FractalDirectBlock {
     }
 }
 
+impl FractalDirectBlock {
+    /// An empty (all-zero) direct block of `block_size` bytes at heap offset `block_offset`,
+    /// as libhdf5 creates one before objects are written into it.
+    pub fn empty(hdr: &FractalHeapHeader, block_offset: u64, block_size: u64) -> Result<Self> {
+        let header_len = hdr.direct_block_header_len();
+        let size = usize::try_from(block_size)
+            .ok()
+            .filter(|&s| s >= header_len)
+            .ok_or_else(|| {
+                encode_error(
+                    DIRECT,
+                    format!("block of {block_size} bytes (header {header_len})"),
+                )
+            })?;
+        Ok(Self {
+            block_offset,
+            image: vec![0; size],
+            header_len,
+        })
+    }
+
+    /// Encodes the (unfiltered) block image, the inverse of [`Self::decode`]: the header is
+    /// written from `block_offset` and the heap's address (and the checksum recomputed when
+    /// the heap checksums direct blocks); the object bytes after the header stay as stored.
+    /// Errors when the stored header length disagrees with the heap's or the block offset
+    /// does not fit the heap's offsets.
+    pub fn encode(&self, hdr: &FractalHeapHeader) -> Result<Vec<u8>> {
+        let header_len = hdr.direct_block_header_len();
+        let data = self
+            .image
+            .get(header_len..)
+            .filter(|_| self.header_len == header_len)
+            .ok_or_else(|| {
+                encode_error(
+                    DIRECT,
+                    format!(
+                        "{}-byte image with a {}-byte header; the heap's blocks have {header_len}",
+                        self.image.len(),
+                        self.header_len
+                    ),
+                )
+            })?;
+        let mut w = Writer::with_capacity(self.image.len());
+        put_prefix(&mut w, DIRECT, b"FHDB", hdr, self.block_offset)?;
+        let checksum_at = w.len();
+        if hdr.checksum_direct_blocks {
+            w.u32(0);
+        }
+        w.bytes(data);
+        if hdr.checksum_direct_blocks {
+            let sum = lookup3(w.as_slice(), 0);
+            w.patch(checksum_at, &sum.to_le_bytes());
+        }
+        Ok(w.into_bytes())
+    }
+
+    /// The data area of the block (after its header), for writing objects into.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        self.image.get_mut(self.header_len..).unwrap_or_default()
+    }
+}
+
 /// A direct-block entry of an indirect block.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct ChildDirectBlock {
@@ -199,5 +286,66 @@ impl FractalIndirectBlock {
             Some(d) => Some(d.address),
             None => self.indirect.get(entry - self.direct.len()).copied(),
         }
+    }
+
+    /// Encodes the block ([`FractalHeapHeader::indirect_block_len`] bytes, checksum
+    /// included), the inverse of [`Self::decode`]. Errors when the entry counts do not match
+    /// the block's rows, when the filtered entries' sizes and masks are missing on a filtered
+    /// heap (or present on an unfiltered one), or when a value does not fit its field.
+    pub fn encode(&self, hdr: &FractalHeapHeader) -> Result<Vec<u8>> {
+        let (direct_rows, indirect_rows) = hdr.table.split_rows(self.rows);
+        let width = usize::from(hdr.table.width);
+        let want = (direct_rows as usize * width, indirect_rows as usize * width);
+        if self.rows == 0 || (self.direct.len(), self.indirect.len()) != want {
+            return Err(encode_error(
+                INDIRECT,
+                format!(
+                    "{} direct and {} indirect entries in a {}-row block (needs {} and {})",
+                    self.direct.len(),
+                    self.indirect.len(),
+                    self.rows,
+                    want.0,
+                    want.1
+                ),
+            ));
+        }
+        let mut w = Writer::with_capacity(hdr.indirect_block_len(self.rows));
+        put_prefix(&mut w, INDIRECT, b"FHIB", hdr, self.block_offset)?;
+        for child in &self.direct {
+            put_offset(
+                &mut w,
+                INDIRECT,
+                "direct block address",
+                hdr.sizes,
+                child.address,
+            )?;
+            match (hdr.is_filtered(), child.filtered_size, child.filter_mask) {
+                (true, Some(size), Some(mask)) => {
+                    put_length(&mut w, INDIRECT, "filtered block size", hdr.sizes, size)?;
+                    w.u32(mask);
+                }
+                (false, None, None) => {}
+                _ => {
+                    return Err(encode_error(
+                        INDIRECT,
+                        format!(
+                            "direct block entry {child:?} in a heap {} filters",
+                            if hdr.is_filtered() { "with" } else { "without" }
+                        ),
+                    ));
+                }
+            }
+        }
+        for &address in &self.indirect {
+            put_offset(
+                &mut w,
+                INDIRECT,
+                "indirect block address",
+                hdr.sizes,
+                address,
+            )?;
+        }
+        w.checksum_from(0);
+        Ok(w.into_bytes())
     }
 }

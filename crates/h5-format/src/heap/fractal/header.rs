@@ -15,11 +15,12 @@
 //!
 //! Flags: bit 0 = huge object IDs have wrapped, bit 1 = direct blocks are checksummed.
 
-use super::bytes_for_bits;
 use super::dtable::DoublingTable;
+use super::{bytes_for_bits, encode_error, put_length, put_offset};
 use crate::checksum::lookup3;
 use crate::error::Result;
 use crate::reader::{Reader, Sizes, UNDEFINED_ADDRESS};
+use crate::writer::Writer;
 
 const STRUCTURE: &str = "fractal heap header";
 
@@ -246,6 +247,96 @@ impl FractalHeapHeader {
             )));
         }
         Ok(h)
+    }
+
+    /// The header's size on disk (checksum included).
+    pub fn encoded_len(&self) -> usize {
+        let filter_part = if self.is_filtered() {
+            usize::from(self.sizes.length) + 4 + usize::from(self.io_filters_len)
+        } else {
+            0
+        };
+        Self::base_len(self.sizes) + filter_part + 4
+    }
+
+    /// Encodes the header ([`Self::encoded_len`] bytes, checksum included), the inverse of
+    /// [`Self::decode`]. Errors when a value does not fit its field or the filter fields
+    /// disagree (`io_filters_len` must be the pipeline's length, and the filtered root
+    /// information must be present exactly when there is a pipeline).
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let sizes = self.sizes;
+        if usize::from(self.io_filters_len) != self.filter_pipeline.len()
+            || self.filtered_root.is_some() != self.is_filtered()
+        {
+            return Err(encode_error(
+                STRUCTURE,
+                format!(
+                    "filter length {} with a {}-byte pipeline and {} filtered root",
+                    self.io_filters_len,
+                    self.filter_pipeline.len(),
+                    if self.filtered_root.is_some() {
+                        "a"
+                    } else {
+                        "no"
+                    }
+                ),
+            ));
+        }
+        let mut w = Writer::with_capacity(self.encoded_len());
+        w.bytes(b"FRHP");
+        w.u8(0);
+        w.u16(self.heap_id_len);
+        w.u16(self.io_filters_len);
+        w.u8(u8::from(self.huge_ids_wrapped) | u8::from(self.checksum_direct_blocks) << 1);
+        w.u32(self.max_managed_object_size);
+        let len = |w: &mut Writer, field: &str, v: u64| put_length(w, STRUCTURE, field, sizes, v);
+        let addr = |w: &mut Writer, field: &str, v: u64| put_offset(w, STRUCTURE, field, sizes, v);
+        len(&mut w, "next huge object ID", self.next_huge_id)?;
+        addr(
+            &mut w,
+            "huge object B-tree address",
+            self.huge_btree_address,
+        )?;
+        len(&mut w, "managed free space", self.managed_free_space)?;
+        addr(
+            &mut w,
+            "free-space manager address",
+            self.free_space_manager_address,
+        )?;
+        len(&mut w, "managed space", self.managed_space)?;
+        len(
+            &mut w,
+            "allocated managed space",
+            self.allocated_managed_space,
+        )?;
+        len(
+            &mut w,
+            "allocation iterator offset",
+            self.allocation_iterator_offset,
+        )?;
+        len(&mut w, "managed object count", self.managed_object_count)?;
+        len(&mut w, "huge objects size", self.huge_objects_size)?;
+        len(&mut w, "huge object count", self.huge_object_count)?;
+        len(&mut w, "tiny objects size", self.tiny_objects_size)?;
+        len(&mut w, "tiny object count", self.tiny_object_count)?;
+        w.u16(self.table.width);
+        len(&mut w, "starting block size", self.table.start_block_size)?;
+        len(
+            &mut w,
+            "maximum direct block size",
+            self.table.max_direct_block_size,
+        )?;
+        w.u16(self.table.max_heap_size_bits);
+        w.u16(self.starting_root_rows);
+        addr(&mut w, "root block address", self.root_block_address)?;
+        w.u16(self.root_rows);
+        if let Some(root) = self.filtered_root {
+            len(&mut w, "filtered root block size", root.size)?;
+            w.u32(root.filter_mask);
+            w.bytes(&self.filter_pipeline);
+        }
+        w.checksum_from(0);
+        Ok(w.into_bytes())
     }
 
     /// Bytes of a heap offset (block offsets and managed IDs): `ceil(max heap size bits / 8)`.

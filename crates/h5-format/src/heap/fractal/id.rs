@@ -14,8 +14,17 @@
 //!   objects, `min(heap ID length - 1, 8)` bytes.
 
 use super::header::FractalHeapHeader;
+use super::{encode_error, put_length, put_offset, put_uint};
 use crate::error::Result;
 use crate::reader::Reader;
+use crate::writer::Writer;
+
+const STRUCTURE: &str = "fractal heap ID";
+
+/// Type bits (4–5) of the first ID byte.
+const TYPE_MANAGED: u8 = 0x00;
+const TYPE_HUGE: u8 = 0x10;
+const TYPE_TINY: u8 = 0x20;
 
 /// Where a huge object is.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -94,7 +103,7 @@ impl<'a> HeapId<'a> {
             }
             1 => Ok(Self::Huge(Self::huge(&mut r, hdr)?)),
             2 => {
-                let extended = id.len() - 1 > TINY_LEN_SHORT + 1;
+                let extended = hdr.tiny_len_extended();
                 let len = if extended {
                     let low = r.u8()?;
                     (usize::from(flags & 0x0f) << 8 | usize::from(low)) + 1
@@ -104,6 +113,118 @@ impl<'a> HeapId<'a> {
                 Ok(Self::Tiny(r.bytes(len)?))
             }
             t => Err(r.corrupted(format!("heap ID type {t}"))),
+        }
+    }
+
+    /// Encodes the ID (exactly the heap's ID length, zero-padded), the inverse of
+    /// [`Self::decode`]. Errors when the object cannot be named this way in this heap: a
+    /// managed object that is empty, larger than the maximum managed size or past the heap's
+    /// address space; a tiny object that is empty or longer than
+    /// [`FractalHeapHeader::tiny_max_len`]; a huge object of the wrong kind for the heap's ID
+    /// length and filters.
+    pub fn encode(&self, hdr: &FractalHeapHeader) -> Result<Vec<u8>> {
+        let id_len = usize::from(hdr.heap_id_len);
+        let mut w = Writer::with_capacity(id_len);
+        match *self {
+            Self::Managed { offset, len } => {
+                let bits = u32::from(hdr.table.max_heap_size_bits);
+                let fits = offset
+                    .checked_add(len)
+                    .is_some_and(|end| bits >= 64 || end <= 1u64 << bits);
+                if len == 0 || len > u64::from(hdr.max_managed_object_size) || !fits {
+                    return Err(encode_error(
+                        STRUCTURE,
+                        format!("managed object of {len} bytes at heap offset {offset}"),
+                    ));
+                }
+                w.u8(TYPE_MANAGED);
+                put_uint(
+                    &mut w,
+                    STRUCTURE,
+                    "heap offset",
+                    offset,
+                    hdr.heap_offset_size(),
+                )?;
+                put_uint(
+                    &mut w,
+                    STRUCTURE,
+                    "object length",
+                    len,
+                    hdr.heap_length_size(),
+                )?;
+            }
+            Self::Tiny(obj) => {
+                if obj.is_empty() || obj.len() > hdr.tiny_max_len() {
+                    return Err(encode_error(
+                        STRUCTURE,
+                        format!(
+                            "tiny object of {} bytes (1..={} fit in the ID)",
+                            obj.len(),
+                            hdr.tiny_max_len()
+                        ),
+                    ));
+                }
+                let encoded_len = obj.len() - 1;
+                if hdr.tiny_len_extended() {
+                    w.u8(TYPE_TINY | (encoded_len >> 8) as u8 & 0x0f);
+                    w.u8(encoded_len as u8);
+                } else {
+                    w.u8(TYPE_TINY | encoded_len as u8);
+                }
+                w.bytes(obj);
+            }
+            Self::Huge(huge) => {
+                w.u8(TYPE_HUGE);
+                Self::encode_huge(&mut w, huge, hdr)?;
+            }
+        }
+        if w.len() > id_len {
+            return Err(encode_error(
+                STRUCTURE,
+                format!("{} bytes in a {id_len}-byte heap ID", w.len()),
+            ));
+        }
+        w.zeros(id_len - w.len());
+        Ok(w.into_bytes())
+    }
+
+    fn encode_huge(w: &mut Writer, huge: HugeId, hdr: &FractalHeapHeader) -> Result<()> {
+        let sizes = hdr.sizes;
+        let room = usize::from(hdr.heap_id_len).saturating_sub(1);
+        let o = usize::from(sizes.offset);
+        let l = usize::from(sizes.length);
+        let direct = if hdr.is_filtered() {
+            room >= o + l + 4 + l
+        } else {
+            room >= o + l
+        };
+        match huge {
+            HugeId::BtreeKey(key) if !direct => {
+                put_uint(w, STRUCTURE, "huge object key", key, room.min(8))
+            }
+            HugeId::Direct { address, len } if direct && !hdr.is_filtered() => {
+                put_offset(w, STRUCTURE, "huge object address", sizes, address)?;
+                put_length(w, STRUCTURE, "huge object length", sizes, len)
+            }
+            HugeId::DirectFiltered {
+                address,
+                len,
+                filter_mask,
+                size,
+            } if direct && hdr.is_filtered() => {
+                put_offset(w, STRUCTURE, "huge object address", sizes, address)?;
+                put_length(w, STRUCTURE, "huge object length", sizes, len)?;
+                w.u32(filter_mask);
+                put_length(w, STRUCTURE, "huge object size", sizes, size)
+            }
+            other => Err(encode_error(
+                STRUCTURE,
+                format!(
+                    "{other:?} in a {}-byte ID of a heap {} filters",
+                    hdr.heap_id_len,
+                    if hdr.is_filtered() { "with" } else { "without" }
+                ),
+            )),
         }
     }
 
@@ -127,5 +248,24 @@ impl<'a> HeapId<'a> {
             });
         }
         Ok(HugeId::BtreeKey(r.uint(room.min(8))?))
+    }
+}
+
+impl FractalHeapHeader {
+    /// Whether tiny objects carry their length in two bytes (IDs longer than 18 bytes).
+    pub fn tiny_len_extended(&self) -> bool {
+        usize::from(self.heap_id_len).saturating_sub(1) > TINY_LEN_SHORT + 1
+    }
+
+    /// The largest object stored inside a heap ID (libhdf5 stores every object up to this
+    /// size as a tiny object).
+    pub fn tiny_max_len(&self) -> usize {
+        let room = usize::from(self.heap_id_len).saturating_sub(1);
+        if self.tiny_len_extended() {
+            // Twelve bits of length minus one.
+            (room - 1).min(1 << 12)
+        } else {
+            room.min(TINY_LEN_SHORT)
+        }
     }
 }

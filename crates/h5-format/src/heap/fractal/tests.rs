@@ -570,3 +570,237 @@ fn extreme_tables_do_not_overflow() {
         bad.indirect_span(900),
     );
 }
+
+#[test]
+fn headers_re_encode_byte_exact() {
+    for h in [
+        H::default(),
+        H {
+            filters: vec![2, 1, 0, 0, 1, 0, 0, 0],
+            rows: 0,
+            id_len: 30,
+            ..H::default()
+        },
+        H {
+            flags: 3,
+            root: u64::MAX,
+            rows: 0,
+            ..H::default()
+        },
+    ] {
+        let b = header_bytes(&h);
+        let d = FractalHeapHeader::decode(&b, Sizes::EIGHT, HDR_ADDR).unwrap();
+        assert_eq!(d.encoded_len(), b.len());
+        assert_eq!(d.encode().unwrap(), b);
+    }
+}
+
+#[test]
+fn header_encode_errors() {
+    let h = header(&H::default());
+    let small = FractalHeapHeader {
+        sizes: Sizes::new(4, 2, "t", 0).unwrap(),
+        ..h.clone()
+    };
+    // 0x800 of managed space does not fit... it does in 2 bytes; 100_000 does not.
+    let too_big = FractalHeapHeader {
+        managed_object_count: 100_000,
+        ..small.clone()
+    };
+    assert!(matches!(
+        too_big.encode(),
+        Err(FormatError::Unsupported { .. })
+    ));
+    let far = FractalHeapHeader {
+        root_block_address: 1 << 40,
+        ..small
+    };
+    assert!(matches!(far.encode(), Err(FormatError::Unsupported { .. })));
+    let mismatched = FractalHeapHeader {
+        io_filters_len: 3,
+        ..h.clone()
+    };
+    assert!(matches!(
+        mismatched.encode(),
+        Err(FormatError::Unsupported { .. })
+    ));
+    let no_root_info = FractalHeapHeader {
+        io_filters_len: 1,
+        filter_pipeline: vec![0],
+        ..h
+    };
+    assert!(no_root_info.encode().is_err());
+}
+
+#[test]
+fn direct_blocks_re_encode_with_and_without_checksum() {
+    for (flags, sum) in [(2, true), (0, false)] {
+        let h = header(&H {
+            flags,
+            ..H::default()
+        });
+        let b = direct_block(&h, 0x600, 512, sum);
+        let d = FractalDirectBlock::decode(&b, &h, 0xae5, 512).unwrap();
+        assert_eq!(d.encode(&h).unwrap(), b);
+        // The checksum is recomputed from the contents.
+        let mut changed = d.clone();
+        changed.data_mut()[0] = 0x7f;
+        let e = changed.encode(&h).unwrap();
+        let mut back = FractalDirectBlock::decode(&e, &h, 0xae5, 512).unwrap();
+        assert_eq!(back.data_mut(), changed.data_mut());
+    }
+    let h = header(&H::default());
+    let mut empty = FractalDirectBlock::empty(&h, 0x800, 512).unwrap();
+    assert_eq!(empty.data_mut().len(), 512 - 21);
+    let e = empty.encode(&h).unwrap();
+    assert_eq!(e.len(), 512);
+    let mut back = FractalDirectBlock::decode(&e, &h, 0, 512).unwrap();
+    assert_eq!(back.block_offset, 0x800);
+    assert!(back.data_mut().iter().all(|&b| b == 0));
+    assert!(FractalDirectBlock::empty(&h, 0, 8).is_err());
+    // A header length that disagrees with the heap, an offset past the heap's 4 offset bytes.
+    let wrong = FractalDirectBlock {
+        header_len: 17,
+        ..empty.clone()
+    };
+    assert!(matches!(
+        wrong.encode(&h),
+        Err(FormatError::Unsupported { .. })
+    ));
+    let far = FractalDirectBlock {
+        block_offset: 1 << 32,
+        ..empty
+    };
+    assert!(matches!(
+        far.encode(&h),
+        Err(FormatError::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn indirect_blocks_re_encode_byte_exact() {
+    let h = header(&H::default());
+    let mut addrs: Vec<u64> = (0..44).map(|k| 0x10000 + k * 0x100).collect();
+    addrs[40] = u64::MAX;
+    for (rows, offset, a) in [
+        (1, 0, &addrs[..4]),
+        (11, 0, &addrs[..]),
+        (7, 1 << 19, &[][..]),
+    ] {
+        let b = indirect_block(&h, rows, offset, a);
+        let ib = FractalIndirectBlock::decode(&b, &h, 0, rows).unwrap();
+        assert_eq!(ib.encode(&h).unwrap(), b);
+    }
+    let hf = header(&H {
+        filters: vec![0; 8],
+        ..H::default()
+    });
+    let b = indirect_block(&hf, 1, 0, &[0x2000]);
+    let ib = FractalIndirectBlock::decode(&b, &hf, 0, 1).unwrap();
+    assert_eq!(ib.encode(&hf).unwrap(), b);
+    // Filtered entries on an unfiltered heap (and the reverse), wrong entry counts.
+    assert!(matches!(
+        ib.encode(&h),
+        Err(FormatError::Unsupported { .. })
+    ));
+    let plain = FractalIndirectBlock::decode(&indirect_block(&h, 1, 0, &[1]), &h, 0, 1).unwrap();
+    assert!(plain.encode(&hf).is_err());
+    let mut short = plain.clone();
+    short.direct.pop();
+    assert!(short.encode(&h).is_err());
+    let zero = FractalIndirectBlock {
+        rows: 0,
+        direct: vec![],
+        ..plain
+    };
+    assert!(zero.encode(&h).is_err());
+}
+
+#[test]
+fn heap_ids_re_encode() {
+    let h = header(&H::default());
+    for id in [
+        vec![0x00, 0x15, 0x06, 0, 0, 0x13, 0],
+        vec![0x22, b'a', b'b', b'c', 0, 0, 0],
+        vec![0x25, b'a', b'b', b'c', b'd', b'e', b'f'],
+        vec![0x10, 5, 0, 0, 0, 0, 0],
+    ] {
+        assert_eq!(HeapId::decode(&id, &h).unwrap().encode(&h).unwrap(), id);
+    }
+    assert_eq!(h.tiny_max_len(), 6);
+    assert!(!h.tiny_len_extended());
+    for bad in [
+        HeapId::Tiny(b""),
+        HeapId::Tiny(b"abcdefg"),
+        HeapId::Managed { offset: 0, len: 0 },
+        HeapId::Managed {
+            offset: 0,
+            len: 4097,
+        },
+        HeapId::Managed {
+            offset: u64::from(u32::MAX),
+            len: 2,
+        },
+        HeapId::Huge(HugeId::Direct { address: 1, len: 1 }),
+    ] {
+        assert!(
+            matches!(bad.encode(&h), Err(FormatError::Unsupported { .. })),
+            "{bad:?}"
+        );
+    }
+    // 17-byte IDs: 16-byte tiny objects with the short length, direct huge objects.
+    let h17 = header(&H {
+        id_len: 17,
+        ..H::default()
+    });
+    assert_eq!((h17.tiny_max_len(), h17.tiny_len_extended()), (16, false));
+    let mut id = vec![0x2f];
+    id.extend([7u8; 16]);
+    assert_eq!(HeapId::Tiny(&[7u8; 16]).encode(&h17).unwrap(), id);
+    let mut id = vec![0x10];
+    id.extend(0x5000u64.to_le_bytes());
+    id.extend(70000u64.to_le_bytes());
+    let huge = HeapId::decode(&id, &h17).unwrap();
+    assert_eq!(huge.encode(&h17).unwrap(), id);
+    assert!(HeapId::Huge(HugeId::BtreeKey(1)).encode(&h17).is_err());
+    // 18-byte IDs: the boundary (16 bytes, short length); 20-byte IDs: extended lengths.
+    let h18 = header(&H {
+        id_len: 18,
+        ..H::default()
+    });
+    assert_eq!((h18.tiny_max_len(), h18.tiny_len_extended()), (16, false));
+    let h20 = header(&H {
+        id_len: 20,
+        ..H::default()
+    });
+    assert_eq!((h20.tiny_max_len(), h20.tiny_len_extended()), (18, true));
+    for n in [1usize, 5, 18] {
+        let obj = vec![9u8; n];
+        let id = HeapId::Tiny(&obj).encode(&h20).unwrap();
+        assert_eq!(id.len(), 20);
+        assert_eq!((id[0], id[1]), (0x20, (n - 1) as u8));
+        assert_eq!(HeapId::decode(&id, &h20).unwrap(), HeapId::Tiny(&obj));
+    }
+    assert!(HeapId::Tiny(&[0; 19]).encode(&h20).is_err());
+    // Filtered heaps: direct filtered huge IDs (29 bytes) and B-tree keys (17 bytes).
+    let hf = header(&H {
+        id_len: 29,
+        filters: vec![0; 8],
+        ..H::default()
+    });
+    let f = HeapId::Huge(HugeId::DirectFiltered {
+        address: 0x6000,
+        len: 100,
+        filter_mask: 1,
+        size: 400,
+    });
+    assert_eq!(HeapId::decode(&f.encode(&hf).unwrap(), &hf).unwrap(), f);
+    assert!(f.encode(&h17).is_err());
+    let hf17 = header(&H {
+        id_len: 17,
+        filters: vec![0; 8],
+        ..H::default()
+    });
+    let k = HeapId::Huge(HugeId::BtreeKey(9));
+    assert_eq!(HeapId::decode(&k.encode(&hf17).unwrap(), &hf17).unwrap(), k);
+}
