@@ -15,9 +15,9 @@ Expectation format (JSON object; every key optional; paths absolute):
   "superblock_version": int      superblock version byte of FILE (the format bounds it was written
                                  with: 0/1 = earliest, 2 = v1.8, 3 = v1.10 and later)
   "userblock_size": int          as h5py reports it
-  "groups": {path: G}            G = {"members": [names],   exact member names (sorted or not)
-                                      "attr_names": [names]} exact attribute names
-                                 PATH must be a group; {} only checks that.
+  "groups": {path: G}            PATH must be a group; G = {"members": [names]} checks its exact
+                                 member names (any order), {} only that it is a group
+  "attr_names": {path: [names]}  exact attribute names of any object (any order)
   "links": {path: L}             how the link named PATH is stored in its parent:
                                  {"kind": "hard"} | {"kind": "soft", "target": "/p"}
                                  | {"kind": "external", "file": "f.h5", "path": "/p"}
@@ -41,7 +41,6 @@ Expectation format (JSON object; every key optional; paths absolute):
                                  string or a compound list/object), e.g. "<f8" hashes the values
                                  as little-endian doubles
      "spot": [[[i, j, ...], VALUE]...]  single elements ([] indexes a scalar)
-     "attr_names": [names]       exact attribute names
   "attrs": {path: {name: A}}     attributes of any object; A = {"dtype": DTYPE, "shape": [n...],
                                  "value": VALUE}, each key optional
 
@@ -331,14 +330,12 @@ def check_eq(out, where, what, got, want):
 
 
 def check_group(f, path, g, out):
-    keys_known(g, ["members", "attr_names"], f"groups[{path}]")
+    keys_known(g, ["members"], f"groups[{path}]")
     grp = get_kind(f, path, h5py.Group, out)
     if grp is None:
         return
     if "members" in g:
         check_eq(out, path, "members", sorted(grp.keys()), sorted(g["members"]))
-    if "attr_names" in g:
-        check_eq(out, path, "attribute names", sorted(grp.attrs.keys()), sorted(g["attr_names"]))
 
 
 def check_link(f, path, lk, out):
@@ -374,7 +371,7 @@ def norm(v):
 
 DATASET_KEYS = [
     "dtype", "shape", "maxshape", "chunks", "layout", "compression", "compression_opts", "shuffle",
-    "fletcher32", "scaleoffset", "filters", "fillvalue", "values", "digest", "spot", "attr_names",
+    "fletcher32", "scaleoffset", "filters", "fillvalue", "values", "digest", "spot",
 ]
 LAYOUTS = {h5py.h5d.COMPACT: "compact", h5py.h5d.CONTIGUOUS: "contiguous", h5py.h5d.CHUNKED: "chunked"}
 if hasattr(h5py.h5d, "VIRTUAL"):
@@ -440,8 +437,6 @@ def check_dataset(f, path, d, out, vc):
             continue
         vc.compare(want, ds[tuple(idx)] if idx else ds[()], where)
         vc.finish(where)
-    if "attr_names" in d:
-        check_eq(out, path, "attribute names", sorted(ds.attrs.keys()), sorted(d["attr_names"]))
 
 
 def check_attrs(f, path, attrs, out, vc):
@@ -479,7 +474,8 @@ def guarded(fn, f, path, exp, out, vc):
 
 
 def check(path, exp):
-    keys_known(exp, ["superblock_version", "userblock_size", "groups", "links", "datasets", "attrs"], "top level")
+    top = ["superblock_version", "userblock_size", "groups", "links", "datasets", "attr_names", "attrs"]
+    keys_known(exp, top, "top level")
     out = []
     if "superblock_version" in exp:
         check_eq(out, "file", "superblock version", superblock_version(path), exp["superblock_version"])
@@ -493,6 +489,12 @@ def check(path, exp):
             check_link(f, p, lk, out)
         for p, d in exp.get("datasets", {}).items():
             guarded(check_dataset, f, p, d, out, vc)
+        for p, names in exp.get("attr_names", {}).items():
+            obj = f.get(p)
+            if obj is None:
+                out.append(f"{p}: missing (expected attributes {sorted(names)})")
+            else:
+                check_eq(out, p, "attribute names", sorted(obj.attrs.keys()), sorted(names))
         for p, a in exp.get("attrs", {}).items():
             guarded(check_attrs, f, p, a, out, vc)
     return out

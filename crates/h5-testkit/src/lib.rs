@@ -32,6 +32,7 @@ use serde_json::Value;
 
 mod sha256;
 pub mod values;
+pub mod verify;
 
 pub use sha256::{sha256, sha256_hex};
 
