@@ -210,8 +210,8 @@ def show(v):
     if isinstance(v, (bytes, np.bytes_)):
         return repr(bytes(v))
     if isinstance(v, np.generic):
-        return repr(v.item())
-    return json.dumps(v) if isinstance(v, (list, dict, str, type(None))) else repr(v)
+        v = v.item()
+    return json.dumps(v) if isinstance(v, (bool, list, dict, str, type(None))) else repr(v)
 
 
 class ValueChecker:

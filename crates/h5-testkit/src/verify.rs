@@ -703,11 +703,11 @@ pub fn check_with_h5py(file: &Path, exp: &Expectations) -> Result<(), String> {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {} {}: {e}", py.display(), script.display()));
     let doc = exp.to_json().to_string();
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(doc.as_bytes())
-            .unwrap_or_else(|e| panic!("cannot send expectations to h5py_check.py: {e}"));
-    }
+    // A failed write (the script died before reading) shows in its exit status and stderr.
+    let sent = match child.stdin.take() {
+        Some(mut stdin) => stdin.write_all(doc.as_bytes()),
+        None => Ok(()),
+    };
     let out = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("h5py_check.py did not finish: {e}"));
@@ -723,11 +723,15 @@ pub fn check_with_h5py(file: &Path, exp: &Expectations) -> Result<(), String> {
         }
         code => {
             let mut msg = format!(
-                "h5py disagrees with {} (h5py_check.py exit {code:?}):\n{stdout}",
-                file.display()
+                "h5py disagrees with {} (h5py_check.py {}):\n{stdout}",
+                file.display(),
+                code.map_or_else(|| out.status.to_string(), |c| format!("exit {c}"))
             );
             if !stderr.trim().is_empty() {
                 msg.push_str(&stderr);
+            }
+            if let Err(e) = sent {
+                msg.push_str(&format!("(sending the expectations failed: {e})\n"));
             }
             Err(msg)
         }

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use h5_testkit::verify::{
-    AttrExpect, DatasetExpect, Expectations, FilterExpect, LinkExpect, check_with_h5py, digest_le,
-    dtype, h5dump, h5dump_data_values, h5dump_version, run_python,
+    AttrExpect, DatasetExpect, Expectations, FilterExpect, LinkExpect, Values, check_with_h5py,
+    digest_le, dtype, h5dump, h5dump_data_values, h5dump_version, run_python,
 };
 use serde_json::json;
 use tempfile::TempDir;
@@ -524,5 +524,124 @@ with h5py.File(sys.argv[1], "w", libver="v112") as f:
         // Not even the plain integer dataset: h5dump fails on the whole file.
         let err = h5dump(&["-d", "/i"], &file).unwrap_err();
         assert!(err.contains("internal error"), "{err}");
+    }
+}
+
+/// The other datatype classes and value forms of the notation: array, vlen sequence, object
+/// reference, complex, opaque, bool, scalar, null dataspace, signed zero and infinities.
+#[test]
+fn other_types_and_value_forms() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("types.h5");
+    run_python(
+        r#"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    a = f.create_dataset("arr", shape=(2,), dtype=np.dtype(("<i2", (3,))))
+    a[...] = np.array([[1, 2, 3], [4, 5, 6]], dtype="<i2")
+    v = f.create_dataset("vl", shape=(2,), dtype=h5py.vlen_dtype(np.dtype("<i4")))
+    v[0] = [1, 2]; v[1] = [3]
+    f.create_dataset("ref", data=[f["arr"].ref, h5py.Reference()], dtype=h5py.ref_dtype)
+    f.create_dataset("cx", data=np.array([1 + 2j, complex(0, -0.5)], dtype="<c8"))
+    f.create_dataset("op", data=np.void(b"\x01\x02\x03\x04"))
+    f.create_dataset("b", data=np.array([True, False]))
+    f.create_dataset("sc", data=np.float64(-0.0))
+    f.create_dataset("inf", data=np.array([np.inf, -np.inf], dtype=">f8"))
+    f.create_dataset("null", dtype="<f4", data=h5py.Empty("<f4"))
+"#,
+        &[&file],
+    );
+    let good = Expectations::new()
+        .superblock_version(0)
+        .dataset(
+            "/arr",
+            DatasetExpect::new(dtype::array("<i2", &[3]), &[2])
+                .values(json!([[1, 2, 3], [4, 5, 6]])),
+        )
+        .dataset(
+            "/vl",
+            DatasetExpect::new(dtype::vlen("<i4"), &[2]).values(json!([[1, 2], [3]])),
+        )
+        .dataset(
+            "/ref",
+            DatasetExpect::new("ref-object", &[2]).values(json!(["/arr", null])),
+        )
+        .dataset(
+            "/cx",
+            DatasetExpect::new("<c8", &[2]).values(json!([[1, 2], [0, -0.5]])),
+        )
+        .dataset(
+            "/op",
+            DatasetExpect::new("|V4", &[]).values(json!({"hex": "01020304"})),
+        )
+        .dataset(
+            "/b",
+            DatasetExpect::new("|b1", &[2]).values(json!([true, false])),
+        )
+        .dataset(
+            "/sc",
+            DatasetExpect::new("<f8", &[])
+                .values(json!(-0.0))
+                .spot(&[], json!(-0.0)),
+        )
+        .dataset(
+            "/inf",
+            DatasetExpect::new(">f8", &[2]).values(json!(["inf", "-inf"])),
+        )
+        // A null dataspace: no shape (the builder cannot say `null`), value `null`.
+        .dataset(
+            "/null",
+            DatasetExpect {
+                dtype: Some("<f4".into()),
+                values: Values::Exact(json!(null)),
+                ..Default::default()
+            },
+        );
+    check_with_h5py(&file, &good).unwrap();
+
+    let cases: Vec<(Expectations, &str)> = vec![
+        (
+            good.clone()
+                .dataset("/sc", DatasetExpect::default().values(json!(0.0))),
+            "/sc: value -0.0 != expected 0.0",
+        ),
+        (
+            good.clone()
+                .dataset("/b", DatasetExpect::default().values(json!([1, 0]))),
+            "/b[0]: value true != expected 1",
+        ),
+        (
+            good.clone().dataset(
+                "/ref",
+                DatasetExpect::default().values(json!(["/vl", null])),
+            ),
+            r#"/ref[0]: reference to "/arr" != expected "/vl""#,
+        ),
+        (
+            good.clone()
+                .dataset("/arr", DatasetExpect::new(dtype::array("<i2", &[2]), &[2])),
+            r#"/arr: dtype {"array": "<i2", "shape": [3]}"#,
+        ),
+        (
+            good.clone().dataset(
+                "/vl",
+                DatasetExpect::default().values(json!([[1, 2], [3, 4]])),
+            ),
+            "/vl[1]: length 1 != expected 2",
+        ),
+        (
+            good.clone()
+                .dataset("/inf", DatasetExpect::new("<f8", &[2])),
+            r#"/inf: dtype ">f8" != expected "<f8""#,
+        ),
+        (
+            good.clone()
+                .dataset("/null", DatasetExpect::default().values(json!(0))),
+            "/null: value is empty (null dataspace), expected 0",
+        ),
+    ];
+    for (exp, needle) in cases {
+        let err = check_with_h5py(&file, &exp).unwrap_err();
+        assert!(err.contains(needle), "no `{needle}` in:\n{err}");
     }
 }
