@@ -5,7 +5,8 @@
 //! per file, every object h5py sees: links, groups, datasets with their type, shape, layout,
 //! filters, fill value and values, attributes with their values. This crate mirrors that JSON in
 //! typed structs ([`Manifest`]) and offers helpers to compare what the engine reads with what
-//! the manifest expects ([`values`]).
+//! the manifest expects ([`values`]). The other direction, files checked by the reference
+//! implementation (h5py and h5dump), is [`verify`].
 //!
 //! Value encoding (the `values`, `value`, `fill_value` and `spot_values[].value` fields) is kept as
 //! [`serde_json::Value`] because its shape follows the datatype:
@@ -32,6 +33,7 @@ use serde_json::Value;
 
 mod sha256;
 pub mod values;
+pub mod verify;
 
 pub use sha256::{sha256, sha256_hex};
 
