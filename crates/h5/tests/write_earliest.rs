@@ -5,8 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use h5_testkit::verify::{
-    AttrExpect, DatasetExpect, Expectations, check_with_h5py, digest_le, h5dump,
-    h5dump_data_values,
+    AttrExpect, DatasetExpect, Expectations, check_with_h5py, digest_le, h5dump, h5dump_data_values,
 };
 use ndarray::SliceInfoElem as S;
 use serde_json::json;
@@ -235,20 +234,24 @@ fn resized_datasets_hold_what_was_appended() {
 #[test]
 fn a_tiny_metadata_cache_still_writes_a_valid_file() {
     let (_d, path) = tmp("tiny.h5");
-    let mut cfg = h5::MetadataCacheConfig::default();
-    cfg.set_initial_size = true;
-    cfg.initial_size = 16 * 1024;
-    cfg.min_size = 16 * 1024;
-    cfg.max_size = 16 * 1024;
-    cfg.incr_mode = h5_metacache::IncrMode::Off;
-    cfg.decr_mode = h5_metacache::DecrMode::Off;
-    cfg.flash_incr_mode = h5_metacache::FlashIncrMode::Off;
+    let cfg = h5::MetadataCacheConfig {
+        set_initial_size: true,
+        initial_size: 16 * 1024,
+        min_size: 16 * 1024,
+        max_size: 16 * 1024,
+        incr_mode: h5_metacache::IncrMode::Off,
+        decr_mode: h5_metacache::DecrMode::Off,
+        flash_incr_mode: h5_metacache::FlashIncrMode::Off,
+        ..Default::default()
+    };
     let access = h5::FileAccess::new().metadata_cache(cfg);
     let mut exp = Expectations::new();
     {
         let f = h5::File::create_with(&path, &access, &h5::CreateOptions::default()).unwrap();
         for i in 0..200 {
-            let g = f.create_group(&format!("g{:03}/sub", i % 40 * 1000 + i)).unwrap();
+            let g = f
+                .create_group(&format!("g{:03}/sub", i % 40 * 1000 + i))
+                .unwrap();
             g.write_attr_scalar("i", i as i64).unwrap();
             let d = g.new_dataset::<i64>().shape([3]).create("v").unwrap();
             d.write(&[i as i64, 2, 3]).unwrap();
@@ -258,7 +261,10 @@ fn a_tiny_metadata_cache_still_writes_a_valid_file() {
             );
         }
         let stats = f.metadata_cache_stats().unwrap();
-        assert!(stats.total_evictions > 0, "the cache never evicted: {stats}");
+        assert!(
+            stats.total_evictions > 0,
+            "the cache never evicted: {stats:?}"
+        );
         f.close().unwrap();
     }
     check(&path, &exp);
@@ -272,15 +278,33 @@ fn misuse_is_a_typed_error() {
     root.create_group("g").unwrap();
     assert!(matches!(root.create_group("g"), Err(h5::Error::Exists(_))));
     let mut ds = root.new_dataset::<f32>().shape([4]).create("x").unwrap();
-    assert!(matches!(root.new_dataset::<f32>().shape([4]).create("x"), Err(h5::Error::Exists(_))));
-    assert!(matches!(ds.write(&[1i32, 2, 3, 4]), Err(h5::Error::Invalid(_))));
+    assert!(matches!(
+        root.new_dataset::<f32>().shape([4]).create("x"),
+        Err(h5::Error::Exists(_))
+    ));
+    assert!(matches!(
+        ds.write(&[1i32, 2, 3, 4]),
+        Err(h5::Error::Invalid(_))
+    ));
     assert!(matches!(ds.write(&[1.0f32]), Err(h5::Error::Invalid(_))));
     assert!(matches!(ds.resize([8]), Err(h5::Error::Unsupported(_))));
-    let mut c = root.new_dataset::<u8>().shape([4]).max_shape([Some(6)]).chunk([2]).create("c").unwrap();
+    let mut c = root
+        .new_dataset::<u8>()
+        .shape([4])
+        .max_shape([Some(6)])
+        .chunk([2])
+        .create("c")
+        .unwrap();
     assert!(matches!(c.resize([7]), Err(h5::Error::Invalid(_))));
-    assert!(matches!(root.create_group("a\0b"), Err(h5::Error::Invalid(_))));
     assert!(matches!(
-        root.new_dataset::<u8>().shape([4]).deflate(1).create("nochunk"),
+        root.create_group("a\0b"),
+        Err(h5::Error::Invalid(_))
+    ));
+    assert!(matches!(
+        root.new_dataset::<u8>()
+            .shape([4])
+            .deflate(1)
+            .create("nochunk"),
         Err(h5::Error::Invalid(_))
     ));
     f.close().unwrap();

@@ -80,16 +80,15 @@ impl FileShared {
             return Err(Error::Invalid("a datatype of size 0".into()));
         }
         let rank = spec.dims.len();
-        if let Some(m) = &spec.max_dims {
-            if m.len() != rank
+        if let Some(m) = &spec.max_dims
+            && (m.len() != rank
                 || m.iter()
                     .zip(&spec.dims)
-                    .any(|(m, d)| *m != UNLIMITED && m < d)
-            {
-                return Err(Error::Invalid(
-                    "maximum dimensions below the current ones".into(),
-                ));
-            }
+                    .any(|(m, d)| *m != UNLIMITED && m < d))
+        {
+            return Err(Error::Invalid(
+                "maximum dimensions below the current ones".into(),
+            ));
         }
         let elements = spec
             .dims

@@ -187,7 +187,9 @@ impl FileShared {
                 MetadataKind::Superblock.id(),
                 0,
                 entry,
-                InsertFlags::FLUSH_LAST,
+                // Pinned: it is never evicted early, and every flush re-dirties it so that its
+                // end-of-file address is the final one.
+                InsertFlags::FLUSH_LAST | InsertFlags::PIN,
             )
             .map_err(cache_error)?;
         Ok(Arc::new(file))
@@ -318,11 +320,11 @@ impl FileShared {
             self.state()?.groups.insert(addr, g);
             r?;
         }
-        self.meta
-            .lock()
-            .map_err(|_| Error::Poisoned)?
-            .flush(FlushFlags::NONE)
-            .map_err(cache_error)?;
+        {
+            let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
+            meta.mark_dirty(self.abs(0)?).map_err(cache_error)?;
+            meta.flush(FlushFlags::NONE).map_err(cache_error)?;
+        }
         let eoa = self
             .alloc
             .as_ref()
