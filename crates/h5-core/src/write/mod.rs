@@ -3,7 +3,7 @@
 //! Every structure written goes into the metadata cache as an entry whose value knows how to
 //! encode itself ([`Decoded::writable`]); the cache writes them in address order on flush, the
 //! superblock last. Raw data goes through the shared chunk cache with writable layouts
-//! ([`chunks`]). Structures that libhdf5 updates node by node (old-style group tables, v1 B-tree
+//! (`chunks.rs`). Structures that libhdf5 updates node by node (old-style group tables, v1 B-tree
 //! chunk indexes) are kept as ordered tables here and laid out at flush; see `docs/design.md` §5.
 
 pub mod alloc;
