@@ -1,0 +1,722 @@
+//! The file-space allocator: scripted sequences with exact addresses for every rule (worked
+//! out by hand from libhdf5's rules, see `space/mod.rs`), error cases, and a reference-model
+//! property test over random allocate/free/extend sequences on every strategy.
+
+use h5_core::space::{
+    FreeList, FreeSection, SpaceConfig, SpaceError, SpaceKind, SpaceManager, SpaceStrategy,
+};
+
+use SpaceKind::{BTree, LocalHeap, ObjectHeader, RawData};
+
+fn config(strategy: SpaceStrategy) -> SpaceConfig {
+    SpaceConfig {
+        strategy,
+        ..SpaceConfig::default()
+    }
+}
+
+fn manager(strategy: SpaceStrategy, eoa: u64) -> SpaceManager {
+    SpaceManager::new(config(strategy), eoa).unwrap()
+}
+
+/// Free lists only: both aggregators disabled, so every miss goes to the EOA.
+fn sections_only(eoa: u64) -> SpaceManager {
+    let cfg = SpaceConfig {
+        meta_block_size: 0,
+        small_data_block_size: 0,
+        ..SpaceConfig::default()
+    };
+    SpaceManager::new(cfg, eoa).unwrap()
+}
+
+fn sections(space: &SpaceManager) -> Vec<(FreeList, u64, u64)> {
+    space
+        .free_sections()
+        .into_iter()
+        .map(|FreeSection { list, addr, len }| (list, addr, len))
+        .collect()
+}
+
+fn alloc(space: &mut SpaceManager, kind: SpaceKind, len: u64) -> u64 {
+    space.allocate(kind, len).unwrap()
+}
+
+// ---- aggregators (FSM_AGGR) ----
+
+#[test]
+fn aggr_first_three_metadata_allocations_share_one_block() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    assert_eq!(alloc(&mut s, ObjectHeader, 100), 96);
+    assert_eq!(alloc(&mut s, BTree, 100), 196);
+    assert_eq!(alloc(&mut s, LocalHeap, 100), 296);
+    assert_eq!(s.eoa(), 96 + 2048);
+    let st = s.stats();
+    assert_eq!(
+        (st.meta_aggregator.addr, st.meta_aggregator.size),
+        (396, 1748)
+    );
+    assert_eq!(st.allocations, 3);
+}
+
+#[test]
+fn aggr_raw_data_uses_its_own_block() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    assert_eq!(alloc(&mut s, ObjectHeader, 100), 96);
+    assert_eq!(alloc(&mut s, RawData, 100), 2144);
+    assert_eq!(alloc(&mut s, SpaceKind::GlobalHeap, 100), 2244);
+    assert_eq!(s.eoa(), 2144 + 2048);
+    // Metadata still comes from its block, below the raw one.
+    assert_eq!(alloc(&mut s, BTree, 100), 196);
+}
+
+#[test]
+fn aggr_at_eoa_grows_by_one_block() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    for i in 0..20 {
+        assert_eq!(alloc(&mut s, BTree, 100), 96 + 100 * i);
+    }
+    // 48 bytes left at the EOA: the aggregator grows instead of being abandoned.
+    assert_eq!(alloc(&mut s, BTree, 100), 2096);
+    assert_eq!(s.eoa(), 96 + 2 * 2048);
+    assert_eq!(s.stats().meta_aggregator.size, 48 + 2048 - 100);
+    assert!(s.free_sections().is_empty());
+}
+
+#[test]
+fn aggr_large_request_takes_aggregator_place_at_eoa() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    assert_eq!(alloc(&mut s, ObjectHeader, 100), 96);
+    // 5000 ≥ the block size and the aggregator ends at the EOA: the file grows by 5000, the
+    // request starts where the aggregator did and the aggregator moves up past it.
+    assert_eq!(alloc(&mut s, ObjectHeader, 5000), 196);
+    assert_eq!(s.eoa(), 2144 + 5000);
+    assert_eq!(alloc(&mut s, ObjectHeader, 100), 5196);
+}
+
+#[test]
+fn aggr_large_request_goes_to_eoa_when_aggregator_is_not_there() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    alloc(&mut s, ObjectHeader, 100);
+    assert_eq!(alloc(&mut s, RawData, 100), 2144);
+    assert_eq!(alloc(&mut s, ObjectHeader, 3000), 4192);
+    assert_eq!(s.eoa(), 7192);
+    // The small-data aggregator (at 2244) was not given back: it had handed out < a block.
+    assert_eq!(s.stats().small_data_aggregator.addr, 2244);
+}
+
+#[test]
+fn aggr_abandoned_rest_goes_to_the_free_list_and_is_reused() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    alloc(&mut s, ObjectHeader, 100);
+    alloc(&mut s, RawData, 100); // the raw block sits after the metadata block
+    // 2000 does not fit the 1948 left and is under a block: new block at the EOA; the old rest
+    // becomes a free section.
+    assert_eq!(alloc(&mut s, ObjectHeader, 2000), 4192);
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 196, 1948)]);
+    // The free list is searched before the aggregator.
+    assert_eq!(alloc(&mut s, BTree, 100), 196);
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 296, 1848)]);
+}
+
+#[test]
+fn aggr_idle_other_aggregator_is_given_back_before_growing() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    alloc(&mut s, RawData, 100); // small-data block 96..2144
+    alloc(&mut s, RawData, 2000); // 2000 > 1948 left, at EOA: grows to 4192
+    assert_eq!(s.eoa(), 4192);
+    let st = s.stats();
+    assert_eq!(
+        (st.small_data_aggregator.addr, st.small_data_aggregator.size),
+        (2196, 1996)
+    );
+    // It has handed out 2100 ≥ a block and sits at the EOA: a metadata block request gives it
+    // back first (EOA 4192 → 2196), then takes its block there.
+    assert_eq!(alloc(&mut s, ObjectHeader, 100), 2196);
+    assert_eq!(s.eoa(), 2196 + 2048);
+    assert_eq!(s.stats().small_data_aggregator.size, 0);
+}
+
+#[test]
+fn aggr_freed_block_before_aggregator_joins_it() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    assert_eq!(alloc(&mut s, ObjectHeader, 100), 96);
+    assert_eq!(alloc(&mut s, BTree, 100), 196);
+    s.free(BTree, 196, 100).unwrap();
+    assert!(s.free_sections().is_empty());
+    assert_eq!(s.stats().meta_aggregator.addr, 196);
+    assert_eq!(alloc(&mut s, LocalHeap, 100), 196);
+    let report = s.close().unwrap();
+    assert_eq!(report.eoa, 296);
+    assert!(report.sections.is_empty());
+}
+
+#[test]
+fn aggr_section_takes_aggregator_when_they_make_a_block_then_shrinks_eoa() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    for want in [96, 196, 296] {
+        assert_eq!(alloc(&mut s, BTree, 100), want);
+    }
+    s.free(BTree, 296, 100).unwrap(); // joins the aggregator: 396 → 296
+    assert_eq!(s.stats().meta_aggregator.addr, 296);
+    s.free(BTree, 96, 100).unwrap(); // a section of its own
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 96, 100)]);
+    // 196..296 merges with 96..196; 200 + 1848 ≥ 2048, so the section takes the aggregator's
+    // rest, reaches the EOA and gives everything back.
+    s.free(BTree, 196, 100).unwrap();
+    assert_eq!(s.eoa(), 96);
+    assert!(s.free_sections().is_empty());
+    assert_eq!(s.stats().meta_aggregator.size, 0);
+}
+
+#[test]
+fn aggr_close_gives_back_aggregators_in_file_order() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    let a = alloc(&mut s, ObjectHeader, 100);
+    let b = alloc(&mut s, RawData, 100);
+    s.free(RawData, b, 100).unwrap();
+    s.free(ObjectHeader, a, 100).unwrap();
+    let report = s.close().unwrap();
+    assert_eq!(report.eoa, 96);
+    assert_eq!(report.leaked_bytes, 0);
+}
+
+// ---- free-space sections ----
+
+#[test]
+fn sections_merge_with_both_neighbours() {
+    let mut s = sections_only(1000);
+    let blocks = [
+        (1000, 100),
+        (1100, 50),
+        (1150, 200),
+        (1350, 10),
+        (1360, 100),
+    ];
+    for (addr, len) in blocks {
+        assert_eq!(alloc(&mut s, BTree, len), addr);
+    }
+    s.free(BTree, 1100, 50).unwrap();
+    s.free(BTree, 1350, 10).unwrap();
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 1100, 50),
+            (FreeList::Metadata, 1350, 10)
+        ]
+    );
+    s.free(BTree, 1150, 200).unwrap();
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 1100, 260)]);
+}
+
+#[test]
+fn sections_best_fit_takes_smallest_fitting_then_lowest_address() {
+    let mut s = sections_only(1000);
+    let blocks = [
+        (1000, 100),
+        (1100, 8),
+        (1108, 40),
+        (1148, 8),
+        (1156, 40),
+        (1196, 8),
+        (1204, 30),
+        (1234, 8),
+    ];
+    for (addr, len) in blocks {
+        assert_eq!(alloc(&mut s, BTree, len), addr);
+    }
+    for (addr, len) in [(1108, 40), (1156, 40), (1204, 30)] {
+        s.free(BTree, addr, len).unwrap();
+    }
+    assert_eq!(alloc(&mut s, ObjectHeader, 30), 1204); // exact fit beats the earlier 40s
+    assert_eq!(alloc(&mut s, ObjectHeader, 35), 1108); // two 40s: the lower one
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 1143, 5),
+            (FreeList::Metadata, 1156, 40)
+        ]
+    );
+    assert_eq!(alloc(&mut s, ObjectHeader, 41), 1242); // nothing fits: EOA
+}
+
+#[test]
+fn sections_metadata_and_raw_lists_are_separate() {
+    let mut s = sections_only(1000);
+    assert_eq!(alloc(&mut s, RawData, 100), 1000);
+    assert_eq!(alloc(&mut s, BTree, 100), 1100);
+    s.free(RawData, 1000, 100).unwrap();
+    // Metadata does not reuse raw free space (global heaps would).
+    assert_eq!(alloc(&mut s, ObjectHeader, 50), 1200);
+    assert_eq!(alloc(&mut s, SpaceKind::GlobalHeap, 50), 1000);
+}
+
+#[test]
+fn section_touching_eoa_shrinks_it_and_unwinds_the_list() {
+    let mut s = sections_only(1000);
+    for (addr, len) in [(1000, 100), (1100, 100), (1200, 100), (1300, 100)] {
+        assert_eq!(alloc(&mut s, BTree, len), addr);
+    }
+    s.free(BTree, 1100, 100).unwrap();
+    s.free(BTree, 1200, 100).unwrap();
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 1100, 200)]);
+    s.free(BTree, 1300, 100).unwrap(); // merges with 1100..1300 and gives all back
+    assert_eq!(s.eoa(), 1100);
+    assert!(s.free_sections().is_empty());
+}
+
+#[test]
+fn shrinking_eoa_tries_the_last_section_after_one_disappears() {
+    let mut s = sections_only(1000);
+    for (addr, len) in [(1000, 100), (1100, 100), (1200, 100), (1300, 100)] {
+        assert_eq!(alloc(&mut s, BTree, len), addr);
+    }
+    s.free(BTree, 1000, 100).unwrap();
+    s.free(BTree, 1200, 100).unwrap(); // 1200..1300, not adjacent to 1000..1100
+    s.free(RawData, 1300, 100).unwrap(); // another list: at the EOA, shrinks it to 1300
+    assert_eq!(s.eoa(), 1300);
+    // The raw list's cascade does not look at the metadata list: 1200..1300 stays until close.
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 1000, 100),
+            (FreeList::Metadata, 1200, 100)
+        ]
+    );
+    let report = s.close().unwrap();
+    assert_eq!(report.eoa, 1200);
+    assert_eq!(
+        report.sections,
+        vec![FreeSection {
+            list: FreeList::Metadata,
+            addr: 1000,
+            len: 100
+        }]
+    );
+}
+
+#[test]
+fn threshold_small_sections_are_lost_unless_they_merge() {
+    let cfg = SpaceConfig {
+        threshold: 64,
+        meta_block_size: 0,
+        small_data_block_size: 0,
+        ..SpaceConfig::default()
+    };
+    let mut s = SpaceManager::new(cfg, 1000).unwrap();
+    for (addr, len) in [(1000, 100), (1100, 32), (1132, 100), (1232, 100)] {
+        assert_eq!(alloc(&mut s, BTree, len), addr);
+    }
+    s.free(BTree, 1100, 32).unwrap();
+    assert_eq!(s.stats().leaked_bytes, 32);
+    assert!(s.free_sections().is_empty());
+    s.free(BTree, 1132, 100).unwrap();
+    s.free(BTree, 1000, 100).unwrap();
+    // Not merged across the lost 1100..1132.
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 1000, 100),
+            (FreeList::Metadata, 1132, 100)
+        ]
+    );
+    assert_eq!(alloc(&mut s, BTree, 16), 1000);
+    // Under the threshold, but it merges with 1016..1100: kept.
+    s.free(BTree, 1000, 16).unwrap();
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 1000, 100),
+            (FreeList::Metadata, 1132, 100)
+        ]
+    );
+    assert_eq!(s.stats().leaked_bytes, 32);
+}
+
+// ---- AGGR and NONE ----
+
+#[test]
+fn aggr_strategy_does_not_reuse_freed_space() {
+    let mut s = manager(SpaceStrategy::Aggr, 96);
+    for want in [96, 196, 296] {
+        assert_eq!(alloc(&mut s, BTree, 100), want);
+    }
+    s.free(BTree, 196, 100).unwrap(); // neither at the EOA nor next to the aggregator
+    assert_eq!(s.stats().leaked_bytes, 100);
+    assert_eq!(alloc(&mut s, BTree, 100), 396);
+    s.free(BTree, 396, 100).unwrap(); // next to the aggregator: joins it
+    assert_eq!(alloc(&mut s, BTree, 100), 396);
+    assert!(s.free_sections().is_empty());
+}
+
+#[test]
+fn aggr_strategy_freed_in_reverse_order_returns_to_start() {
+    let mut s = manager(SpaceStrategy::Aggr, 96);
+    let blocks: Vec<(u64, u64)> = [100, 300, 3000, 50]
+        .iter()
+        .map(|&n| (alloc(&mut s, BTree, n), n))
+        .collect();
+    for &(addr, len) in blocks.iter().rev() {
+        s.free(BTree, addr, len).unwrap();
+    }
+    assert_eq!(s.close().unwrap().eoa, 96);
+}
+
+#[test]
+fn none_strategy_allocates_at_eoa_and_reclaims_only_there() {
+    let mut s = manager(SpaceStrategy::None, 96);
+    assert_eq!(alloc(&mut s, BTree, 100), 96);
+    assert_eq!(alloc(&mut s, RawData, 100), 196);
+    assert_eq!(alloc(&mut s, BTree, 100), 296);
+    assert_eq!(s.eoa(), 396);
+    s.free(BTree, 96, 100).unwrap();
+    assert_eq!(s.stats().leaked_bytes, 100);
+    s.free(BTree, 296, 100).unwrap();
+    assert_eq!(s.eoa(), 296);
+    s.free(RawData, 196, 100).unwrap();
+    assert_eq!(s.eoa(), 196); // 96..196 is lost
+    assert_eq!(alloc(&mut s, BTree, 10), 196);
+}
+
+// ---- try_extend ----
+
+#[test]
+fn extend_at_eoa() {
+    let mut s = manager(SpaceStrategy::None, 96);
+    assert_eq!(alloc(&mut s, BTree, 100), 96);
+    assert!(s.try_extend(BTree, 96, 100, 50).unwrap());
+    assert_eq!(s.eoa(), 246);
+    assert_eq!(alloc(&mut s, BTree, 10), 246);
+    assert!(!s.try_extend(BTree, 96, 150, 10).unwrap());
+}
+
+#[test]
+fn extend_into_aggregator_at_eoa() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    assert_eq!(alloc(&mut s, BTree, 100), 96);
+    // 150 ≤ 10 % of the 1948 left: taken from the aggregator.
+    assert!(s.try_extend(BTree, 96, 100, 150).unwrap());
+    assert_eq!(s.stats().meta_aggregator.addr, 346);
+    assert_eq!(s.eoa(), 2144);
+    // 500 > 10 % of 1798: the aggregator grows by a block first.
+    assert!(s.try_extend(BTree, 96, 250, 500).unwrap());
+    assert_eq!(s.eoa(), 2144 + 2048);
+    let st = s.stats().meta_aggregator;
+    assert_eq!((st.addr, st.size), (846, 1798 + 2048 - 500));
+}
+
+#[test]
+fn extend_into_aggregator_not_at_eoa_needs_room() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    assert_eq!(alloc(&mut s, BTree, 100), 96);
+    assert_eq!(alloc(&mut s, RawData, 100), 2144); // the metadata block is no longer at the EOA
+    assert!(s.try_extend(BTree, 96, 100, 1948).unwrap());
+    assert!(!s.try_extend(BTree, 96, 2048, 1).unwrap());
+}
+
+#[test]
+fn extend_into_following_section() {
+    let mut s = sections_only(1000);
+    for (addr, len) in [(1000, 100), (1100, 100), (1200, 100)] {
+        assert_eq!(alloc(&mut s, BTree, len), addr);
+    }
+    s.free(BTree, 1100, 100).unwrap();
+    assert!(s.try_extend(BTree, 1000, 100, 60).unwrap());
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 1160, 40)]);
+    assert!(!s.try_extend(BTree, 1000, 160, 41).unwrap());
+    assert!(s.try_extend(BTree, 1000, 160, 40).unwrap());
+    assert!(s.free_sections().is_empty());
+}
+
+// ---- paged ----
+
+#[test]
+fn page_new_file_keeps_rest_of_first_page_for_metadata() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    assert_eq!(s.eoa(), 4096);
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 96, 4000)]);
+    assert_eq!(alloc(&mut s, ObjectHeader, 100), 96);
+}
+
+#[test]
+fn page_small_raw_data_gets_its_own_page() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    assert_eq!(alloc(&mut s, RawData, 100), 4096);
+    assert_eq!(s.eoa(), 8192);
+    assert_eq!(alloc(&mut s, SpaceKind::GlobalHeap, 100), 4196);
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 96, 4000),
+            (FreeList::RawData, 4296, 3896)
+        ]
+    );
+}
+
+#[test]
+fn page_small_never_crosses_boundary() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    assert_eq!(alloc(&mut s, BTree, 1500), 96);
+    assert_eq!(alloc(&mut s, BTree, 1500), 1596);
+    // 1000 left in page 0: the next 1500 opens page 1 rather than crossing into it.
+    assert_eq!(alloc(&mut s, BTree, 1500), 4096);
+    assert_eq!(alloc(&mut s, BTree, 1500), 5596);
+    assert_eq!(alloc(&mut s, BTree, 1000), 3096); // exact fit back in page 0
+    assert_eq!(alloc(&mut s, BTree, 1100), 8192); // 1096 left in page 1
+    assert_eq!(s.eoa(), 12288);
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 7096, 1096),
+            (FreeList::Metadata, 9292, 2996)
+        ]
+    );
+}
+
+#[test]
+fn page_small_extension_stops_at_page_boundary() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    assert_eq!(alloc(&mut s, BTree, 100), 96);
+    assert!(!s.try_extend(BTree, 96, 100, 3901).unwrap());
+    assert!(s.try_extend(BTree, 96, 100, 3900).unwrap());
+    assert!(s.free_sections().is_empty());
+}
+
+#[test]
+fn page_large_starts_on_boundary_and_tail_is_large_free_space() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    assert_eq!(alloc(&mut s, RawData, 5000), 4096);
+    assert_eq!(s.eoa(), 12288);
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 96, 4000),
+            (FreeList::Large, 9096, 3192)
+        ]
+    );
+    // A small request does not use the tail (it is not a whole aligned page).
+    assert_eq!(alloc(&mut s, RawData, 100), 12288);
+    // The block can grow into its tail.
+    assert!(s.try_extend(RawData, 4096, 5000, 3192).unwrap());
+    // Freed with its growth, it is whole pages and not at the EOA.
+    s.free(RawData, 4096, 8192).unwrap();
+    assert_eq!(sections(&s)[1], (FreeList::Large, 4096, 8192));
+}
+
+#[test]
+fn page_large_freed_merges_with_tail_and_shrinks_eoa() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    assert_eq!(alloc(&mut s, RawData, 5000), 4096);
+    s.free(RawData, 4096, 5000).unwrap();
+    assert_eq!(s.eoa(), 4096);
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 96, 4000)]);
+}
+
+#[test]
+fn page_fully_freed_small_page_becomes_a_free_page() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    assert_eq!(alloc(&mut s, RawData, 100), 4096);
+    assert_eq!(alloc(&mut s, RawData, 200), 4196);
+    s.free(RawData, 4096, 100).unwrap();
+    // Page 1 at the EOA: once whole it is a large section, which gives the page back.
+    s.free(RawData, 4196, 200).unwrap();
+    assert_eq!(s.eoa(), 4096);
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 96, 4000)]);
+}
+
+#[test]
+fn page_free_page_is_reused_by_the_other_kind() {
+    let mut s = manager(SpaceStrategy::Page, 4096);
+    assert_eq!(alloc(&mut s, RawData, 100), 4096);
+    assert_eq!(alloc(&mut s, ObjectHeader, 4096), 8192);
+    s.free(RawData, 4096, 100).unwrap();
+    assert_eq!(sections(&s), vec![(FreeList::Large, 4096, 4096)]);
+    assert_eq!(alloc(&mut s, ObjectHeader, 200), 4096);
+    assert_eq!(sections(&s), vec![(FreeList::Metadata, 4296, 3896)]);
+    assert_eq!(s.eoa(), 12288);
+}
+
+#[test]
+fn page_large_reuse_starts_on_a_boundary() {
+    let mut s = manager(SpaceStrategy::Page, 4096);
+    assert_eq!(alloc(&mut s, RawData, 5000), 4096); // tail 9096..12288
+    assert_eq!(alloc(&mut s, RawData, 4096), 12288);
+    s.free(RawData, 4096, 5000).unwrap();
+    assert_eq!(sections(&s), vec![(FreeList::Large, 4096, 8192)]);
+    assert_eq!(alloc(&mut s, BTree, 4500), 4096);
+    assert_eq!(sections(&s), vec![(FreeList::Large, 8596, 3692)]);
+    // A page for small metadata must be whole and aligned: 8596..12288 holds none.
+    assert_eq!(alloc(&mut s, BTree, 100), 16384);
+    assert_eq!(s.eoa(), 20480);
+    // A large request needs an aligned start with room after it: not there either.
+    assert_eq!(alloc(&mut s, RawData, 4096), 20480);
+}
+
+#[test]
+fn page_large_extension_at_eoa_keeps_eoa_on_a_boundary() {
+    let mut s = manager(SpaceStrategy::Page, 4096);
+    assert_eq!(alloc(&mut s, RawData, 8192), 4096);
+    assert_eq!(s.eoa(), 12288);
+    assert!(s.try_extend(RawData, 4096, 8192, 100).unwrap());
+    assert_eq!(s.eoa(), 16384);
+    assert_eq!(sections(&s), vec![(FreeList::Large, 12388, 3996)]);
+}
+
+#[test]
+fn page_close_returns_to_first_page() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    let a = alloc(&mut s, RawData, 100);
+    let b = alloc(&mut s, BTree, 10_000);
+    let c = alloc(&mut s, BTree, 50);
+    s.free(BTree, b, 10_000).unwrap();
+    s.free(RawData, a, 100).unwrap();
+    s.free(BTree, c, 50).unwrap();
+    let report = s.close().unwrap();
+    assert_eq!(report.eoa, 4096);
+    assert_eq!(
+        report.sections,
+        vec![FreeSection {
+            list: FreeList::Metadata,
+            addr: 96,
+            len: 4000
+        }]
+    );
+}
+
+// ---- errors ----
+
+#[test]
+fn zero_length_requests_are_refused() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    assert_eq!(s.allocate(BTree, 0), Err(SpaceError::ZeroLength));
+    let a = alloc(&mut s, BTree, 10);
+    assert_eq!(s.free(BTree, a, 0), Err(SpaceError::ZeroLength));
+    assert_eq!(s.try_extend(BTree, a, 10, 0), Err(SpaceError::ZeroLength));
+    assert_eq!(s.try_extend(BTree, a, 0, 10), Err(SpaceError::ZeroLength));
+}
+
+#[test]
+fn double_free_is_refused() {
+    let mut s = sections_only(1000);
+    let a = alloc(&mut s, BTree, 100);
+    alloc(&mut s, BTree, 100);
+    s.free(BTree, a, 100).unwrap();
+    assert!(matches!(
+        s.free(BTree, a, 100),
+        Err(SpaceError::DoubleFree {
+            addr: 1000,
+            len: 100,
+            free_addr: 1000,
+            free_len: 100
+        })
+    ));
+    assert!(matches!(
+        s.free(BTree, a + 50, 100),
+        Err(SpaceError::DoubleFree { .. })
+    ));
+}
+
+#[test]
+fn free_of_aggregator_space_is_refused() {
+    let mut s = manager(SpaceStrategy::FsmAggr, 96);
+    alloc(&mut s, BTree, 100);
+    assert!(matches!(
+        s.free(BTree, 500, 10),
+        Err(SpaceError::DoubleFree {
+            free_addr: 196,
+            free_len: 1948,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn free_past_eoa_is_refused() {
+    let mut s = manager(SpaceStrategy::None, 96);
+    let a = alloc(&mut s, BTree, 100);
+    s.free(BTree, a, 100).unwrap(); // at the EOA: gone
+    assert_eq!(
+        s.free(BTree, a, 100),
+        Err(SpaceError::PastEoa {
+            addr: 96,
+            len: 100,
+            eoa: 96
+        })
+    );
+    assert!(matches!(
+        s.free(BTree, u64::MAX, 2),
+        Err(SpaceError::PastEoa { .. })
+    ));
+}
+
+#[test]
+fn page_misaligned_or_crossing_free_is_refused() {
+    let mut s = manager(SpaceStrategy::Page, 4096);
+    alloc(&mut s, RawData, 3 * 4096);
+    assert!(matches!(
+        s.free(RawData, 4100, 4096),
+        Err(SpaceError::MisalignedLarge { .. })
+    ));
+    assert!(matches!(
+        s.free(RawData, 8000, 200),
+        Err(SpaceError::CrossesPage { .. })
+    ));
+    assert_eq!(s.stats().frees, 0);
+}
+
+#[test]
+fn overflow_past_address_size_is_refused() {
+    let cfg = SpaceConfig {
+        strategy: SpaceStrategy::None,
+        sizeof_addr: 2,
+        ..SpaceConfig::default()
+    };
+    let mut s = SpaceManager::new(cfg, 65_000).unwrap();
+    assert_eq!(s.max_eoa(), 65_534);
+    assert_eq!(alloc(&mut s, BTree, 534), 65_000);
+    assert!(matches!(
+        s.allocate(BTree, 1),
+        Err(SpaceError::AddressOverflow {
+            eoa: 65_534,
+            len: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        s.try_extend(BTree, 65_000, 534, 1),
+        Err(SpaceError::AddressOverflow { .. })
+    ));
+    assert_eq!(s.eoa(), 65_534);
+    let big = SpaceManager::new(config(SpaceStrategy::FsmAggr), u64::MAX - 100);
+    assert!(matches!(
+        big.map(|mut s| s.allocate(RawData, 200)),
+        Ok(Err(SpaceError::AddressOverflow { .. }))
+    ));
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let bad_page = SpaceConfig {
+        page_size: 100,
+        ..config(SpaceStrategy::Page)
+    };
+    assert!(matches!(
+        SpaceManager::new(bad_page, 0),
+        Err(SpaceError::InvalidConfig(_))
+    ));
+    let bad_addr = SpaceConfig {
+        sizeof_addr: 3,
+        ..SpaceConfig::default()
+    };
+    assert!(matches!(
+        SpaceManager::new(bad_addr, 0),
+        Err(SpaceError::InvalidConfig(_))
+    ));
+    let small = SpaceConfig {
+        sizeof_addr: 4,
+        ..SpaceConfig::default()
+    };
+    assert!(matches!(
+        SpaceManager::new(small, 1 << 32),
+        Err(SpaceError::EoaTooLarge { .. })
+    ));
+}
