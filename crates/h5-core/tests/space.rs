@@ -473,6 +473,25 @@ fn page_small_never_crosses_boundary() {
 }
 
 #[test]
+fn page_small_sections_do_not_merge_across_pages() {
+    let mut s = manager(SpaceStrategy::Page, 4096);
+    assert_eq!(alloc(&mut s, BTree, 4000), 4096); // 96 left at the end of page 1
+    assert_eq!(alloc(&mut s, BTree, 100), 8192);
+    assert_eq!(alloc(&mut s, BTree, 100), 8292);
+    s.free(BTree, 8192, 100).unwrap(); // adjoins 8096..8192, but in the next page
+    assert_eq!(
+        sections(&s),
+        vec![
+            (FreeList::Metadata, 8096, 96),
+            (FreeList::Metadata, 8192, 100),
+            (FreeList::Metadata, 8392, 3896)
+        ]
+    );
+    // A 150-byte request does not straddle them either.
+    assert_eq!(alloc(&mut s, BTree, 150), 8392);
+}
+
+#[test]
 fn page_small_extension_stops_at_page_boundary() {
     let mut s = manager(SpaceStrategy::Page, 96);
     assert_eq!(alloc(&mut s, BTree, 100), 96);
@@ -719,4 +738,378 @@ fn bad_configurations_are_refused() {
         SpaceManager::new(small, 1 << 32),
         Err(SpaceError::EoaTooLarge { .. })
     ));
+}
+
+// ---- reference model ----
+
+mod model {
+    use std::collections::BTreeMap;
+
+    use h5_core::space::{
+        FreeList, SpaceConfig, SpaceError, SpaceKind, SpaceManager, SpaceStrategy,
+    };
+    use proptest::prelude::*;
+
+    /// One step of a random script. Indices pick a live block modulo their number.
+    #[derive(Clone, Debug)]
+    pub(super) enum Op {
+        Alloc(usize, u64),
+        Free(usize),
+        /// Free a block, then free it again: must be refused where freed space is tracked.
+        DoubleFree(usize),
+        Extend(usize, u64),
+    }
+
+    fn len() -> impl Strategy<Value = u64> {
+        prop_oneof![4 => 1..200u64, 3 => 200..1500u64, 2 => 1500..5000u64, 1 => 5000..20_000u64]
+    }
+
+    pub(super) fn ops() -> impl Strategy<Value = Vec<Op>> {
+        let op = prop_oneof![
+            5 => (0..SpaceKind::ALL.len(), len()).prop_map(|(k, n)| Op::Alloc(k, n)),
+            3 => any::<usize>().prop_map(Op::Free),
+            1 => any::<usize>().prop_map(Op::DoubleFree),
+            2 => (any::<usize>(), prop_oneof![1..100u64, 100..3000u64, 3000..9000u64])
+                .prop_map(|(i, n)| Op::Extend(i, n)),
+        ];
+        proptest::collection::vec(op, 1..80)
+    }
+
+    pub(super) fn configs(strategy: SpaceStrategy) -> impl Strategy<Value = (SpaceConfig, u64)> {
+        (
+            prop_oneof![3 => Just(1u64), 1 => Just(64u64)],
+            prop_oneof![Just(512u64), Just(4096u64)],
+            prop_oneof![Just(0u64), Just(256u64), Just(2048u64)],
+            prop_oneof![Just(0u64), Just(256u64), Just(2048u64)],
+            prop_oneof![Just(0u64), Just(96u64), Just(800u64), Just(4096u64)],
+        )
+            .prop_map(move |(threshold, page_size, meta, small, eoa)| {
+                let cfg = SpaceConfig {
+                    strategy,
+                    threshold,
+                    page_size,
+                    meta_block_size: meta,
+                    small_data_block_size: small,
+                    ..SpaceConfig::default()
+                };
+                (cfg, eoa)
+            })
+    }
+
+    struct Live {
+        len: u64,
+        kind: SpaceKind,
+    }
+
+    pub(super) struct Model {
+        space: SpaceManager,
+        cfg: SpaceConfig,
+        start: u64,
+        /// Live blocks by address.
+        live: BTreeMap<u64, Live>,
+        /// Allocation order, for last-in first-out frees.
+        order: Vec<u64>,
+        /// Whether frees take the most recent block (so the NONE strategy loses nothing).
+        lifo: bool,
+    }
+
+    impl Model {
+        pub(super) fn new(cfg: SpaceConfig, start: u64, lifo: bool) -> Self {
+            let space = SpaceManager::new(cfg, start).unwrap();
+            let model = Self {
+                space,
+                cfg,
+                start,
+                live: BTreeMap::new(),
+                order: Vec::new(),
+                lifo,
+            };
+            model.check();
+            model
+        }
+
+        /// Whether every freed byte stays accounted for as free space (so a second free is
+        /// always detectable).
+        fn tracks_everything(&self) -> bool {
+            self.cfg.strategy.tracks_free_space() && self.cfg.threshold <= 1
+        }
+
+        fn pick(&self, i: usize) -> Option<u64> {
+            match self.lifo {
+                true => self.order.last().copied(),
+                false => (!self.order.is_empty()).then(|| self.order[i % self.order.len()]),
+            }
+        }
+
+        fn free_block(&mut self, addr: u64) {
+            let Live { len, kind } = self.live.remove(&addr).unwrap();
+            self.order.retain(|&a| a != addr);
+            self.space.free(kind, addr, len).unwrap();
+        }
+
+        pub(super) fn apply(&mut self, op: &Op) {
+            match *op {
+                Op::Alloc(k, len) => {
+                    let kind = SpaceKind::ALL[k];
+                    let addr = self.space.allocate(kind, len).unwrap();
+                    assert!(
+                        addr >= self.start,
+                        "{addr:#x} below the start {:#x}",
+                        self.start
+                    );
+                    assert!(self.live.insert(addr, Live { len, kind }).is_none());
+                    self.order.push(addr);
+                }
+                Op::Free(i) => {
+                    if let Some(addr) = self.pick(i) {
+                        self.free_block(addr);
+                    }
+                }
+                Op::DoubleFree(i) => {
+                    if let Some(addr) = self.pick(i) {
+                        let (len, kind) = (self.live[&addr].len, self.live[&addr].kind);
+                        self.free_block(addr);
+                        if self.tracks_everything() {
+                            let again = self.space.free(kind, addr, len);
+                            assert!(
+                                matches!(
+                                    again,
+                                    Err(SpaceError::DoubleFree { .. } | SpaceError::PastEoa { .. })
+                                ),
+                                "second free of {addr:#x}+{len} gave {again:?}"
+                            );
+                        }
+                    }
+                }
+                Op::Extend(i, extra) => {
+                    if let Some(addr) = self.pick(i) {
+                        let live = &self.live[&addr];
+                        let (len, kind) = (live.len, live.kind);
+                        let before = (
+                            self.space.eoa(),
+                            self.space.free_sections(),
+                            self.space.stats(),
+                        );
+                        if self.space.try_extend(kind, addr, len, extra).unwrap() {
+                            self.live.get_mut(&addr).unwrap().len += extra;
+                        } else {
+                            let after = (
+                                self.space.eoa(),
+                                self.space.free_sections(),
+                                self.space.stats(),
+                            );
+                            assert_eq!(before, after, "a refused extension changed the state");
+                        }
+                    }
+                }
+            }
+            self.check();
+        }
+
+        /// Frees everything (last-in first-out or in address order), closes, and checks where
+        /// the EOA ends up.
+        pub(super) fn finish(mut self) {
+            let lifo = self.lifo;
+            let order: Vec<u64> = if lifo {
+                self.order.iter().rev().copied().collect()
+            } else {
+                self.live.keys().copied().collect()
+            };
+            for addr in order {
+                self.free_block(addr);
+                self.check();
+            }
+            let report = self.space.close().unwrap();
+            self.check();
+            let page = self.cfg.page_size;
+            let first_page_rest = match self.cfg.strategy {
+                SpaceStrategy::Page => self.start.next_multiple_of(page) - self.start,
+                _ => 0,
+            };
+            match self.cfg.strategy {
+                SpaceStrategy::FsmAggr | SpaceStrategy::Page if self.cfg.threshold <= 1 => {
+                    assert_eq!(report.eoa, self.start + first_page_rest);
+                    assert_eq!(report.leaked_bytes, 0);
+                    let rest: u64 = report.sections.iter().map(|s| s.len).sum();
+                    assert_eq!(rest, first_page_rest);
+                }
+                SpaceStrategy::None if lifo => assert_eq!(report.eoa, self.start),
+                // Otherwise everything left between the start and the EOA is lost space.
+                _ => {
+                    let rest: u64 = report.sections.iter().map(|s| s.len).sum();
+                    assert_eq!(report.eoa - self.start, report.leaked_bytes + rest);
+                }
+            }
+        }
+
+        /// The invariants, after every step.
+        fn check(&self) {
+            let s = &self.space;
+            let eoa = s.eoa();
+            let stats = s.stats();
+            // Everything between the start and the EOA is live, free, or counted as lost.
+            let live_bytes: u64 = self.live.values().map(|l| l.len).sum();
+            let free_bytes: u64 = stats.free_bytes.iter().sum();
+            let aggr = stats.meta_aggregator.size + stats.small_data_aggregator.size;
+            assert_eq!(
+                live_bytes + free_bytes + aggr + stats.leaked_bytes,
+                eoa - self.start,
+                "space not accounted for"
+            );
+            // Live blocks, sections and aggregator rests are disjoint and below the EOA.
+            let mut ranges: Vec<(u64, u64, &str)> =
+                self.live.iter().map(|(&a, l)| (a, l.len, "live")).collect();
+            ranges.extend(s.free_sections().iter().map(|f| (f.addr, f.len, "section")));
+            for ag in [stats.meta_aggregator, stats.small_data_aggregator] {
+                if ag.size > 0 {
+                    ranges.push((ag.addr, ag.size, "aggregator"));
+                }
+            }
+            ranges.sort_unstable();
+            for w in ranges.windows(2) {
+                assert!(w[0].0 + w[0].1 <= w[1].0, "{:?} overlaps {:?}", w[0], w[1]);
+            }
+            if let Some(last) = ranges.last() {
+                assert!(last.0 + last.1 <= eoa, "{last:?} passes the EOA {eoa:#x}");
+            }
+            // Sections that could merge are merged.
+            let paged = self.cfg.strategy == SpaceStrategy::Page;
+            let page = self.cfg.page_size;
+            let sections = s.free_sections();
+            for list in FreeList::ALL {
+                let mine: Vec<_> = sections.iter().filter(|f| f.list == list).collect();
+                if !self.cfg.strategy.tracks_free_space() {
+                    assert!(mine.is_empty(), "sections under {:?}", self.cfg.strategy);
+                }
+                for w in mine.windows(2) {
+                    let (a, b) = (w[0], w[1]);
+                    let same_page = a.addr / page == (b.addr + b.len - 1) / page;
+                    let small = paged && list != FreeList::Large;
+                    assert!(
+                        a.addr + a.len != b.addr || (small && !same_page),
+                        "unmerged {a:?} {b:?}"
+                    );
+                }
+            }
+            if paged {
+                self.check_pages(&sections);
+            }
+        }
+
+        /// The paged invariants the page buffer and VFD SWMR rely on.
+        fn check_pages(&self, sections: &[h5_core::space::FreeSection]) {
+            let page = self.cfg.page_size;
+            let eoa = self.space.eoa();
+            assert_eq!(eoa % page, 0, "EOA {eoa:#x} off a page boundary");
+            // What each page holds: Some(is_raw) for small blocks/sections of one list, or
+            // "large" for pages touched by a large block or large section.
+            #[derive(Clone, Copy, PartialEq, Debug)]
+            enum Use {
+                Small(bool),
+                Large,
+            }
+            let mut pages: BTreeMap<u64, Use> = BTreeMap::new();
+            let mut mark = |first: u64, last: u64, u: Use, what: String| {
+                for p in first..=last {
+                    if let Some(prev) = pages.insert(p, u) {
+                        assert!(
+                            prev == u && u != Use::Large || prev == Use::Large && u == Use::Large,
+                            "page {p} holds {prev:?} and {u:?} ({what})"
+                        );
+                    }
+                }
+            };
+            for (&addr, l) in &self.live {
+                let (first, last) = (addr / page, (addr + l.len - 1) / page);
+                if l.len < page {
+                    assert_eq!(
+                        first, last,
+                        "small block {addr:#x}+{} crosses a page",
+                        l.len
+                    );
+                    mark(
+                        first,
+                        last,
+                        Use::Small(l.kind.is_raw()),
+                        format!("live {addr:#x}"),
+                    );
+                } else if addr % page == 0 && l.len == page {
+                    // A whole page: a large block, or a small block grown to its page.
+                    mark(first, last, Use::Large, format!("live {addr:#x}"));
+                } else {
+                    assert_eq!(addr % page, 0, "large block {addr:#x} off a page boundary");
+                    // The large block's pages host nothing else live (a section may share them).
+                    for (&other, ol) in self.live.range(..addr + l.len) {
+                        if other != addr && (other + ol.len - 1) / page >= first {
+                            assert!(
+                                other / page > last,
+                                "{other:#x} shares a page with large {addr:#x}"
+                            );
+                        }
+                    }
+                    mark(first, last, Use::Large, format!("live {addr:#x}"));
+                }
+            }
+            for f in sections {
+                let (first, last) = (f.addr / page, (f.addr + f.len - 1) / page);
+                match f.list {
+                    FreeList::Large => mark(first, last, Use::Large, format!("section {f:?}")),
+                    list => {
+                        assert_eq!(first, last, "small section {f:?} crosses a page");
+                        mark(
+                            first,
+                            last,
+                            Use::Small(list == FreeList::RawData),
+                            format!("section {f:?}"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+mod properties {
+    use super::model::{Model, configs, ops};
+    use h5_core::space::SpaceStrategy;
+    use proptest::prelude::*;
+
+    fn run(lifo: bool) -> impl Fn(((h5_core::space::SpaceConfig, u64), Vec<super::model::Op>)) {
+        move |((cfg, start), script)| {
+            let mut model = Model::new(cfg, start, lifo);
+            for op in &script {
+                model.apply(op);
+            }
+            model.finish();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn model_fsm_aggr(input in (configs(SpaceStrategy::FsmAggr), ops())) {
+            run(false)(input);
+        }
+
+        #[test]
+        fn model_page(input in (configs(SpaceStrategy::Page), ops())) {
+            run(false)(input);
+        }
+
+        #[test]
+        fn model_aggr(input in (configs(SpaceStrategy::Aggr), ops())) {
+            run(true)(input);
+        }
+
+        #[test]
+        fn model_none_lifo(input in (configs(SpaceStrategy::None), ops())) {
+            run(true)(input);
+        }
+
+        #[test]
+        fn model_none_any_order(input in (configs(SpaceStrategy::None), ops())) {
+            run(false)(input);
+        }
+    }
 }

@@ -22,11 +22,18 @@
 //! * Aggregator rules: `aggregator.rs`; section merging and shrinking: `free.rs`; paged
 //!   allocation and its invariants: `page.rs`; growing in place: `extend.rs`.
 //!
-//! Decisions where libhdf5 gives no rule to copy are listed in `docs/design.md` ("File
-//! space"); the main ones: file alignment (`H5Pset_alignment`) and the paged "page end
-//! metadata threshold" are not supported (both at libhdf5's defaults: no alignment, threshold
-//! 0); a free must name a whole block as allocated (in paged mode a part of a large block
-//! would be taken for a small block).
+//! Decisions where libhdf5's behaviour is not copied or not a rule:
+//! * file alignment (`H5Pset_alignment`) and the paged "page end metadata threshold" are not
+//!   supported; both stay at libhdf5's defaults (no alignment, threshold 0);
+//! * a free must name a whole block as allocated or extended (libhdf5 accepts parts; in paged
+//!   mode a part of a large block would be taken for a small block);
+//! * caller blocks are checked: a free or extension of a range past the EOA or overlapping free
+//!   space is refused (libhdf5 asserts or corrupts its lists);
+//! * the 10 % rule of extension into an aggregator is integer (`rest / 10`; libhdf5 multiplies
+//!   by a `float`, which differs only for rests over 2^24 bytes);
+//! * paged mode: the tail of a large block's last page is a large free section, as in libhdf5;
+//!   a new paged file's first page keeps the rest after the superblock as a metadata section.
+//! * the EOA may not exceed `2^(8·sizeof_addr) − 2` (all-ones is the undefined address).
 //!
 //! ```
 //! use h5_core::space::{SpaceConfig, SpaceKind, SpaceManager};
