@@ -601,6 +601,115 @@ fn page_close_returns_to_first_page() {
     );
 }
 
+// ---- persistence ----
+
+#[test]
+fn persistent_space_round_trips_and_is_reused() {
+    let mut s = sections_only(1000);
+    for (addr, len) in [(1000, 100), (1100, 100), (1200, 100), (1300, 100)] {
+        assert_eq!(alloc(&mut s, BTree, len), addr);
+    }
+    s.free(BTree, 1100, 100).unwrap();
+    s.free(RawData, 1300, 100).unwrap(); // at the EOA: gone
+    let kept = alloc(&mut s, RawData, 50);
+    s.free(RawData, kept, 50).unwrap();
+    s.close().unwrap();
+    let persisted = s.to_persistent();
+    assert_eq!(persisted.eoa, 1300);
+    assert_eq!(
+        persisted.sections,
+        vec![FreeSection {
+            list: FreeList::Metadata,
+            addr: 1100,
+            len: 100
+        }]
+    );
+    let cfg = SpaceConfig {
+        meta_block_size: 0,
+        small_data_block_size: 0,
+        ..SpaceConfig::default()
+    };
+    let mut reopened = SpaceManager::from_persistent(cfg, &persisted).unwrap();
+    assert_eq!(reopened.to_persistent(), persisted);
+    assert_eq!(alloc(&mut reopened, ObjectHeader, 60), 1100);
+    assert_eq!(alloc(&mut reopened, RawData, 60), 1300);
+}
+
+#[test]
+fn persistent_paged_space_round_trips() {
+    let mut s = manager(SpaceStrategy::Page, 96);
+    let a = alloc(&mut s, RawData, 5000);
+    alloc(&mut s, RawData, 100);
+    alloc(&mut s, BTree, 8192);
+    s.free(RawData, a, 5000).unwrap();
+    let persisted = s.to_persistent();
+    let again = SpaceManager::from_persistent(config(SpaceStrategy::Page), &persisted).unwrap();
+    assert_eq!(again.free_sections(), s.free_sections());
+    assert_eq!(again.eoa(), s.eoa());
+}
+
+#[test]
+fn persistent_space_corruption_is_refused() {
+    use h5_core::space::PersistentSpace;
+    let section = |list, addr, len| FreeSection { list, addr, len };
+    let cases = [
+        (
+            SpaceStrategy::FsmAggr,
+            2000,
+            vec![section(FreeList::Metadata, 1000, 0)],
+        ),
+        (
+            SpaceStrategy::FsmAggr,
+            2000,
+            vec![section(FreeList::Metadata, 1900, 200)],
+        ),
+        (
+            SpaceStrategy::FsmAggr,
+            2000,
+            vec![
+                section(FreeList::Metadata, 1000, 200),
+                section(FreeList::RawData, 1100, 10),
+            ],
+        ),
+        (
+            SpaceStrategy::FsmAggr,
+            2000,
+            vec![section(FreeList::Large, 1000, 200)],
+        ),
+        (
+            SpaceStrategy::Aggr,
+            2000,
+            vec![section(FreeList::Metadata, 1000, 200)],
+        ),
+        (
+            SpaceStrategy::Page,
+            8192,
+            vec![section(FreeList::RawData, 4000, 200)],
+        ),
+        (
+            SpaceStrategy::FsmAggr,
+            2000,
+            vec![section(FreeList::Metadata, u64::MAX - 1, 2)],
+        ),
+    ];
+    for (strategy, eoa, sections) in cases {
+        let persisted = PersistentSpace { eoa, sections };
+        let got = SpaceManager::from_persistent(config(strategy), &persisted);
+        assert!(
+            matches!(got, Err(SpaceError::InvalidSection { .. })),
+            "{persisted:?}: {got:?}"
+        );
+    }
+    let off_page = PersistentSpace {
+        eoa: 5000,
+        sections: vec![],
+    };
+    assert!(matches!(
+        SpaceManager::from_persistent(config(SpaceStrategy::Page), &off_page),
+        Err(SpaceError::InvalidConfig(_))
+    ));
+}
+
 // ---- errors ----
 
 #[test]

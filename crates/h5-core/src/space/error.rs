@@ -71,6 +71,17 @@ pub enum SpaceError {
     /// The configuration cannot be used (see the message for the field).
     #[error("invalid file space configuration: {0}")]
     InvalidConfig(&'static str),
+    /// A persisted free-space section cannot be taken back: empty, past the end of allocation,
+    /// overlapping another, in a list the strategy does not have, or breaking the page rules.
+    #[error("persisted free-space section {addr:#x}+{len} refused: {reason}")]
+    InvalidSection {
+        /// Start of the section.
+        addr: u64,
+        /// Length of the section.
+        len: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The starting end of allocation is past the largest address the address size allows.
     #[error("end of allocation {eoa:#x} exceeds the largest address {max_eoa:#x}")]
     EoaTooLarge {

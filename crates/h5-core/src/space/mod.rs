@@ -55,12 +55,14 @@ pub mod error;
 mod extend;
 mod free;
 mod page;
+mod persist;
 mod sections;
 
 use std::ops::{Index, IndexMut};
 
 use aggregator::Aggregator;
 pub use error::{Result, SpaceError};
+pub use persist::PersistentSpace;
 use sections::SectionList;
 
 /// How the file's space is managed (libhdf5's `H5F_fspace_strategy_t`).
