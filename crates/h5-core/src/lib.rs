@@ -18,6 +18,7 @@ pub mod layouts;
 pub mod meta;
 pub mod nav;
 pub mod object;
+pub mod space;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;

@@ -1,0 +1,60 @@
+//! Handing out space: a fitting free section first, then the aggregators (non-paged) or pages
+//! (paged), and finally the end of allocation.
+
+use super::{FreeList, SpaceKind, SpaceManager, SpaceStrategy};
+use crate::space::error::{Result, SpaceError};
+
+impl SpaceManager {
+    /// Allocation without argument checks (libhdf5's `H5MF_alloc`).
+    pub(crate) fn alloc_inner(&mut self, kind: SpaceKind, len: u64) -> Result<u64> {
+        let list = self.list_for(kind, len);
+        if let Some(addr) = self.take_section(list, kind, len) {
+            return Ok(addr);
+        }
+        match self.config.strategy {
+            SpaceStrategy::Page => self.alloc_pagefs(kind, len),
+            _ => self.aggr_alloc(kind, len),
+        }
+    }
+
+    /// Takes `len` bytes from the best-fitting section of `list`, if the list's manager is
+    /// started and has one. The large list of the paged strategy only hands out page-aligned
+    /// starts: the fragment before the boundary stays a section of its own.
+    fn take_section(&mut self, list: FreeList, kind: SpaceKind, len: u64) -> Option<u64> {
+        if !self.lists[list].started {
+            return None;
+        }
+        let (addr, size, frag) = if list == FreeList::Large {
+            self.lists[list].best_fit_aligned(len, self.config.page_size)?
+        } else {
+            let (a, l) = self.lists[list].best_fit(len)?;
+            (a, l, 0)
+        };
+        self.lists[list].remove(addr);
+        if frag > 0 {
+            // Linked without merging, as libhdf5 splits it off.
+            self.lists[list].insert(addr, frag);
+        }
+        let (addr, size) = (addr + frag, size - frag);
+        if size > len {
+            self.add_section(list, kind, addr + len, size - len);
+        }
+        Some(addr)
+    }
+
+    /// Grows the end of allocation by `len`, returning where the new space starts.
+    pub(crate) fn grow_eoa(&mut self, len: u64) -> Result<u64> {
+        match self.eoa.checked_add(len) {
+            Some(end) if end <= self.max_eoa => {
+                let start = self.eoa;
+                self.eoa = end;
+                Ok(start)
+            }
+            _ => Err(SpaceError::AddressOverflow {
+                eoa: self.eoa,
+                len,
+                max_eoa: self.max_eoa,
+            }),
+        }
+    }
+}
