@@ -23,6 +23,16 @@ use crate::write::{drop_entry, put};
 /// Indexed storage K of chunk B-trees in new files (children per node: twice this).
 pub(crate) const CHUNK_BTREE_K: u16 = 32;
 
+/// The direct-I/O plan of a chunk: the caller's runs address the stored image itself when it
+/// is the raw elements (no filters), otherwise the transfer must go through the cache.
+fn direct_plan(raw: bool) -> DirectPlan {
+    if raw {
+        DirectPlan::Selection(None)
+    } else {
+        DirectPlan::NotPossible
+    }
+}
+
 fn fill_chunk(bytes: usize, fill: &[u8]) -> Vec<u8> {
     if fill.is_empty() || fill.iter().all(|b| *b == 0) {
         vec![0; bytes]
@@ -132,7 +142,7 @@ impl ChunkLayout for ContiguousLayout {
         _: bool,
         _: &mut Udata,
     ) -> Result<DirectPlan, LayoutError> {
-        Ok(DirectPlan::Selection(None))
+        Ok(direct_plan(true))
     }
 
     fn plan_selection_write(
@@ -144,7 +154,7 @@ impl ChunkLayout for ContiguousLayout {
         _: bool,
         _: &mut Udata,
     ) -> Result<DirectPlan, LayoutError> {
-        Ok(DirectPlan::Selection(None))
+        Ok(direct_plan(true))
     }
 }
 
@@ -459,11 +469,7 @@ impl ChunkLayout for ChunkedWriteLayout {
         _: bool,
         _: &mut Udata,
     ) -> Result<DirectPlan, LayoutError> {
-        Ok(if self.pipeline.is_none() {
-            DirectPlan::Selection(None)
-        } else {
-            DirectPlan::NotPossible
-        })
+        Ok(direct_plan(self.pipeline.is_none()))
     }
 
     fn plan_selection_write(
@@ -475,10 +481,6 @@ impl ChunkLayout for ChunkedWriteLayout {
         _: bool,
         _: &mut Udata,
     ) -> Result<DirectPlan, LayoutError> {
-        Ok(if self.pipeline.is_none() {
-            DirectPlan::Selection(None)
-        } else {
-            DirectPlan::NotPossible
-        })
+        Ok(direct_plan(self.pipeline.is_none()))
     }
 }
