@@ -167,7 +167,8 @@ impl ChunkDecoder for PipelineDecoder {
     }
 }
 
-fn pipeline_of(p: &Option<FilterPipeline>) -> Option<h5_filters::Pipeline> {
+/// The runtime filter pipeline of a pipeline message (`None`: no filters).
+pub(crate) fn pipeline_of(p: &Option<FilterPipeline>) -> Option<h5_filters::Pipeline> {
     let p = p.as_ref()?;
     if p.filters.is_empty() {
         return None;

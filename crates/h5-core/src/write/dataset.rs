@@ -173,18 +173,7 @@ impl FileShared {
                         version: 1,
                         filters: filters.clone(),
                     });
-                    let runtime = pipeline.as_ref().map(|p| h5_filters::Pipeline {
-                        filters: p
-                            .filters
-                            .iter()
-                            .map(|f| h5_filters::FilterSpec {
-                                id: h5_filters::FilterId(f.id),
-                                optional: f.flags & 1 != 0,
-                                name: None,
-                                client_data: f.client_data.clone(),
-                            })
-                            .collect(),
-                    });
+                    let runtime = crate::dataset::pipeline_of(&pipeline);
                     let layout = Arc::new(ChunkedWriteLayout {
                         dims: Mutex::new(spec.dims.clone()),
                         chunk_dims: chunk.clone(),

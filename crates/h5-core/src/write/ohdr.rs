@@ -246,7 +246,6 @@ fn lay_out(
     let cap = prefix.chunk0_size;
     let mut first = all;
     let mut rest = Vec::new();
-    let mut nil_in_block = false;
     if used(&prefix, &first) > cap {
         let cont = continuation_len(&prefix, file.sizes);
         // The longest head that leaves room for the continuation message.
@@ -264,7 +263,6 @@ fn lay_out(
         let block_area = used(&prefix, &rest);
         let block_len = block_area + if prefix.version >= 2 { 8 } else { 0 };
         let at = file.allocate(SpaceKind::Meta, block_len as u64)?;
-        nil_in_block = false;
         let body = Continuation {
             address: at,
             length: block_len as u64,
@@ -281,7 +279,8 @@ fn lay_out(
     }
     if prefix.version == 1 {
         let nil0 = usize::from(used(&prefix, &first) < cap);
-        let total = first.len() + nil0 + rest.len() + usize::from(nil_in_block);
+        // The continuation block is sized to its messages exactly: it holds no NIL message.
+        let total = first.len() + nil0 + rest.len();
         prefix.message_count = Some(count_u16(total)?);
     }
     Ok(first_chunk_entry(FirstChunkImage {
