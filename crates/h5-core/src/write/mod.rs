@@ -32,14 +32,33 @@ use crate::meta::{Decoded, FileSpace, Load, classes};
 use alloc::{FileAlloc, SpaceKind};
 use symtab::{GROUP_INTERNAL_K, GROUP_LEAF_K, GroupTable, Target};
 
-/// Which format versions new objects use (libhdf5's low library-version bound).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+/// Which format versions new objects use (libhdf5's low library-version bound,
+/// `H5Pset_libver_bounds`). Ordered oldest to newest.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 #[non_exhaustive]
 pub enum FormatBounds {
     /// The earliest formats every HDF5 library reads: superblock 0, version 1 object headers,
-    /// symbol-table groups, version 1 B-tree chunk indexes (libhdf5's and h5py's default).
+    /// symbol-table groups, version 1 B-tree chunk indexes (HDF5 1.x's and h5py's default).
     #[default]
     Earliest,
+    /// HDF5 1.8 formats: superblock 2, version 2 object headers, link messages with compact and
+    /// dense (fractal heap + v2 B-tree) groups and attributes; chunk indexes stay v1 B-trees.
+    /// HDF5 2.0's default low bound.
+    V18,
+    /// HDF5 1.10 formats: superblock 3 and layout version 4 with the new chunk indexes (single
+    /// chunk, implicit, fixed array, extensible array, v2 B-tree).
+    V110,
+    /// HDF5 1.12 formats (revised references).
+    V112,
+    /// HDF5 1.14 formats (same object formats as 1.12).
+    V114,
+    /// HDF5 2.0 formats, libhdf5 2.0's `H5F_LIBVER_LATEST`.
+    V200,
+}
+
+impl FormatBounds {
+    /// The newest formats h5 knows (libhdf5's `latest`).
+    pub const LATEST: FormatBounds = FormatBounds::V200;
 }
 
 /// Options for a new file.
@@ -118,7 +137,12 @@ impl FileShared {
         options: &CreateOptions,
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
-        let FormatBounds::Earliest = options.bounds;
+        if options.bounds != FormatBounds::Earliest {
+            return Err(Error::Unsupported(format!(
+                "creating files with format bounds {:?} (only Earliest so far)",
+                options.bounds
+            )));
+        }
         storage.set_len(0)?;
         let sizes = Sizes::EIGHT;
         let sb_len = encoded_len(0, sizes)?;
