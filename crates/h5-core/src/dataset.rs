@@ -455,7 +455,7 @@ fn dataset_id(file: &FileShared, info: &DatasetInfo) -> Result<DatasetId> {
 }
 
 /// Registers the dataset's layout with the chunk cache if it is not yet.
-fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<DatasetId> {
+pub(crate) fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<DatasetId> {
     let id = dataset_id(file, info)?;
     {
         let chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
@@ -471,7 +471,10 @@ fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Datas
         }
         return Ok(id);
     }
-    let layout = build_layout(file, info)?;
+    let layout = match crate::write::dataset::existing_layout(file, info)? {
+        Some(l) => l,
+        None => build_layout(file, info)?,
+    };
     let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
     if !chunks.is_registered(id) {
         chunks.register(id, layout)?;

@@ -90,6 +90,15 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
+        Ok(Arc::new(Self::open_unshared(storage, settings, dir)?.0))
+    }
+
+    /// [`FileShared::open`] before sharing; also returns the superblock's absolute address.
+    pub(crate) fn open_unshared(
+        storage: Arc<dyn Storage>,
+        settings: &CacheSettings,
+        dir: Option<std::path::PathBuf>,
+    ) -> Result<(FileShared, u64)> {
         let len = storage.len()?;
         let at = superblock::locate(len, |off| {
             let mut sig = vec![0u8; superblock::SIGNATURE.len()];
@@ -102,6 +111,7 @@ impl FileShared {
             FileSpace {
                 eoa: len,
                 alloc: None,
+                base: 0,
             },
         );
         if let Some(c) = &settings.metadata {
@@ -137,7 +147,7 @@ impl FileShared {
             Root::ObjectHeader(a) => a,
         };
         let chunks = ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
-        Ok(Arc::new(FileShared {
+        let file = FileShared {
             storage,
             meta: Mutex::new(meta),
             chunks: Mutex::new(chunks),
@@ -149,7 +159,8 @@ impl FileShared {
             sohm: Mutex::new(None),
             alloc: None,
             write: None,
-        }))
+        };
+        Ok((file, at))
     }
 
     /// The storage holding the file's bytes.

@@ -104,51 +104,69 @@ pub struct BtreeV1Index {
 
 impl BtreeV1Index {
     fn build(&self, file: &FileShared) -> Result<HashMap<Vec<u64>, ChunkRecord>, LayoutError> {
-        let sizes = file.sizes;
-        let k = file.superblock.indexed_storage_k.unwrap_or(32);
-        let rank1 = self.chunk_dims.len() + 1;
-        let len = node_len(sizes, k, NodeType::RawData, rank1)?;
-        let mut map = HashMap::new();
-        let mut stack = vec![(self.root, 0usize)];
-        while let Some((addr, depth)) = stack.pop() {
-            if depth > 64 {
-                return Err("chunk B-tree too deep (a cycle?)".into());
-            }
-            let node: Arc<BtreeV1Node> = file
-                .load(
-                    K::BTreeV1Node,
-                    addr,
-                    Load::exact(len, move |b| {
-                        BtreeV1Node::decode(b, sizes, addr, Some(rank1))
-                    }),
-                )
-                .map_err(|e| Box::new(e) as LayoutError)?;
-            if node.level > 0 {
-                stack.extend(node.children.iter().map(|&c| (c, depth + 1)));
-                continue;
-            }
-            let Keys::RawData(keys) = &node.keys else {
-                return Err("group node in a chunk B-tree".into());
-            };
-            for (key, &child) in keys.iter().zip(&node.children) {
-                let scaled: Vec<u64> = key
-                    .offsets
-                    .iter()
-                    .zip(&self.chunk_dims)
-                    .map(|(&o, &c)| o / c.max(1))
-                    .collect();
-                map.insert(
-                    scaled,
-                    ChunkRecord {
-                        addr: file.abs(child).map_err(|e| Box::new(e) as LayoutError)?,
-                        size: u64::from(key.chunk_size),
-                        filter_mask: key.filter_mask,
-                    },
-                );
-            }
-        }
-        Ok(map)
+        Ok(read_chunk_btree(file, self.root, &self.chunk_dims)?.0)
     }
+}
+
+/// Chunk records by scaled chunk coordinates.
+pub(crate) type ChunkRecords = HashMap<Vec<u64>, ChunkRecord>;
+
+/// Reads a whole v1 B-tree chunk index (root at relative `root`, chunks of `chunk_dims`):
+/// every record by scaled coordinates, and the relative address and length of every node but
+/// the root (what a rewrite of the index frees).
+pub(crate) fn read_chunk_btree(
+    file: &FileShared,
+    root: u64,
+    chunk_dims: &[u64],
+) -> Result<(ChunkRecords, Vec<(u64, u64)>), LayoutError> {
+    let sizes = file.sizes;
+    let k = file.superblock.indexed_storage_k.unwrap_or(32);
+    let rank1 = chunk_dims.len() + 1;
+    let len = node_len(sizes, k, NodeType::RawData, rank1)?;
+    let mut map = HashMap::new();
+    let mut nodes = Vec::new();
+    let mut stack = vec![(root, 0usize)];
+    while let Some((addr, depth)) = stack.pop() {
+        if depth > 64 {
+            return Err("chunk B-tree too deep (a cycle?)".into());
+        }
+        let node: Arc<BtreeV1Node> = file
+            .load(
+                K::BTreeV1Node,
+                addr,
+                Load::exact(len, move |b| {
+                    BtreeV1Node::decode(b, sizes, addr, Some(rank1))
+                }),
+            )
+            .map_err(|e| Box::new(e) as LayoutError)?;
+        if addr != root {
+            nodes.push((addr, len as u64));
+        }
+        if node.level > 0 {
+            stack.extend(node.children.iter().map(|&c| (c, depth + 1)));
+            continue;
+        }
+        let Keys::RawData(keys) = &node.keys else {
+            return Err("group node in a chunk B-tree".into());
+        };
+        for (key, &child) in keys.iter().zip(&node.children) {
+            let scaled: Vec<u64> = key
+                .offsets
+                .iter()
+                .zip(chunk_dims)
+                .map(|(&o, &c)| o / c.max(1))
+                .collect();
+            map.insert(
+                scaled,
+                ChunkRecord {
+                    addr: file.abs(child).map_err(|e| Box::new(e) as LayoutError)?,
+                    size: u64::from(key.chunk_size),
+                    filter_mask: key.filter_mask,
+                },
+            );
+        }
+    }
+    Ok((map, nodes))
 }
 
 /// A B-tree index read once into a map from scaled coordinates to records.

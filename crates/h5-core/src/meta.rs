@@ -145,14 +145,18 @@ impl Load {
 pub struct FileSpace {
     /// End of allocated space (the file's length for a read-only file).
     pub eoa: u64,
-    /// The allocator of a writable file.
+    /// The allocator of a writable file (relative addresses).
     pub alloc: Option<Arc<std::sync::Mutex<crate::write::alloc::FileAlloc>>>,
+    /// The base address: the cache's addresses are absolute, the allocator's relative to it.
+    pub base: u64,
 }
 
 impl FileContext for FileSpace {
     fn end_of_allocation(&self) -> u64 {
         match &self.alloc {
-            Some(a) => a.lock().map_or(self.eoa, |a| a.eoa()),
+            Some(a) => a
+                .lock()
+                .map_or(self.eoa, |a| self.base.saturating_add(a.eoa())),
             None => self.eoa,
         }
     }
@@ -161,7 +165,10 @@ impl FileContext for FileSpace {
         match &self.alloc {
             Some(a) => {
                 let mut a = a.lock().map_err(|_| "the space allocator is poisoned")?;
-                a.free(crate::write::alloc::SpaceKind::Meta, addr, len)
+                let rel = addr
+                    .checked_sub(self.base)
+                    .ok_or("freeing space below the base address")?;
+                a.free(crate::write::alloc::SpaceKind::Meta, rel, len)
                     .map_err(|e| Box::new(e) as ClientError)
             }
             None => {

@@ -60,6 +60,22 @@ pub(crate) fn symbol_table(
     btree: u64,
     heap: u64,
 ) -> Result<Vec<(Vec<u8>, SymbolTableEntry)>> {
+    Ok(symbol_table_with_nodes(file, btree, heap)?.0)
+}
+
+/// A symbol table entry and its name.
+pub(crate) type NamedEntry = (Vec<u8>, SymbolTableEntry);
+
+/// Where one structure of an old-style group lies: relative address, length and kind.
+pub(crate) type Placement = (u64, u64, K);
+
+/// [`symbol_table`], plus the placement of the heap's data segment, of every symbol table node
+/// and of every B-tree node but the root (what a rewrite of the group frees).
+pub(crate) fn symbol_table_with_nodes(
+    file: &FileShared,
+    btree: u64,
+    heap: u64,
+) -> Result<(Vec<NamedEntry>, Vec<Placement>)> {
     let sizes = file.sizes;
     let (hdr, seg) = local_heap(file, heap)?;
     let internal_k = file.superblock.group_internal_k.unwrap_or(16);
@@ -67,6 +83,11 @@ pub(crate) fn symbol_table(
     let nlen = node_len(sizes, internal_k, NodeType::Group, 0)?;
     let snod_len = SymbolTableNode::node_len(sizes, leaf_k);
     let mut out = Vec::new();
+    let mut placed = vec![(
+        hdr.data_segment_address,
+        hdr.data_segment_size,
+        K::LocalHeapDataBlock,
+    )];
     let mut stack = vec![(btree, 0usize)];
     while let Some((addr, depth)) = stack.pop() {
         if depth > MAX_DEPTH {
@@ -77,6 +98,9 @@ pub(crate) fn symbol_table(
             addr,
             Load::exact(nlen, move |b| BtreeV1Node::decode(b, sizes, addr, None)),
         )?;
+        if addr != btree {
+            placed.push((addr, nlen as u64, K::BTreeV1Node));
+        }
         if node.level > 0 {
             // Children in reverse so they pop in order.
             for &c in node.children.iter().rev() {
@@ -85,6 +109,7 @@ pub(crate) fn symbol_table(
             continue;
         }
         for &snod_addr in &node.children {
+            placed.push((snod_addr, snod_len as u64, K::SymbolTableNode));
             let snod: Arc<SymbolTableNode> = file.load(
                 K::SymbolTableNode,
                 snod_addr,
@@ -98,7 +123,7 @@ pub(crate) fn symbol_table(
             }
         }
     }
-    Ok(out)
+    Ok((out, placed))
 }
 
 /// A string in an old-style group's local heap (soft-link values).

@@ -36,6 +36,23 @@ impl File {
         Ok(File::from_shared(shared, Some(path.to_path_buf())))
     }
 
+    /// Opens the existing file at `path` for reading and writing (default cache settings).
+    /// Files written by libhdf5 in the earliest format (h5py's default) can be changed: groups,
+    /// datasets and attributes added, deleted or renamed, contiguous and version 1 B-tree chunked
+    /// datasets written and resized. A userblock is kept as it is.
+    pub fn open_rw(path: impl AsRef<Path>) -> Result<File> {
+        Self::open_rw_with(path, &FileAccess::default())
+    }
+
+    /// [`File::open_rw`] with the given cache settings.
+    pub fn open_rw_with(path: impl AsRef<Path>, access: &FileAccess) -> Result<File> {
+        let path = path.as_ref();
+        let storage = FileStorage::open(path, OpenMode::ReadWrite)?;
+        let dir = path.parent().map(Path::to_path_buf);
+        let shared = FileShared::open_rw(Arc::new(storage), access.settings(), dir)?;
+        Ok(File::from_shared(shared, Some(path.to_path_buf())))
+    }
+
     /// Writes everything to the file (raw data, then metadata, the superblock last) and syncs.
     pub fn flush(&self) -> Result<()> {
         self.shared().flush()
@@ -75,6 +92,45 @@ impl Group {
     fn create_child_group(&self, name: &str) -> Result<Group> {
         self.file_shared().create_group(self.address(), name)?;
         self.group(name)
+    }
+
+    /// The group holding the last component of `path` (relative to this group) and that
+    /// component.
+    fn parent_of<'p>(&self, path: &'p str) -> Result<(Group, &'p str)> {
+        let path = path.trim_end_matches('/');
+        match path.rsplit_once('/') {
+            Some((dir, name)) if !dir.is_empty() => Ok((self.group(dir)?, name)),
+            Some((_, name)) => Ok((self.clone(), name)),
+            None => Ok((self.clone(), path)),
+        }
+    }
+
+    /// Removes the link at `path` (relative to this group). A hard link's object loses a
+    /// reference; the last one deletes it and returns its space (a group's members are then
+    /// unlinked in turn).
+    pub fn unlink(&self, path: &str) -> Result<()> {
+        let (g, name) = self.parent_of(path)?;
+        self.file_shared().unlink(g.address(), name)
+    }
+
+    /// Moves (or renames) the link at `from` to `to`, both relative to this group; the object
+    /// itself is unchanged.
+    pub fn move_link(&self, from: &str, to: &str) -> Result<()> {
+        let (src, name) = self.parent_of(from)?;
+        let (dst, new_name) = self.parent_of(to)?;
+        self.file_shared()
+            .move_link(src.address(), name, dst.address(), new_name)
+    }
+
+    /// Deletes the attribute `name`.
+    pub fn delete_attr(&self, name: &str) -> Result<()> {
+        self.file_shared().delete_attribute(self.address(), name)
+    }
+
+    /// Renames the attribute `name` to `new_name`.
+    pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
+        self.file_shared()
+            .rename_attribute(self.address(), name, new_name)
     }
 
     /// Adds a soft link `name` → `target` (a path).
@@ -344,5 +400,16 @@ impl Dataset {
     /// Writes (or replaces) the attribute `name` holding a fixed-length UTF-8 string.
     pub fn write_attr_str(&self, name: &str, value: &str) -> Result<()> {
         write_attr_str(self.file_shared(), self.address(), name, value)
+    }
+
+    /// Deletes the attribute `name`.
+    pub fn delete_attr(&self, name: &str) -> Result<()> {
+        self.file_shared().delete_attribute(self.address(), name)
+    }
+
+    /// Renames the attribute `name` to `new_name`.
+    pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
+        self.file_shared()
+            .rename_attribute(self.address(), name, new_name)
     }
 }

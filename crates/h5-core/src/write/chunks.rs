@@ -169,10 +169,13 @@ pub(crate) struct BtreeChunkIndex {
     /// Non-root nodes of the last layout.
     placed: Mutex<Vec<(u64, u64)>>,
     dirty: Mutex<bool>,
+    /// Node K (the file's indexed storage K: children per node are twice this).
+    k: u16,
 }
 
 impl BtreeChunkIndex {
-    pub(crate) fn new(space: ChunkSpace, root: u64, chunk_dims: Vec<u64>) -> Self {
+    /// A new, empty index whose root node is at relative `root`.
+    pub(crate) fn new(space: ChunkSpace, root: u64, chunk_dims: Vec<u64>, k: u16) -> Self {
         BtreeChunkIndex {
             space,
             root,
@@ -180,7 +183,42 @@ impl BtreeChunkIndex {
             records: Mutex::new(BTreeMap::new()),
             placed: Mutex::new(Vec::new()),
             dirty: Mutex::new(true),
+            k,
         }
+    }
+
+    /// The index of an existing dataset (root node at relative `root`): its records and the
+    /// nodes a new layout replaces.
+    pub(crate) fn load(
+        file: &FileShared,
+        space: ChunkSpace,
+        root: u64,
+        chunk_dims: Vec<u64>,
+    ) -> Result<Self> {
+        let (map, nodes) =
+            crate::indexes::read_chunk_btree(file, root, &chunk_dims).map_err(|e| {
+                match e.downcast::<Error>() {
+                    Ok(e) => *e,
+                    Err(e) => Error::Unsupported(format!("reading the chunk index: {e}")),
+                }
+            })?;
+        let records = map
+            .into_iter()
+            .map(|(scaled, r)| {
+                let off = scaled.iter().zip(&chunk_dims).map(|(s, d)| s * d).collect();
+                (off, r)
+            })
+            .collect();
+        let k = file.superblock.indexed_storage_k.unwrap_or(CHUNK_BTREE_K);
+        Ok(BtreeChunkIndex {
+            space,
+            root,
+            chunk_dims,
+            records: Mutex::new(records),
+            placed: Mutex::new(nodes),
+            dirty: Mutex::new(false),
+            k,
+        })
     }
 
     fn offsets(&self, c: &ChunkCoord) -> Vec<u64> {
@@ -205,6 +243,26 @@ impl BtreeChunkIndex {
         })
     }
 
+    /// Frees every chunk and every node, the root included (the dataset is being deleted).
+    pub(crate) fn free(&self, file: &FileShared) -> Result<()> {
+        let records = std::mem::take(&mut *self.records.lock().map_err(|_| Error::Poisoned)?);
+        for r in records.values() {
+            if r.size > 0 {
+                self.space
+                    .free(r.addr, r.size)
+                    .map_err(|e| Error::Unsupported(e.to_string()))?;
+            }
+        }
+        for (a, l) in std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?) {
+            drop_entry(file, K::BTreeV1Node, a, l)?;
+        }
+        let rank1 = self.chunk_dims.len() + 1;
+        let nlen = node_len(file.sizes, self.k, NodeType::RawData, rank1)? as u64;
+        drop_entry(file, K::BTreeV1Node, self.root, nlen)?;
+        *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
+        Ok(())
+    }
+
     /// Writes the index into the cache: leaves of up to 2K chunks, then internal levels up to the
     /// root at its fixed address.
     pub(crate) fn lay_out(&self, file: &FileShared) -> Result<()> {
@@ -221,7 +279,8 @@ impl BtreeChunkIndex {
             drop_entry(file, K::BTreeV1Node, a, l)?;
         }
         let rank1 = self.chunk_dims.len() + 1;
-        let nlen = node_len(sizes, CHUNK_BTREE_K, NodeType::RawData, rank1)? as u64;
+        let k = self.k;
+        let nlen = node_len(sizes, k, NodeType::RawData, rank1)? as u64;
         let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
         // (child address, first key, right key) per child of the level being built.
         let mut level: Vec<(u64, ChunkKey, ChunkKey)> = Vec::with_capacity(records.len());
@@ -237,7 +296,7 @@ impl BtreeChunkIndex {
                 .ok_or(Error::Unsupported("a chunk below the base address".into()))?;
             level.push((addr, self.key(off, Some(r))?, self.key(&right, None)?));
         }
-        let fanout = 2 * usize::from(CHUNK_BTREE_K);
+        let fanout = 2 * usize::from(k);
         let mut depth = 0u8;
         let mut placed = Vec::new();
         loop {
@@ -284,7 +343,7 @@ impl BtreeChunkIndex {
                     K::BTreeV1Node,
                     addrs[i],
                     Decoded::writable(nlen as usize, node, move |n: &BtreeV1Node| {
-                        n.encode(sizes, CHUNK_BTREE_K)
+                        n.encode(sizes, k)
                     }),
                 )?;
                 let first = g

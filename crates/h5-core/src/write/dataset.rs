@@ -19,7 +19,7 @@ use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::write::alloc::SpaceKind;
-use crate::write::chunks::{BtreeChunkIndex, CHUNK_BTREE_K, ChunkedWriteLayout, ContiguousLayout};
+use crate::write::chunks::{BtreeChunkIndex, ChunkedWriteLayout, ContiguousLayout};
 use crate::write::ohdr;
 
 /// How a new dataset stores its data.
@@ -159,13 +159,18 @@ impl FileShared {
                     }
                     let root = self.allocate(
                         SpaceKind::Meta,
-                        node_len(sizes, CHUNK_BTREE_K, NodeType::RawData, rank + 1)? as u64,
+                        node_len(sizes, self.chunk_btree_k(), NodeType::RawData, rank + 1)? as u64,
                     )?;
                     let space = crate::write::chunks::ChunkSpace {
                         alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
                         base: self.base,
                     };
-                    let index = Arc::new(BtreeChunkIndex::new(space, root, chunk.clone()));
+                    let index = Arc::new(BtreeChunkIndex::new(
+                        space,
+                        root,
+                        chunk.clone(),
+                        self.chunk_btree_k(),
+                    ));
                     self.state()?.indexes.push(Arc::clone(&index));
                     let mut cdims = chunk.clone();
                     cdims.push(elem as u64);
@@ -230,7 +235,7 @@ impl FileShared {
         if let Some(l) = created_chunked {
             self.state()?.chunked.insert(addr, l);
         }
-        self.link_hard(parent, name, addr)?;
+        self.link_new(parent, name, addr)?;
         Ok(addr)
     }
 
@@ -309,15 +314,68 @@ impl FileShared {
         }
         let sizes = self.sizes;
         ohdr::update(self, obj, |msgs| {
-            let same = |b: &[u8]| {
-                h5_format::message::decode_message(kind::ATTRIBUTE, 0, b, sizes, obj)
-                    .ok()
-                    .is_some_and(|m| matches!(m, Message::Attribute(a) if a.name == name))
-            };
-            msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
+            msgs.retain(|m| attribute_named(m, name, sizes, obj).is_none());
             msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
             Ok(())
         })
+    }
+}
+
+impl FileShared {
+    /// Deletes the attribute `name` of the object at `obj` (an error if it has none of that
+    /// name).
+    pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
+        let sizes = self.sizes;
+        ohdr::update(self, obj, |msgs| {
+            let before = msgs.len();
+            msgs.retain(|m| attribute_named(m, name, sizes, obj).is_none());
+            if msgs.len() == before {
+                return Err(Error::NotFound(format!("attribute {name}")));
+            }
+            Ok(())
+        })
+    }
+
+    /// Renames the attribute `name` of the object at `obj` to `new_name` (which must be free).
+    pub fn rename_attribute(&self, obj: u64, name: &str, new_name: &str) -> Result<()> {
+        if new_name.is_empty() || new_name.contains('\0') {
+            return Err(Error::Invalid(format!("attribute name {new_name:?}")));
+        }
+        let sizes = self.sizes;
+        ohdr::update(self, obj, |msgs| {
+            if msgs
+                .iter()
+                .any(|m| attribute_named(m, new_name, sizes, obj).is_some())
+            {
+                return Err(Error::Exists(format!("attribute {new_name}")));
+            }
+            let m = msgs
+                .iter_mut()
+                .find(|m| attribute_named(m, name, sizes, obj).is_some())
+                .ok_or_else(|| Error::NotFound(format!("attribute {name}")))?;
+            let Some(mut a) = attribute_named(m, name, sizes, obj) else {
+                return Err(Error::NotFound(format!("attribute {name}")));
+            };
+            a.name = new_name.to_owned();
+            m.body = encode_message(&Message::Attribute(a), sizes)?;
+            Ok(())
+        })
+    }
+}
+
+/// The attribute `m` holds if it is an attribute message named `name`.
+fn attribute_named(
+    m: &crate::object::StoredMessage,
+    name: &str,
+    sizes: h5_format::Sizes,
+    obj: u64,
+) -> Option<AttributeMessage> {
+    if m.kind != kind::ATTRIBUTE {
+        return None;
+    }
+    match h5_format::message::decode_message(kind::ATTRIBUTE, 0, &m.body, sizes, obj) {
+        Ok(Message::Attribute(a)) if a.name == name => Some(a),
+        _ => None,
     }
 }
 
@@ -334,7 +392,7 @@ pub fn write(
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
-    let id = h5_chunkcache::DatasetId(file.abs(info.address)?);
+    let id = crate::dataset::ensure_registered(file, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
     if let Some(m) = memory {
         req = req.in_memory(m);
@@ -349,10 +407,14 @@ pub fn write(
     Ok(())
 }
 
-/// Changes the dimensions of a chunked dataset created by this process to `dims` (within its
+/// Changes the dimensions of a chunked dataset (version 1 B-tree index) to `dims` (within its
 /// maximum dimensions): the dataspace message is rewritten and the chunk cache drops or fills
 /// what left the extent. Returns the dataset's new description.
 pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Result<DatasetInfo> {
+    if !file.is_writable() {
+        return Err(Error::ReadOnly);
+    }
+    crate::dataset::ensure_registered(file, info)?;
     let layout = file
         .state()?
         .chunked
@@ -360,7 +422,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
         .cloned()
         .ok_or_else(|| {
             Error::Unsupported(
-                "resizing a dataset that is not chunked or was not created by this process".into(),
+                "resizing a dataset whose storage is not chunked with a version 1 B-tree".into(),
             )
         })?;
     let old = info.dims().to_vec();
@@ -392,4 +454,95 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
     let mut info = info.clone();
     info.dataspace = space;
     Ok(info)
+}
+
+/// The writable chunk-cache layout of a dataset that existed before the file was opened for
+/// writing: contiguous data (space allocated now if it never was) and chunked data with a
+/// version 1 B-tree index. `None` for other storage, which stays read-only (the reader's layout
+/// refuses writes with an error).
+pub(crate) fn existing_layout(
+    file: &Arc<FileShared>,
+    info: &DatasetInfo,
+) -> Result<Option<Arc<dyn ChunkLayout>>> {
+    if info.external.is_some() || !file.is_writable() {
+        return Ok(None);
+    }
+    let elem = info.elem_size();
+    let dims = info.dims().to_vec();
+    let fill = info.fill.clone().unwrap_or_default();
+    let elements = dims
+        .iter()
+        .try_fold(1u64, |a, d| a.checked_mul(*d))
+        .ok_or_else(|| Error::Invalid("too many elements".into()))?;
+    let bytes = elements
+        .checked_mul(elem as u64)
+        .ok_or_else(|| Error::Invalid("dataset too large".into()))?;
+    match &info.layout.class {
+        LayoutClass::Contiguous { address, size } => {
+            if bytes == 0 || info.layout.version < 3 {
+                return Ok(None);
+            }
+            let address = if *address == UNDEFINED_ADDRESS {
+                // Late allocation: the space comes with the first write, as in libhdf5.
+                let a = file.allocate(SpaceKind::Raw, bytes)?;
+                file.initialise(a, bytes, &fill)?;
+                let body = encode_message(
+                    &Message::Layout(Layout {
+                        version: info.layout.version,
+                        class: LayoutClass::Contiguous {
+                            address: a,
+                            size: Some(bytes),
+                        },
+                    }),
+                    file.sizes,
+                )?;
+                ohdr::update(file, info.address, |msgs| {
+                    for m in msgs.iter_mut().filter(|m| m.kind == kind::LAYOUT) {
+                        m.body = body.clone();
+                    }
+                    Ok(())
+                })?;
+                a
+            } else {
+                *address
+            };
+            Ok(Some(Arc::new(ContiguousLayout {
+                dims,
+                elem_size: elem,
+                fill,
+                location: DiskLocation {
+                    addr: file.abs(address)?,
+                    size: size.unwrap_or(bytes),
+                },
+            })))
+        }
+        LayoutClass::Chunked {
+            dims: cdims,
+            index: ChunkIndex::BtreeV1 { address },
+            ..
+        } => {
+            let chunk = cdims[..cdims.len().saturating_sub(1)].to_vec();
+            if chunk.len() != dims.len() || chunk.contains(&0) {
+                return Ok(None);
+            }
+            let space = crate::write::chunks::ChunkSpace {
+                alloc: Arc::clone(file.alloc.as_ref().ok_or(Error::ReadOnly)?),
+                base: file.base,
+            };
+            let index = Arc::new(BtreeChunkIndex::load(file, space, *address, chunk.clone())?);
+            let layout = Arc::new(ChunkedWriteLayout {
+                dims: Mutex::new(dims),
+                chunk_dims: chunk,
+                elem_size: elem,
+                fill,
+                index: Arc::clone(&index),
+                pipeline: crate::dataset::pipeline_of(&info.pipeline),
+            });
+            let mut w = file.state()?;
+            w.indexes.push(index);
+            w.chunked.insert(info.address, Arc::clone(&layout));
+            Ok(Some(layout))
+        }
+        _ => Ok(None),
+    }
 }

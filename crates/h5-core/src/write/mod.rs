@@ -75,8 +75,11 @@ pub(crate) struct WriteState {
     pub(crate) groups: HashMap<u64, GroupTable>,
     /// Chunked datasets written, whose chunk indexes are laid out at flush.
     pub(crate) indexes: Vec<Arc<chunks::BtreeChunkIndex>>,
-    /// Chunked datasets created here, by object header address (for resizing).
+    /// Chunked datasets created or opened for writing here, by object header address (for
+    /// resizing and deletion).
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
+    /// Absolute address of the superblock (after any userblock).
+    pub(crate) superblock_at: u64,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached
@@ -150,6 +153,7 @@ impl FileShared {
         let ctx = FileSpace {
             eoa: 0,
             alloc: Some(Arc::clone(&alloc)),
+            base: 0,
         };
         let mut builder = CacheBuilder::new(Arc::clone(&storage), classes(), ctx);
         if let Some(c) = &settings.metadata {
@@ -195,33 +199,107 @@ impl FileShared {
             object_header_address: root,
             scratch,
         });
+        file.insert_superblock(0)?;
+        Ok(Arc::new(file))
+    }
+
+    /// Opens the HDF5 file in `storage` for reading and writing. New space is allocated from
+    /// the end of the file (the free space of files written before is not tracked).
+    pub fn open_rw(
+        storage: Arc<dyn h5_io::Storage>,
+        settings: &CacheSettings,
+        dir: Option<std::path::PathBuf>,
+    ) -> Result<Arc<FileShared>> {
+        let (mut file, at) = FileShared::open_unshared(storage, settings, dir)?;
         let sb = file.superblock;
-        let alloc = file.alloc.clone();
-        let entry = Decoded::writable(sb_len, sb, move |sb: &Superblock| {
+        if sb.driver_info_address != UNDEFINED_ADDRESS {
+            return Err(Error::Unsupported(
+                "writing a file with a driver information block (family or multi driver)".into(),
+            ));
+        }
+        if sb.version >= 3 && sb.consistency_flags & 0b101 != 0 {
+            return Err(Error::Unsupported(
+                "the superblock says another process has the file open for writing (or did \
+                 not close it): clear the flags with h5clear first"
+                    .into(),
+            ));
+        }
+        // Nothing is overwritten: new space starts after both the recorded end of the file
+        // and its actual length.
+        // The superblock's end-of-file address counts from the start of the file, userblock
+        // included (what libhdf5 writes and checks), unlike every other address.
+        let end = file.storage.len()?.saturating_sub(file.base);
+        let eoa = sb.eof_address.saturating_sub(file.base).max(end);
+        let alloc = Arc::new(Mutex::new(FileAlloc::new(eoa, file.sizes.offset)));
+        {
+            let meta = file.meta.get_mut().map_err(|_| Error::Poisoned)?;
+            let ctx = meta.ctx_mut();
+            ctx.alloc = Some(Arc::clone(&alloc));
+            ctx.base = file.base;
+        }
+        file.alloc = Some(alloc);
+        file.write = Some(Mutex::new(WriteState {
+            superblock_at: at,
+            ..WriteState::default()
+        }));
+        {
+            let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
+            if meta.contains(at) {
+                meta.expunge(MetadataKind::Superblock.id(), at, ExpungeFlags::NONE)
+                    .map_err(cache_error)?;
+            }
+        }
+        file.insert_superblock(at)?;
+        Ok(Arc::new(file))
+    }
+
+    /// Puts the superblock into the cache at absolute `at` as a pinned entry flushed last, whose
+    /// end-of-file address is the allocator's at each write.
+    fn insert_superblock(&self, at: u64) -> Result<()> {
+        let sb = self.superblock;
+        let alloc = self.alloc.clone();
+        let base = self.base;
+        let entry = Decoded::writable(sb.encoded_len, sb, move |sb: &Superblock| {
             let mut sb = *sb;
             if let Some(a) = &alloc {
-                sb.eof_address = a.lock().map_or(sb.eof_address, |a| a.eoa());
+                // Absolute, like libhdf5's (see `open_rw`).
+                sb.eof_address = a.lock().map_or(sb.eof_address, |a| base + a.eoa());
             }
             sb.encode()
         });
-        file.meta
+        self.meta
             .lock()
             .map_err(|_| Error::Poisoned)?
             .insert(
                 MetadataKind::Superblock.id(),
-                0,
+                at,
                 entry,
                 // Pinned: it is never evicted early, and every flush re-dirties it so that its
                 // end-of-file address is the final one.
                 InsertFlags::FLUSH_LAST | InsertFlags::PIN,
             )
             .map_err(cache_error)?;
-        Ok(Arc::new(file))
+        Ok(())
     }
 
     /// Whether the file was opened for writing.
     pub fn is_writable(&self) -> bool {
         self.write.is_some()
+    }
+
+    /// The file's group K values: (symbol table node K, group B-tree K).
+    pub(crate) fn group_ks(&self) -> (u16, u16) {
+        (
+            self.superblock.group_leaf_k.unwrap_or(GROUP_LEAF_K),
+            self.superblock.group_internal_k.unwrap_or(GROUP_INTERNAL_K),
+        )
+    }
+
+    /// The file's chunk B-tree K.
+    pub(crate) fn chunk_btree_k(&self) -> u16 {
+        self.superblock
+            .indexed_storage_k
+            .unwrap_or(chunks::CHUNK_BTREE_K)
     }
 
     pub(crate) fn state(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
@@ -274,8 +352,20 @@ impl FileShared {
         Ok(addr)
     }
 
-    /// Adds a hard link `name` → the object at `target` to the group at `parent`.
+    /// Adds a hard link `name` → the existing object at `target` to the group at `parent`; the
+    /// object gains one reference.
     pub fn link_hard(&self, parent: u64, name: &str, target: u64) -> Result<()> {
+        check_name(name)?;
+        if self.written_link(parent, name).flatten().is_some() {
+            return Err(Error::Exists(name.into()));
+        }
+        ohdr::adjust_refcount(self, target, 1)?;
+        self.link_new(parent, name, target)
+    }
+
+    /// Adds a hard link `name` → the object just created at `target` (whose reference count
+    /// of one stands for this link) to the group at `parent`.
+    pub(crate) fn link_new(&self, parent: u64, name: &str, target: u64) -> Result<()> {
         check_name(name)?;
         self.insert_link(
             parent,
@@ -296,18 +386,191 @@ impl FileShared {
         self.insert_link(parent, name, Target::Soft(path.as_bytes().to_vec()))
     }
 
+    /// Makes sure the old-style group at `parent` has a table in the write state, loading an
+    /// existing group's links from the file.
+    fn ensure_table(&self, parent: u64) -> Result<()> {
+        if self.state()?.groups.contains_key(&parent) {
+            return Ok(());
+        }
+        // Loaded outside the state lock: loading goes through the metadata cache.
+        let oh = crate::object::ObjectHeader::load(self, parent)?;
+        let st = oh.find(|m| match m {
+            h5_format::message::Message::SymbolTable(st) => Some(*st),
+            _ => None,
+        });
+        let Some(st) = st else {
+            return Err(Error::Unsupported(format!(
+                "changing the links of the new-style group at {parent:#x}"
+            )));
+        };
+        let table = GroupTable::load(self, st.btree_address, st.heap_address)?;
+        self.state()?.groups.entry(parent).or_insert(table);
+        Ok(())
+    }
+
     fn insert_link(&self, parent: u64, name: &str, target: Target) -> Result<()> {
+        self.ensure_table(parent)?;
         let mut w = self.state()?;
-        let g = w.groups.get_mut(&parent).ok_or_else(|| {
-            Error::Unsupported(format!(
-                "adding links to group {parent:#x}, which this process did not create"
-            ))
-        })?;
+        let g = w
+            .groups
+            .get_mut(&parent)
+            .ok_or_else(|| Error::Unsupported(format!("group {parent:#x} has no table")))?;
         if g.links.contains_key(name.as_bytes()) {
             return Err(Error::Exists(name.into()));
         }
         g.links.insert(name.as_bytes().to_vec(), target);
         g.dirty = true;
+        Ok(())
+    }
+
+    /// Takes the link `name` out of the group at `parent` (no reference count changes).
+    fn take_link(&self, parent: u64, name: &str) -> Result<Target> {
+        self.ensure_table(parent)?;
+        let mut w = self.state()?;
+        let g = w
+            .groups
+            .get_mut(&parent)
+            .ok_or_else(|| Error::Unsupported(format!("group {parent:#x} has no table")))?;
+        let t = g
+            .links
+            .remove(name.as_bytes())
+            .ok_or_else(|| Error::NotFound(name.into()))?;
+        g.dirty = true;
+        Ok(t)
+    }
+
+    /// Removes the link `name` from the group at `parent`. A hard link's object loses one
+    /// reference; at zero the object is deleted and its space freed (a group's links are then
+    /// removed in turn).
+    pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
+        match self.take_link(parent, name)? {
+            Target::Soft(_) => Ok(()),
+            Target::Hard { addr, .. } => self.release(addr),
+        }
+    }
+
+    /// Moves the link `name` of the group at `parent` to `new_name` in the group at
+    /// `new_parent` (a rename when the groups are the same). The object is unchanged.
+    pub fn move_link(
+        &self,
+        parent: u64,
+        name: &str,
+        new_parent: u64,
+        new_name: &str,
+    ) -> Result<()> {
+        check_name(new_name)?;
+        self.ensure_table(new_parent)?;
+        if self.written_link(new_parent, new_name).flatten().is_some() {
+            return Err(Error::Exists(new_name.into()));
+        }
+        let t = self.take_link(parent, name)?;
+        self.insert_link(new_parent, new_name, t)
+    }
+
+    /// Drops one reference to the object at `addr`, deleting it at zero.
+    fn release(&self, addr: u64) -> Result<()> {
+        if ohdr::adjust_refcount(self, addr, -1)? > 0 {
+            return Ok(());
+        }
+        self.delete_object(addr)
+    }
+
+    /// Deletes the object at `addr` (no links left): its header, its raw data and chunk index,
+    /// or a group's table (releasing every member).
+    fn delete_object(&self, addr: u64) -> Result<()> {
+        use h5_format::message::Message;
+        // Members and raw data first, while the header still describes them.
+        let oh = crate::object::ObjectHeader::load(self, addr)?;
+        if let Some(st) = oh.find(|m| match m {
+            Message::SymbolTable(st) => Some(*st),
+            _ => None,
+        }) {
+            self.ensure_table(addr)?;
+            let table = self.state()?.groups.remove(&addr);
+            if let Some(table) = table {
+                for t in table.links.values() {
+                    if let Target::Hard { addr: child, .. } = t {
+                        self.release(*child)?;
+                    }
+                }
+                table.free(self)?;
+            }
+            let (_, internal_k) = self.group_ks();
+            drop_entry(
+                self,
+                MetadataKind::BTreeV1Node,
+                st.btree_address,
+                node_len(self.sizes, internal_k, NodeType::Group, 0)? as u64,
+            )?;
+            drop_entry(
+                self,
+                MetadataKind::LocalHeapPrefix,
+                st.heap_address,
+                LocalHeapHeader::encoded_len(self.sizes) as u64,
+            )?;
+        }
+        if let Some(layout) = oh.find(|m| match m {
+            Message::Layout(l) => Some(l.clone()),
+            _ => None,
+        }) {
+            self.delete_raw_data(addr, &layout)?;
+        }
+        ohdr::delete(self, addr)?;
+        Ok(())
+    }
+
+    /// Frees a deleted dataset's raw data: a contiguous block, or the chunks and nodes of a
+    /// version 1 B-tree index (other indexes' space is left unused).
+    fn delete_raw_data(
+        &self,
+        addr: u64,
+        layout: &h5_format::message::layout::Layout,
+    ) -> Result<()> {
+        use h5_format::message::layout::{ChunkIndex, LayoutClass};
+        let id = h5_chunkcache::DatasetId(self.abs(addr)?);
+        {
+            let mut c = self.chunks.lock().map_err(|_| Error::Poisoned)?;
+            // Its dirty chunks are written first (into space freed just below): simple, and
+            // the index then lists every chunk to free.
+            if c.is_registered(id) {
+                c.close_dataset(id)?;
+            }
+        }
+        let written = {
+            let mut w = self.state()?;
+            let l = w.chunked.remove(&addr);
+            if let Some(l) = &l {
+                w.indexes.retain(|ix| !Arc::ptr_eq(ix, &l.index));
+            }
+            l
+        };
+        match &layout.class {
+            LayoutClass::Contiguous {
+                address,
+                size: Some(size),
+            } if *address != UNDEFINED_ADDRESS => {
+                self.free(SpaceKind::Raw, *address, *size)?;
+            }
+            LayoutClass::Chunked {
+                index: ChunkIndex::BtreeV1 { address },
+                dims,
+                ..
+            } => {
+                let index = match written {
+                    Some(l) => Arc::clone(&l.index),
+                    None => {
+                        let space = chunks::ChunkSpace {
+                            alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
+                            base: self.base,
+                        };
+                        let chunk = dims[..dims.len().saturating_sub(1)].to_vec();
+                        Arc::new(chunks::BtreeChunkIndex::load(self, space, *address, chunk)?)
+                    }
+                };
+                index.free(self)?;
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -344,17 +607,19 @@ impl FileShared {
             self.state()?.groups.insert(addr, g);
             r?;
         }
+        let at = self.state()?.superblock_at;
         {
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
-            meta.mark_dirty(self.abs(0)?).map_err(cache_error)?;
+            meta.mark_dirty(at).map_err(cache_error)?;
             meta.flush(FlushFlags::NONE).map_err(cache_error)?;
         }
         let eoa = self
             .alloc
             .as_ref()
             .map_or(0, |a| a.lock().map_or(0, |a| a.eoa()));
-        if self.storage.len()? < eoa {
-            self.storage.set_len(eoa)?;
+        let end = self.abs(eoa)?;
+        if self.storage.len()? < end {
+            self.storage.set_len(end)?;
         }
         self.storage.sync()?;
         Ok(())
@@ -375,7 +640,7 @@ fn create_group_object(file: &FileShared) -> Result<(u64, ScratchPad)> {
     let heap = file.allocate(SpaceKind::Meta, LocalHeapHeader::encoded_len(sizes) as u64)?;
     let btree = file.allocate(
         SpaceKind::Meta,
-        node_len(sizes, GROUP_INTERNAL_K, NodeType::Group, 0)? as u64,
+        node_len(sizes, file.group_ks().1, NodeType::Group, 0)? as u64,
     )?;
     let body = SymbolTableMessage {
         btree_address: btree,
@@ -385,7 +650,7 @@ fn create_group_object(file: &FileShared) -> Result<(u64, ScratchPad)> {
     let addr = ohdr::create(file, 1, vec![ohdr::message(kind::SYMBOL_TABLE, 0, body)])?;
     file.state()?
         .groups
-        .insert(addr, GroupTable::new(btree, heap));
+        .insert(addr, GroupTable::new(file, btree, heap));
     Ok((
         addr,
         ScratchPad::SymbolTable {

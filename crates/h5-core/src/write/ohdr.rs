@@ -139,7 +139,136 @@ pub(crate) fn update<R>(
     addr: u64,
     change: impl FnOnce(&mut Vec<StoredMessage>) -> Result<R>,
 ) -> Result<R> {
+    update_with_prefix(file, addr, |_, msgs| change(msgs))
+}
+
+/// Changes the object's reference count (hard links to it) by `delta`; returns the new count.
+/// A version 1 header keeps it in its prefix; a version 2 header in a reference count message,
+/// present only while the count is above 1.
+pub(crate) fn adjust_refcount(file: &FileShared, addr: u64, delta: i64) -> Result<u32> {
+    update_with_prefix(file, addr, |prefix, msgs| {
+        let current = match prefix.reference_count {
+            Some(n) => n,
+            None => msgs
+                .iter()
+                .find(|m| m.kind == kind::REFERENCE_COUNT)
+                .and_then(|m| m.body.get(1..5))
+                .map_or(1, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        };
+        let new = i64::from(current)
+            .checked_add(delta)
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "reference count {current} of the object at {addr:#x} changed by {delta}"
+                ))
+            })?;
+        if prefix.reference_count.is_some() {
+            prefix.reference_count = Some(new);
+        } else {
+            msgs.retain(|m| m.kind != kind::REFERENCE_COUNT);
+            if new > 1 {
+                // Version 0, then the count.
+                let mut body = vec![0u8];
+                body.extend_from_slice(&new.to_le_bytes());
+                msgs.push(message(kind::REFERENCE_COUNT, 0, body));
+            }
+        }
+        Ok(new)
+    })
+}
+
+/// Removes the object header at relative `addr` from the cache and frees all its chunks;
+/// returns its messages (NIL and continuation messages left out) for the caller to free what
+/// they point at.
+pub(crate) fn delete(file: &FileShared, addr: u64) -> Result<Vec<StoredMessage>> {
+    let abs = file.abs(addr)?;
+    let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
+    let first: FirstChunkImage = peek(
+        &mut meta,
+        MetadataKind::ObjectHeader,
+        abs,
+        &first_chunk_load(addr),
+    )?;
+    let (messages, blocks) = gather(file, &mut meta, &first, addr)?;
+    for (a, l) in blocks {
+        let a_abs = file.abs(a)?;
+        if meta.contains(a_abs) {
+            meta.expunge(
+                MetadataKind::ObjectHeaderChunk.id(),
+                a_abs,
+                ExpungeFlags::NONE,
+            )
+            .map_err(cache_error)?;
+        }
+        file.free(SpaceKind::Meta, a, l)?;
+    }
+    if meta.contains(abs) {
+        meta.expunge(MetadataKind::ObjectHeader.id(), abs, ExpungeFlags::NONE)
+            .map_err(cache_error)?;
+    }
+    drop(meta);
+    file.free(
+        SpaceKind::Meta,
+        addr,
+        first_chunk_total(&first.prefix) as u64,
+    )?;
+    Ok(messages)
+}
+
+/// A continuation block: relative address and length.
+type Block = (u64, u64);
+
+/// Every message of the header whose chunk #0 is `first` (NIL and continuation messages left
+/// out), in stored order, and the continuation blocks `(address, length)` they came from.
+fn gather(
+    file: &FileShared,
+    meta: &mut MetadataCache<Meta>,
+    first: &FirstChunkImage,
+    addr: u64,
+) -> Result<(Vec<StoredMessage>, Vec<Block>)> {
     let sizes = file.sizes;
+    let mut all = Vec::new();
+    let mut blocks: Vec<(u64, u64)> = Vec::new();
+    let mut pending = first.messages.clone();
+    let mut i = 0;
+    while i < pending.len() {
+        let m = pending[i].clone();
+        i += 1;
+        match m.kind {
+            kind::NIL => {}
+            kind::CONTINUATION => {
+                let c = Continuation::decode(
+                    &mut h5_format::reader::Reader::new(&m.body, "continuation message", addr),
+                    sizes,
+                )?;
+                if blocks.len() > 4096 || blocks.iter().any(|(a, _)| *a == c.address) {
+                    return Err(Error::Unsupported("continuation blocks form a loop".into()));
+                }
+                let len = usize::try_from(c.length).map_err(|_| {
+                    Error::Unsupported("continuation block length does not fit".into())
+                })?;
+                let block: Vec<StoredMessage> = peek(
+                    meta,
+                    MetadataKind::ObjectHeaderChunk,
+                    file.abs(c.address)?,
+                    &block_load(first.prefix, c.address, len),
+                )?;
+                blocks.push((c.address, c.length));
+                pending.extend(block);
+            }
+            _ => all.push(m),
+        }
+    }
+    Ok((all, blocks))
+}
+
+/// [`update`] with access to the header's prefix too (reference count, flags).
+pub(crate) fn update_with_prefix<R>(
+    file: &FileShared,
+    addr: u64,
+    change: impl FnOnce(&mut ObjectHeaderPrefix, &mut Vec<StoredMessage>) -> Result<R>,
+) -> Result<R> {
     let abs = file.abs(addr)?;
     let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
     let h = meta
@@ -157,41 +286,10 @@ pub(crate) fn update<R>(
             .downcast_ref::<FirstChunkImage>()
             .cloned()
             .ok_or_else(|| Error::Unsupported("object header cached as another type".into()))?;
-        let mut all = Vec::new();
-        let mut blocks = Vec::new();
-        let mut pending = first.messages.clone();
-        let mut i = 0;
-        while i < pending.len() {
-            let m = pending[i].clone();
-            i += 1;
-            match m.kind {
-                kind::NIL => {}
-                kind::CONTINUATION => {
-                    let c = Continuation::decode(
-                        &mut h5_format::reader::Reader::new(&m.body, "continuation message", addr),
-                        sizes,
-                    )?;
-                    if blocks.len() > 4096 || blocks.iter().any(|(a, _)| *a == c.address) {
-                        return Err(Error::Unsupported("continuation blocks form a loop".into()));
-                    }
-                    let len = usize::try_from(c.length).map_err(|_| {
-                        Error::Unsupported("continuation block length does not fit".into())
-                    })?;
-                    let block: Vec<StoredMessage> = peek(
-                        &mut meta,
-                        MetadataKind::ObjectHeaderChunk,
-                        file.abs(c.address)?,
-                        &block_load(first.prefix, c.address, len),
-                    )?;
-                    blocks.push((c.address, c.length));
-                    pending.extend(block);
-                }
-                _ => all.push(m),
-            }
-        }
+        let (all, blocks) = gather(file, &mut meta, &first, addr)?;
         Ok((first.prefix, all, blocks))
     })();
-    let (prefix, mut all, old_blocks) = match gathered {
+    let (mut prefix, mut all, old_blocks) = match gathered {
         Ok(g) => g,
         Err(e) => {
             let _ = meta.unprotect(h, UnprotectFlags::NONE);
@@ -199,7 +297,7 @@ pub(crate) fn update<R>(
         }
     };
     let result = (|| -> Result<(R, Decoded)> {
-        let r = change(&mut all)?;
+        let r = change(&mut prefix, &mut all)?;
         for (a, l) in &old_blocks {
             let a_abs = file.abs(*a)?;
             if meta.contains(a_abs) {

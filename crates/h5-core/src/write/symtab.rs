@@ -48,18 +48,47 @@ pub(crate) struct GroupTable {
     placed: Vec<(u64, u64, K)>,
     /// Changed since the last layout.
     pub(crate) dirty: bool,
+    /// Symbol table node K (the file's: entries per node are twice this).
+    leaf_k: u16,
+    /// B-tree node K (the file's: children per node are twice this).
+    internal_k: u16,
 }
 
 impl GroupTable {
-    /// A new, empty group whose root node and heap header are at `btree` and `heap`.
-    pub(crate) fn new(btree: u64, heap: u64) -> Self {
+    /// A new, empty group of `file` whose root node and heap header are at `btree` and `heap`.
+    pub(crate) fn new(file: &FileShared, btree: u64, heap: u64) -> Self {
+        let (leaf_k, internal_k) = file.group_ks();
         GroupTable {
             btree,
             heap,
             links: BTreeMap::new(),
             placed: Vec::new(),
             dirty: true,
+            leaf_k,
+            internal_k,
         }
+    }
+
+    /// The table of an existing group of `file` (B-tree root at `btree`, heap at `heap`): its
+    /// links, and the structures a new layout replaces.
+    pub(crate) fn load(file: &FileShared, btree: u64, heap: u64) -> Result<Self> {
+        let (entries, placed) = crate::walk::symbol_table_with_nodes(file, btree, heap)?;
+        let mut table = GroupTable::new(file, btree, heap);
+        for (name, e) in entries {
+            let target = match e.scratch {
+                ScratchPad::SoftLink { link_value_offset } => Target::Soft(
+                    crate::walk::local_heap_string(file, heap, u64::from(link_value_offset))?,
+                ),
+                scratch => Target::Hard {
+                    addr: e.object_header_address,
+                    scratch,
+                },
+            };
+            table.links.insert(name, target);
+        }
+        table.placed = placed;
+        table.dirty = false;
+        Ok(table)
     }
 
     /// The links as the reader reports them, in name order.
@@ -72,6 +101,14 @@ impl GroupTable {
         self.links
             .get_key_value(name.as_bytes())
             .map(|(n, t)| entry(n, t))
+    }
+
+    /// Frees the heap's data segment and every node but the root (the group is being deleted).
+    pub(crate) fn free(&self, file: &FileShared) -> Result<()> {
+        for &(addr, len, kind) in &self.placed {
+            drop_entry(file, kind, addr, len)?;
+        }
+        Ok(())
     }
 
     /// Writes the table into the cache: heap, symbol table nodes, B-tree.
@@ -144,29 +181,31 @@ impl GroupTable {
             };
             entries.push(e);
         }
-        let snod_len = SymbolTableNode::node_len(sizes, GROUP_LEAF_K) as u64;
+        let snod_len = SymbolTableNode::node_len(sizes, self.leaf_k) as u64;
         let mut level: Vec<(u64, u64)> = Vec::new(); // (child address, key after it)
-        for chunk in entries.chunks(2 * usize::from(GROUP_LEAF_K)) {
+        for chunk in entries.chunks(2 * usize::from(self.leaf_k)) {
             let addr = file.allocate(SpaceKind::Meta, snod_len)?;
             self.placed.push((addr, snod_len, K::SymbolTableNode));
             let last = chunk.last().map_or(0, |e| e.link_name_offset);
             let node = SymbolTableNode {
                 entries: chunk.to_vec(),
             };
+            let leaf_k = self.leaf_k;
             put(
                 file,
                 K::SymbolTableNode,
                 addr,
                 Decoded::writable(snod_len as usize, node, move |n: &SymbolTableNode| {
-                    n.encode(sizes, GROUP_LEAF_K)
+                    n.encode(sizes, leaf_k)
                 }),
             )?;
             level.push((addr, last));
         }
 
         // B-tree levels up to a single root at the fixed address.
-        let fanout = 2 * usize::from(GROUP_INTERNAL_K);
-        let nlen = node_len(sizes, GROUP_INTERNAL_K, NodeType::Group, 0)? as u64;
+        let internal_k = self.internal_k;
+        let fanout = 2 * usize::from(internal_k);
+        let nlen = node_len(sizes, internal_k, NodeType::Group, 0)? as u64;
         let mut depth = 0u8;
         // `first_key` of the leftmost subtree is always the empty name at offset 0.
         loop {
@@ -213,7 +252,7 @@ impl GroupTable {
                     K::BTreeV1Node,
                     addrs[i],
                     Decoded::writable(nlen as usize, node, move |n: &BtreeV1Node| {
-                        n.encode(sizes, GROUP_INTERNAL_K)
+                        n.encode(sizes, internal_k)
                     }),
                 )?;
                 next.push((addrs[i], last));

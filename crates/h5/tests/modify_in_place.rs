@@ -1,0 +1,307 @@
+//! Files written by h5py (libhdf5 1.14.4, its default earliest format, with and without a
+//! userblock) opened read-write by h5 and changed: groups, datasets and attributes added,
+//! deleted, renamed and moved; datasets written and extended. h5py and h5dump then read the
+//! result. These tests need `scripts/setup-tools` (run by the README test command) and fail
+//! loudly without it.
+
+use std::path::{Path, PathBuf};
+
+use h5_testkit::verify::{
+    AttrExpect, DatasetExpect, Expectations, check_with_h5py, h5dump, run_python,
+};
+use ndarray::SliceInfoElem as S;
+use serde_json::json;
+
+/// Writes the source file with h5py: `userblock` bytes of userblock (0: none).
+fn make_source(path: &Path, userblock: u32) {
+    let code = r#"
+import sys, h5py, numpy as np
+path, ub = sys.argv[1], int(sys.argv[2])
+kw = {"userblock_size": ub} if ub else {}
+with h5py.File(path, "w", **kw) as f:
+    f.attrs["title"] = np.int32(7)
+    f.attrs["old"] = np.float64(2.5)
+    g = f.create_group("grp")
+    for i in range(12):
+        g.create_dataset(f"d{i:02}", data=np.arange(i + 1, dtype="<i4"))
+    f.create_dataset("cont", data=np.arange(100, dtype="<f8"))
+    f.create_dataset("late", shape=(50,), dtype="<i2")
+    c = f.create_dataset("ext", data=np.arange(1000, dtype="<i4").reshape(10, 100),
+                         maxshape=(None, 100), chunks=(4, 25), compression="gzip",
+                         shuffle=True)
+    c.attrs["units"] = np.int16(3)
+    f.create_dataset("big", data=np.ones(1 << 17, dtype="<f8"))
+    f["soft"] = h5py.SoftLink("/grp/d03")
+    f["grp/hard"] = f["cont"]
+if ub:
+    with open(path, "r+b") as fh:
+        fh.write(b"USERBLOCK!")
+"#;
+    run_python(code, &[path.to_str().unwrap(), &userblock.to_string()]);
+}
+
+fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = dir.path().join(name);
+    (dir, p)
+}
+
+fn check(path: &Path, exp: &Expectations) {
+    if let Err(e) = check_with_h5py(path, exp) {
+        panic!("h5py disagrees with what h5 changed:\n{e}");
+    }
+    // The whole file, data included.
+    h5dump(&[], path).unwrap_or_else(|e| panic!("h5dump failed: {e}"));
+}
+
+fn modify_and_check(userblock: u32) {
+    let (_d, path) = tmp("src.h5");
+    make_source(&path, userblock);
+    let before = std::fs::metadata(&path).unwrap().len();
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        let root = f.root().unwrap();
+        // Groups: a new nested group, deletes, a rename and a move.
+        let n = f.create_group("new/inner").unwrap();
+        n.write_attr_scalar("depth", 2u8).unwrap();
+        let grp = f.group("grp").unwrap();
+        for i in [0, 5, 11] {
+            grp.unlink(&format!("d{i:02}")).unwrap();
+        }
+        grp.move_link("d01", "renamed").unwrap();
+        root.move_link("grp/d02", "new/inner/moved").unwrap();
+        // The last link to "big" goes: its megabyte is free for the next dataset.
+        root.unlink("big").unwrap();
+        let again: Vec<f64> = (0..(1 << 17)).map(f64::from).collect();
+        root.new_dataset::<f64>()
+            .create_with_data("big2", &again)
+            .unwrap();
+        // "cont" is also linked as grp/hard: unlinking one link keeps the object.
+        root.unlink("cont").unwrap();
+        // Attributes: new, overwritten, deleted, renamed.
+        root.write_attr_scalar("title", 8i32).unwrap();
+        root.delete_attr("old").unwrap();
+        root.rename_attr("title", "heading").unwrap();
+        root.write_attr_str("note", "changed by h5").unwrap();
+        // Datasets: overwrite part of a contiguous one, write a never-written one, extend a
+        // chunked deflated one and fill the new rows.
+        let late = root.dataset("late").unwrap();
+        let v: Vec<i16> = (0..50).map(|i| i * 3).collect();
+        late.write(&v).unwrap();
+        let mut ext = root.dataset("ext").unwrap();
+        ext.resize([13, 100]).unwrap();
+        let rows: Vec<i32> = (0..300).map(|i| -i).collect();
+        ext.write_slice(
+            &rows,
+            [
+                S::Slice {
+                    start: 10,
+                    end: Some(13),
+                    step: 1,
+                },
+                S::Slice {
+                    start: 0,
+                    end: None,
+                    step: 1,
+                },
+            ],
+        )
+        .unwrap();
+        ext.write_attr_scalar("rows", 13u32).unwrap();
+        let hard = root.dataset("grp/hard").unwrap();
+        hard.write_slice(
+            &[-1.0f64, -2.0],
+            [S::Slice {
+                start: 10,
+                end: Some(12),
+                step: 1,
+            }],
+        )
+        .unwrap();
+        f.close().unwrap();
+    }
+    let after = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        after < before + 64 * 1024,
+        "the freed megabyte was not reused: {before} -> {after} bytes"
+    );
+
+    let mut ext: Vec<i64> = (0..1000).collect();
+    ext.extend((0..300).map(|i| -i));
+    let mut cont: Vec<f64> = (0..100).map(f64::from).collect();
+    cont[10] = -1.0;
+    cont[11] = -2.0;
+    let mut exp = Expectations::new()
+        .group("/", &["grp", "late", "ext", "soft", "new", "big2"])
+        .group(
+            "/grp",
+            &[
+                "renamed", "d03", "d04", "d06", "d07", "d08", "d09", "d10", "hard",
+            ],
+        )
+        .group("/new/inner", &["moved"])
+        .attr_names("/", &["heading", "note"])
+        .attr("/", "heading", AttrExpect::new("<i4", json!(8)))
+        .attr("/new/inner", "depth", AttrExpect::new("|u1", json!(2)))
+        .attr("/ext", "units", AttrExpect::new("<i2", json!(3)))
+        .attr("/ext", "rows", AttrExpect::new("<u4", json!(13)))
+        .soft_link("/soft", "/grp/d03")
+        .dataset(
+            "/grp/renamed",
+            DatasetExpect::new("<i4", &[2]).values(json!([0, 1])),
+        )
+        .dataset(
+            "/new/inner/moved",
+            DatasetExpect::new("<i4", &[3]).values(json!([0, 1, 2])),
+        )
+        .dataset(
+            "/soft",
+            DatasetExpect::new("<i4", &[4]).values(json!([0, 1, 2, 3])),
+        )
+        .dataset(
+            "/late",
+            DatasetExpect::new("<i2", &[50])
+                .values(json!((0..50).map(|i| i * 3).collect::<Vec<i32>>())),
+        )
+        .dataset(
+            "/ext",
+            DatasetExpect::new("<i4", &[13, 100])
+                .maxshape(&[None, Some(100)])
+                .chunks(&[4, 25])
+                .gzip(4)
+                .shuffle(true)
+                .values(json!(ext.chunks(100).collect::<Vec<_>>())),
+        )
+        .dataset(
+            "/grp/hard",
+            DatasetExpect::new("<f8", &[100]).values(json!(cont)),
+        )
+        .dataset(
+            "/big2",
+            DatasetExpect::new("<f8", &[1 << 17]).spot(&[77], json!(77.0)),
+        );
+    if userblock > 0 {
+        exp = exp.userblock_size(u64::from(userblock));
+    }
+    check(&path, &exp);
+    if userblock > 0 {
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..10], b"USERBLOCK!", "the userblock was overwritten");
+    }
+
+    // h5 reads its own changes back after reopening.
+    let f = h5::File::open(&path).unwrap();
+    let late: Vec<i16> = f.dataset("late").unwrap().read_1d().unwrap().to_vec();
+    assert_eq!(late, (0..50).map(|i| i * 3).collect::<Vec<i16>>());
+    assert!(f.dataset("big").is_err());
+    assert_eq!(f.dataset("ext").unwrap().shape(), vec![13, 100]);
+}
+
+/// h5py's default format, no userblock.
+#[test]
+fn an_h5py_file_changed_in_place_reads_back_in_h5py_and_h5dump() {
+    modify_and_check(0);
+}
+
+/// The same with a 512-byte userblock: addresses count from the superblock and the userblock's
+/// bytes survive.
+#[test]
+fn a_file_with_a_userblock_changed_in_place_keeps_its_userblock() {
+    modify_and_check(512);
+}
+
+/// Deleting a group deletes its members (their space is returned), unless another link keeps
+/// one of them; reopening for writing twice in a row accumulates changes.
+#[test]
+fn deleting_a_group_releases_its_members_and_changes_accumulate() {
+    let (_d, path) = tmp("g.h5");
+    make_source(&path, 0);
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        let root = f.root().unwrap();
+        // grp/hard is the second link of /cont, which survives.
+        root.unlink("grp").unwrap();
+        assert!(matches!(root.group("grp"), Err(h5::Error::NotFound(_))));
+        f.close().unwrap();
+    }
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        let g = f.create_group("grp").unwrap();
+        g.new_dataset::<u8>()
+            .create_with_data("x", &[1, 2, 3])
+            .unwrap();
+        f.close().unwrap();
+    }
+    let exp = Expectations::new()
+        .group("/", &["grp", "cont", "late", "ext", "big", "soft"])
+        .group("/grp", &["x"])
+        .dataset(
+            "/cont",
+            DatasetExpect::new("<f8", &[100])
+                .values(json!((0..100).map(f64::from).collect::<Vec<_>>())),
+        )
+        .dataset(
+            "/grp/x",
+            DatasetExpect::new("|u1", &[3]).values(json!([1, 2, 3])),
+        );
+    check(&path, &exp);
+}
+
+/// A read-only handle refuses every change with `ReadOnly`, and the file is untouched.
+#[test]
+fn read_only_handles_refuse_changes() {
+    let (_d, path) = tmp("ro.h5");
+    make_source(&path, 0);
+    let before = std::fs::read(&path).unwrap();
+    {
+        let f = h5::File::open(&path).unwrap();
+        let root = f.root().unwrap();
+        assert!(matches!(root.unlink("big"), Err(h5::Error::ReadOnly)));
+        assert!(matches!(
+            root.delete_attr("title"),
+            Err(h5::Error::ReadOnly)
+        ));
+        assert!(matches!(
+            f.dataset("late").unwrap().write(&[1i16; 50]),
+            Err(h5::Error::ReadOnly)
+        ));
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+/// A second hard link raises the object's reference count (what libhdf5 relies on when it
+/// deletes); removing one link lowers it and keeps the object.
+#[test]
+fn hard_links_count_references() {
+    let (_d, path) = tmp("rc.h5");
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        let ds = root
+            .new_dataset::<i32>()
+            .create_with_data("a", &[5, 6, 7])
+            .unwrap();
+        root.link_hard("b", &ds).unwrap();
+        f.close().unwrap();
+    }
+    let rc = |p: &Path, name: &str| -> String {
+        run_python(
+            "import sys, h5py\nf = h5py.File(sys.argv[1])\nprint(h5py.h5o.get_info(f[sys.argv[2]].id).rc)",
+            &[p.to_str().unwrap(), name],
+        )
+        .trim()
+        .to_string()
+    };
+    assert_eq!(rc(&path, "a"), "2");
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        f.root().unwrap().unlink("a").unwrap();
+        f.close().unwrap();
+    }
+    assert_eq!(rc(&path, "b"), "1");
+    let exp = Expectations::new().group("/", &["b"]).dataset(
+        "/b",
+        DatasetExpect::new("<i4", &[3]).values(json!([5, 6, 7])),
+    );
+    check(&path, &exp);
+}
