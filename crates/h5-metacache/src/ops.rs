@@ -315,7 +315,10 @@ impl<T: CacheTypes> MetadataCache<T> {
         if info_flags.skip_reads() {
             return Ok(vec![0u8; len]);
         }
-        let image = self.storage.read_vec(addr, len)?;
+        // Reads are clipped to the EOA first; allocated space past the storage's end was never
+        // written and reads as zeros (a speculative read may reach into it).
+        let mut image = vec![0u8; len];
+        self.storage.read_at_zero_fill(addr, &mut image)?;
         self.stats.read(len);
         Ok(image)
     }

@@ -305,3 +305,38 @@ fn hard_links_count_references() {
     );
     check(&path, &exp);
 }
+
+/// Space given back at the end of the file is truncated away at close, and the file stays valid.
+#[test]
+fn space_freed_at_the_end_is_truncated() {
+    let (_d, path) = tmp("trunc.h5");
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        root.new_dataset::<u8>()
+            .create_with_data("small", &[1, 2, 3])
+            .unwrap();
+        f.flush().unwrap();
+        root.new_dataset::<f64>()
+            .create_with_data("big", &vec![1.5; 1 << 17])
+            .unwrap();
+        f.close().unwrap();
+    }
+    let with_big = std::fs::metadata(&path).unwrap().len();
+    assert!(with_big > 1 << 20);
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        f.root().unwrap().unlink("big").unwrap();
+        f.close().unwrap();
+    }
+    let after = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        after + (1 << 20) <= with_big,
+        "the freed megabyte at the end was not truncated: {with_big} -> {after} bytes"
+    );
+    let exp = Expectations::new().group("/", &["small"]).dataset(
+        "/small",
+        DatasetExpect::new("|u1", &[3]).values(json!([1, 2, 3])),
+    );
+    check(&path, &exp);
+}

@@ -1,11 +1,12 @@
 //! File-space allocation for a writable file: every new structure and chunk gets its address
-//! here, and freed space comes back here.
+//! here, and freed space comes back here. The work is done by the [`SpaceManager`] of
+//! `crate::space` (libhdf5's strategies, aggregators and free lists); this is the write path's
+//! view of it, with the two kinds of space the write path distinguishes.
 //!
-//! Invariant: `eoa` is the end of allocated space; every live allocation lies below it, free
-//! ranges never overlap live ones, and a free range that reaches `eoa` is given back to it at
-//! once (the end of the file shrinks).
+//! Invariant: the end of allocation bounds every live allocation; free space never overlaps live
+//! space (the manager checks frees against both).
 
-use std::collections::BTreeMap;
+use crate::space::{CloseReport, SpaceConfig, SpaceError, SpaceManager, SpaceStats};
 
 /// What a range of file space holds (the allocator keeps raw data and metadata apart).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -16,126 +17,81 @@ pub enum SpaceKind {
     Raw,
 }
 
+impl SpaceKind {
+    fn space_kind(self) -> crate::space::SpaceKind {
+        match self {
+            SpaceKind::Meta => crate::space::SpaceKind::Default,
+            SpaceKind::Raw => crate::space::SpaceKind::RawData,
+        }
+    }
+}
+
 /// An allocation request the allocator cannot serve.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AllocError {
-    /// A request of zero bytes.
-    #[error("a request for zero bytes of file space")]
-    Empty,
-    /// The address space of the file (its address size) is exhausted.
-    #[error("the file's address space is exhausted ({len} bytes asked at {eoa:#x})")]
-    Exhausted {
-        /// End of allocation at the time.
-        eoa: u64,
-        /// Bytes asked.
-        len: u64,
-    },
-    /// A free of space that is past the end of allocation or already free.
-    #[error("freeing [{addr:#x}, +{len}) which is not allocated")]
-    NotAllocated {
-        /// Start of the range.
-        addr: u64,
-        /// Its length.
-        len: u64,
-    },
+    /// The space manager refused the request (zero length, address space exhausted, a free of
+    /// space that is not allocated).
+    #[error(transparent)]
+    Space(#[from] SpaceError),
 }
 
-/// The allocator of one writable file: a first-fit free list over the space below the end of
-/// allocation, which grows when nothing fits.
+/// The allocator of one writable file.
 #[derive(Debug)]
 pub struct FileAlloc {
-    eoa: u64,
-    max: u64,
-    /// Free ranges by start address (merged: no two touch).
-    free: BTreeMap<u64, u64>,
+    space: SpaceManager,
 }
 
 impl FileAlloc {
-    /// An allocator whose first free byte is `eoa`, for a file whose addresses are
-    /// `addr_bytes` wide.
-    pub fn new(eoa: u64, addr_bytes: u8) -> Self {
-        let max = if addr_bytes >= 8 {
-            u64::MAX - 1
-        } else {
-            (1u64 << (8 * u32::from(addr_bytes))) - 2
-        };
-        FileAlloc {
+    /// An allocator with libhdf5's default strategy (free lists and aggregators) whose first
+    /// free byte is `eoa`, for a file whose addresses are `addr_bytes` wide.
+    pub fn new(eoa: u64, addr_bytes: u8) -> Result<Self, AllocError> {
+        Self::with_config(
+            SpaceConfig {
+                sizeof_addr: addr_bytes,
+                ..SpaceConfig::default()
+            },
             eoa,
-            max,
-            free: BTreeMap::new(),
-        }
+        )
+    }
+
+    /// An allocator with the given settings whose first free byte is `eoa`.
+    pub fn with_config(config: SpaceConfig, eoa: u64) -> Result<Self, AllocError> {
+        Ok(FileAlloc {
+            space: SpaceManager::new(config, eoa)?,
+        })
     }
 
     /// The end of allocated space.
     pub fn eoa(&self) -> u64 {
-        self.eoa
+        self.space.eoa()
     }
 
     /// `len` bytes of `kind`; returns the address.
-    pub fn allocate(&mut self, _kind: SpaceKind, len: u64) -> Result<u64, AllocError> {
-        if len == 0 {
-            return Err(AllocError::Empty);
-        }
-        let fit = self
-            .free
-            .iter()
-            .find(|(_, l)| **l >= len)
-            .map(|(a, l)| (*a, *l));
-        if let Some((addr, flen)) = fit {
-            self.free.remove(&addr);
-            if flen > len {
-                self.free.insert(addr + len, flen - len);
-            }
-            return Ok(addr);
-        }
-        let end = self
-            .eoa
-            .checked_add(len)
-            .filter(|e| *e <= self.max)
-            .ok_or(AllocError::Exhausted { eoa: self.eoa, len })?;
-        let addr = self.eoa;
-        self.eoa = end;
-        Ok(addr)
+    pub fn allocate(&mut self, kind: SpaceKind, len: u64) -> Result<u64, AllocError> {
+        Ok(self.space.allocate(kind.space_kind(), len)?)
     }
 
     /// Gives `[addr, addr + len)` back.
-    pub fn free(&mut self, _kind: SpaceKind, addr: u64, len: u64) -> Result<(), AllocError> {
-        if len == 0 {
-            return Ok(());
-        }
-        let end = addr
-            .checked_add(len)
-            .filter(|e| *e <= self.eoa)
-            .ok_or(AllocError::NotAllocated { addr, len })?;
-        // Overlap with a free range before or after is a double free.
-        if let Some((a, l)) = self.free.range(..end).next_back()
-            && a + l > addr
-        {
-            return Err(AllocError::NotAllocated { addr, len });
-        }
-        let mut start = addr;
-        let mut stop = end;
-        if let Some((&a, &l)) = self.free.range(..addr).next_back()
-            && a + l == addr
-        {
-            self.free.remove(&a);
-            start = a;
-        }
-        if let Some(l) = self.free.remove(&end) {
-            stop = end + l;
-        }
-        if stop == self.eoa {
-            self.eoa = start;
-        } else {
-            self.free.insert(start, stop - start);
-        }
-        Ok(())
+    pub fn free(&mut self, kind: SpaceKind, addr: u64, len: u64) -> Result<(), AllocError> {
+        Ok(self.space.free(kind.space_kind(), addr, len)?)
     }
 
-    /// Bytes free below the end of allocation.
+    /// Bytes free below the end of allocation (in free lists, not in aggregators).
     pub fn free_bytes(&self) -> u64 {
-        self.free.values().sum()
+        self.space.stats().free_bytes.iter().sum()
+    }
+
+    /// The manager's counters.
+    pub fn stats(&self) -> SpaceStats {
+        self.space.stats()
+    }
+
+    /// Gives the aggregators' unused space back and shrinks the end of allocation over free
+    /// space at its end (done at every flush, before the superblock records the end of file).
+    /// The allocator stays usable.
+    pub fn close(&mut self) -> Result<CloseReport, AllocError> {
+        Ok(self.space.close()?)
     }
 }
 
@@ -144,28 +100,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn grows_reuses_merges_and_shrinks() {
-        let mut a = FileAlloc::new(96, 8);
-        let x = a.allocate(SpaceKind::Meta, 100).unwrap();
-        let y = a.allocate(SpaceKind::Meta, 50).unwrap();
-        let z = a.allocate(SpaceKind::Raw, 10).unwrap();
-        assert_eq!((x, y, z, a.eoa()), (96, 196, 246, 256));
-        a.free(SpaceKind::Meta, x, 100).unwrap();
-        assert_eq!(a.allocate(SpaceKind::Meta, 60).unwrap(), 96);
-        assert!(a.free(SpaceKind::Meta, 96, 60).is_ok());
+    fn grows_reuses_and_shrinks_at_close() {
+        let mut a = FileAlloc::new(96, 8).unwrap();
+        // Large blocks come from the end of allocation; small metadata from the aggregator.
+        let x = a.allocate(SpaceKind::Meta, 4000).unwrap();
+        let y = a.allocate(SpaceKind::Raw, 5000).unwrap();
+        assert_eq!((x, y), (96, 4096));
+        let small = a.allocate(SpaceKind::Meta, 40).unwrap();
+        assert!(small >= 9096, "aggregated after the raw block");
+        a.free(SpaceKind::Meta, x, 4000).unwrap();
+        assert_eq!(a.free_bytes(), 4000);
+        // Metadata space is reused for metadata, not for raw data.
+        assert_eq!(a.allocate(SpaceKind::Meta, 3000).unwrap(), 96);
         assert!(matches!(
-            a.free(SpaceKind::Meta, 100, 4),
-            Err(AllocError::NotAllocated { .. })
+            a.free(SpaceKind::Meta, 3100, 4),
+            Err(AllocError::Space(_))
         ));
-        a.free(SpaceKind::Meta, y, 50).unwrap();
-        assert_eq!(a.free_bytes(), 150);
-        a.free(SpaceKind::Raw, z, 10).unwrap();
-        assert_eq!((a.eoa(), a.free_bytes()), (96, 0));
+        a.free(SpaceKind::Meta, small, 40).unwrap();
+        a.free(SpaceKind::Raw, y, 5000).unwrap();
+        let report = a.close().unwrap();
+        assert_eq!(
+            report.eoa, 3096,
+            "everything after the live block given back"
+        );
         assert!(matches!(
             a.allocate(SpaceKind::Raw, 0),
-            Err(AllocError::Empty)
+            Err(AllocError::Space(SpaceError::ZeroLength))
         ));
-        let mut small = FileAlloc::new(0, 2);
-        assert!(small.allocate(SpaceKind::Raw, 70_000).is_err());
+        let mut tiny = FileAlloc::new(0, 2).unwrap();
+        assert!(tiny.allocate(SpaceKind::Raw, 70_000).is_err());
     }
 }

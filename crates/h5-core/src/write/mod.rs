@@ -149,7 +149,7 @@ impl FileShared {
         storage.set_len(0)?;
         let sizes = Sizes::EIGHT;
         let sb_len = encoded_len(0, sizes)?;
-        let alloc = Arc::new(Mutex::new(FileAlloc::new(sb_len as u64, sizes.offset)));
+        let alloc = Arc::new(Mutex::new(FileAlloc::new(sb_len as u64, sizes.offset)?));
         let ctx = FileSpace {
             eoa: 0,
             alloc: Some(Arc::clone(&alloc)),
@@ -230,7 +230,7 @@ impl FileShared {
         // included (what libhdf5 writes and checks), unlike every other address.
         let end = file.storage.len()?.saturating_sub(file.base);
         let eoa = sb.eof_address.saturating_sub(file.base).max(end);
-        let alloc = Arc::new(Mutex::new(FileAlloc::new(eoa, file.sizes.offset)));
+        let alloc = Arc::new(Mutex::new(FileAlloc::new(eoa, file.sizes.offset)?));
         {
             let meta = file.meta.get_mut().map_err(|_| Error::Poisoned)?;
             let ctx = meta.ctx_mut();
@@ -607,18 +607,22 @@ impl FileShared {
             self.state()?.groups.insert(addr, g);
             r?;
         }
+        // Everything is placed: the aggregators give their unused space back and the end of
+        // allocation shrinks over free space at the end, before the superblock records it.
+        let eoa = match &self.alloc {
+            Some(a) => a.lock().map_err(|_| Error::Poisoned)?.close()?.eoa,
+            None => 0,
+        };
         let at = self.state()?.superblock_at;
         {
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
             meta.mark_dirty(at).map_err(cache_error)?;
             meta.flush(FlushFlags::NONE).map_err(cache_error)?;
         }
-        let eoa = self
-            .alloc
-            .as_ref()
-            .map_or(0, |a| a.lock().map_or(0, |a| a.eoa()));
+        // The file ends at the end of allocation: grown if the last blocks were never written
+        // (all fill), truncated over space given back.
         let end = self.abs(eoa)?;
-        if self.storage.len()? < end {
+        if self.storage.len()? != end {
             self.storage.set_len(end)?;
         }
         self.storage.sync()?;
