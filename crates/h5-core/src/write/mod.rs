@@ -9,6 +9,7 @@
 pub mod alloc;
 pub(crate) mod chunks;
 pub mod dataset;
+pub mod gheap;
 pub(crate) mod ohdr;
 pub(crate) mod symtab;
 
@@ -77,6 +78,8 @@ pub(crate) struct WriteState {
     pub(crate) indexes: Vec<Arc<chunks::BtreeChunkIndex>>,
     /// Chunked datasets created here, by object header address (for resizing).
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
+    /// The global heap collection being filled with variable-length data.
+    pub(crate) heap: gheap::HeapState,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached
