@@ -96,6 +96,12 @@ fn derive_struct(input: &DeriveInput, fields: &Fields) -> syn::Result<Tokens> {
              layout's field offsets",
         ));
     }
+    if repr_idents(&input.attrs).iter().any(|i| i == "packed") {
+        return Err(Error::new(
+            name.span(),
+            "H5Type cannot be derived for packed structs (their fields cannot be borrowed)",
+        ));
+    }
     let Fields::Named(named) = fields else {
         return Err(Error::new(
             name.span(),

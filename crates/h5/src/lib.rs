@@ -36,7 +36,6 @@ pub use file::{File, FileAccess};
 pub use group::{Group, Link, LinkKind, ObjectKind};
 pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
-pub use h5_core::convert::NativeNum as H5Num;
 pub use h5_core::values::Value;
 pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_core::{Error, Result};
@@ -46,7 +45,7 @@ pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCach
 #[doc(hidden)]
 pub use types::__private;
 pub use types::{
-    DecodeCtx, EncodeCtx, FixedAscii, FixedUnicode, H5Type, Object, ObjectRef, VarLenAscii,
+    DecodeCtx, EncodeCtx, FixedAscii, FixedUnicode, H5Num, H5Type, Object, ObjectRef, VarLenAscii,
     VarLenUnicode,
 };
 pub use write::DatasetBuilder;

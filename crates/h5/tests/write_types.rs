@@ -738,3 +738,102 @@ with h5py.File(sys.argv[1], 'w') as f:
             .is_err()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Partial writes, fill values, type checks.
+// ---------------------------------------------------------------------------------------------
+
+fn range(start: usize, end: usize) -> ndarray::SliceInfoElem {
+    ndarray::SliceInfoElem::Slice {
+        start: start as isize,
+        end: Some(end as isize),
+        step: 1,
+    }
+}
+
+#[test]
+fn partial_writes_and_fill_values() {
+    let (_d, path) = tmp("partial.h5");
+    let fill = Inner {
+        a: -1,
+        b: [9.5, -9.5],
+    };
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        // Strings written in two hyperslabs; rewriting one leaks its old heap objects only.
+        let s = root
+            .new_dataset::<String>()
+            .shape([6])
+            .chunk([4])
+            .deflate(6)
+            .create("strings")
+            .unwrap();
+        s.write_slice(&["a".to_owned(), "b".into()], [range(0, 2)])
+            .unwrap();
+        s.write_slice(&["e".to_owned()], [range(4, 5)]).unwrap();
+        s.write_slice(&["B".to_owned()], [range(1, 2)]).unwrap();
+        // Unwritten compound elements read as the fill value.
+        let c = root
+            .new_dataset::<Inner>()
+            .shape([5])
+            .chunk([2])
+            .fill_value(fill.clone())
+            .create("filled")
+            .unwrap();
+        c.write_slice(
+            &[Inner {
+                a: 7,
+                b: [1.0, 2.0],
+            }],
+            [range(2, 3)],
+        )
+        .unwrap();
+        // A fill value with variable-length data is refused, at creation.
+        let e = root
+            .new_dataset::<String>()
+            .shape([2])
+            .fill_value("x".into())
+            .create("bad_fill")
+            .unwrap_err();
+        assert!(matches!(e, h5::Error::Unsupported(_)), "{e}");
+        // Writing another type than the dataset's is refused.
+        assert!(s.write(&[1u8; 6]).is_err());
+        assert!(c.write(&[fill.a; 5]).is_err());
+        f.close().unwrap();
+    }
+    let inner = |a: i16, b: [f32; 2]| json!({"a": a, "b": b});
+    let exp = Expectations::new()
+        .dataset(
+            "/strings",
+            DatasetExpect::new("vlen-str-utf8", &[6])
+                .chunks(&[4])
+                .gzip(6)
+                .values(json!(["a", "B", "", "", "e", ""])),
+        )
+        .dataset(
+            "/filled",
+            DatasetExpect::new(
+                dtype::compound(&[("a", json!("<i2"), 0), ("b", dtype::array("<f4", &[2]), 4)]),
+                &[5],
+            )
+            .chunks(&[2])
+            .fillvalue(inner(-1, [9.5, -9.5]))
+            .values(json!([
+                inner(-1, [9.5, -9.5]),
+                inner(-1, [9.5, -9.5]),
+                inner(7, [1.0, 2.0]),
+                inner(-1, [9.5, -9.5]),
+                inner(-1, [9.5, -9.5]),
+            ])),
+        );
+    check(&path, &exp);
+    let f = h5::File::open(&path).unwrap();
+    assert_eq!(
+        f.dataset("strings").unwrap().read_vec::<String>().unwrap(),
+        ["a", "B", "", "", "e", ""]
+    );
+    let got = f.dataset("filled").unwrap().read_vec::<Inner>().unwrap();
+    assert_eq!(got[0], fill);
+    assert_eq!(got[2].a, 7);
+}

@@ -53,6 +53,71 @@ pub(crate) const VLEN_SIZE: usize = 16;
 /// [`FixedUnicode`] (fixed-length strings), `Vec<T>` (variable-length sequences), `[T; N]`
 /// (array types) and [`ObjectRef`]; derive it for `#[repr(C)]` structs with named fields
 /// (compound types) and fieldless enums with an integer `repr` (enumeration types).
+///
+/// The derive checks its requirements at compile time. A struct without `#[repr(C)]` (whose
+/// field offsets Rust may change) is refused:
+///
+/// ```compile_fail
+/// #[derive(h5::H5Type)]
+/// struct NoRepr {
+///     a: i32,
+/// }
+/// ```
+///
+/// as is a packed one:
+///
+/// ```compile_fail
+/// #[derive(h5::H5Type)]
+/// #[repr(C, packed)]
+/// struct Packed {
+///     a: u8,
+///     b: u32,
+/// }
+/// ```
+///
+/// so is an enum without an integer `repr`, or with fields:
+///
+/// ```compile_fail
+/// #[derive(h5::H5Type)]
+/// enum NoRepr {
+///     A,
+/// }
+/// ```
+///
+/// ```compile_fail
+/// #[derive(h5::H5Type)]
+/// #[repr(u8)]
+/// enum WithFields {
+///     A(u8),
+/// }
+/// ```
+///
+/// and every field must be an `H5Type` itself:
+///
+/// ```compile_fail
+/// #[derive(h5::H5Type)]
+/// #[repr(C)]
+/// struct Holds {
+///     a: std::collections::HashMap<u8, u8>,
+/// }
+/// ```
+///
+/// ```
+/// #[derive(h5::H5Type)]
+/// #[repr(C)]
+/// struct Fine {
+///     a: i32,
+///     #[h5(rename = "B")]
+///     b: [u8; 2],
+/// }
+///
+/// #[derive(h5::H5Type)]
+/// #[repr(i16)]
+/// enum Dir {
+///     Up = -1,
+///     Down = 1,
+/// }
+/// ```
 pub trait H5Type: Sized {
     /// The datatype values of this type are written with.
     fn h5_type() -> Datatype;
@@ -94,6 +159,12 @@ pub trait H5Type: Sized {
             .collect()
     }
 }
+
+/// A plain number type (`i8` … `u64`, `f32`, `f64`): what [`crate::Dataset::read`] converts to,
+/// and an [`H5Type`] (generic code bounded by `H5Num` can also write).
+pub trait H5Num: NativeNum + H5Type {}
+
+impl<T: NativeNum + H5Type> H5Num for T {}
 
 /// What encoders may need from the file being written: its global heap for variable-length
 /// data.
