@@ -837,3 +837,128 @@ fn partial_writes_and_fill_values() {
     assert_eq!(got[0], fill);
     assert_eq!(got[2].a, 7);
 }
+
+/// Reading into a type the file's type does not convert to is an error, never a panic or a
+/// silent misread.
+#[test]
+fn impossible_conversions_are_errors() {
+    let (_d, path) = tmp("conv.h5");
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        root.new_dataset::<String>()
+            .create_with_data("s", &["a".to_owned()])
+            .unwrap();
+        root.new_dataset::<[f64; 3]>()
+            .create_with_data("a", &[[1.0, 2.0, 3.0]])
+            .unwrap();
+        root.new_dataset::<Level>()
+            .create_with_data("e", &[Level::High])
+            .unwrap();
+        root.new_dataset::<i32>()
+            .create_with_data("i", &[0, 1, 7])
+            .unwrap();
+        root.new_dataset::<Vec<u8>>()
+            .create_with_data("v", &[vec![1, 2]])
+            .unwrap();
+        root.new_dataset::<i16>()
+            .create_with_data("i16", &[0, 300, -5])
+            .unwrap();
+        root.new_dataset::<i16>()
+            .create_with_data("i16_bad", &[0, 7])
+            .unwrap();
+        f.close().unwrap();
+    }
+    let f = h5::File::open(&path).unwrap();
+    let ds = |p: &str| f.dataset(p).unwrap();
+    assert!(ds("s").read_vec::<i32>().is_err());
+    assert!(ds("s").read_vec::<Inner>().is_err());
+    assert!(ds("s").read_vec::<Vec<u8>>().is_err());
+    assert!(ds("a").read_vec::<[f64; 4]>().is_err());
+    assert!(ds("a").read_vec::<[f32; 3]>().is_err()); // narrowing
+    assert_eq!(ds("a").read_vec::<[f64; 3]>().unwrap(), [[1.0, 2.0, 3.0]]);
+    assert!(ds("e").read_vec::<Color>().is_err()); // no member of that name
+    assert_eq!(ds("e").read_vec::<i16>().unwrap(), [300]);
+    // Integers convert to enumerations by value (7 is no Level), losslessly (i32 is too wide).
+    assert_eq!(
+        ds("i16").read_vec::<Level>().unwrap(),
+        [Level::Mid, Level::High, Level::Low]
+    );
+    assert!(ds("i16_bad").read_vec::<Level>().is_err());
+    assert!(ds("i").read_vec::<Level>().is_err());
+    assert_eq!(ds("i").read_vec::<bool>().unwrap(), [false, true, true]);
+    assert!(ds("v").read_vec::<String>().is_err());
+    assert!(ds("v").read_vec::<ObjectRef>().is_err());
+    assert_eq!(ds("v").read_one::<Vec<u16>>().unwrap(), [1, 2]);
+    assert!(ds("i").read_one::<i32>().is_err()); // three elements
+}
+
+/// A generic struct derives with `H5Type` bounds on its parameters.
+#[test]
+fn generic_structs() {
+    #[derive(H5Type, Clone, Debug, PartialEq)]
+    #[repr(C)]
+    struct Pair<T> {
+        first: T,
+        second: T,
+    }
+    let (_d, path) = tmp("generic.h5");
+    let v = vec![
+        Pair {
+            first: 1.5f32,
+            second: -2.0,
+        },
+        Pair {
+            first: 0.0,
+            second: 8.25,
+        },
+    ];
+    let s = Pair {
+        first: "a".to_owned(),
+        second: "bc".to_owned(),
+    };
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        root.write_attr("floats", &v).unwrap();
+        root.write_attr_scalar("strings", s.clone()).unwrap();
+        f.close().unwrap();
+    }
+    let pair =
+        |t: &str, size: u64| dtype::compound(&[("first", json!(t), 0), ("second", json!(t), size)]);
+    let exp = Expectations::new()
+        .attr(
+            "/",
+            "floats",
+            AttrExpect::new(
+                pair("<f4", 4),
+                json!([{"first": 1.5, "second": -2.0}, {"first": 0.0, "second": 8.25}]),
+            ),
+        )
+        .attr(
+            "/",
+            "strings",
+            // libhdf5's memory view: the first string shrinks to a pointer (see record_dtype).
+            AttrExpect::new(
+                pair("vlen-str-utf8", 24 - 8),
+                json!({"first": "a", "second": "bc"}),
+            ),
+        );
+    check(&path, &exp);
+    let f = h5::File::open(&path).unwrap();
+    let root = f.root().unwrap();
+    assert_eq!(
+        root.attr("floats")
+            .unwrap()
+            .read_vec::<Pair<f32>>()
+            .unwrap(),
+        v
+    );
+    assert_eq!(
+        root.attr("strings")
+            .unwrap()
+            .read_one::<Pair<String>>()
+            .unwrap(),
+        s
+    );
+}
