@@ -706,6 +706,11 @@ with h5py.File(sys.argv[1], 'w') as f:
     f.create_dataset('contiguous', data=a)
     f.create_dataset('chunked', data=a, chunks=(2,), compression='gzip')
     f.attrs.create('attr', a[:2])
+    vl = f.create_dataset('vlen', (3,), dtype=h5py.vlen_dtype('<i2'), chunks=(2,), compression='gzip')
+    vl[0] = [1, -2]; vl[2] = [300]
+    f.create_group('g/h')
+    refs = f.create_dataset('refs', (3,), dtype=h5py.ref_dtype)
+    refs[0] = f['g/h'].ref; refs[1] = f['contiguous'].ref
 "#;
     run_python(code, &[&path]);
     let want: Vec<FromPy> = (0..5)
@@ -725,6 +730,14 @@ with h5py.File(sys.argv[1], 'w') as f:
     }
     let attr = f.root().unwrap().attr("attr").unwrap();
     assert_eq!(attr.read_vec::<FromPy>().unwrap(), want[..2]);
+    assert_eq!(
+        f.dataset("vlen").unwrap().read_vec::<Vec<i32>>().unwrap(),
+        [vec![1, -2], vec![], vec![300]]
+    );
+    let refs = f.dataset("refs").unwrap().read_vec::<ObjectRef>().unwrap();
+    assert_eq!(f.dereference(&refs[0]).unwrap().path(), "/g/h");
+    assert_eq!(f.dereference(&refs[1]).unwrap().path(), "/contiguous");
+    assert!(refs[2].is_null());
     // A narrowing conversion is refused like `Dataset::read`'s.
     #[derive(H5Type, Debug)]
     #[repr(C)]
