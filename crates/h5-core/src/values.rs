@@ -62,6 +62,19 @@ pub fn strings(file: &FileShared, dt: &Datatype, raw: &[u8]) -> Result<Vec<Strin
     }
 }
 
+/// One variable-length element (a 4-byte length, then a global heap ID; `raw` in the file's
+/// representation): the length (bytes of a string, elements of a sequence) and the heap
+/// object's bytes, or `None` for a null or empty element.
+pub fn vlen_element(file: &FileShared, raw: &[u8]) -> Result<Option<(u32, Vec<u8>)>> {
+    let mut r = h5_format::Reader::new(raw, "variable-length element", u64::MAX);
+    let len = r.u32()?;
+    let id = GlobalHeapId::decode(r.bytes(r.remaining())?, file.sizes, u64::MAX)?;
+    if len == 0 || id.collection_address == h5_format::UNDEFINED_ADDRESS {
+        return Ok(None);
+    }
+    Ok(Some((len, walk::global_object(file, id)?)))
+}
+
 /// Converts raw elements of `dt` to `T` (lossless conversions only unless `lossy`).
 pub fn numbers<T: NativeNum>(dt: &Datatype, raw: &[u8], lossy: bool) -> Result<Vec<T>> {
     let from = num_type(dt)

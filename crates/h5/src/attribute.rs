@@ -40,6 +40,10 @@ impl Attribute {
             .ok_or_else(|| Error::NotFound(format!("{owner}: attribute {name:?}")))
     }
 
+    pub(crate) fn file_shared(&self) -> &Arc<FileShared> {
+        &self.file
+    }
+
     /// The name.
     pub fn name(&self) -> &str {
         &self.inner.name

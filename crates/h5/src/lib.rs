@@ -19,11 +19,15 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+// The derive macro names `::h5::...`; this makes those paths work inside the crate too.
+extern crate self as h5;
+
 mod attribute;
 mod dataset;
 mod file;
 mod group;
 pub mod slice;
+pub mod types;
 mod write;
 
 pub use attribute::Attribute;
@@ -32,10 +36,16 @@ pub use file::{File, FileAccess};
 pub use group::{Group, Link, LinkKind, ObjectKind};
 pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
-pub use h5_core::convert::NativeNum as H5Num;
 pub use h5_core::values::Value;
 pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_core::{Error, Result};
+pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
+#[doc(hidden)]
+pub use types::__private;
+pub use types::{
+    DecodeCtx, EncodeCtx, FixedAscii, FixedUnicode, H5Num, H5Type, Object, ObjectRef, VarLenAscii,
+    VarLenUnicode,
+};
 pub use write::DatasetBuilder;

@@ -14,7 +14,8 @@ use h5_format::message::filter_pipeline::Filter;
 use h5_io::{FileStorage, OpenMode};
 use ndarray::SliceInfoElem;
 
-use crate::{Dataset, Error, File, FileAccess, Group, H5Num, Result};
+use crate::types::{EncodeCtx, H5Type, encode_for};
+use crate::{Dataset, Error, File, FileAccess, Group, Result};
 
 impl File {
     /// Creates (or truncates) the file at `path` for writing, with the default cache settings
@@ -144,11 +145,12 @@ impl Group {
             .link_hard(self.address(), name, target.address())
     }
 
-    /// Starts describing a new dataset of `T` elements.
-    pub fn new_dataset<T: H5Num>(&self) -> DatasetBuilder<T> {
+    /// Starts describing a new dataset of `T` elements (numbers, strings, derived compounds
+    /// and enumerations, arrays, sequences, references: see [`H5Type`]).
+    pub fn new_dataset<T: H5Type>(&self) -> DatasetBuilder<T> {
         DatasetBuilder {
             group: self.clone(),
-            datatype: T::TYPE.datatype(),
+            datatype: T::h5_type(),
             shape: Vec::new(),
             max_shape: None,
             chunk: None,
@@ -159,12 +161,12 @@ impl Group {
     }
 
     /// Writes (or replaces) the attribute `name` holding `values` (a 1-D array).
-    pub fn write_attr<T: H5Num>(&self, name: &str, values: &[T]) -> Result<()> {
+    pub fn write_attr<T: H5Type>(&self, name: &str, values: &[T]) -> Result<()> {
         write_attr(self.file_shared(), self.address(), name, values)
     }
 
     /// Writes (or replaces) the scalar attribute `name`.
-    pub fn write_attr_scalar<T: H5Num>(&self, name: &str, value: T) -> Result<()> {
+    pub fn write_attr_scalar<T: H5Type>(&self, name: &str, value: T) -> Result<()> {
         write_attr_scalar(self.file_shared(), self.address(), name, value)
     }
 
@@ -174,25 +176,17 @@ impl Group {
     }
 }
 
-fn write_attr<T: H5Num>(file: &FileShared, obj: u64, name: &str, values: &[T]) -> Result<()> {
+fn write_attr<T: H5Type>(file: &FileShared, obj: u64, name: &str, values: &[T]) -> Result<()> {
     let dims = [values.len() as u64];
-    file.write_attribute(
-        obj,
-        name,
-        &T::TYPE.datatype(),
-        Some(&dims),
-        bytemuck::cast_slice(values),
-    )
+    encode_for(file, values, |b| {
+        file.write_attribute(obj, name, &T::h5_type(), Some(&dims), b)
+    })
 }
 
-fn write_attr_scalar<T: H5Num>(file: &FileShared, obj: u64, name: &str, value: T) -> Result<()> {
-    file.write_attribute(
-        obj,
-        name,
-        &T::TYPE.datatype(),
-        None,
-        bytemuck::bytes_of(&value),
-    )
+fn write_attr_scalar<T: H5Type>(file: &FileShared, obj: u64, name: &str, value: T) -> Result<()> {
+    encode_for(file, std::slice::from_ref(&value), |b| {
+        file.write_attribute(obj, name, &T::h5_type(), None, b)
+    })
 }
 
 fn write_attr_str(file: &FileShared, obj: u64, name: &str, value: &str) -> Result<()> {
@@ -220,11 +214,11 @@ pub struct DatasetBuilder<T> {
     max_shape: Option<Vec<u64>>,
     chunk: Option<Vec<u64>>,
     filters: Vec<Filter>,
-    fill: Option<Vec<u8>>,
+    fill: Option<Result<Vec<u8>>>,
     _t: PhantomData<T>,
 }
 
-impl<T: H5Num> DatasetBuilder<T> {
+impl<T: H5Type> DatasetBuilder<T> {
     /// The dimensions (empty: a scalar).
     pub fn shape(mut self, dims: impl AsRef<[usize]>) -> Self {
         self.shape = dims.as_ref().iter().map(|d| *d as u64).collect();
@@ -260,7 +254,7 @@ impl<T: H5Num> DatasetBuilder<T> {
 
     /// Adds the shuffle filter (put it before a compressor).
     pub fn shuffle(self) -> Self {
-        let size = T::TYPE.size() as u32;
+        let size = T::h5_size() as u32;
         self.filter(2, vec![size])
     }
 
@@ -280,9 +274,11 @@ impl<T: H5Num> DatasetBuilder<T> {
         self.filter(id, client_data)
     }
 
-    /// The fill value of unwritten elements.
+    /// The fill value of unwritten elements (without variable-length data).
     pub fn fill_value(mut self, v: T) -> Self {
-        self.fill = Some(bytemuck::bytes_of(&v).to_vec());
+        let mut ctx = EncodeCtx::detached();
+        self.fill =
+            Some(T::h5_encode_slice(std::slice::from_ref(&v), &mut ctx).map(|b| b.into_owned()));
         self
     }
 
@@ -305,7 +301,7 @@ impl<T: H5Num> DatasetBuilder<T> {
             dims: self.shape,
             max_dims: self.max_shape,
             layout,
-            fill: self.fill,
+            fill: self.fill.transpose()?,
         };
         let file = self.group.file_shared();
         file.create_dataset(self.group.address(), name, &spec)?;
@@ -322,7 +318,7 @@ impl<T: H5Num> DatasetBuilder<T> {
 
 impl Dataset {
     /// Writes every element (`data` in C order, as many elements as the dataset holds).
-    pub fn write<T: H5Num>(&self, data: &[T]) -> Result<()> {
+    pub fn write<T: H5Type>(&self, data: &[T]) -> Result<()> {
         self.check_type::<T>()?;
         if data.len() != self.size() {
             return Err(Error::Invalid(format!(
@@ -331,18 +327,20 @@ impl Dataset {
                 self.size()
             )));
         }
-        h5_core::write::dataset::write(
-            self.file_shared(),
-            self.info(),
-            &Selection::All,
-            None,
-            None,
-            bytemuck::cast_slice(data),
-        )
+        encode_for(self.file_shared(), data, |b| {
+            h5_core::write::dataset::write(
+                self.file_shared(),
+                self.info(),
+                &Selection::All,
+                None,
+                None,
+                b,
+            )
+        })
     }
 
     /// Writes `data` (C order) into the hyperslab `slice` (ndarray's `s![..]`).
-    pub fn write_slice<T: H5Num>(
+    pub fn write_slice<T: H5Type>(
         &self,
         data: &[T],
         slice: impl AsRef<[SliceInfoElem]>,
@@ -357,14 +355,9 @@ impl Dataset {
                 data.len()
             )));
         }
-        h5_core::write::dataset::write(
-            self.file_shared(),
-            self.info(),
-            &sel,
-            None,
-            None,
-            bytemuck::cast_slice(data),
-        )
+        encode_for(self.file_shared(), data, |b| {
+            h5_core::write::dataset::write(self.file_shared(), self.info(), &sel, None, None, b)
+        })
     }
 
     /// Changes the dimensions of a chunked dataset created by this handle's file (growing within
@@ -376,8 +369,8 @@ impl Dataset {
         Ok(())
     }
 
-    fn check_type<T: H5Num>(&self) -> Result<()> {
-        if *self.dtype() != T::TYPE.datatype() {
+    fn check_type<T: H5Type>(&self) -> Result<()> {
+        if !crate::types::same_type(self.dtype(), &T::h5_type()) {
             return Err(Error::Invalid(format!(
                 "writing {} elements to a dataset of {}",
                 std::any::type_name::<T>(),
@@ -388,12 +381,12 @@ impl Dataset {
     }
 
     /// Writes (or replaces) the attribute `name` holding `values` (a 1-D array).
-    pub fn write_attr<T: H5Num>(&self, name: &str, values: &[T]) -> Result<()> {
+    pub fn write_attr<T: H5Type>(&self, name: &str, values: &[T]) -> Result<()> {
         write_attr(self.file_shared(), self.address(), name, values)
     }
 
     /// Writes (or replaces) the scalar attribute `name`.
-    pub fn write_attr_scalar<T: H5Num>(&self, name: &str, value: T) -> Result<()> {
+    pub fn write_attr_scalar<T: H5Type>(&self, name: &str, value: T) -> Result<()> {
         write_attr_scalar(self.file_shared(), self.address(), name, value)
     }
 

@@ -9,6 +9,7 @@
 pub mod alloc;
 pub(crate) mod chunks;
 pub mod dataset;
+pub mod gheap;
 pub(crate) mod ohdr;
 pub(crate) mod symtab;
 
@@ -80,6 +81,8 @@ pub(crate) struct WriteState {
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
     /// Absolute address of the superblock (after any userblock).
     pub(crate) superblock_at: u64,
+    /// The global heap collection being filled with variable-length data.
+    pub(crate) heap: gheap::HeapState,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached
