@@ -191,7 +191,10 @@ pub(crate) fn pipeline_of(p: &Option<FilterPipeline>) -> Option<h5_filters::Pipe
 }
 
 /// The dataset's chunk-cache layout.
-fn build_layout(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Arc<dyn ChunkLayout>> {
+pub(crate) fn build_layout(
+    file: &Arc<FileShared>,
+    info: &DatasetInfo,
+) -> Result<Arc<dyn ChunkLayout>> {
     let dims = info.dims().to_vec();
     let elem = info.elem_size();
     if elem == 0 {

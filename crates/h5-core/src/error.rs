@@ -55,6 +55,10 @@ pub enum Error {
     /// A name that already exists in the group.
     #[error("{0}: already exists")]
     Exists(String),
+    /// An earlier write to the file's storage failed: the handle refuses further changes (the
+    /// file on disk holds what was written before; close, reopen and check it).
+    #[error("an earlier write to this file failed ({0}); no further changes are accepted")]
+    Failed(String),
     /// A lock was poisoned by a panic in another thread.
     #[error("internal lock poisoned")]
     Poisoned,

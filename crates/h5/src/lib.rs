@@ -26,6 +26,7 @@ mod attribute;
 mod dataset;
 mod file;
 mod group;
+mod rawio;
 pub mod slice;
 pub mod types;
 mod write;

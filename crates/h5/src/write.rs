@@ -369,7 +369,7 @@ impl Dataset {
         Ok(())
     }
 
-    fn check_type<T: H5Type>(&self) -> Result<()> {
+    pub(crate) fn check_type<T: H5Type>(&self) -> Result<()> {
         if !crate::types::same_type(self.dtype(), &T::h5_type()) {
             return Err(Error::Invalid(format!(
                 "writing {} elements to a dataset of {}",

@@ -382,6 +382,23 @@ impl ChunkedWriteLayout {
     fn chunk_elems(&self) -> usize {
         self.chunk_dims.iter().product::<u64>() as usize
     }
+
+    /// The index record of the chunk at `coord`, if written.
+    pub(crate) fn record(&self, coord: &ChunkCoord) -> Result<Option<ChunkRecord>> {
+        let records = self.index.records.lock().map_err(|_| Error::Poisoned)?;
+        Ok(records.get(&self.index.offsets(coord)).copied())
+    }
+
+    /// Sets the filter mask of the written chunk at `coord` (a direct chunk write).
+    pub(crate) fn set_filter_mask(&self, coord: &ChunkCoord, mask: u32) -> Result<()> {
+        let mut records = self.index.records.lock().map_err(|_| Error::Poisoned)?;
+        let r = records
+            .get_mut(&self.index.offsets(coord))
+            .ok_or_else(|| Error::Invalid("the chunk written directly has no record".into()))?;
+        r.filter_mask = mask;
+        *self.index.dirty.lock().map_err(|_| Error::Poisoned)? = true;
+        Ok(())
+    }
 }
 
 impl ChunkLayout for ChunkedWriteLayout {

@@ -71,6 +71,7 @@ impl FileShared {
         name: &str,
         spec: &NewDataset,
     ) -> Result<u64> {
+        self.check_usable()?;
         if self.written_link(parent, name).flatten().is_some() {
             return Err(Error::Exists(name.into()));
         }
@@ -241,12 +242,18 @@ impl FileShared {
 
     /// Fills `bytes` of newly allocated raw data at relative `addr` with `fill` when the space
     /// may hold old bytes or the fill value is not zero (space past the end of the storage
-    /// reads as zeros already).
+    /// reads as zeros once the storage is extended over it).
     fn initialise(&self, addr: u64, bytes: u64, fill: &[u8]) -> Result<()> {
         let abs = self.abs(addr)?;
         let zero = fill.iter().all(|b| *b == 0);
         let len = self.storage.len()?;
         if zero && abs >= len {
+            // Past the end: the storage is extended (it reads as zeros) so that reads of the
+            // block before its first write succeed.
+            let end = abs
+                .checked_add(bytes)
+                .ok_or_else(|| Error::Invalid("dataset too large".into()))?;
+            self.storage.set_len(end)?;
             return Ok(());
         }
         const PIECE: u64 = 1 << 20;
@@ -276,6 +283,7 @@ impl FileShared {
         dims: Option<&[u64]>,
         data: &[u8],
     ) -> Result<()> {
+        self.check_usable()?;
         if name.is_empty() || name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {name:?}")));
         }
@@ -325,6 +333,7 @@ impl FileShared {
     /// Deletes the attribute `name` of the object at `obj` (an error if it has none of that
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
+        self.check_usable()?;
         let sizes = self.sizes;
         ohdr::update(self, obj, |msgs| {
             let before = msgs.len();
@@ -338,6 +347,7 @@ impl FileShared {
 
     /// Renames the attribute `name` of the object at `obj` to `new_name` (which must be free).
     pub fn rename_attribute(&self, obj: u64, name: &str, new_name: &str) -> Result<()> {
+        self.check_usable()?;
         if new_name.is_empty() || new_name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {new_name:?}")));
         }
@@ -392,6 +402,7 @@ pub fn write(
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
+    file.check_usable()?;
     let id = crate::dataset::ensure_registered(file, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
     if let Some(m) = memory {
@@ -403,7 +414,8 @@ pub fn write(
     file.chunks
         .lock()
         .map_err(|_| Error::Poisoned)?
-        .write(&[req])?;
+        .write(&[req])
+        .map_err(|e| file.note_failure(e.into()))?;
     Ok(())
 }
 
@@ -414,6 +426,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
+    file.check_usable()?;
     crate::dataset::ensure_registered(file, info)?;
     let layout = file
         .state()?

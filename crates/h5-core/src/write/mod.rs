@@ -10,6 +10,7 @@ pub mod alloc;
 pub(crate) mod chunks;
 pub mod dataset;
 pub mod gheap;
+pub mod io;
 pub(crate) mod ohdr;
 pub(crate) mod symtab;
 
@@ -81,6 +82,9 @@ pub(crate) struct WriteState {
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
     /// Absolute address of the superblock (after any userblock).
     pub(crate) superblock_at: u64,
+    /// Set when a write to the storage failed: the file then refuses every change (what
+    /// failed is kept for the error message).
+    pub(crate) failed: Option<String>,
     /// The global heap collection being filled with variable-length data.
     pub(crate) heap: gheap::HeapState,
 }
@@ -346,6 +350,7 @@ impl FileShared {
     /// Creates a group named `name` in the group whose header is at `parent`; returns the new
     /// group's header address.
     pub fn create_group(&self, parent: u64, name: &str) -> Result<u64> {
+        self.check_usable()?;
         check_name(name)?;
         if self.written_link(parent, name).flatten().is_some() {
             return Err(Error::Exists(name.into()));
@@ -358,6 +363,7 @@ impl FileShared {
     /// Adds a hard link `name` → the existing object at `target` to the group at `parent`; the
     /// object gains one reference.
     pub fn link_hard(&self, parent: u64, name: &str, target: u64) -> Result<()> {
+        self.check_usable()?;
         check_name(name)?;
         if self.written_link(parent, name).flatten().is_some() {
             return Err(Error::Exists(name.into()));
@@ -382,6 +388,7 @@ impl FileShared {
 
     /// Adds a soft link `name` → `path` to the group at `parent`.
     pub fn link_soft(&self, parent: u64, name: &str, path: &str) -> Result<()> {
+        self.check_usable()?;
         check_name(name)?;
         if path.is_empty() || path.contains('\0') {
             return Err(Error::Invalid(format!("soft link target {path:?}")));
@@ -446,6 +453,7 @@ impl FileShared {
     /// reference; at zero the object is deleted and its space freed (a group's links are then
     /// removed in turn).
     pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
+        self.check_usable()?;
         match self.take_link(parent, name)? {
             Target::Soft(_) => Ok(()),
             Target::Hard { addr, .. } => self.release(addr),
@@ -461,6 +469,7 @@ impl FileShared {
         new_parent: u64,
         new_name: &str,
     ) -> Result<()> {
+        self.check_usable()?;
         check_name(new_name)?;
         self.ensure_table(new_parent)?;
         if self.written_link(new_parent, new_name).flatten().is_some() {
@@ -583,6 +592,11 @@ impl FileShared {
         if self.write.is_none() {
             return Ok(());
         }
+        self.check_usable()?;
+        self.flush_all().map_err(|e| self.note_failure(e))
+    }
+
+    fn flush_all(&self) -> Result<()> {
         self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
