@@ -16,7 +16,11 @@ Expectation format (JSON object; every key optional; paths absolute):
                                  with: 0/1 = earliest, 2 = v1.8, 3 = v1.10 and later)
   "userblock_size": int          as h5py reports it
   "groups": {path: G}            PATH must be a group; G = {"members": [names]} checks its exact
-                                 member names (any order), {} only that it is a group
+                                 member names (any order), {} only that it is a group;
+                                 "ordered_members": [names] the names in h5py's iteration order
+                                 (creation order when the group tracks it);
+                                 "storage": "symbol_table" | "compact" | "dense" how libhdf5
+                                 reports the links are stored (H5Gget_info)
   "attr_names": {path: [names]}  exact attribute names of any object (any order)
   "links": {path: L}             how the link named PATH is stored in its parent:
                                  {"kind": "hard"} | {"kind": "soft", "target": "/p"}
@@ -330,12 +334,45 @@ def check_eq(out, where, what, got, want):
 
 
 def check_group(f, path, g, out):
-    keys_known(g, ["members"], f"groups[{path}]")
+    keys_known(g, ["members", "ordered_members", "storage"], f"groups[{path}]")
     grp = get_kind(f, path, h5py.Group, out)
     if grp is None:
         return
     if "members" in g:
         check_eq(out, path, "members", sorted(grp.keys()), sorted(g["members"]))
+    if "ordered_members" in g:
+        check_eq(out, path, "ordered members", list(grp.keys()), g["ordered_members"])
+    if "storage" in g:
+        names = {0: "symbol_table", 1: "compact", 2: "dense"}
+        got = names.get(group_storage_type(grp), "unknown")
+        check_eq(out, path, "storage", got, g["storage"])
+
+
+def group_storage_type(grp):
+    """H5Gget_info's storage type of an open group (h5py does not wrap H5Gget_info): called
+    through ctypes in the libhdf5 h5py loaded."""
+    import ctypes
+
+    class GroupInfo(ctypes.Structure):
+        _fields_ = [
+            ("storage_type", ctypes.c_int),
+            ("nlinks", ctypes.c_uint64),
+            ("max_corder", ctypes.c_int64),
+            ("mounted", ctypes.c_bool),
+        ]
+
+    with open("/proc/self/maps") as maps:
+        paths = sorted({
+            line.split()[-1] for line in maps
+            if "/libhdf5" in line and "libhdf5_hl" not in line and line.split()[-1].startswith("/")
+        })
+    if not paths:
+        raise RuntimeError("cannot find the libhdf5 h5py loaded")
+    lib = ctypes.CDLL(paths[0])
+    info = GroupInfo()
+    if lib.H5Gget_info(ctypes.c_int64(grp.id.id), ctypes.byref(info)) < 0:
+        raise RuntimeError(f"H5Gget_info failed on {grp.name}")
+    return info.storage_type
 
 
 def check_link(f, path, lk, out):

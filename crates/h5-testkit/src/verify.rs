@@ -529,6 +529,8 @@ pub struct Expectations {
     superblock_version: Option<u8>,
     userblock_size: Option<u64>,
     groups: BTreeMap<String, Option<Vec<String>>>,
+    group_order: BTreeMap<String, Vec<String>>,
+    group_storage: BTreeMap<String, String>,
     links: BTreeMap<String, LinkExpect>,
     datasets: BTreeMap<String, DatasetExpect>,
     attr_names: BTreeMap<String, Vec<String>>,
@@ -563,6 +565,24 @@ impl Expectations {
     /// Expects a group at `path`, whatever its members.
     pub fn group_exists(mut self, path: &str) -> Self {
         self.groups.insert(path.to_owned(), None);
+        self
+    }
+
+    /// Expects the group at `path` to list exactly these members in this order (h5py's
+    /// iteration order: creation order when the group tracks it, else name order).
+    pub fn group_ordered(mut self, path: &str, members: &[&str]) -> Self {
+        self.groups.entry(path.to_owned()).or_insert(None);
+        let members = members.iter().map(|s| (*s).to_owned()).collect();
+        self.group_order.insert(path.to_owned(), members);
+        self
+    }
+
+    /// Expects the group at `path` to store its links as `storage` says (`"symbol_table"`,
+    /// `"compact"` or `"dense"`, as libhdf5's `H5Gget_info` reports).
+    pub fn group_storage(mut self, path: &str, storage: &str) -> Self {
+        self.groups.entry(path.to_owned()).or_insert(None);
+        self.group_storage
+            .insert(path.to_owned(), storage.to_owned());
         self
     }
 
@@ -631,11 +651,17 @@ impl Expectations {
                 .groups
                 .iter()
                 .map(|(p, members)| {
-                    let g = match members {
-                        Some(names) => json!({ "members": names }),
-                        None => json!({}),
-                    };
-                    (p.clone(), g)
+                    let mut g = serde_json::Map::new();
+                    if let Some(names) = members {
+                        g.insert("members".into(), json!(names));
+                    }
+                    if let Some(names) = self.group_order.get(p) {
+                        g.insert("ordered_members".into(), json!(names));
+                    }
+                    if let Some(s) = self.group_storage.get(p) {
+                        g.insert("storage".into(), json!(s));
+                    }
+                    (p.clone(), Value::Object(g))
                 })
                 .collect();
             m.insert("groups".into(), Value::Object(groups));

@@ -34,6 +34,7 @@ pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
 pub use h5_core::convert::NativeNum as H5Num;
 pub use h5_core::values::Value;
+pub use h5_core::write::links::GroupOptions;
 pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_core::{Error, Result};
 pub use h5_format::datatype::Datatype;

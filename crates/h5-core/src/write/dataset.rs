@@ -18,6 +18,7 @@ use h5_format::object_header::msg_flags;
 use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
+use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::chunks::{BtreeChunkIndex, CHUNK_BTREE_K, ChunkedWriteLayout, ContiguousLayout};
 use crate::write::ohdr;
@@ -51,7 +52,15 @@ pub struct NewDataset {
     pub fill: Option<Vec<u8>>,
 }
 
-fn msg(m: &Message, sizes: h5_format::Sizes) -> Result<crate::object::StoredMessage> {
+fn msg(
+    m: &Message,
+    sizes: h5_format::Sizes,
+    bounds: FormatBounds,
+) -> Result<crate::object::StoredMessage> {
+    let body = match m {
+        Message::Datatype(t) => t.encode(bounds.datatype_version(t))?,
+        _ => encode_message(m, sizes)?,
+    };
     Ok(ohdr::message(
         h5_format::message::message_kind(m),
         if matches!(m, Message::Datatype(_) | Message::FillValue(_)) {
@@ -59,7 +68,7 @@ fn msg(m: &Message, sizes: h5_format::Sizes) -> Result<crate::object::StoredMess
         } else {
             0
         },
-        encode_message(m, sizes)?,
+        body,
     ))
 }
 
@@ -75,6 +84,7 @@ impl FileShared {
             return Err(Error::Exists(name.into()));
         }
         let sizes = self.sizes;
+        let bounds = self.bounds();
         let elem = spec.datatype.size() as usize;
         if elem == 0 {
             return Err(Error::Invalid("a datatype of size 0".into()));
@@ -105,7 +115,7 @@ impl FileShared {
             ));
         }
         let dataspace = Dataspace {
-            version: 1,
+            version: bounds.dataspace_version(),
             kind: if rank == 0 {
                 DataspaceKind::Scalar
             } else {
@@ -170,7 +180,7 @@ impl FileShared {
                     let mut cdims = chunk.clone();
                     cdims.push(elem as u64);
                     let pipeline = (!filters.is_empty()).then(|| FilterPipeline {
-                        version: 1,
+                        version: bounds.pipeline_version(),
                         filters: filters.clone(),
                     });
                     let runtime = crate::dataset::pipeline_of(&pipeline);
@@ -196,7 +206,7 @@ impl FileShared {
                 }
             };
         let fill_msg = FillValue {
-            version: 2,
+            version: bounds.fill_value_version(),
             alloc_time: Some(alloc_time),
             fill_time: Some(FillTime::IfSet),
             defined: if spec.fill.is_some() {
@@ -207,12 +217,12 @@ impl FileShared {
             value: spec.fill.clone(),
         };
         let mut messages = vec![
-            msg(&Message::Dataspace(dataspace), sizes)?,
-            msg(&Message::Datatype(spec.datatype.clone()), sizes)?,
-            msg(&Message::FillValue(fill_msg), sizes)?,
+            msg(&Message::Dataspace(dataspace), sizes, bounds)?,
+            msg(&Message::Datatype(spec.datatype.clone()), sizes, bounds)?,
+            msg(&Message::FillValue(fill_msg), sizes, bounds)?,
         ];
         if let Some(p) = pipeline {
-            messages.push(msg(&Message::FilterPipeline(p), sizes)?);
+            messages.push(msg(&Message::FilterPipeline(p), sizes, bounds)?);
         }
         messages.push(msg(
             &Message::Layout(Layout {
@@ -220,8 +230,9 @@ impl FileShared {
                 class: layout_class,
             }),
             sizes,
+            bounds,
         )?);
-        let addr = ohdr::create(self, 1, messages)?;
+        let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
         let id = h5_chunkcache::DatasetId(self.abs(addr)?);
         self.chunks
             .lock()

@@ -9,6 +9,8 @@
 pub mod alloc;
 pub(crate) mod chunks;
 pub mod dataset;
+pub(crate) mod dense;
+pub mod links;
 pub(crate) mod ohdr;
 pub(crate) mod symtab;
 
@@ -59,6 +61,60 @@ pub enum FormatBounds {
 impl FormatBounds {
     /// The newest formats h5 knows (libhdf5's `latest`).
     pub const LATEST: FormatBounds = FormatBounds::V200;
+
+    /// Whether new groups and objects use the HDF5 1.8 formats (v2 object headers, link
+    /// messages, dense storage).
+    pub fn new_style(self) -> bool {
+        self >= FormatBounds::V18
+    }
+
+    /// Superblock version (libhdf5's `H5F_super_ver_bounds`).
+    pub fn superblock_version(self) -> u8 {
+        match self {
+            FormatBounds::Earliest => 0,
+            FormatBounds::V18 => 2,
+            _ => 3,
+        }
+    }
+
+    /// Object header version (`H5O_obj_ver_bounds`).
+    pub fn object_header_version(self) -> u8 {
+        if self.new_style() { 2 } else { 1 }
+    }
+
+    /// Dataspace message version (`H5O_sdspace_ver_bounds`).
+    pub fn dataspace_version(self) -> u8 {
+        if self.new_style() { 2 } else { 1 }
+    }
+
+    /// Fill value message version (`H5O_fill_ver_bounds`; the earliest bound writes version 2,
+    /// the version libhdf5's dataset creation starts from).
+    pub fn fill_value_version(self) -> u8 {
+        if self.new_style() { 3 } else { 2 }
+    }
+
+    /// Attribute message version (`H5O_attr_ver_bounds`).
+    pub fn attribute_version(self) -> u8 {
+        if self.new_style() { 3 } else { 1 }
+    }
+
+    /// Filter pipeline message version (`H5O_pline_ver_bounds`).
+    pub fn pipeline_version(self) -> u8 {
+        if self.new_style() { 2 } else { 1 }
+    }
+
+    /// Datatype message version for `t`: the lowest that expresses it, raised to the bound's
+    /// (`H5O_dtype_ver_bounds`: 3 from V18, 4 from V112). libhdf5 2.0 raises every type to
+    /// version 5 under its latest bound, which HDF5 1.14 cannot read; h5 keeps 4 there for
+    /// types that do not need 5.
+    pub fn datatype_version(self, t: &h5_format::datatype::Datatype) -> u8 {
+        let floor = match self {
+            FormatBounds::Earliest => 1,
+            FormatBounds::V18 | FormatBounds::V110 => 3,
+            _ => 4,
+        };
+        t.min_version().max(floor)
+    }
 }
 
 /// Options for a new file.
@@ -66,13 +122,19 @@ impl FormatBounds {
 pub struct CreateOptions {
     /// Format versions of new objects.
     pub bounds: FormatBounds,
+    /// Creation options of the root group (new-style groups only).
+    pub root_group: links::GroupOptions,
 }
 
 /// What a writable file keeps besides the caches.
 #[derive(Debug, Default)]
 pub(crate) struct WriteState {
+    /// Format versions of new objects.
+    pub(crate) bounds: FormatBounds,
     /// Old-style groups created or changed, by object header address.
     pub(crate) groups: HashMap<u64, GroupTable>,
+    /// New-style groups created or changed, by object header address.
+    pub(crate) link_tables: HashMap<u64, links::LinkTable>,
     /// Chunked datasets written, whose chunk indexes are laid out at flush.
     pub(crate) indexes: Vec<Arc<chunks::BtreeChunkIndex>>,
     /// Chunked datasets created here, by object header address (for resizing).
@@ -137,15 +199,10 @@ impl FileShared {
         options: &CreateOptions,
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
-        if options.bounds != FormatBounds::Earliest {
-            return Err(Error::Unsupported(format!(
-                "creating files with format bounds {:?} (only Earliest so far)",
-                options.bounds
-            )));
-        }
         storage.set_len(0)?;
         let sizes = Sizes::EIGHT;
-        let sb_len = encoded_len(0, sizes)?;
+        let sb_version = options.bounds.superblock_version();
+        let sb_len = encoded_len(sb_version, sizes)?;
         let alloc = Arc::new(Mutex::new(FileAlloc::new(sb_len as u64, sizes.offset)));
         let ctx = FileSpace {
             eoa: 0,
@@ -157,14 +214,15 @@ impl FileShared {
         }
         let meta = builder.build()?;
         let chunks = h5_chunkcache::ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
+        let old = sb_version < 2;
         let superblock = Superblock {
-            version: 0,
+            version: sb_version,
             sizes,
-            free_space_version: Some(0),
-            root_entry_version: Some(0),
-            shared_header_version: Some(0),
-            group_leaf_k: Some(GROUP_LEAF_K),
-            group_internal_k: Some(GROUP_INTERNAL_K),
+            free_space_version: old.then_some(0),
+            root_entry_version: old.then_some(0),
+            shared_header_version: old.then_some(0),
+            group_leaf_k: old.then_some(GROUP_LEAF_K),
+            group_internal_k: old.then_some(GROUP_INTERNAL_K),
             indexed_storage_k: None,
             consistency_flags: 0,
             base_address: 0,
@@ -186,15 +244,22 @@ impl FileShared {
             dir,
             sohm: Mutex::new(Some(None)),
             alloc: Some(alloc),
-            write: Some(Mutex::new(WriteState::default())),
+            write: Some(Mutex::new(WriteState {
+                bounds: options.bounds,
+                ..WriteState::default()
+            })),
         };
-        let (root, scratch) = create_group_object(&file)?;
+        let (root, scratch) = create_group_object(&file, &options.root_group)?;
         file.root = root;
-        file.superblock.root = Root::SymbolTableEntry(SymbolTableEntry {
-            link_name_offset: 0,
-            object_header_address: root,
-            scratch,
-        });
+        file.superblock.root = if old {
+            Root::SymbolTableEntry(SymbolTableEntry {
+                link_name_offset: 0,
+                object_header_address: root,
+                scratch,
+            })
+        } else {
+            Root::ObjectHeader(root)
+        };
         let sb = file.superblock;
         let alloc = file.alloc.clone();
         let entry = Decoded::writable(sb_len, sb, move |sb: &Superblock| {
@@ -246,10 +311,28 @@ impl FileShared {
             .free(kind, addr, len)?)
     }
 
-    /// The links of a group being written (`None`: not an old-style group changed here).
+    /// The format bounds of new objects (`Earliest` for a read-only file).
+    pub fn bounds(&self) -> FormatBounds {
+        self.write
+            .as_ref()
+            .and_then(|w| w.lock().ok().map(|w| w.bounds))
+            .unwrap_or_default()
+    }
+
+    /// The links of a group being written (`None`: not a group created here).
     pub(crate) fn written_links(&self, group: u64) -> Option<Vec<crate::group::LinkEntry>> {
         let w = self.write.as_ref()?.lock().ok()?;
+        if let Some(t) = w.link_tables.get(&group) {
+            return Some(t.entries());
+        }
         w.groups.get(&group).map(GroupTable::entries)
+    }
+
+    /// Whether the new-style group at `group`, created here, stores its links densely (after
+    /// the next flush); `None` for other groups.
+    pub fn group_is_dense(&self, group: u64) -> Option<bool> {
+        let w = self.write.as_ref()?.lock().ok()?;
+        w.link_tables.get(&group).map(links::LinkTable::is_dense)
     }
 
     /// One link of a group being written (`None` outside: ask the file).
@@ -259,19 +342,73 @@ impl FileShared {
         name: &str,
     ) -> Option<Option<crate::group::LinkEntry>> {
         let w = self.write.as_ref()?.lock().ok()?;
+        if let Some(t) = w.link_tables.get(&group) {
+            return Some(t.find(name));
+        }
         w.groups.get(&group).map(|g| g.find(name))
     }
 
     /// Creates a group named `name` in the group whose header is at `parent`; returns the new
     /// group's header address.
     pub fn create_group(&self, parent: u64, name: &str) -> Result<u64> {
+        self.create_group_with(parent, name, &links::GroupOptions::default())
+    }
+
+    /// Creates a group named `name` with creation `options` (used by new-style groups; the
+    /// earliest format has no options) in the group at `parent`; returns its header address.
+    pub fn create_group_with(
+        &self,
+        parent: u64,
+        name: &str,
+        options: &links::GroupOptions,
+    ) -> Result<u64> {
         check_name(name)?;
         if self.written_link(parent, name).flatten().is_some() {
             return Err(Error::Exists(name.into()));
         }
-        let (addr, scratch) = create_group_object(self)?;
+        let (addr, scratch) = create_group_object(self, options)?;
         self.insert_link(parent, name, Target::Hard { addr, scratch })?;
         Ok(addr)
+    }
+
+    /// Adds an external link `name` → the object at `path` in the file `file_name` to the
+    /// group at `parent` (new-style groups only: symbol tables cannot hold external links).
+    pub fn link_external(
+        &self,
+        parent: u64,
+        name: &str,
+        file_name: &str,
+        path: &str,
+    ) -> Result<()> {
+        check_name(name)?;
+        if file_name.is_empty()
+            || file_name.contains('\0')
+            || path.is_empty()
+            || path.contains('\0')
+        {
+            return Err(Error::Invalid(format!(
+                "external link target {file_name:?}:{path:?}"
+            )));
+        }
+        let mut w = self.state()?;
+        let t = w.link_tables.get_mut(&parent).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "external links in group {parent:#x}: only new-style groups created here (format \
+                 bounds V18 and newer) hold them"
+            ))
+        })?;
+        if t.links.contains_key(name.as_bytes()) {
+            return Err(Error::Exists(name.into()));
+        }
+        t.insert(
+            name,
+            h5_format::message::link::LinkTarget::External {
+                flags: 0,
+                file: file_name.as_bytes().to_vec(),
+                path: path.as_bytes().to_vec(),
+            },
+        );
+        Ok(())
     }
 
     /// Adds a hard link `name` → the object at `target` to the group at `parent`.
@@ -298,6 +435,20 @@ impl FileShared {
 
     fn insert_link(&self, parent: u64, name: &str, target: Target) -> Result<()> {
         let mut w = self.state()?;
+        if let Some(t) = w.link_tables.get_mut(&parent) {
+            if t.links.contains_key(name.as_bytes()) {
+                return Err(Error::Exists(name.into()));
+            }
+            use h5_format::message::link::LinkTarget;
+            t.insert(
+                name,
+                match target {
+                    Target::Hard { addr, .. } => LinkTarget::Hard(addr),
+                    Target::Soft(p) => LinkTarget::Soft(p),
+                },
+            );
+            return Ok(());
+        }
         let g = w.groups.get_mut(&parent).ok_or_else(|| {
             Error::Unsupported(format!(
                 "adding links to group {parent:#x}, which this process did not create"
@@ -344,6 +495,27 @@ impl FileShared {
             self.state()?.groups.insert(addr, g);
             r?;
         }
+        let mut tables: Vec<u64> = {
+            let w = self.state()?;
+            w.link_tables
+                .iter()
+                .filter(|(_, g)| g.dirty)
+                .map(|(a, _)| *a)
+                .collect()
+        };
+        tables.sort_unstable();
+        for addr in tables {
+            let mut g = {
+                let mut w = self.state()?;
+                match w.link_tables.remove(&addr) {
+                    Some(g) => g,
+                    None => continue,
+                }
+            };
+            let r = g.lay_out(self, addr);
+            self.state()?.link_tables.insert(addr, g);
+            r?;
+        }
         {
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
             meta.mark_dirty(self.abs(0)?).map_err(cache_error)?;
@@ -368,10 +540,41 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Creates an empty old-style group: its heap header, B-tree root and object header. The table
-/// is laid out at flush.
-fn create_group_object(file: &FileShared) -> Result<(u64, ScratchPad)> {
+/// Creates an empty group in the style of the file's format bounds; its links are laid out at
+/// flush. An old-style group gets its heap header, B-tree root and object header (and the
+/// scratch pad caching them); a new-style one a header with link info and group info messages.
+fn create_group_object(
+    file: &FileShared,
+    options: &links::GroupOptions,
+) -> Result<(u64, ScratchPad)> {
     let sizes = file.sizes;
+    let bounds = file.state()?.bounds;
+    if bounds.new_style() {
+        if options.index_order && !options.track_order {
+            return Err(Error::Invalid(
+                "indexing link creation order needs tracking it".into(),
+            ));
+        }
+        if options.min_dense > options.max_compact.saturating_add(1) {
+            return Err(Error::Invalid(format!(
+                "minimum dense links {} above maximum compact links {} + 1",
+                options.min_dense, options.max_compact
+            )));
+        }
+        let messages = vec![
+            ohdr::message(kind::LINK_INFO, 0, options.link_info().encode(sizes)),
+            ohdr::message(
+                kind::GROUP_INFO,
+                h5_format::object_header::msg_flags::CONSTANT,
+                options.group_info().encode(),
+            ),
+        ];
+        let addr = ohdr::create(file, bounds.object_header_version(), messages)?;
+        file.state()?
+            .link_tables
+            .insert(addr, links::LinkTable::new(*options));
+        return Ok((addr, ScratchPad::None));
+    }
     let heap = file.allocate(SpaceKind::Meta, LocalHeapHeader::encoded_len(sizes) as u64)?;
     let btree = file.allocate(
         SpaceKind::Meta,
