@@ -45,6 +45,9 @@ Expectation format (JSON object; every key optional; paths absolute):
                                  string or a compound list/object), e.g. "<f8" hashes the values
                                  as little-endian doubles
      "spot": [[[i, j, ...], VALUE]...]  single elements ([] indexes a scalar)
+  "objects": {path: O}           object header facts libhdf5 reports (H5Oget_native_info, through
+                                 ctypes): O = {"header_version": 1 | 2,
+                                 "attr_storage": "compact" | "dense"}, each key optional
   "attrs": {path: {name: A}}     attributes of any object; A = {"dtype": DTYPE, "shape": [n...],
                                  "value": VALUE}, each key optional
 
@@ -348,6 +351,51 @@ def check_group(f, path, g, out):
         check_eq(out, path, "storage", got, g["storage"])
 
 
+def hdf5_lib():
+    """The libhdf5 h5py loaded, for the calls h5py does not wrap."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        paths = sorted({
+            line.split()[-1] for line in maps
+            if "/libhdf5" in line and "libhdf5_hl" not in line and line.split()[-1].startswith("/")
+        })
+    if not paths:
+        raise RuntimeError("cannot find the libhdf5 h5py loaded")
+    return ctypes.CDLL(paths[0])
+
+
+def check_object(f, path, o, out):
+    import ctypes
+
+    keys_known(o, ["header_version", "attr_storage"], f"objects[{path}]")
+    obj = f.get(path)
+    if obj is None:
+        out.append(f"{path}: missing")
+        return
+
+    class IhInfo(ctypes.Structure):
+        _fields_ = [("index_size", ctypes.c_uint64), ("heap_size", ctypes.c_uint64)]
+
+    class NativeInfo(ctypes.Structure):
+        _fields_ = [
+            ("version", ctypes.c_uint), ("nmesgs", ctypes.c_uint), ("nchunks", ctypes.c_uint),
+            ("flags", ctypes.c_uint), ("space", ctypes.c_uint64 * 4), ("mesg", ctypes.c_uint64 * 2),
+            ("obj", IhInfo), ("attr", IhInfo),
+        ]
+
+    info = NativeInfo()
+    hdr_and_meta = 0x0008 | 0x0010
+    if hdf5_lib().H5Oget_native_info(ctypes.c_int64(obj.id.id), ctypes.byref(info), hdr_and_meta) < 0:
+        out.append(f"{path}: H5Oget_native_info failed")
+        return
+    if "header_version" in o:
+        check_eq(out, path, "object header version", info.version, o["header_version"])
+    if "attr_storage" in o:
+        got = "dense" if info.attr.heap_size > 0 else "compact"
+        check_eq(out, path, "attribute storage", got, o["attr_storage"])
+
+
 def group_storage_type(grp):
     """H5Gget_info's storage type of an open group (h5py does not wrap H5Gget_info): called
     through ctypes in the libhdf5 h5py loaded."""
@@ -361,16 +409,8 @@ def group_storage_type(grp):
             ("mounted", ctypes.c_bool),
         ]
 
-    with open("/proc/self/maps") as maps:
-        paths = sorted({
-            line.split()[-1] for line in maps
-            if "/libhdf5" in line and "libhdf5_hl" not in line and line.split()[-1].startswith("/")
-        })
-    if not paths:
-        raise RuntimeError("cannot find the libhdf5 h5py loaded")
-    lib = ctypes.CDLL(paths[0])
     info = GroupInfo()
-    if lib.H5Gget_info(ctypes.c_int64(grp.id.id), ctypes.byref(info)) < 0:
+    if hdf5_lib().H5Gget_info(ctypes.c_int64(grp.id.id), ctypes.byref(info)) < 0:
         raise RuntimeError(f"H5Gget_info failed on {grp.name}")
     return info.storage_type
 
@@ -511,7 +551,8 @@ def guarded(fn, f, path, exp, out, vc):
 
 
 def check(path, exp):
-    top = ["superblock_version", "userblock_size", "groups", "links", "datasets", "attr_names", "attrs"]
+    top = ["superblock_version", "userblock_size", "groups", "links", "datasets", "attr_names", "attrs",
+           "objects"]
     keys_known(exp, top, "top level")
     out = []
     if "superblock_version" in exp:
@@ -522,6 +563,8 @@ def check(path, exp):
             check_eq(out, "file", "userblock size", f.userblock_size, exp["userblock_size"])
         for p, g in exp.get("groups", {}).items():
             check_group(f, p, g, out)
+        for p, o in exp.get("objects", {}).items():
+            check_object(f, p, o, out)
         for p, lk in exp.get("links", {}).items():
             check_link(f, p, lk, out)
         for p, d in exp.get("datasets", {}).items():

@@ -531,6 +531,7 @@ pub struct Expectations {
     groups: BTreeMap<String, Option<Vec<String>>>,
     group_order: BTreeMap<String, Vec<String>>,
     group_storage: BTreeMap<String, String>,
+    objects: BTreeMap<String, serde_json::Map<String, Value>>,
     links: BTreeMap<String, LinkExpect>,
     datasets: BTreeMap<String, DatasetExpect>,
     attr_names: BTreeMap<String, Vec<String>>,
@@ -583,6 +584,25 @@ impl Expectations {
         self.groups.entry(path.to_owned()).or_insert(None);
         self.group_storage
             .insert(path.to_owned(), storage.to_owned());
+        self
+    }
+
+    /// Expects the object at `path` to have an object header of `version` (1 or 2).
+    pub fn header_version(mut self, path: &str, version: u8) -> Self {
+        self.objects
+            .entry(path.to_owned())
+            .or_default()
+            .insert("header_version".into(), json!(version));
+        self
+    }
+
+    /// Expects the object at `path` to store its attributes `"compact"` (header messages) or
+    /// `"dense"` (fractal heap and v2 B-tree).
+    pub fn attr_storage(mut self, path: &str, storage: &str) -> Self {
+        self.objects
+            .entry(path.to_owned())
+            .or_default()
+            .insert("attr_storage".into(), json!(storage));
         self
     }
 
@@ -665,6 +685,14 @@ impl Expectations {
                 })
                 .collect();
             m.insert("groups".into(), Value::Object(groups));
+        }
+        if !self.objects.is_empty() {
+            let objects: serde_json::Map<String, Value> = self
+                .objects
+                .iter()
+                .map(|(p, o)| (p.clone(), Value::Object(o.clone())))
+                .collect();
+            m.insert("objects".into(), Value::Object(objects));
         }
         if !self.links.is_empty() {
             let links: serde_json::Map<String, Value> = self

@@ -143,12 +143,134 @@ fn groups_of_every_size_for_every_bound() {
     }
 }
 
+fn attr_name(i: usize) -> String {
+    format!("attr{i:03}")
+}
+
+/// Objects (a group and a dataset) with 0, 8, 9 and 50 attributes, one attribute replaced
+/// after the phase change, and a 100 KiB attribute, for every bound: names, values, header
+/// version and compact/dense storage as libhdf5 reports them, then h5's reader after reopening.
 #[test]
-fn scratch() {
-    for (i, b) in BOUNDS.iter().enumerate() {
-        let p = format!("/tmp/s_{i}.h5");
-        let f = create(Path::new(&p), *b);
-        f.create_group("a").unwrap();
-        f.close().unwrap();
+fn attributes_compact_and_dense_for_every_bound() {
+    let counts = [0usize, 8, 9, 50];
+    let big: Vec<f64> = (0..12_800).map(|i| i as f64 * 0.25).collect();
+    for bounds in BOUNDS {
+        let (_d, path) = tmp("attrs.h5");
+        {
+            let f = create(&path, bounds);
+            for n in counts {
+                let g = f.create_group(&format!("g{n}")).unwrap();
+                let ds = f
+                    .root()
+                    .unwrap()
+                    .new_dataset::<u8>()
+                    .create_with_data(&format!("d{n}"), &[1, 2, 3])
+                    .unwrap();
+                for i in 0..n {
+                    g.write_attr::<i64>(&attr_name(i), &[i as i64, -(i as i64)])
+                        .unwrap();
+                    ds.write_attr_scalar::<f32>(&attr_name(i), i as f32 + 0.5)
+                        .unwrap();
+                }
+                if n > 0 {
+                    // Overwriting by name keeps one attribute of that name.
+                    g.write_attr::<i64>(&attr_name(0), &[7, 7, 7]).unwrap();
+                    ds.write_attr_str(&attr_name(n - 1), "replaced").unwrap();
+                }
+                // A fresh handle sees the attributes written so far.
+                let fresh = f.group(&format!("g{n}")).unwrap();
+                assert_eq!(fresh.attr_names().unwrap().len(), n);
+            }
+            let g = f.create_group("big").unwrap();
+            g.write_attr_scalar::<u8>("small", 3).unwrap();
+            let r = g.write_attr::<f64>("huge", &big);
+            if bounds == FormatBounds::Earliest {
+                assert!(matches!(r, Err(h5::Error::Unsupported(_))), "{r:?}");
+            } else {
+                r.unwrap();
+                let got = f.group("big").unwrap().attr("huge").unwrap();
+                let got = got.read::<f64>().unwrap();
+                assert_eq!(got.into_iter().collect::<Vec<_>>(), big);
+            }
+            f.close().unwrap();
+        }
+        let header = if bounds == FormatBounds::Earliest {
+            1
+        } else {
+            2
+        };
+        let dense = |n: usize| {
+            if bounds != FormatBounds::Earliest && n > 8 {
+                "dense"
+            } else {
+                "compact"
+            }
+        };
+        let mut exp = Expectations::new().superblock_version(sb_version(bounds));
+        for n in counts {
+            let g = format!("/g{n}");
+            let d = format!("/d{n}");
+            let names: Vec<String> = (0..n).map(attr_name).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            exp = exp
+                .attr_names(&g, &names)
+                .attr_names(&d, &names)
+                .header_version(&g, header)
+                .header_version(&d, header)
+                .attr_storage(&g, dense(n))
+                .attr_storage(&d, dense(n));
+            if n > 0 {
+                exp = exp
+                    .attr(&g, &attr_name(0), AttrExpect::new("<i8", json!([7, 7, 7])))
+                    .attr(
+                        &d,
+                        &attr_name(n - 1),
+                        AttrExpect::new("|S8/utf-8", json!("replaced")),
+                    );
+            }
+            if n > 2 {
+                exp = exp
+                    .attr(
+                        &g,
+                        &attr_name(n - 2),
+                        AttrExpect::new("<i8", json!([n - 2, 2 - n as i64])),
+                    )
+                    .attr(&d, &attr_name(1), AttrExpect::new("<f4", json!(1.5)));
+            }
+        }
+        if bounds != FormatBounds::Earliest {
+            exp = exp
+                .attr_storage("/big", "dense")
+                .attr_names("/big", &["huge", "small"])
+                .attr(
+                    "/big",
+                    "huge",
+                    AttrExpect::new("<f8", json!(big)).shape(&[big.len() as u64]),
+                )
+                .attr("/big", "small", AttrExpect::new("|u1", json!(3)));
+        }
+        check(&path, bounds, &exp);
+        let f = h5::File::open(&path).unwrap();
+        for n in counts {
+            let g = f.group(&format!("g{n}")).unwrap();
+            let want: Vec<String> = (0..n).map(attr_name).collect();
+            assert_eq!(g.attr_names().unwrap(), want, "{bounds:?} g{n}");
+            let ds = f.dataset(&format!("d{n}")).unwrap();
+            assert_eq!(ds.attr_names().unwrap(), want, "{bounds:?} d{n}");
+            if n > 2 {
+                let a = g.attr(&attr_name(1)).unwrap().read::<i64>().unwrap();
+                assert_eq!(a.into_iter().collect::<Vec<_>>(), vec![1, -1]);
+            }
+        }
+        if bounds != FormatBounds::Earliest {
+            let got = f
+                .group("big")
+                .unwrap()
+                .attr("huge")
+                .unwrap()
+                .read::<f64>()
+                .unwrap();
+            assert_eq!(got.into_iter().collect::<Vec<_>>(), big);
+        }
     }
 }

@@ -21,7 +21,7 @@ use crate::file::FileShared;
 use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::chunks::{BtreeChunkIndex, CHUNK_BTREE_K, ChunkedWriteLayout, ContiguousLayout};
-use crate::write::ohdr;
+use crate::write::{attrs, ohdr};
 
 /// How a new dataset stores its data.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -293,13 +293,18 @@ impl FileShared {
                 datatype.size()
             )));
         }
+        let bounds = self.bounds();
         let m = AttributeMessage {
-            version: 1,
+            version: bounds.attribute_version(),
             name: name.to_owned(),
-            name_charset: h5_format::datatype::Charset::Ascii,
+            name_charset: if name.is_ascii() || !bounds.new_style() {
+                h5_format::datatype::Charset::Ascii
+            } else {
+                h5_format::datatype::Charset::Utf8
+            },
             datatype: MaybeShared::Inline(datatype.clone()),
             dataspace: MaybeShared::Inline(Dataspace {
-                version: 1,
+                version: bounds.dataspace_version(),
                 kind: if dims.is_some() {
                     DataspaceKind::Simple
                 } else {
@@ -311,24 +316,71 @@ impl FileShared {
             }),
             data: data.to_vec(),
         };
-        let body = encode_message(&Message::Attribute(m), self.sizes)?;
-        if body.len() > 65_000 {
-            return Err(Error::Unsupported(format!(
-                "attribute {name} of {} bytes: dense attribute storage is not written yet",
-                body.len()
-            )));
-        }
+        let body = m.encode(self.sizes, bounds.datatype_version(datatype))?;
         let sizes = self.sizes;
-        ohdr::update(self, obj, |msgs| {
-            let same = |b: &[u8]| {
-                h5_format::message::decode_message(kind::ATTRIBUTE, 0, b, sizes, obj)
-                    .ok()
-                    .is_some_and(|m| matches!(m, Message::Attribute(a) if a.name == name))
-            };
+        let same = |b: &[u8]| {
+            h5_format::message::decode_message(kind::ATTRIBUTE, 0, b, sizes, obj)
+                .ok()
+                .is_some_and(|m| matches!(m, Message::Attribute(a) if a.name == name))
+        };
+        if !bounds.new_style() {
+            if body.len() > 65_000 {
+                return Err(Error::Unsupported(format!(
+                    "attribute {name} of {} bytes: the earliest format keeps attributes in the \
+                     object header (use format bounds V18 or newer)",
+                    body.len()
+                )));
+            }
+            return ohdr::update(self, obj, |msgs| {
+                msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
+                msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
+                Ok(())
+            });
+        }
+        {
+            let mut w = self.state()?;
+            if let Some(t) = w.attr_tables.get_mut(&obj) {
+                t.put(name, body);
+                return Ok(());
+            }
+        }
+        // Compact while at most MAX_COMPACT attributes fit as header messages; otherwise every
+        // attribute moves to dense storage (laid out at flush).
+        let moved = ohdr::update(self, obj, |msgs| {
             msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
-            msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
-            Ok(())
-        })
+            let count = msgs.iter().filter(|m| m.kind == kind::ATTRIBUTE).count();
+            if count < attrs::MAX_COMPACT && body.len() <= attrs::MAX_MESSAGE {
+                msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body.clone()));
+                return Ok(None);
+            }
+            let old: Vec<Vec<u8>> = msgs
+                .iter()
+                .filter(|m| m.kind == kind::ATTRIBUTE)
+                .map(|m| m.body.clone())
+                .collect();
+            msgs.retain(|m| m.kind != kind::ATTRIBUTE);
+            if !msgs.iter().any(|m| m.kind == kind::ATTRIBUTE_INFO) {
+                msgs.push(ohdr::message(
+                    kind::ATTRIBUTE_INFO,
+                    0,
+                    attrs::empty_info().encode(sizes),
+                ));
+            }
+            Ok(Some(old))
+        })?;
+        if let Some(old) = moved {
+            let mut table = attrs::AttrTable::default();
+            for b in old {
+                if let Ok(Message::Attribute(a)) =
+                    h5_format::message::decode_message(kind::ATTRIBUTE, 0, &b, sizes, obj)
+                {
+                    table.put(&a.name, b);
+                }
+            }
+            table.put(name, body);
+            self.state()?.attr_tables.insert(obj, table);
+        }
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@
 //! chunk indexes) are kept as ordered tables here and laid out at flush; see `docs/design.md` §5.
 
 pub mod alloc;
+pub(crate) mod attrs;
 pub(crate) mod chunks;
 pub mod dataset;
 pub(crate) mod dense;
@@ -135,6 +136,8 @@ pub(crate) struct WriteState {
     pub(crate) groups: HashMap<u64, GroupTable>,
     /// New-style groups created or changed, by object header address.
     pub(crate) link_tables: HashMap<u64, links::LinkTable>,
+    /// Dense attribute storage of objects written here, by object header address.
+    pub(crate) attr_tables: HashMap<u64, attrs::AttrTable>,
     /// Chunked datasets written, whose chunk indexes are laid out at flush.
     pub(crate) indexes: Vec<Arc<chunks::BtreeChunkIndex>>,
     /// Chunked datasets created here, by object header address (for resizing).
@@ -328,6 +331,22 @@ impl FileShared {
         w.groups.get(&group).map(GroupTable::entries)
     }
 
+    /// The encoded attribute messages of an object whose attributes are dense and written
+    /// here (`None`: ask the file), in name order.
+    pub(crate) fn written_attributes(&self, obj: u64) -> Option<Vec<Vec<u8>>> {
+        let w = self.write.as_ref()?.lock().ok()?;
+        w.attr_tables.get(&obj).map(attrs::AttrTable::bodies)
+    }
+
+    /// Whether the object at `obj`, written here, stores its attributes densely (as of the
+    /// next flush).
+    pub fn attributes_are_dense(&self, obj: u64) -> bool {
+        self.write
+            .as_ref()
+            .and_then(|w| w.lock().ok())
+            .is_some_and(|w| w.attr_tables.contains_key(&obj))
+    }
+
     /// Whether the new-style group at `group`, created here, stores its links densely (after
     /// the next flush); `None` for other groups.
     pub fn group_is_dense(&self, group: u64) -> Option<bool> {
@@ -514,6 +533,27 @@ impl FileShared {
             };
             let r = g.lay_out(self, addr);
             self.state()?.link_tables.insert(addr, g);
+            r?;
+        }
+        let mut tables: Vec<u64> = {
+            let w = self.state()?;
+            w.attr_tables
+                .iter()
+                .filter(|(_, t)| t.dirty)
+                .map(|(a, _)| *a)
+                .collect()
+        };
+        tables.sort_unstable();
+        for addr in tables {
+            let mut t = {
+                let mut w = self.state()?;
+                match w.attr_tables.remove(&addr) {
+                    Some(t) => t,
+                    None => continue,
+                }
+            };
+            let r = t.lay_out(self, addr);
+            self.state()?.attr_tables.insert(addr, t);
             r?;
         }
         {
