@@ -76,70 +76,236 @@ fn last_dataset(n: usize) -> usize {
     if n % 2 == 0 { n - 1 } else { n - 2 }
 }
 
-/// Groups of 0, 1, 8, 9, 100 and 2000 members (groups and datasets alternating), for every
-/// bound: members, storage type, superblock version, reopened by h5.
+const LINK_COUNTS: [usize; 6] = [0, 1, 8, 9, 100, 2000];
+const ATTR_COUNTS: [usize; 4] = [0, 8, 9, 50];
+
+/// The matrix: for every bound, groups of 0, 1, 8, 9, 100 and 2000 members (groups and
+/// datasets alternating) each with 0, 8, 9 and 50 attributes: members, link storage,
+/// attribute storage, header version and superblock version as libhdf5 reports them; h5's
+/// reader before closing and after reopening.
 #[test]
-fn groups_of_every_size_for_every_bound() {
+fn groups_of_every_size_with_attributes_for_every_bound() {
     for bounds in BOUNDS {
         let (_d, path) = tmp("groups.h5");
-        let counts = [0usize, 1, 8, 9, 100, 2000];
+        let mut top = Vec::new();
         {
             let f = create(&path, bounds);
-            for n in counts {
-                let g = f.create_group(&format!("g{n}")).unwrap();
-                for (i, name) in names(n).iter().enumerate() {
-                    if i % 2 == 0 {
-                        g.create_group(name).unwrap();
-                    } else {
-                        g.new_dataset::<i32>()
-                            .create_with_data(name, &[i as i32])
-                            .unwrap();
+            for n in LINK_COUNTS {
+                for a in ATTR_COUNTS {
+                    let gname = format!("g{n}_a{a}");
+                    top.push(gname.clone());
+                    let g = f.create_group(&gname).unwrap();
+                    for (i, name) in names(n).iter().enumerate() {
+                        if i % 2 == 0 {
+                            g.create_group(name).unwrap();
+                        } else {
+                            g.new_dataset::<i32>()
+                                .create_with_data(name, &[i as i32])
+                                .unwrap();
+                        }
                     }
+                    for i in 0..a {
+                        g.write_attr_scalar::<u32>(&attr_name(i), i as u32).unwrap();
+                    }
+                    if bounds != FormatBounds::Earliest {
+                        assert_eq!(g.is_dense(), Some(n > 8), "{bounds:?} {n}");
+                    }
+                    // Before the flush the group answers from its table.
+                    assert_eq!(g.member_names().unwrap(), names(n));
                 }
-                if bounds != FormatBounds::Earliest {
-                    assert_eq!(g.is_dense(), Some(n > 8), "{bounds:?} {n}");
-                }
-                // Before the flush the group answers from its table.
-                assert_eq!(g.member_names().unwrap().len(), n);
             }
             f.close().unwrap();
         }
-        let mut exp = Expectations::new().superblock_version(sb_version(bounds));
-        let top: Vec<String> = counts.iter().map(|n| format!("g{n}")).collect();
-        let top: Vec<&str> = top.iter().map(String::as_str).collect();
-        exp = exp
-            .group("/", &top)
-            .group_storage("/", storage(bounds, top.len()));
-        for n in counts {
+        let header = if bounds == FormatBounds::Earliest {
+            1
+        } else {
+            2
+        };
+        let top_refs: Vec<&str> = top.iter().map(String::as_str).collect();
+        let mut exp = Expectations::new()
+            .superblock_version(sb_version(bounds))
+            .group("/", &top_refs)
+            .group_storage("/", storage(bounds, top.len()))
+            .header_version("/", header);
+        for n in LINK_COUNTS {
             let all = names(n);
             let all: Vec<&str> = all.iter().map(String::as_str).collect();
-            let p = format!("/g{n}");
-            exp = exp.group(&p, &all).group_storage(&p, storage(bounds, n));
-            if n > 1 {
-                let k = last_dataset(n);
-                let last = format!("{p}/{}", all[k]);
-                let v = k as i32;
-                exp = exp.dataset(
-                    &last,
-                    DatasetExpect::new("<i4", &[1]).digest(digest_le(&[v])),
-                );
+            for a in ATTR_COUNTS {
+                let p = format!("/g{n}_a{a}");
+                let attrs: Vec<String> = (0..a).map(attr_name).collect();
+                let attrs: Vec<&str> = attrs.iter().map(String::as_str).collect();
+                exp = exp
+                    .group(&p, &all)
+                    .group_storage(&p, storage(bounds, n))
+                    .header_version(&p, header)
+                    .attr_names(&p, &attrs)
+                    .attr_storage(
+                        &p,
+                        if bounds != FormatBounds::Earliest && a > 8 {
+                            "dense"
+                        } else {
+                            "compact"
+                        },
+                    );
+                if a > 0 {
+                    exp = exp.attr(&p, &attr_name(a - 1), AttrExpect::new("<u4", json!(a - 1)));
+                }
+                if n > 1 {
+                    let k = last_dataset(n);
+                    let v = k as i32;
+                    exp = exp.dataset(
+                        &format!("{p}/{}", all[k]),
+                        DatasetExpect::new("<i4", &[1]).digest(digest_le(&[v])),
+                    );
+                }
             }
         }
         check(&path, bounds, &exp);
         let f = h5::File::open(&path).unwrap();
-        for n in counts {
-            let g = f.group(&format!("g{n}")).unwrap();
-            let got = g.member_names().unwrap();
-            assert_eq!(got, names(n), "{bounds:?} g{n}");
-            if n > 1 {
-                let k = last_dataset(n);
-                let ds = g.dataset(&names(n)[k]).unwrap();
-                assert_eq!(
-                    ds.read::<i32>().unwrap().into_iter().collect::<Vec<_>>(),
-                    vec![k as i32]
-                );
+        for n in LINK_COUNTS {
+            for a in ATTR_COUNTS {
+                let g = f.group(&format!("g{n}_a{a}")).unwrap();
+                assert_eq!(g.member_names().unwrap(), names(n), "{bounds:?} {n} {a}");
+                let want: Vec<String> = (0..a).map(attr_name).collect();
+                assert_eq!(g.attr_names().unwrap(), want);
+                if n > 1 {
+                    let k = last_dataset(n);
+                    let ds = g.dataset(&names(n)[k]).unwrap();
+                    let got: Vec<i32> = ds.read::<i32>().unwrap().into_iter().collect();
+                    assert_eq!(got, vec![k as i32]);
+                }
             }
         }
+    }
+}
+
+/// Nested paths (intermediate groups created on the way), soft links, external links to
+/// another file and a hard link to a dataset, resolved by h5py and by h5.
+#[test]
+fn nested_paths_and_links_for_every_bound() {
+    for bounds in BOUNDS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("links.h5");
+        let other = dir.path().join("other.h5");
+        {
+            let f = create(&other, bounds);
+            f.create_group("x/y")
+                .unwrap()
+                .new_dataset::<i16>()
+                .create_with_data("z", &[4, 5, 6])
+                .unwrap();
+            f.close().unwrap();
+        }
+        {
+            let f = create(&path, bounds);
+            let c = f.create_group("a/b/c").unwrap();
+            let ds = c
+                .new_dataset::<f64>()
+                .create_with_data("v", &[1.0, 2.0])
+                .unwrap();
+            // An existing intermediate group is reused.
+            f.create_group("a/b/d").unwrap();
+            assert!(matches!(f.create_group("a/b/c"), Err(h5::Error::Exists(_))));
+            let root = f.root().unwrap();
+            root.link_soft("soft", "/a/b/c/v").unwrap();
+            root.link_hard("hard", &ds).unwrap();
+            let r = root.link_external("ext", "other.h5", "/x/y/z");
+            if bounds == FormatBounds::Earliest {
+                assert!(matches!(r, Err(h5::Error::Unsupported(_))), "{r:?}");
+            } else {
+                r.unwrap();
+                let got: Vec<i16> = f
+                    .dataset("ext")
+                    .unwrap()
+                    .read::<i16>()
+                    .unwrap()
+                    .into_iter()
+                    .collect();
+                assert_eq!(got, vec![4, 5, 6]);
+            }
+            f.close().unwrap();
+        }
+        let mut top = vec!["a", "hard", "soft"];
+        let mut exp = Expectations::new()
+            .group("/a", &["b"])
+            .group("/a/b", &["c", "d"])
+            .group("/a/b/d", &[])
+            .soft_link("/soft", "/a/b/c/v")
+            .hard_link("/hard")
+            .dataset(
+                "/soft",
+                DatasetExpect::new("<f8", &[2]).digest(digest_le(&[1.0f64, 2.0])),
+            )
+            .dataset(
+                "/hard",
+                DatasetExpect::new("<f8", &[2]).digest(digest_le(&[1.0f64, 2.0])),
+            );
+        if bounds != FormatBounds::Earliest {
+            top.push("ext");
+            exp = exp.external_link("/ext", "other.h5", "/x/y/z").dataset(
+                "/ext",
+                DatasetExpect::new("<i2", &[3]).digest(digest_le(&[4i16, 5, 6])),
+            );
+        }
+        exp = exp.group("/", &top);
+        check(&path, bounds, &exp);
+        let f = h5::File::open(&path).unwrap();
+        let got: Vec<f64> = f
+            .dataset("soft")
+            .unwrap()
+            .read::<f64>()
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(got, vec![1.0, 2.0]);
+        if bounds != FormatBounds::Earliest {
+            let got: Vec<i16> = f
+                .dataset("ext")
+                .unwrap()
+                .read::<i16>()
+                .unwrap()
+                .into_iter()
+                .collect();
+            assert_eq!(got, vec![4, 5, 6]);
+        }
+    }
+}
+
+/// Groups that track link creation order list their members in creation order in h5py,
+/// compact (5 links) and dense (40 links, with the creation-order index).
+#[test]
+fn creation_order_tracked_groups_list_in_creation_order() {
+    for bounds in [FormatBounds::V18, FormatBounds::V110, FormatBounds::LATEST] {
+        let (_d, path) = tmp("order.h5");
+        let order =
+            |n: usize| -> Vec<String> { (0..n).map(|i| format!("k{:03}", (i * 37) % n)).collect() };
+        {
+            let f = create(&path, bounds);
+            for n in [5usize, 40] {
+                let g = f
+                    .create_group_with(&format!("t{n}"), &GroupOptions::tracked())
+                    .unwrap();
+                for name in order(n) {
+                    g.create_group(&name).unwrap();
+                }
+            }
+            f.close().unwrap();
+        }
+        let mut exp = Expectations::new();
+        for n in [5usize, 40] {
+            let o = order(n);
+            let o: Vec<&str> = o.iter().map(String::as_str).collect();
+            let p = format!("/t{n}");
+            exp = exp
+                .group(&p, &o)
+                .group_ordered(&p, &o)
+                .group_storage(&p, if n > 8 { "dense" } else { "compact" });
+        }
+        check(&path, bounds, &exp);
+        let f = h5::File::open(&path).unwrap();
+        let mut sorted = order(40);
+        sorted.sort();
+        assert_eq!(f.group("t40").unwrap().member_names().unwrap(), sorted);
     }
 }
 
