@@ -1,4 +1,5 @@
-//! Writing: creating files, groups, datasets and attributes (the earliest file format for now).
+//! Writing: creating files, groups, datasets and attributes, in the formats of the chosen
+//! [`crate::FormatBounds`] (V18 by default).
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -18,7 +19,9 @@ use crate::{Dataset, Error, File, FileAccess, Group, GroupOptions, H5Num, Result
 
 impl File {
     /// Creates (or truncates) the file at `path` for writing, with the default cache settings
-    /// and the earliest file format (what libhdf5 and h5py write by default).
+    /// and the default format bounds, [`crate::FormatBounds::V18`] (HDF5 2.0's default:
+    /// superblock 2, v2 object headers, link-message groups; readable by HDF5 1.8 and newer).
+    /// Pass [`crate::FormatBounds::Earliest`] to [`File::create_with`] for files HDF5 1.6 reads.
     pub fn create(path: impl AsRef<Path>) -> Result<File> {
         Self::create_with(path, &FileAccess::default(), &CreateOptions::default())
     }

@@ -36,17 +36,19 @@ use alloc::{FileAlloc, SpaceKind};
 use symtab::{GROUP_INTERNAL_K, GROUP_LEAF_K, GroupTable, Target};
 
 /// Which format versions new objects use (libhdf5's low library-version bound,
-/// `H5Pset_libver_bounds`). Ordered oldest to newest.
+/// `H5Pset_libver_bounds`). Ordered oldest to newest. The default is [`FormatBounds::V18`],
+/// HDF5 2.0's default low bound (HDF 1.x and h5py default to [`FormatBounds::Earliest`]).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 #[non_exhaustive]
 pub enum FormatBounds {
     /// The earliest formats every HDF5 library reads: superblock 0, version 1 object headers,
     /// symbol-table groups, version 1 B-tree chunk indexes (HDF5 1.x's and h5py's default).
-    #[default]
     Earliest,
-    /// HDF5 1.8 formats: superblock 2, version 2 object headers, link messages with compact and
-    /// dense (fractal heap + v2 B-tree) groups and attributes; chunk indexes stay v1 B-trees.
-    /// HDF5 2.0's default low bound.
+    /// HDF5 1.8 formats: superblock 2, version 2 object headers (no times stored), link
+    /// messages with compact and dense (fractal heap + v2 B-tree) groups, compact and dense
+    /// attributes, external links; chunk indexes stay v1 B-trees. HDF5 2.0's default low
+    /// bound and h5's default.
+    #[default]
     V18,
     /// HDF5 1.10 formats: superblock 3 and layout version 4 with the new chunk indexes (single
     /// chunk, implicit, fixed array, extensible array, v2 B-tree).
