@@ -440,3 +440,161 @@ fn attributes_compact_and_dense_for_every_bound() {
         }
     }
 }
+
+/// Datasets of every writable layout for every bound: chunked with filters (pipeline message
+/// version per bound), fill values (fill value message version per bound), unlimited
+/// dimensions grown by resize (dataspace version per bound), a scalar, string attributes;
+/// then a tiny metadata cache that evicts entries while writing.
+#[test]
+fn datasets_for_every_bound() {
+    let c: Vec<i32> = (0..3000).map(|i| i * 7 - 1000).collect();
+    for bounds in BOUNDS {
+        for tiny in [false, true] {
+            let (_d, path) = tmp("data.h5");
+            {
+                let mut access = h5::FileAccess::default();
+                if tiny {
+                    let cfg = h5::MetadataCacheConfig {
+                        set_initial_size: true,
+                        initial_size: 16 * 1024,
+                        min_size: 16 * 1024,
+                        max_size: 16 * 1024,
+                        incr_mode: h5_metacache::IncrMode::Off,
+                        decr_mode: h5_metacache::DecrMode::Off,
+                        flash_incr_mode: h5_metacache::FlashIncrMode::Off,
+                        ..Default::default()
+                    };
+                    access = access.metadata_cache(cfg);
+                }
+                let options = CreateOptions {
+                    bounds,
+                    ..CreateOptions::default()
+                };
+                let f = h5::File::create_with(&path, &access, &options).unwrap();
+                let root = f.root().unwrap();
+                let cd = root
+                    .new_dataset::<i32>()
+                    .shape([100, 30])
+                    .chunk([16, 8])
+                    .shuffle()
+                    .deflate(4)
+                    .create("c")
+                    .unwrap();
+                cd.write(&c).unwrap();
+                root.new_dataset::<f64>()
+                    .shape([10])
+                    .chunk([3])
+                    .fletcher32()
+                    .fill_value(-1.0)
+                    .create("fill")
+                    .unwrap();
+                let mut grow = root
+                    .new_dataset::<u16>()
+                    .shape([2])
+                    .max_shape([None])
+                    .chunk([4])
+                    .create("grow")
+                    .unwrap();
+                grow.write(&[1u16, 2]).unwrap();
+                grow.resize([5]).unwrap();
+                let s = root.new_dataset::<i8>().create("scalar").unwrap();
+                s.write(&[-5i8]).unwrap();
+                s.write_attr_str("unit", "m/s").unwrap();
+                for i in 0..20 {
+                    let g = f.create_group(&format!("many/g{i}")).unwrap();
+                    g.write_attr_scalar::<u32>("i", i).unwrap();
+                }
+                f.close().unwrap();
+            }
+            let exp = Expectations::new()
+                .superblock_version(sb_version(bounds))
+                .dataset(
+                    "/c",
+                    DatasetExpect::new("<i4", &[100, 30])
+                        .chunks(&[16, 8])
+                        .gzip(4)
+                        .shuffle(true)
+                        .digest(digest_le(&c)),
+                )
+                .dataset(
+                    "/fill",
+                    DatasetExpect::new("<f8", &[10])
+                        .chunks(&[3])
+                        .fletcher32(true)
+                        .fillvalue(json!(-1.0))
+                        .digest(digest_le(&[-1.0f64; 10])),
+                )
+                .dataset(
+                    "/grow",
+                    DatasetExpect::new("<u2", &[5])
+                        .maxshape(&[None])
+                        .digest(digest_le(&[1u16, 2, 0, 0, 0])),
+                )
+                .dataset("/scalar", DatasetExpect::new("|i1", &[]).values(json!(-5)))
+                .attr(
+                    "/scalar",
+                    "unit",
+                    AttrExpect::new("|S3/utf-8", json!("m/s")),
+                )
+                .attr("/many/g19", "i", AttrExpect::new("<u4", json!(19)))
+                .group_storage("/many", storage(bounds, 20));
+            check(&path, bounds, &exp);
+            let f = h5::File::open(&path).unwrap();
+            let got: Vec<i32> = f
+                .dataset("c")
+                .unwrap()
+                .read::<i32>()
+                .unwrap()
+                .into_iter()
+                .collect();
+            assert_eq!(got, c);
+        }
+    }
+}
+
+/// Several flushes: a group and an object's attributes pass from compact to dense between
+/// flushes and grow again; a copy of the file after each flush reads back in h5py.
+#[test]
+fn layouts_change_between_flushes() {
+    let (dir, path) = tmp("flushes.h5");
+    let f = create(&path, FormatBounds::V18);
+    let g = f.create_group("g").unwrap();
+    let mut expected: Vec<String> = Vec::new();
+    for (step, (links, attrs)) in [(5usize, 3usize), (12, 10), (150, 40)]
+        .into_iter()
+        .enumerate()
+    {
+        while expected.len() < links {
+            let name = format!("n{:04}", expected.len());
+            g.create_group(&name).unwrap();
+            expected.push(name);
+        }
+        for i in 0..attrs {
+            g.write_attr_scalar::<u64>(&attr_name(i), (step * 1000 + i) as u64)
+                .unwrap();
+        }
+        f.flush().unwrap();
+        let copy = dir.path().join(format!("copy{step}.h5"));
+        std::fs::copy(&path, &copy).unwrap();
+        let names: Vec<&str> = expected.iter().map(String::as_str).collect();
+        let anames: Vec<String> = (0..attrs).map(attr_name).collect();
+        let anames: Vec<&str> = anames.iter().map(String::as_str).collect();
+        let exp = Expectations::new()
+            .group("/g", &names)
+            .group_storage("/g", if links > 8 { "dense" } else { "compact" })
+            .attr_names("/g", &anames)
+            .attr_storage("/g", if attrs > 8 { "dense" } else { "compact" })
+            .attr(
+                "/g",
+                &attr_name(attrs - 1),
+                AttrExpect::new("<u8", json!(step * 1000 + attrs - 1)),
+            );
+        check(&copy, FormatBounds::V18, &exp);
+        let reopened = h5::File::open(&copy).unwrap();
+        assert_eq!(
+            reopened.group("g").unwrap().member_names().unwrap(),
+            expected
+        );
+    }
+    f.close().unwrap();
+}
