@@ -73,7 +73,7 @@ fn names(n: usize) -> Vec<String> {
 
 /// The last member that is a dataset in a group of `n > 1` members (odd indexes).
 fn last_dataset(n: usize) -> usize {
-    if n % 2 == 0 { n - 1 } else { n - 2 }
+    if n.is_multiple_of(2) { n - 1 } else { n - 2 }
 }
 
 const LINK_COUNTS: [usize; 6] = [0, 1, 8, 9, 100, 2000];
@@ -597,4 +597,76 @@ fn layouts_change_between_flushes() {
         );
     }
     f.close().unwrap();
+}
+
+/// libhdf5 accepts the structures as its own: h5py opens the files read-write, adds links and
+/// attributes to compact and dense groups (splitting our B-tree nodes, growing our heaps),
+/// deletes some (merging nodes, dense back to compact), and everything reads back in h5py and
+/// in h5.
+#[test]
+fn libhdf5_modifies_what_h5_wrote() {
+    for bounds in [FormatBounds::V18, FormatBounds::V110, FormatBounds::LATEST] {
+        let (_d, path) = tmp("modify.h5");
+        {
+            let f = create(&path, bounds);
+            for n in [3usize, 9, 300] {
+                let g = f.create_group(&format!("g{n}")).unwrap();
+                for name in names(n) {
+                    g.create_group(&name).unwrap();
+                }
+                for i in 0..n.min(60) {
+                    g.write_attr_scalar::<i32>(&attr_name(i), i as i32).unwrap();
+                }
+            }
+            let t = f
+                .create_group_with("tracked", &GroupOptions::tracked())
+                .unwrap();
+            for i in 0..20 {
+                t.create_group(&format!("t{}", 19 - i)).unwrap();
+            }
+            f.close().unwrap();
+        }
+        let out = h5_testkit::verify::run_python(
+            r#"
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    for n in (3, 9, 300):
+        g = f[f"g{n}"]
+        for i in range(n, n + 40):
+            g.create_group(f"m{i:05}")
+        for i in range(0, n, 2):
+            del g[f"m{i:05}"]
+        for i in range(100, 120):
+            g.attrs[f"x{i}"] = i
+        for i in range(0, min(n, 60), 3):
+            del g.attrs[f"attr{i:03}"]
+    t = f["tracked"]
+    t.create_group("zz_last")
+with h5py.File(sys.argv[1], "r") as f:
+    for n in (3, 9, 300):
+        g = f[f"g{n}"]
+        want = sorted([f"m{i:05}" for i in range(n + 40) if not (i < n and i % 2 == 0)])
+        assert sorted(g.keys()) == want, (n, len(g.keys()), len(want))
+        attrs = sorted([f"attr{i:03}" for i in range(min(n, 60)) if i % 3 != 0] + [f"x{i}" for i in range(100, 120)])
+        assert sorted(g.attrs.keys()) == attrs, (n, sorted(g.attrs.keys()))
+        for i in range(1, min(n, 60), 3):
+            assert g.attrs[f"attr{i:03}"] == i
+    t = f["tracked"]
+    assert list(t.keys()) == [f"t{19 - i}" for i in range(20)] + ["zz_last"], list(t.keys())
+print("ok")
+"#,
+            &[path.as_os_str()],
+        );
+        assert_eq!(out.trim(), "ok", "{bounds:?}");
+        let f = h5::File::open(&path).unwrap();
+        for n in [3usize, 9, 300] {
+            let g = f.group(&format!("g{n}")).unwrap();
+            let mut want: Vec<String> = (0..n + 40)
+                .filter(|i| !(*i < n && i % 2 == 0))
+                .map(|i| format!("m{i:05}"))
+                .collect();
+            want.sort();
+            assert_eq!(g.member_names().unwrap(), want, "{bounds:?} g{n}");
+        }
+    }
 }
