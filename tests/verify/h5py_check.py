@@ -47,7 +47,8 @@ Expectation format (JSON object; every key optional; paths absolute):
      "spot": [[[i, j, ...], VALUE]...]  single elements ([] indexes a scalar)
   "objects": {path: O}           object header facts libhdf5 reports (H5Oget_native_info, through
                                  ctypes): O = {"header_version": 1 | 2,
-                                 "attr_storage": "compact" | "dense"}, each key optional
+                                 "attr_storage": "compact" | "dense",
+                                 "refcount": int (hard links to the object)}, each key optional
   "attrs": {path: {name: A}}     attributes of any object; A = {"dtype": DTYPE, "shape": [n...],
                                  "value": VALUE}, each key optional
 
@@ -368,7 +369,7 @@ def hdf5_lib():
 def check_object(f, path, o, out):
     import ctypes
 
-    keys_known(o, ["header_version", "attr_storage"], f"objects[{path}]")
+    keys_known(o, ["header_version", "attr_storage", "refcount"], f"objects[{path}]")
     obj = f.get(path)
     if obj is None:
         out.append(f"{path}: missing")
@@ -394,6 +395,8 @@ def check_object(f, path, o, out):
     if "attr_storage" in o:
         got = "dense" if info.attr.heap_size > 0 else "compact"
         check_eq(out, path, "attribute storage", got, o["attr_storage"])
+    if "refcount" in o:
+        check_eq(out, path, "reference count", h5py.h5o.get_info(obj.id).rc, o["refcount"])
 
 
 def group_storage_type(grp):

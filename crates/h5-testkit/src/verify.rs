@@ -606,6 +606,15 @@ impl Expectations {
         self
     }
 
+    /// Expects the object at `path` to count `count` hard links to it.
+    pub fn refcount(mut self, path: &str, count: u32) -> Self {
+        self.objects
+            .entry(path.to_owned())
+            .or_default()
+            .insert("refcount".into(), json!(count));
+        self
+    }
+
     /// Expects the link named by `path` to be stored as `link`.
     pub fn link(mut self, path: &str, link: LinkExpect) -> Self {
         self.links.insert(path.to_owned(), link);

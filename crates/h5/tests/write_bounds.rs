@@ -232,6 +232,8 @@ fn nested_paths_and_links_for_every_bound() {
             .group("/a/b/d", &[])
             .soft_link("/soft", "/a/b/c/v")
             .hard_link("/hard")
+            .refcount("/hard", 2)
+            .refcount("/a/b/d", 1)
             .dataset(
                 "/soft",
                 DatasetExpect::new("<f8", &[2]).digest(digest_le(&[1.0f64, 2.0])),

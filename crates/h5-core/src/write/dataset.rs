@@ -21,7 +21,8 @@ use crate::file::FileShared;
 use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::chunks::{BtreeChunkIndex, CHUNK_BTREE_K, ChunkedWriteLayout, ContiguousLayout};
-use crate::write::{attrs, ohdr};
+use crate::write::symtab::Target;
+use crate::write::{attrs, check_name, ohdr};
 
 /// How a new dataset stores its data.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,7 +242,15 @@ impl FileShared {
         if let Some(l) = created_chunked {
             self.state()?.chunked.insert(addr, l);
         }
-        self.link_hard(parent, name, addr)?;
+        check_name(name)?;
+        self.insert_link(
+            parent,
+            name,
+            Target::Hard {
+                addr,
+                scratch: h5_format::symbol_node::ScratchPad::None,
+            },
+        )?;
         Ok(addr)
     }
 

@@ -298,14 +298,22 @@ mod tests {
                 })
                 .collect();
             let mut placed = Vec::new();
-            let addr =
-                build_btree2(&file, Btree2Type::LinkCreationOrder, records.clone(), &mut placed)
-                    .unwrap();
+            let addr = build_btree2(
+                &file,
+                Btree2Type::LinkCreationOrder,
+                records.clone(),
+                &mut placed,
+            )
+            .unwrap();
             file.flush().unwrap();
             drop(file);
             let file = FileShared::open(storage, &CacheSettings::default(), None).unwrap();
             let ctx = RecordContext::new(file.sizes);
-            assert_eq!(walk::btree2_records(&file, addr, ctx).unwrap(), records, "{n}");
+            assert_eq!(
+                walk::btree2_records(&file, addr, ctx).unwrap(),
+                records,
+                "{n}"
+            );
             for probe in [0, n / 2, n - 1] {
                 let want = probe * 3;
                 let cmp = move |r: &Record| match r {

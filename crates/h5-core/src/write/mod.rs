@@ -432,7 +432,8 @@ impl FileShared {
         Ok(())
     }
 
-    /// Adds a hard link `name` → the object at `target` to the group at `parent`.
+    /// Adds a hard link `name` → the existing object at `target` to the group at `parent`,
+    /// counting one more link in the object's header.
     pub fn link_hard(&self, parent: u64, name: &str, target: u64) -> Result<()> {
         check_name(name)?;
         self.insert_link(
@@ -442,7 +443,8 @@ impl FileShared {
                 addr: target,
                 scratch: ScratchPad::None,
             },
-        )
+        )?;
+        ohdr::add_reference(self, target)
     }
 
     /// Adds a soft link `name` → `path` to the group at `parent`.

@@ -288,3 +288,76 @@ fn lay_out(
         messages: first,
     }))
 }
+
+/// Counts one more hard link to the object whose header is at relative `addr`: in the prefix
+/// of a version 1 header, in a reference count message of a version 2 header (absent: 1).
+pub(crate) fn add_reference(file: &FileShared, addr: u64) -> Result<()> {
+    let abs = file.abs(addr)?;
+    {
+        let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
+        let h = meta
+            .protect(
+                MetadataKind::ObjectHeader.id(),
+                abs,
+                &first_chunk_load(addr),
+                ProtectFlags::NONE,
+            )
+            .map_err(cache_error)?;
+        let img = meta
+            .icr(&h)
+            .ok()
+            .and_then(|d| d.value.downcast_ref::<FirstChunkImage>().cloned());
+        match img {
+            Some(mut img) if img.prefix.version == 1 => {
+                let rc = img.prefix.reference_count.unwrap_or(1);
+                img.prefix.reference_count = Some(rc.checked_add(1).ok_or_else(|| {
+                    Error::Unsupported(format!("more than {rc} links to one object"))
+                })?);
+                match meta.icr_mut(&h) {
+                    Ok(icr) => *icr = first_chunk_entry(img),
+                    Err(e) => {
+                        let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                        return Err(e.into());
+                    }
+                }
+                meta.unprotect(h, UnprotectFlags::DIRTIED)
+                    .map_err(|e| Error::Cache(e.error))?;
+                return Ok(());
+            }
+            Some(_) => {
+                meta.unprotect(h, UnprotectFlags::NONE)
+                    .map_err(|e| Error::Cache(e.error))?;
+            }
+            None => {
+                let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                return Err(Error::Unsupported(
+                    "object header cached as another type".into(),
+                ));
+            }
+        }
+    }
+    update(file, addr, |msgs| {
+        let mut count = 1u32;
+        msgs.retain(|m| {
+            if m.kind == kind::REFERENCE_COUNT {
+                if let Ok(rc) = h5_format::message::ReferenceCount::decode(
+                    &mut h5_format::reader::Reader::new(&m.body, "reference count message", addr),
+                ) {
+                    count = rc.count;
+                }
+                false
+            } else {
+                true
+            }
+        });
+        let count = count
+            .checked_add(1)
+            .ok_or_else(|| Error::Unsupported(format!("more than {count} links to one object")))?;
+        msgs.push(message(
+            kind::REFERENCE_COUNT,
+            0,
+            h5_format::message::ReferenceCount { count }.encode(),
+        ));
+        Ok(())
+    })
+}
