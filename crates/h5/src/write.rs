@@ -106,6 +106,12 @@ impl Group {
             .link_external(self.address(), name, file, path)
     }
 
+    /// Removes the link `name` (a new-style group created by this handle's file). The object
+    /// a hard link named stays in the file; once no link names it, it is unreachable.
+    pub fn unlink(&self, name: &str) -> Result<()> {
+        self.file_shared().unlink(self.address(), name)
+    }
+
     /// Whether this group, created by this handle's file, stores its links densely (fractal
     /// heap and v2 B-tree) as of the next flush; `None` for an old-style group or one read
     /// from the file.

@@ -672,3 +672,57 @@ print("ok")
         }
     }
 }
+
+/// Removing links: a dense group goes back to compact below 6 links (libhdf5's default
+/// minimum), a tracked group keeps the creation order of the links left, a doubly linked
+/// dataset counts one link again, and the earliest format refuses (not built yet).
+#[test]
+fn unlinking_goes_back_to_compact() {
+    let (_d, path) = tmp("unlink.h5");
+    {
+        let f = create(&path, FormatBounds::V18);
+        let g = f.create_group("g").unwrap();
+        let t = f.create_group_with("t", &GroupOptions::tracked()).unwrap();
+        for i in 0..20 {
+            g.create_group(&format!("n{i:02}")).unwrap();
+            t.create_group(&format!("n{:02}", 19 - i)).unwrap();
+        }
+        let ds = g.new_dataset::<u8>().create_with_data("ds", &[9]).unwrap();
+        f.root().unwrap().link_hard("again", &ds).unwrap();
+        f.flush().unwrap();
+        for i in 0..17 {
+            g.unlink(&format!("n{i:02}")).unwrap();
+            if i % 2 == 0 {
+                t.unlink(&format!("n{i:02}")).unwrap();
+            }
+        }
+        assert_eq!(g.is_dense(), Some(false));
+        assert_eq!(t.is_dense(), Some(true));
+        g.unlink("ds").unwrap();
+        assert!(matches!(g.unlink("ds"), Err(h5::Error::NotFound(_))));
+        f.close().unwrap();
+    }
+    let t_left: Vec<String> = (0..20)
+        .map(|i| 19 - i)
+        .filter(|i| !(*i < 17 && i % 2 == 0))
+        .map(|i| format!("n{i:02}"))
+        .collect();
+    let t_left: Vec<&str> = t_left.iter().map(String::as_str).collect();
+    let exp = Expectations::new()
+        .group("/g", &["n17", "n18", "n19"])
+        .group_storage("/g", "compact")
+        .group("/t", &t_left)
+        .group_ordered("/t", &t_left)
+        .group_storage("/t", "dense")
+        .refcount("/again", 1)
+        .dataset("/again", DatasetExpect::new("|u1", &[1]).values(json!([9])));
+    check(&path, FormatBounds::V18, &exp);
+
+    let (_d, path) = tmp("unlink0.h5");
+    let f = create(&path, FormatBounds::Earliest);
+    f.create_group("x").unwrap();
+    assert!(matches!(
+        f.root().unwrap().unlink("x"),
+        Err(h5::Error::Unsupported(_))
+    ));
+}

@@ -3,8 +3,8 @@
 //! header (compact) or as a fractal heap of link messages indexed by v2 B-trees (dense), the
 //! group's link info message pointing at them.
 //!
-//! Invariants: a table is compact while it holds at most `max_compact` links and dense once it
-//! held more (libhdf5's phase change; without link removal it never goes back); creation
+//! Invariants: a table turns dense when it holds more than `max_compact` links and back to
+//! compact when removals leave fewer than `min_dense` (libhdf5's phase change); creation
 //! orders are handed out increasing from 0 and never reused; every dense structure of the
 //! previous layout is freed before the next one is placed.
 
@@ -141,6 +141,17 @@ impl LinkTable {
             self.dense = true;
         }
         self.dirty = true;
+    }
+
+    /// Removes the link `name`; a dense group with fewer than `min_dense` links left goes
+    /// back to compact storage (libhdf5's phase change).
+    pub(crate) fn remove(&mut self, name: &str) -> Option<Link> {
+        let link = self.links.remove(name.as_bytes())?;
+        if self.dense && self.links.len() < usize::from(self.options.min_dense) {
+            self.dense = false;
+        }
+        self.dirty = true;
+        Some(link)
     }
 
     /// Whether the links are (or will be at the next flush) stored densely.

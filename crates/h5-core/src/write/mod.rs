@@ -456,6 +456,27 @@ impl FileShared {
         self.insert_link(parent, name, Target::Soft(path.as_bytes().to_vec()))
     }
 
+    /// Removes the link `name` from the group at `parent` (a new-style group created here).
+    /// A hard link's object counts one link less; an object losing its last link stays in the
+    /// file, unreachable (its space is not reclaimed yet). Old-style groups: not yet.
+    pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
+        let removed = {
+            let mut w = self.state()?;
+            let Some(t) = w.link_tables.get_mut(&parent) else {
+                return Err(Error::Unsupported(format!(
+                    "removing links from group {parent:#x}: only new-style groups created here \
+                     so far"
+                )));
+            };
+            t.remove(name)
+                .ok_or_else(|| Error::NotFound(name.to_owned()))?
+        };
+        if let h5_format::message::link::LinkTarget::Hard(addr) = removed.target {
+            ohdr::drop_reference(self, addr)?;
+        }
+        Ok(())
+    }
+
     fn insert_link(&self, parent: u64, name: &str, target: Target) -> Result<()> {
         let mut w = self.state()?;
         if let Some(t) = w.link_tables.get_mut(&parent) {

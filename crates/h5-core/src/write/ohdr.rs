@@ -292,6 +292,23 @@ fn lay_out(
 /// Counts one more hard link to the object whose header is at relative `addr`: in the prefix
 /// of a version 1 header, in a reference count message of a version 2 header (absent: 1).
 pub(crate) fn add_reference(file: &FileShared, addr: u64) -> Result<()> {
+    change_reference(file, addr, 1)
+}
+
+/// Counts one hard link less to the object at `addr`, never below 1: an object whose last
+/// link goes is left in place, unreachable (its space is not reclaimed).
+pub(crate) fn drop_reference(file: &FileShared, addr: u64) -> Result<()> {
+    change_reference(file, addr, -1)
+}
+
+fn changed(count: u32, delta: i32, addr: u64) -> Result<u32> {
+    count
+        .checked_add_signed(delta)
+        .map(|c| c.max(1))
+        .ok_or_else(|| Error::Unsupported(format!("reference count {count} of object {addr:#x}")))
+}
+
+fn change_reference(file: &FileShared, addr: u64, delta: i32) -> Result<()> {
     let abs = file.abs(addr)?;
     {
         let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
@@ -310,9 +327,13 @@ pub(crate) fn add_reference(file: &FileShared, addr: u64) -> Result<()> {
         match img {
             Some(mut img) if img.prefix.version == 1 => {
                 let rc = img.prefix.reference_count.unwrap_or(1);
-                img.prefix.reference_count = Some(rc.checked_add(1).ok_or_else(|| {
-                    Error::Unsupported(format!("more than {rc} links to one object"))
-                })?);
+                img.prefix.reference_count = Some(match changed(rc, delta, addr) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                        return Err(e);
+                    }
+                });
                 match meta.icr_mut(&h) {
                     Ok(icr) => *icr = first_chunk_entry(img),
                     Err(e) => {
@@ -350,14 +371,14 @@ pub(crate) fn add_reference(file: &FileShared, addr: u64) -> Result<()> {
                 true
             }
         });
-        let count = count
-            .checked_add(1)
-            .ok_or_else(|| Error::Unsupported(format!("more than {count} links to one object")))?;
-        msgs.push(message(
-            kind::REFERENCE_COUNT,
-            0,
-            h5_format::message::ReferenceCount { count }.encode(),
-        ));
+        let count = changed(count, delta, addr)?;
+        if count > 1 {
+            msgs.push(message(
+                kind::REFERENCE_COUNT,
+                0,
+                h5_format::message::ReferenceCount { count }.encode(),
+            ));
+        }
         Ok(())
     })
 }
