@@ -418,6 +418,13 @@ fn attributes_compact_and_dense_for_every_bound() {
                 .attr("/big", "small", AttrExpect::new("|u1", json!(3)));
         }
         check(&path, bounds, &exp);
+        if bounds != FormatBounds::Earliest && bounds < FormatBounds::V112 {
+            // h5dump prints attribute values read from dense storage, the huge one included.
+            let out = h5dump(&["-a", "/big/huge"], &path).unwrap();
+            assert!(out.contains("3199.75"), "{out}");
+            let out = h5dump(&["-a", "/d50/attr049"], &path).unwrap();
+            assert!(out.contains("\"replaced\""), "{out}");
+        }
         let f = h5::File::open(&path).unwrap();
         for n in counts {
             let g = f.group(&format!("g{n}")).unwrap();
