@@ -22,6 +22,8 @@ Expectation format (JSON object; every key optional; paths absolute):
                                  "storage": "symbol_table" | "compact" | "dense" how libhdf5
                                  reports the links are stored (H5Gget_info)
   "attr_names": {path: [names]}  exact attribute names of any object (any order)
+  "attr_order": {path: [names]}  the attribute names in h5py's iteration order (creation order
+                                 when the object tracks it)
   "links": {path: L}             how the link named PATH is stored in its parent:
                                  {"kind": "hard"} | {"kind": "soft", "target": "/p"}
                                  | {"kind": "external", "file": "f.h5", "path": "/p"}
@@ -555,7 +557,7 @@ def guarded(fn, f, path, exp, out, vc):
 
 def check(path, exp):
     top = ["superblock_version", "userblock_size", "groups", "links", "datasets", "attr_names", "attrs",
-           "objects"]
+           "objects", "attr_order"]
     keys_known(exp, top, "top level")
     out = []
     if "superblock_version" in exp:
@@ -578,6 +580,12 @@ def check(path, exp):
                 out.append(f"{p}: missing (expected attributes {sorted(names)})")
             else:
                 check_eq(out, p, "attribute names", sorted(obj.attrs.keys()), sorted(names))
+        for p, names in exp.get("attr_order", {}).items():
+            obj = f.get(p)
+            if obj is None:
+                out.append(f"{p}: missing (expected attributes {names})")
+            else:
+                check_eq(out, p, "attribute order", list(obj.attrs.keys()), names)
         for p, a in exp.get("attrs", {}).items():
             guarded(check_attrs, f, p, a, out, vc)
     return out

@@ -535,6 +535,7 @@ pub struct Expectations {
     links: BTreeMap<String, LinkExpect>,
     datasets: BTreeMap<String, DatasetExpect>,
     attr_names: BTreeMap<String, Vec<String>>,
+    attr_order: BTreeMap<String, Vec<String>>,
     attrs: BTreeMap<String, BTreeMap<String, AttrExpect>>,
 }
 
@@ -603,6 +604,14 @@ impl Expectations {
             .entry(path.to_owned())
             .or_default()
             .insert("attr_storage".into(), json!(storage));
+        self
+    }
+
+    /// Expects h5py to list the attributes of the object at `path` in exactly this order
+    /// (creation order when the object tracks it, else name order).
+    pub fn attr_order(mut self, path: &str, names: &[&str]) -> Self {
+        let names = names.iter().map(|s| (*s).to_owned()).collect();
+        self.attr_order.insert(path.to_owned(), names);
         self
     }
 
@@ -727,6 +736,9 @@ impl Expectations {
                 .map(|(p, d)| (p.clone(), d.to_json()))
                 .collect();
             m.insert("datasets".into(), Value::Object(ds));
+        }
+        if !self.attr_order.is_empty() {
+            m.insert("attr_order".into(), json!(self.attr_order));
         }
         if !self.attr_names.is_empty() {
             m.insert("attr_names".into(), json!(self.attr_names));

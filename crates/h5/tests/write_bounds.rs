@@ -733,3 +733,41 @@ fn unlinking_goes_back_to_compact() {
         Err(h5::Error::Unsupported(_))
     ));
 }
+
+/// A group tracking attribute creation order (h5py's `track_order=True`) lists its attributes
+/// in creation order in h5py, compact (5) and dense (20, with the creation-order index); a
+/// replaced attribute keeps its place.
+#[test]
+fn attribute_creation_order_is_tracked() {
+    for bounds in [FormatBounds::V18, FormatBounds::LATEST] {
+        let (_d, path) = tmp("attr_order.h5");
+        let order =
+            |n: usize| -> Vec<String> { (0..n).map(|i| format!("a{:02}", (i * 7) % n)).collect() };
+        {
+            let f = create(&path, bounds);
+            for n in [5usize, 20] {
+                let g = f
+                    .create_group_with(&format!("t{n}"), &GroupOptions::tracked())
+                    .unwrap();
+                for (i, name) in order(n).iter().enumerate() {
+                    g.write_attr_scalar::<i32>(name, i as i32).unwrap();
+                }
+                // Replaced before and after the phase change: the order stays.
+                g.write_attr_scalar::<i32>(&order(n)[1], -1).unwrap();
+            }
+            f.close().unwrap();
+        }
+        let mut exp = Expectations::new();
+        for n in [5usize, 20] {
+            let o = order(n);
+            let o: Vec<&str> = o.iter().map(String::as_str).collect();
+            let p = format!("/t{n}");
+            exp = exp
+                .attr_order(&p, &o)
+                .attr_storage(&p, if n > 8 { "dense" } else { "compact" })
+                .attr(&p, o[1], AttrExpect::new("<i4", json!(-1)))
+                .attr(&p, o[n - 1], AttrExpect::new("<i4", json!(n - 1)));
+        }
+        check(&path, bounds, &exp);
+    }
+}

@@ -26,26 +26,49 @@ pub(crate) const MAX_COMPACT: usize = 8;
 /// The largest message body a header message holds (its size field is 16 bits).
 pub(crate) const MAX_MESSAGE: usize = 65_535;
 
-/// The attribute info message of an object without creation-order tracking whose attributes
-/// are (or are about to be) dense; addresses undefined until laid out.
-pub(crate) fn empty_info() -> AttributeInfo {
+/// The attribute info message of an object whose attributes are dense, or which tracks their
+/// creation order; addresses undefined until laid out.
+pub(crate) fn empty_info(tracked: bool, indexed: bool) -> AttributeInfo {
     AttributeInfo {
-        creation_order_tracked: false,
-        creation_order_indexed: false,
-        max_creation_index: None,
+        creation_order_tracked: tracked,
+        creation_order_indexed: tracked && indexed,
+        max_creation_index: tracked.then_some(0),
         fractal_heap_address: UNDEFINED_ADDRESS,
         name_index_address: UNDEFINED_ADDRESS,
-        creation_order_index_address: None,
+        creation_order_index_address: (tracked && indexed).then_some(UNDEFINED_ADDRESS),
     }
 }
 
+/// What a new version 2 header needs to track attribute creation order: its flags and the
+/// attribute info message libhdf5 puts there from the start (`None`: not tracked).
+pub(crate) fn header_parts(
+    file: &FileShared,
+    tracked: bool,
+    indexed: bool,
+) -> (u8, Option<crate::object::StoredMessage>) {
+    use h5_format::object_header::header_flags;
+    if !tracked {
+        return (0, None);
+    }
+    let mut flags = header_flags::ATTR_CREATION_ORDER_TRACKED;
+    if indexed {
+        flags |= header_flags::ATTR_CREATION_ORDER_INDEXED;
+    }
+    let body = empty_info(tracked, indexed).encode(file.sizes);
+    (flags, Some(ohdr::message(kind::ATTRIBUTE_INFO, 0, body)))
+}
+
 /// The dense attributes of one object.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct AttrTable {
-    /// Encoded attribute messages by name, with the order they were first written in.
-    pub(crate) by_name: BTreeMap<String, (u64, Vec<u8>)>,
+    /// Encoded attribute messages by name, with their creation order.
+    pub(crate) by_name: BTreeMap<String, (u16, Vec<u8>)>,
+    /// Creation order tracked (recorded in the index records and the info message).
+    tracked: bool,
+    /// Creation order indexed (a type-9 B-tree).
+    indexed: bool,
     /// The next creation order.
-    next: u64,
+    next: u16,
     /// Structures of the last layout.
     placed: Vec<Placed>,
     /// Changed since the last layout.
@@ -53,18 +76,40 @@ pub(crate) struct AttrTable {
 }
 
 impl AttrTable {
+    /// An empty table continuing the creation order of `info`.
+    pub(crate) fn new(info: &AttributeInfo) -> Self {
+        AttrTable {
+            by_name: BTreeMap::new(),
+            tracked: info.creation_order_tracked,
+            indexed: info.creation_order_indexed,
+            next: info.max_creation_index.unwrap_or(0),
+            placed: Vec::new(),
+            dirty: true,
+        }
+    }
+
+    /// Adds the attribute `name` as it was in the object header, with its creation order.
+    pub(crate) fn restore(&mut self, name: &str, order: u16, body: Vec<u8>) {
+        self.by_name.insert(name.to_owned(), (order, body));
+        self.dirty = true;
+    }
+
     /// Adds or replaces the attribute `name` (its encoded message `body`); a replaced
-    /// attribute keeps its place in creation order.
-    pub(crate) fn put(&mut self, name: &str, body: Vec<u8>) {
+    /// attribute keeps its creation order.
+    pub(crate) fn put(&mut self, name: &str, body: Vec<u8>) -> Result<()> {
         let order = match self.by_name.get(name) {
             Some((o, _)) => *o,
             None => {
-                self.next += 1;
-                self.next - 1
+                let o = self.next;
+                self.next = self.next.checked_add(1).ok_or_else(|| {
+                    Error::Unsupported("more than 65535 attributes created on one object".into())
+                })?;
+                o
             }
         };
         self.by_name.insert(name.to_owned(), (order, body));
         self.dirty = true;
+        Ok(())
     }
 
     /// The encoded messages in name order.
@@ -72,12 +117,12 @@ impl AttrTable {
         self.by_name.values().map(|(_, b)| b.clone()).collect()
     }
 
-    /// Writes the heap and index and points the attribute info message of the header at
+    /// Writes the heap and indexes and points the attribute info message of the header at
     /// `addr` at them.
     pub(crate) fn lay_out(&mut self, file: &FileShared, addr: u64) -> Result<()> {
         free_placed(file, &mut self.placed)?;
         let mut placed = Vec::new();
-        let mut ordered: Vec<(&String, &(u64, Vec<u8>))> = self.by_name.iter().collect();
+        let mut ordered: Vec<(&String, &(u16, Vec<u8>))> = self.by_name.iter().collect();
         ordered.sort_by_key(|(_, (o, _))| *o);
         let refs: Vec<&[u8]> = ordered.iter().map(|(_, (_, b))| b.as_slice()).collect();
         let (heap, ids) = build_heap(
@@ -86,28 +131,47 @@ impl AttrTable {
             &refs,
             &mut placed,
         )?;
-        let mut records = Vec::with_capacity(ids.len());
-        for ((name, _), id) in ordered.iter().zip(ids) {
+        let mut by_name = Vec::with_capacity(ids.len());
+        let mut by_order = Vec::with_capacity(ids.len());
+        for ((name, (order, _)), id) in ordered.iter().zip(ids) {
             let heap_id: [u8; 8] = id.as_slice().try_into().map_err(|_| {
                 Error::Unsupported(format!("attribute heap ID of {} bytes", id.len()))
             })?;
-            records.push((
-                name_hash(name.as_bytes()),
+            let creation_order = if self.tracked { u32::from(*order) } else { 0 };
+            let hash = name_hash(name.as_bytes());
+            by_name.push((
+                hash,
                 name.as_str(),
                 Record::AttributeName {
                     heap_id,
                     flags: 0,
-                    creation_order: 0,
-                    hash: name_hash(name.as_bytes()),
+                    creation_order,
+                    hash,
                 },
             ));
+            by_order.push(Record::AttributeCreationOrder {
+                heap_id,
+                flags: 0,
+                creation_order,
+            });
         }
-        records.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        let records = records.into_iter().map(|(_, _, r)| r).collect();
-        let mut info = empty_info();
+        by_name.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let records = by_name.into_iter().map(|(_, _, r)| r).collect();
+        let mut info = empty_info(self.tracked, self.indexed);
         info.fractal_heap_address = heap;
         info.name_index_address =
             build_btree2(file, Btree2Type::AttributeName, records, &mut placed)?;
+        if self.tracked {
+            info.max_creation_index = Some(self.next);
+        }
+        if info.creation_order_indexed {
+            info.creation_order_index_address = Some(build_btree2(
+                file,
+                Btree2Type::AttributeCreationOrder,
+                by_order,
+                &mut placed,
+            )?);
+        }
         let body = info.encode(file.sizes);
         ohdr::update(file, addr, move |msgs| {
             msgs.retain(|m| m.kind != kind::ATTRIBUTE);

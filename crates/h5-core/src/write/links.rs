@@ -42,6 +42,12 @@ pub struct GroupOptions {
     pub max_compact: u16,
     /// Fewest links kept dense.
     pub min_dense: u16,
+    /// Track the creation order of the group's attributes (h5py's `track_order=True` sets
+    /// this and `attr_index_order`).
+    pub attr_track_order: bool,
+    /// Index attributes by creation order too (a v2 B-tree of type 9 when dense); needs
+    /// `attr_track_order`.
+    pub attr_index_order: bool,
 }
 
 impl Default for GroupOptions {
@@ -51,16 +57,21 @@ impl Default for GroupOptions {
             index_order: false,
             max_compact: DEFAULT_MAX_COMPACT,
             min_dense: DEFAULT_MIN_DENSE,
+            attr_track_order: false,
+            attr_index_order: false,
         }
     }
 }
 
 impl GroupOptions {
-    /// Creation order tracked and indexed (h5py's `track_order=True`).
+    /// Creation order of links and attributes tracked and indexed (h5py's
+    /// `track_order=True`).
     pub fn tracked() -> Self {
         GroupOptions {
             track_order: true,
             index_order: true,
+            attr_track_order: true,
+            attr_index_order: true,
             ..Self::default()
         }
     }

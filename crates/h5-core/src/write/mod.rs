@@ -626,7 +626,12 @@ fn create_group_object(
                 options.min_dense, options.max_compact
             )));
         }
-        let messages = vec![
+        if options.attr_index_order && !options.attr_track_order {
+            return Err(Error::Invalid(
+                "indexing attribute creation order needs tracking it".into(),
+            ));
+        }
+        let mut messages = vec![
             ohdr::message(kind::LINK_INFO, 0, options.link_info().encode(sizes)),
             ohdr::message(
                 kind::GROUP_INFO,
@@ -634,7 +639,10 @@ fn create_group_object(
                 options.group_info().encode(),
             ),
         ];
-        let addr = ohdr::create(file, bounds.object_header_version(), messages)?;
+        let (flags, ainfo) =
+            attrs::header_parts(file, options.attr_track_order, options.attr_index_order);
+        messages.extend(ainfo);
+        let addr = ohdr::create_with_flags(file, bounds.object_header_version(), flags, messages)?;
         file.state()?
             .link_tables
             .insert(addr, links::LinkTable::new(*options));
