@@ -234,7 +234,6 @@ fn nested_paths_and_links_for_every_bound() {
         let mut exp = Expectations::new()
             .group("/a", &["b"])
             .group("/a/b", &["c", "d"])
-
             .soft_link("/soft", "/a/b/c/v")
             .hard_link("/hard")
             .refcount("/hard", 2)
@@ -250,9 +249,11 @@ fn nested_paths_and_links_for_every_bound() {
         if bounds == FormatBounds::Earliest {
             exp = exp.group("/a/b/d", &[]);
         } else {
-            exp = exp
-                .group("/a/b/d", &["größe"])
-                .attr("/a/b/d", "länge", AttrExpect::new("|u1", json!(1)));
+            exp = exp.group("/a/b/d", &["größe"]).attr(
+                "/a/b/d",
+                "länge",
+                AttrExpect::new("|u1", json!(1)),
+            );
         }
         if bounds != FormatBounds::Earliest {
             top.push("ext");

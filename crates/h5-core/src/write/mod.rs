@@ -539,48 +539,8 @@ impl FileShared {
             self.state()?.groups.insert(addr, g);
             r?;
         }
-        let mut tables: Vec<u64> = {
-            let w = self.state()?;
-            w.link_tables
-                .iter()
-                .filter(|(_, g)| g.dirty)
-                .map(|(a, _)| *a)
-                .collect()
-        };
-        tables.sort_unstable();
-        for addr in tables {
-            let mut g = {
-                let mut w = self.state()?;
-                match w.link_tables.remove(&addr) {
-                    Some(g) => g,
-                    None => continue,
-                }
-            };
-            let r = g.lay_out(self, addr);
-            self.state()?.link_tables.insert(addr, g);
-            r?;
-        }
-        let mut tables: Vec<u64> = {
-            let w = self.state()?;
-            w.attr_tables
-                .iter()
-                .filter(|(_, t)| t.dirty)
-                .map(|(a, _)| *a)
-                .collect()
-        };
-        tables.sort_unstable();
-        for addr in tables {
-            let mut t = {
-                let mut w = self.state()?;
-                match w.attr_tables.remove(&addr) {
-                    Some(t) => t,
-                    None => continue,
-                }
-            };
-            let r = t.lay_out(self, addr);
-            self.state()?.attr_tables.insert(addr, t);
-            r?;
-        }
+        self.lay_out_dirty(|w| &mut w.link_tables)?;
+        self.lay_out_dirty(|w| &mut w.attr_tables)?;
         {
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
             meta.mark_dirty(self.abs(0)?).map_err(cache_error)?;
@@ -594,6 +554,60 @@ impl FileShared {
             self.storage.set_len(eoa)?;
         }
         self.storage.sync()?;
+        Ok(())
+    }
+}
+
+/// A structure kept as a table while the file is open and laid out at flush.
+trait LaidOutAtFlush {
+    /// Changed since its last layout.
+    fn is_dirty(&self) -> bool;
+    /// Writes it for the object whose header is at `addr`.
+    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()>;
+}
+
+impl LaidOutAtFlush for links::LinkTable {
+    fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()> {
+        self.lay_out(file, addr)
+    }
+}
+
+impl LaidOutAtFlush for attrs::AttrTable {
+    fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()> {
+        self.lay_out(file, addr)
+    }
+}
+
+impl FileShared {
+    /// Lays out every dirty table of one kind, in address order, each outside the state lock
+    /// (laying out allocates and uses the cache).
+    fn lay_out_dirty<T: LaidOutAtFlush>(
+        &self,
+        pick: impl Fn(&mut WriteState) -> &mut HashMap<u64, T>,
+    ) -> Result<()> {
+        let mut dirty: Vec<u64> = {
+            let mut w = self.state()?;
+            pick(&mut w)
+                .iter()
+                .filter(|(_, t)| t.is_dirty())
+                .map(|(a, _)| *a)
+                .collect()
+        };
+        dirty.sort_unstable();
+        for addr in dirty {
+            let Some(mut t) = pick(&mut *self.state()?).remove(&addr) else {
+                continue;
+            };
+            let r = t.lay_out_for(self, addr);
+            pick(&mut *self.state()?).insert(addr, t);
+            r?;
+        }
         Ok(())
     }
 }
