@@ -784,3 +784,31 @@ fn attribute_creation_order_is_tracked() {
         check(&path, bounds, &exp);
     }
 }
+
+/// A link message longer than the dense-link heap's 4 KiB managed objects (a soft link to a
+/// long path) is stored as a huge object of the heap and still resolves by name.
+#[test]
+fn long_links_in_dense_groups_are_huge_heap_objects() {
+    let (_d, path) = tmp("long.h5");
+    let long = format!("/{}", "x".repeat(5000));
+    {
+        let f = create(&path, FormatBounds::V18);
+        let g = f.create_group("g").unwrap();
+        for i in 0..12 {
+            g.create_group(&format!("n{i:02}")).unwrap();
+        }
+        g.link_soft("long", &long).unwrap();
+        f.close().unwrap();
+    }
+    let mut names: Vec<String> = (0..12).map(|i| format!("n{i:02}")).collect();
+    names.push("long".into());
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let exp = Expectations::new()
+        .group("/g", &refs)
+        .group_storage("/g", "dense")
+        .soft_link("/g/long", &long);
+    check(&path, FormatBounds::V18, &exp);
+    let f = h5::File::open(&path).unwrap();
+    let links = f.group("g").unwrap().links().unwrap();
+    assert_eq!(links.len(), 13);
+}
