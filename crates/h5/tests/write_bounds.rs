@@ -295,8 +295,14 @@ fn creation_order_tracked_groups_list_in_creation_order() {
         let order =
             |n: usize| -> Vec<String> { (0..n).map(|i| format!("k{:03}", (i * 37) % n)).collect() };
         {
-            let f = create(&path, bounds);
-            for n in [5usize, 40] {
+            // The root group tracks creation order too (h5py's `File(track_order=True)`).
+            let options = CreateOptions {
+                bounds,
+                root_group: GroupOptions::tracked(),
+                ..CreateOptions::default()
+            };
+            let f = h5::File::create_with(&path, &h5::FileAccess::default(), &options).unwrap();
+            for n in [40usize, 5] {
                 let g = f
                     .create_group_with(&format!("t{n}"), &GroupOptions::tracked())
                     .unwrap();
@@ -306,7 +312,7 @@ fn creation_order_tracked_groups_list_in_creation_order() {
             }
             f.close().unwrap();
         }
-        let mut exp = Expectations::new();
+        let mut exp = Expectations::new().group_ordered("/", &["t40", "t5"]);
         for n in [5usize, 40] {
             let o = order(n);
             let o: Vec<&str> = o.iter().map(String::as_str).collect();

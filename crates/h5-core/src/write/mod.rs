@@ -37,7 +37,7 @@ use symtab::{GROUP_INTERNAL_K, GROUP_LEAF_K, GroupTable, Target};
 
 /// Which format versions new objects use (libhdf5's low library-version bound,
 /// `H5Pset_libver_bounds`). Ordered oldest to newest. The default is [`FormatBounds::V18`],
-/// HDF5 2.0's default low bound (HDF 1.x and h5py default to [`FormatBounds::Earliest`]).
+/// HDF5 2.0's default low bound (HDF5 1.x and h5py default to [`FormatBounds::Earliest`]).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 #[non_exhaustive]
 pub enum FormatBounds {
