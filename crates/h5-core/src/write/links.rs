@@ -272,3 +272,63 @@ fn entry(l: &Link) -> LinkEntry {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hard(t: &mut LinkTable, name: &str) {
+        t.insert(name, LinkTarget::Hard(8));
+    }
+
+    /// Dense past `max_compact`, compact again below `min_dense`, with custom thresholds too.
+    #[test]
+    fn phase_changes_follow_the_thresholds() {
+        let mut t = LinkTable::new(GroupOptions::default());
+        for i in 0..8 {
+            hard(&mut t, &format!("l{i}"));
+        }
+        assert!(!t.is_dense());
+        hard(&mut t, "l8");
+        assert!(t.is_dense());
+        for i in 0..3 {
+            assert!(t.remove(&format!("l{i}")).is_some());
+        }
+        assert!(t.is_dense(), "6 links left: still dense");
+        assert!(t.remove("l3").is_some());
+        assert!(!t.is_dense(), "5 links left: compact");
+        assert!(t.remove("missing").is_none());
+
+        let opts = GroupOptions {
+            max_compact: 2,
+            min_dense: 1,
+            ..GroupOptions::default()
+        };
+        let mut t = LinkTable::new(opts);
+        for name in ["a", "b", "c"] {
+            hard(&mut t, name);
+        }
+        assert!(t.is_dense());
+        assert_eq!(t.options.group_info().link_phase_change, Some((2, 1)));
+        assert_eq!(GroupOptions::default().group_info().link_phase_change, None);
+    }
+
+    /// Creation orders count up from 0 and are not reused after a removal.
+    #[test]
+    fn creation_orders_are_never_reused() {
+        let mut t = LinkTable::new(GroupOptions::tracked());
+        hard(&mut t, "b");
+        hard(&mut t, "a");
+        t.remove("b");
+        hard(&mut t, "c");
+        let orders: Vec<(String, Option<i64>)> = t
+            .entries()
+            .into_iter()
+            .map(|e| (e.name, e.creation_order))
+            .collect();
+        assert_eq!(orders, vec![("a".into(), Some(1)), ("c".into(), Some(2))]);
+        let info = GroupOptions::tracked().link_info();
+        assert!(info.creation_order_tracked && info.creation_order_indexed);
+        assert_eq!(info.creation_order_index_address, Some(UNDEFINED_ADDRESS));
+    }
+}

@@ -321,7 +321,7 @@ impl FileShared {
         self.write
             .as_ref()
             .and_then(|w| w.lock().ok().map(|w| w.bounds))
-            .unwrap_or_default()
+            .unwrap_or(FormatBounds::Earliest)
     }
 
     /// The links of a group being written (`None`: not a group created here).
