@@ -30,6 +30,11 @@ pub const DEFAULT_MAX_COMPACT: u16 = 8;
 /// libhdf5's default smallest dense group.
 pub const DEFAULT_MIN_DENSE: u16 = 6;
 
+/// Links a new group's object header has room for (libhdf5's default group info estimate).
+pub(crate) const ESTIMATED_ENTRIES: u16 = 4;
+/// Link name length that estimate assumes.
+pub(crate) const ESTIMATED_NAME_LEN: u16 = 8;
+
 /// Creation options of a new-style group (libhdf5's group creation property list).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupOptions {

@@ -656,7 +656,19 @@ fn create_group_object(
         let (flags, ainfo) =
             attrs::header_parts(file, options.attr_track_order, options.attr_index_order);
         messages.extend(ainfo);
-        let addr = ohdr::create_with_flags(file, bounds.object_header_version(), flags, messages)?;
+        // Room for the group's first links, as libhdf5 sizes a new group from the group info
+        // estimates (4 links of 8-byte names).
+        let version = bounds.object_header_version();
+        let estimate = h5_format::message::link::Link {
+            name: vec![b'x'; usize::from(links::ESTIMATED_NAME_LEN)],
+            charset: h5_format::message::link::CharSet::Ascii,
+            creation_order: options.track_order.then_some(0),
+            target: h5_format::message::link::LinkTarget::Hard(0),
+        }
+        .encoded_len(sizes);
+        let reserve =
+            usize::from(links::ESTIMATED_ENTRIES) * ohdr::message_bytes(version, flags, estimate);
+        let addr = ohdr::create_with_flags(file, version, flags, reserve, messages)?;
         file.state()?
             .link_tables
             .insert(addr, links::LinkTable::new(*options));
