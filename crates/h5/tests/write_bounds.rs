@@ -817,3 +817,56 @@ fn long_links_in_dense_groups_are_huge_heap_objects() {
     let links = f.group("g").unwrap().links().unwrap();
     assert_eq!(links.len(), 13);
 }
+
+/// Misuse is a typed error and leaves the file valid.
+#[test]
+fn misuse_of_new_style_groups_is_a_typed_error() {
+    let (_d, path) = tmp("misuse.h5");
+    {
+        let f = create(&path, FormatBounds::V18);
+        let bad = GroupOptions {
+            index_order: true,
+            ..GroupOptions::default()
+        };
+        assert!(matches!(
+            f.create_group_with("x", &bad),
+            Err(h5::Error::Invalid(_))
+        ));
+        let bad = GroupOptions {
+            max_compact: 4,
+            min_dense: 9,
+            ..GroupOptions::default()
+        };
+        assert!(matches!(
+            f.create_group_with("x", &bad),
+            Err(h5::Error::Invalid(_))
+        ));
+        let root = f.root().unwrap();
+        assert!(matches!(
+            root.link_external("e", "", "/p"),
+            Err(h5::Error::Invalid(_))
+        ));
+        assert!(matches!(
+            root.link_external("a/b", "f.h5", "/p"),
+            Err(h5::Error::Invalid(_))
+        ));
+        root.link_external("e", "f.h5", "/p").unwrap();
+        assert!(matches!(
+            root.link_external("e", "f.h5", "/p"),
+            Err(h5::Error::Exists(_))
+        ));
+        assert!(matches!(
+            root.link_soft("e", "/q"),
+            Err(h5::Error::Exists(_))
+        ));
+        assert!(matches!(
+            root.unlink("nothing"),
+            Err(h5::Error::NotFound(_))
+        ));
+        f.close().unwrap();
+    }
+    let exp = Expectations::new()
+        .group("/", &["e"])
+        .external_link("/e", "f.h5", "/p");
+    check(&path, FormatBounds::V18, &exp);
+}
