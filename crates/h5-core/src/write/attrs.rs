@@ -13,7 +13,7 @@ use h5_format::UNDEFINED_ADDRESS;
 use h5_format::btree2::{Btree2Type, Record};
 use h5_format::heap::fractal::FractalHeapParams;
 use h5_format::message::attribute_info::AttributeInfo;
-use h5_format::message::kind;
+use h5_format::message::{Message, kind};
 
 use crate::error::{Error, Result};
 use crate::file::FileShared;
@@ -56,6 +56,114 @@ pub(crate) fn header_parts(
     }
     let body = empty_info(tracked, indexed).encode(file.sizes);
     (flags, Some(ohdr::message(kind::ATTRIBUTE_INFO, 0, body)))
+}
+
+/// Stores the encoded attribute message `body` of the attribute `name` on the object at `obj`,
+/// replacing one of that name: in the object header (version 1 headers always; version 2 while
+/// the object has at most [`MAX_COMPACT`] attributes that fit header messages), else in the
+/// object's dense storage, laid out at flush.
+pub(crate) fn store(file: &FileShared, obj: u64, name: &str, body: Vec<u8>) -> Result<()> {
+    let bounds = file.bounds();
+    let sizes = file.sizes;
+    let same = |b: &[u8]| {
+        h5_format::message::decode_message(kind::ATTRIBUTE, 0, b, sizes, obj)
+            .ok()
+            .is_some_and(|m| matches!(m, Message::Attribute(a) if a.name == name))
+    };
+    if !bounds.new_style() {
+        if body.len() > 65_000 {
+            return Err(Error::Unsupported(format!(
+                "attribute {name} of {} bytes: the earliest format keeps attributes in the \
+                     object header (use format bounds V18 or newer)",
+                body.len()
+            )));
+        }
+        return ohdr::update(file, obj, |msgs| {
+            msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
+            msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
+            Ok(())
+        });
+    }
+    {
+        let mut w = file.state()?;
+        if let Some(t) = w.attr_tables.get_mut(&obj) {
+            return t.put(name, body);
+        }
+    }
+    // Compact while at most MAX_COMPACT attributes fit as header messages; otherwise every
+    // attribute moves to dense storage (laid out at flush). An object tracking attribute
+    // creation order has an attribute info message from its creation: each new attribute
+    // takes its next creation order, a replaced one keeps its own.
+    let decode_info = |b: &[u8]| {
+        AttributeInfo::decode(
+            &mut h5_format::reader::Reader::new(b, "attribute info message", obj),
+            sizes,
+        )
+    };
+    let moved = ohdr::update(file, obj, |msgs| {
+        let mut info = match msgs.iter().find(|m| m.kind == kind::ATTRIBUTE_INFO) {
+            Some(m) => Some(decode_info(&m.body)?),
+            None => None,
+        };
+        let tracked = info.is_some_and(|i| i.creation_order_tracked);
+        let old_order = msgs
+            .iter()
+            .find(|m| m.kind == kind::ATTRIBUTE && same(&m.body))
+            .and_then(|m| m.creation_order);
+        msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
+        let count = msgs.iter().filter(|m| m.kind == kind::ATTRIBUTE).count();
+        if count < MAX_COMPACT && body.len() <= MAX_MESSAGE {
+            let mut m = ohdr::message(kind::ATTRIBUTE, 0, body.clone());
+            if let (true, Some(i)) = (tracked, info.as_mut()) {
+                let next = i.max_creation_index.unwrap_or(0);
+                m.creation_order = Some(old_order.unwrap_or(next));
+                if old_order.is_none() {
+                    i.max_creation_index = Some(next.checked_add(1).ok_or_else(|| {
+                        Error::Unsupported(
+                            "more than 65535 attributes created on one object".into(),
+                        )
+                    })?);
+                    let encoded = i.encode(sizes);
+                    for im in msgs.iter_mut().filter(|m| m.kind == kind::ATTRIBUTE_INFO) {
+                        im.body = encoded.clone();
+                    }
+                }
+            }
+            msgs.push(m);
+            return Ok(None);
+        }
+        let old: Vec<(u16, Vec<u8>)> = msgs
+            .iter()
+            .filter(|m| m.kind == kind::ATTRIBUTE)
+            .map(|m| (m.creation_order.unwrap_or(0), m.body.clone()))
+            .collect();
+        msgs.retain(|m| m.kind != kind::ATTRIBUTE);
+        let info = match info {
+            Some(i) => i,
+            None => {
+                let i = empty_info(false, false);
+                msgs.push(ohdr::message(kind::ATTRIBUTE_INFO, 0, i.encode(sizes)));
+                i
+            }
+        };
+        Ok(Some((info, old, old_order)))
+    })?;
+    if let Some((info, old, old_order)) = moved {
+        let mut table = AttrTable::new(&info);
+        for (order, b) in old {
+            if let Ok(Message::Attribute(a)) =
+                h5_format::message::decode_message(kind::ATTRIBUTE, 0, &b, sizes, obj)
+            {
+                table.restore(&a.name, order, b);
+            }
+        }
+        match old_order {
+            Some(o) if info.creation_order_tracked => table.restore(name, o, body),
+            _ => table.put(name, body)?,
+        }
+        file.state()?.attr_tables.insert(obj, table);
+    }
+    Ok(())
 }
 
 /// The dense attributes of one object.

@@ -8,7 +8,6 @@ use h5_format::UNDEFINED_ADDRESS;
 use h5_format::btree1::{NodeType, node_len};
 use h5_format::datatype::Datatype;
 use h5_format::message::attribute::{AttributeMessage, MaybeShared};
-use h5_format::message::attribute_info::AttributeInfo;
 use h5_format::message::dataspace::{Dataspace, DataspaceKind, UNLIMITED};
 use h5_format::message::fill_value::{AllocTime, FillDefined, FillTime, FillValue};
 use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
@@ -327,106 +326,7 @@ impl FileShared {
             data: data.to_vec(),
         };
         let body = m.encode(self.sizes, bounds.datatype_version(datatype))?;
-        let sizes = self.sizes;
-        let same = |b: &[u8]| {
-            h5_format::message::decode_message(kind::ATTRIBUTE, 0, b, sizes, obj)
-                .ok()
-                .is_some_and(|m| matches!(m, Message::Attribute(a) if a.name == name))
-        };
-        if !bounds.new_style() {
-            if body.len() > 65_000 {
-                return Err(Error::Unsupported(format!(
-                    "attribute {name} of {} bytes: the earliest format keeps attributes in the \
-                     object header (use format bounds V18 or newer)",
-                    body.len()
-                )));
-            }
-            return ohdr::update(self, obj, |msgs| {
-                msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
-                msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
-                Ok(())
-            });
-        }
-        {
-            let mut w = self.state()?;
-            if let Some(t) = w.attr_tables.get_mut(&obj) {
-                return t.put(name, body);
-            }
-        }
-        // Compact while at most MAX_COMPACT attributes fit as header messages; otherwise every
-        // attribute moves to dense storage (laid out at flush). An object tracking attribute
-        // creation order has an attribute info message from its creation: each new attribute
-        // takes its next creation order, a replaced one keeps its own.
-        let decode_info = |b: &[u8]| {
-            AttributeInfo::decode(
-                &mut h5_format::reader::Reader::new(b, "attribute info message", obj),
-                sizes,
-            )
-        };
-        let moved = ohdr::update(self, obj, |msgs| {
-            let mut info = match msgs.iter().find(|m| m.kind == kind::ATTRIBUTE_INFO) {
-                Some(m) => Some(decode_info(&m.body)?),
-                None => None,
-            };
-            let tracked = info.is_some_and(|i| i.creation_order_tracked);
-            let old_order = msgs
-                .iter()
-                .find(|m| m.kind == kind::ATTRIBUTE && same(&m.body))
-                .and_then(|m| m.creation_order);
-            msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
-            let count = msgs.iter().filter(|m| m.kind == kind::ATTRIBUTE).count();
-            if count < attrs::MAX_COMPACT && body.len() <= attrs::MAX_MESSAGE {
-                let mut m = ohdr::message(kind::ATTRIBUTE, 0, body.clone());
-                if let (true, Some(i)) = (tracked, info.as_mut()) {
-                    let next = i.max_creation_index.unwrap_or(0);
-                    m.creation_order = Some(old_order.unwrap_or(next));
-                    if old_order.is_none() {
-                        i.max_creation_index = Some(next.checked_add(1).ok_or_else(|| {
-                            Error::Unsupported(
-                                "more than 65535 attributes created on one object".into(),
-                            )
-                        })?);
-                        let encoded = i.encode(sizes);
-                        for im in msgs.iter_mut().filter(|m| m.kind == kind::ATTRIBUTE_INFO) {
-                            im.body = encoded.clone();
-                        }
-                    }
-                }
-                msgs.push(m);
-                return Ok(None);
-            }
-            let old: Vec<(u16, Vec<u8>)> = msgs
-                .iter()
-                .filter(|m| m.kind == kind::ATTRIBUTE)
-                .map(|m| (m.creation_order.unwrap_or(0), m.body.clone()))
-                .collect();
-            msgs.retain(|m| m.kind != kind::ATTRIBUTE);
-            let info = match info {
-                Some(i) => i,
-                None => {
-                    let i = attrs::empty_info(false, false);
-                    msgs.push(ohdr::message(kind::ATTRIBUTE_INFO, 0, i.encode(sizes)));
-                    i
-                }
-            };
-            Ok(Some((info, old, old_order)))
-        })?;
-        if let Some((info, old, old_order)) = moved {
-            let mut table = attrs::AttrTable::new(&info);
-            for (order, b) in old {
-                if let Ok(Message::Attribute(a)) =
-                    h5_format::message::decode_message(kind::ATTRIBUTE, 0, &b, sizes, obj)
-                {
-                    table.restore(&a.name, order, b);
-                }
-            }
-            match old_order {
-                Some(o) if info.creation_order_tracked => table.restore(name, o, body),
-                _ => table.put(name, body)?,
-            }
-            self.state()?.attr_tables.insert(obj, table);
-        }
-        Ok(())
+        attrs::store(self, obj, name, body)
     }
 }
 
