@@ -1,5 +1,5 @@
 //! New-style groups being written (format bounds V18 and newer): the links live in a
-//! [`LinkTable`] and are laid out at flush, either as link messages in the group's object
+//! `LinkTable` and are laid out at flush, either as link messages in the group's object
 //! header (compact) or as a fractal heap of link messages indexed by v2 B-trees (dense), the
 //! group's link info message pointing at them.
 //!
