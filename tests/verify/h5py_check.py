@@ -16,8 +16,14 @@ Expectation format (JSON object; every key optional; paths absolute):
                                  with: 0/1 = earliest, 2 = v1.8, 3 = v1.10 and later)
   "userblock_size": int          as h5py reports it
   "groups": {path: G}            PATH must be a group; G = {"members": [names]} checks its exact
-                                 member names (any order), {} only that it is a group
+                                 member names (any order), {} only that it is a group;
+                                 "ordered_members": [names] the names in h5py's iteration order
+                                 (creation order when the group tracks it);
+                                 "storage": "symbol_table" | "compact" | "dense" how libhdf5
+                                 reports the links are stored (H5Gget_info)
   "attr_names": {path: [names]}  exact attribute names of any object (any order)
+  "attr_order": {path: [names]}  the attribute names in h5py's iteration order (creation order
+                                 when the object tracks it)
   "links": {path: L}             how the link named PATH is stored in its parent:
                                  {"kind": "hard"} | {"kind": "soft", "target": "/p"}
                                  | {"kind": "external", "file": "f.h5", "path": "/p"}
@@ -41,6 +47,10 @@ Expectation format (JSON object; every key optional; paths absolute):
                                  string or a compound list/object), e.g. "<f8" hashes the values
                                  as little-endian doubles
      "spot": [[[i, j, ...], VALUE]...]  single elements ([] indexes a scalar)
+  "objects": {path: O}           object header facts libhdf5 reports (H5Oget_native_info, through
+                                 ctypes): O = {"header_version": 1 | 2,
+                                 "attr_storage": "compact" | "dense",
+                                 "refcount": int (hard links to the object)}, each key optional
   "attrs": {path: {name: A}}     attributes of any object; A = {"dtype": DTYPE, "shape": [n...],
                                  "value": VALUE}, each key optional
 
@@ -330,12 +340,84 @@ def check_eq(out, where, what, got, want):
 
 
 def check_group(f, path, g, out):
-    keys_known(g, ["members"], f"groups[{path}]")
+    keys_known(g, ["members", "ordered_members", "storage"], f"groups[{path}]")
     grp = get_kind(f, path, h5py.Group, out)
     if grp is None:
         return
     if "members" in g:
         check_eq(out, path, "members", sorted(grp.keys()), sorted(g["members"]))
+    if "ordered_members" in g:
+        check_eq(out, path, "ordered members", list(grp.keys()), g["ordered_members"])
+    if "storage" in g:
+        names = {0: "symbol_table", 1: "compact", 2: "dense"}
+        got = names.get(group_storage_type(grp), "unknown")
+        check_eq(out, path, "storage", got, g["storage"])
+
+
+def hdf5_lib():
+    """The libhdf5 h5py loaded, for the calls h5py does not wrap."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        paths = sorted({
+            line.split()[-1] for line in maps
+            if "/libhdf5" in line and "libhdf5_hl" not in line and line.split()[-1].startswith("/")
+        })
+    if not paths:
+        raise RuntimeError("cannot find the libhdf5 h5py loaded")
+    return ctypes.CDLL(paths[0])
+
+
+def check_object(f, path, o, out):
+    import ctypes
+
+    keys_known(o, ["header_version", "attr_storage", "refcount"], f"objects[{path}]")
+    obj = f.get(path)
+    if obj is None:
+        out.append(f"{path}: missing")
+        return
+
+    class IhInfo(ctypes.Structure):
+        _fields_ = [("index_size", ctypes.c_uint64), ("heap_size", ctypes.c_uint64)]
+
+    class NativeInfo(ctypes.Structure):
+        _fields_ = [
+            ("version", ctypes.c_uint), ("nmesgs", ctypes.c_uint), ("nchunks", ctypes.c_uint),
+            ("flags", ctypes.c_uint), ("space", ctypes.c_uint64 * 4), ("mesg", ctypes.c_uint64 * 2),
+            ("obj", IhInfo), ("attr", IhInfo),
+        ]
+
+    info = NativeInfo()
+    hdr_and_meta = 0x0008 | 0x0010
+    if hdf5_lib().H5Oget_native_info(ctypes.c_int64(obj.id.id), ctypes.byref(info), hdr_and_meta) < 0:
+        out.append(f"{path}: H5Oget_native_info failed")
+        return
+    if "header_version" in o:
+        check_eq(out, path, "object header version", info.version, o["header_version"])
+    if "attr_storage" in o:
+        got = "dense" if info.attr.heap_size > 0 else "compact"
+        check_eq(out, path, "attribute storage", got, o["attr_storage"])
+    if "refcount" in o:
+        check_eq(out, path, "reference count", h5py.h5o.get_info(obj.id).rc, o["refcount"])
+
+
+def group_storage_type(grp):
+    """H5Gget_info's storage type of an open group (h5py does not wrap H5Gget_info): called
+    through ctypes in the libhdf5 h5py loaded."""
+    import ctypes
+
+    class GroupInfo(ctypes.Structure):
+        _fields_ = [
+            ("storage_type", ctypes.c_int),
+            ("nlinks", ctypes.c_uint64),
+            ("max_corder", ctypes.c_int64),
+            ("mounted", ctypes.c_bool),
+        ]
+
+    info = GroupInfo()
+    if hdf5_lib().H5Gget_info(ctypes.c_int64(grp.id.id), ctypes.byref(info)) < 0:
+        raise RuntimeError(f"H5Gget_info failed on {grp.name}")
+    return info.storage_type
 
 
 def check_link(f, path, lk, out):
@@ -474,7 +556,8 @@ def guarded(fn, f, path, exp, out, vc):
 
 
 def check(path, exp):
-    top = ["superblock_version", "userblock_size", "groups", "links", "datasets", "attr_names", "attrs"]
+    top = ["superblock_version", "userblock_size", "groups", "links", "datasets", "attr_names", "attrs",
+           "objects", "attr_order"]
     keys_known(exp, top, "top level")
     out = []
     if "superblock_version" in exp:
@@ -485,6 +568,8 @@ def check(path, exp):
             check_eq(out, "file", "userblock size", f.userblock_size, exp["userblock_size"])
         for p, g in exp.get("groups", {}).items():
             check_group(f, p, g, out)
+        for p, o in exp.get("objects", {}).items():
+            check_object(f, p, o, out)
         for p, lk in exp.get("links", {}).items():
             check_link(f, p, lk, out)
         for p, d in exp.get("datasets", {}).items():
@@ -495,6 +580,12 @@ def check(path, exp):
                 out.append(f"{p}: missing (expected attributes {sorted(names)})")
             else:
                 check_eq(out, p, "attribute names", sorted(obj.attrs.keys()), sorted(names))
+        for p, names in exp.get("attr_order", {}).items():
+            obj = f.get(p)
+            if obj is None:
+                out.append(f"{p}: missing (expected attributes {names})")
+            else:
+                check_eq(out, p, "attribute order", list(obj.attrs.keys()), names)
         for p, a in exp.get("attrs", {}).items():
             guarded(check_attrs, f, p, a, out, vc)
     return out

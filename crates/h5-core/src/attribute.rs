@@ -80,6 +80,17 @@ fn shared(file: &FileShared, k: u16, bytes: &[u8]) -> Result<Message> {
 /// Every attribute of the object with header `oh`, in name order.
 pub fn attributes(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<Attribute>> {
     let mut out = Vec::new();
+    if let Some(bodies) = file.written_attributes(oh.address) {
+        // Dense attributes being written: their table answers until the file is reopened.
+        for b in bodies {
+            if let Message::Attribute(a) =
+                decode_message(kind::ATTRIBUTE, 0, &b, file.sizes, oh.address)?
+            {
+                out.push(resolve(file, a)?);
+            }
+        }
+        return Ok(out);
+    }
     for m in oh.all(|m| match m {
         Message::Attribute(a) => Some(a.clone()),
         _ => None,

@@ -529,9 +529,13 @@ pub struct Expectations {
     superblock_version: Option<u8>,
     userblock_size: Option<u64>,
     groups: BTreeMap<String, Option<Vec<String>>>,
+    group_order: BTreeMap<String, Vec<String>>,
+    group_storage: BTreeMap<String, String>,
+    objects: BTreeMap<String, serde_json::Map<String, Value>>,
     links: BTreeMap<String, LinkExpect>,
     datasets: BTreeMap<String, DatasetExpect>,
     attr_names: BTreeMap<String, Vec<String>>,
+    attr_order: BTreeMap<String, Vec<String>>,
     attrs: BTreeMap<String, BTreeMap<String, AttrExpect>>,
 }
 
@@ -563,6 +567,60 @@ impl Expectations {
     /// Expects a group at `path`, whatever its members.
     pub fn group_exists(mut self, path: &str) -> Self {
         self.groups.insert(path.to_owned(), None);
+        self
+    }
+
+    /// Expects the group at `path` to list exactly these members in this order (h5py's
+    /// iteration order: creation order when the group tracks it, else name order).
+    pub fn group_ordered(mut self, path: &str, members: &[&str]) -> Self {
+        self.groups.entry(path.to_owned()).or_insert(None);
+        let members = members.iter().map(|s| (*s).to_owned()).collect();
+        self.group_order.insert(path.to_owned(), members);
+        self
+    }
+
+    /// Expects the group at `path` to store its links as `storage` says (`"symbol_table"`,
+    /// `"compact"` or `"dense"`, as libhdf5's `H5Gget_info` reports).
+    pub fn group_storage(mut self, path: &str, storage: &str) -> Self {
+        self.groups.entry(path.to_owned()).or_insert(None);
+        self.group_storage
+            .insert(path.to_owned(), storage.to_owned());
+        self
+    }
+
+    /// Expects the object at `path` to have an object header of `version` (1 or 2).
+    pub fn header_version(mut self, path: &str, version: u8) -> Self {
+        self.objects
+            .entry(path.to_owned())
+            .or_default()
+            .insert("header_version".into(), json!(version));
+        self
+    }
+
+    /// Expects the object at `path` to store its attributes `"compact"` (header messages) or
+    /// `"dense"` (fractal heap and v2 B-tree).
+    pub fn attr_storage(mut self, path: &str, storage: &str) -> Self {
+        self.objects
+            .entry(path.to_owned())
+            .or_default()
+            .insert("attr_storage".into(), json!(storage));
+        self
+    }
+
+    /// Expects h5py to list the attributes of the object at `path` in exactly this order
+    /// (creation order when the object tracks it, else name order).
+    pub fn attr_order(mut self, path: &str, names: &[&str]) -> Self {
+        let names = names.iter().map(|s| (*s).to_owned()).collect();
+        self.attr_order.insert(path.to_owned(), names);
+        self
+    }
+
+    /// Expects the object at `path` to count `count` hard links to it.
+    pub fn refcount(mut self, path: &str, count: u32) -> Self {
+        self.objects
+            .entry(path.to_owned())
+            .or_default()
+            .insert("refcount".into(), json!(count));
         self
     }
 
@@ -631,14 +689,28 @@ impl Expectations {
                 .groups
                 .iter()
                 .map(|(p, members)| {
-                    let g = match members {
-                        Some(names) => json!({ "members": names }),
-                        None => json!({}),
-                    };
-                    (p.clone(), g)
+                    let mut g = serde_json::Map::new();
+                    if let Some(names) = members {
+                        g.insert("members".into(), json!(names));
+                    }
+                    if let Some(names) = self.group_order.get(p) {
+                        g.insert("ordered_members".into(), json!(names));
+                    }
+                    if let Some(s) = self.group_storage.get(p) {
+                        g.insert("storage".into(), json!(s));
+                    }
+                    (p.clone(), Value::Object(g))
                 })
                 .collect();
             m.insert("groups".into(), Value::Object(groups));
+        }
+        if !self.objects.is_empty() {
+            let objects: serde_json::Map<String, Value> = self
+                .objects
+                .iter()
+                .map(|(p, o)| (p.clone(), Value::Object(o.clone())))
+                .collect();
+            m.insert("objects".into(), Value::Object(objects));
         }
         if !self.links.is_empty() {
             let links: serde_json::Map<String, Value> = self
@@ -664,6 +736,9 @@ impl Expectations {
                 .map(|(p, d)| (p.clone(), d.to_json()))
                 .collect();
             m.insert("datasets".into(), Value::Object(ds));
+        }
+        if !self.attr_order.is_empty() {
+            m.insert("attr_order".into(), json!(self.attr_order));
         }
         if !self.attr_names.is_empty() {
             m.insert("attr_names".into(), json!(self.attr_names));

@@ -38,6 +38,7 @@ pub use group::{Group, Link, LinkKind, ObjectKind};
 pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
 pub use h5_core::values::Value;
+pub use h5_core::write::links::GroupOptions;
 pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_core::{Error, Result};
 pub use h5_derive::H5Type;

@@ -1,4 +1,5 @@
-//! Writing: creating files, groups, datasets and attributes (the earliest file format for now).
+//! Writing: creating files, groups, datasets and attributes, in the formats of the chosen
+//! [`crate::FormatBounds`] (V18 by default).
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -15,11 +16,13 @@ use h5_io::{FileStorage, OpenMode};
 use ndarray::SliceInfoElem;
 
 use crate::types::{EncodeCtx, H5Type, encode_for};
-use crate::{Dataset, Error, File, FileAccess, Group, Result};
+use crate::{Dataset, Error, File, FileAccess, Group, GroupOptions, Result};
 
 impl File {
     /// Creates (or truncates) the file at `path` for writing, with the default cache settings
-    /// and the earliest file format (what libhdf5 and h5py write by default).
+    /// and the default format bounds, [`crate::FormatBounds::V18`] (HDF5 2.0's default:
+    /// superblock 2, v2 object headers, link-message groups; readable by HDF5 1.8 and newer).
+    /// Pass [`crate::FormatBounds::Earliest`] to [`File::create_with`] for files HDF5 1.6 reads.
     pub fn create(path: impl AsRef<Path>) -> Result<File> {
         Self::create_with(path, &FileAccess::default(), &CreateOptions::default())
     }
@@ -70,11 +73,24 @@ impl File {
     pub fn create_group(&self, path: &str) -> Result<Group> {
         self.root()?.create_group(path)
     }
+
+    /// Creates the group at `path` with creation `options` (intermediate groups get the
+    /// defaults).
+    pub fn create_group_with(&self, path: &str, options: &GroupOptions) -> Result<Group> {
+        self.root()?.create_group_with(path, options)
+    }
 }
 
 impl Group {
     /// Creates the group `path` below this one (intermediate groups are created when missing).
     pub fn create_group(&self, path: &str) -> Result<Group> {
+        self.create_group_with(path, &GroupOptions::default())
+    }
+
+    /// Creates the group `path` below this one with creation `options` (link creation order
+    /// tracking, phase change; used by new-style groups, format bounds V18 and newer);
+    /// intermediate groups are created with the defaults when missing.
+    pub fn create_group_with(&self, path: &str, options: &GroupOptions) -> Result<Group> {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
         let Some((last, parents)) = parts.split_last() else {
             return Err(Error::Invalid(format!("group path {path:?}")));
@@ -87,11 +103,16 @@ impl Group {
                 Err(e) => return Err(e),
             };
         }
-        g.create_child_group(last)
+        g.create_child_group_with(last, options)
     }
 
     fn create_child_group(&self, name: &str) -> Result<Group> {
-        self.file_shared().create_group(self.address(), name)?;
+        self.create_child_group_with(name, &GroupOptions::default())
+    }
+
+    fn create_child_group_with(&self, name: &str, options: &GroupOptions) -> Result<Group> {
+        self.file_shared()
+            .create_group_with(self.address(), name, options)?;
         self.group(name)
     }
 
@@ -132,6 +153,21 @@ impl Group {
     pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
         self.file_shared()
             .rename_attribute(self.address(), name, new_name)
+    }
+
+    /// Adds an external link `name` → the object at `path` in the file `file` (a name
+    /// resolved against this file's directory when read). Needs a new-style group (format
+    /// bounds V18 and newer).
+    pub fn link_external(&self, name: &str, file: &str, path: &str) -> Result<()> {
+        self.file_shared()
+            .link_external(self.address(), name, file, path)
+    }
+
+    /// Whether this group, created by this handle's file, stores its links densely (fractal
+    /// heap and v2 B-tree) as of the next flush; `None` for an old-style group or one read
+    /// from the file.
+    pub fn is_dense(&self) -> Option<bool> {
+        self.file_shared().group_is_dense(self.address())
     }
 
     /// Adds a soft link `name` → `target` (a path).

@@ -340,3 +340,62 @@ fn space_freed_at_the_end_is_truncated() {
     );
     check(&path, &exp);
 }
+
+/// A file h5py wrote with `libver="latest"` (superblock 3, link-message groups, one of them
+/// dense, a tracked one): links added, removed and moved, new datasets and attributes.
+#[test]
+fn a_latest_format_h5py_file_changed_in_place() {
+    let (_d, path) = tmp("latest.h5");
+    let code = r#"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w", libver="latest") as f:
+    d = f.create_group("dense")
+    for i in range(20):
+        d.create_dataset(f"m{i:02}", data=np.arange(i + 1, dtype="<i4"))
+    c = f.create_group("compact")
+    c["x"] = np.int16(5)
+    t = f.create_group("tracked", track_order=True)
+    for n in ["c", "a", "b"]:
+        t.create_group(n)
+    f.attrs["keep"] = np.int32(1)
+"#;
+    run_python(code, &[path.to_str().unwrap()]);
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        let root = f.root().unwrap();
+        let dense = f.group("dense").unwrap();
+        for i in 0..15 {
+            dense.unlink(&format!("m{i:02}")).unwrap();
+        }
+        dense
+            .new_dataset::<f64>()
+            .create_with_data("new", &[0.5, 1.5])
+            .unwrap();
+        root.move_link("dense/m19", "compact/moved").unwrap();
+        f.group("tracked").unwrap().create_group("d").unwrap();
+        root.write_attr_scalar("added", 2u8).unwrap();
+        f.close().unwrap();
+    }
+    let exp = Expectations::new()
+        .superblock_version(3)
+        .group("/", &["dense", "compact", "tracked"])
+        .group("/dense", &["m15", "m16", "m17", "m18", "new"])
+        .group("/compact", &["x", "moved"])
+        .group("/tracked", &["c", "a", "b", "d"])
+        .attr_names("/", &["keep", "added"])
+        .dataset(
+            "/compact/moved",
+            DatasetExpect::new("<i4", &[20]).values(json!((0..20).collect::<Vec<i32>>())),
+        )
+        .dataset(
+            "/dense/new",
+            DatasetExpect::new("<f8", &[2]).values(json!([0.5, 1.5])),
+        );
+    check(&path, &exp);
+    // libhdf5 lists the tracked group in creation order, the new link last.
+    let order = run_python(
+        "import sys, h5py\nprint(','.join(h5py.File(sys.argv[1])['tracked']))",
+        &[path.to_str().unwrap()],
+    );
+    assert_eq!(order.trim(), "c,a,b,d");
+}

@@ -530,7 +530,10 @@ fn run(ops: &[Op], bounds: FormatBounds) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("rt.h5");
     let mut model = empty_group();
-    let options = h5::CreateOptions { bounds };
+    let options = h5::CreateOptions {
+        bounds,
+        ..Default::default()
+    };
     let mut file = h5::File::create_with(&path, &access(), &options).expect("create");
     for op in ops {
         file = apply(&mut model, file, &path, op);
@@ -550,5 +553,17 @@ proptest! {
     #[test]
     fn random_changes_round_trip_earliest(ops in prop::collection::vec(op(), 1..40)) {
         run(&ops, FormatBounds::Earliest);
+    }
+
+    /// The same in the default format (V18: link-message groups, compact and dense).
+    #[test]
+    fn random_changes_round_trip_v18(ops in prop::collection::vec(op(), 1..40)) {
+        run(&ops, FormatBounds::V18);
+    }
+
+    /// The same with the newest formats.
+    #[test]
+    fn random_changes_round_trip_latest(ops in prop::collection::vec(op(), 1..40)) {
+        run(&ops, FormatBounds::LATEST);
     }
 }

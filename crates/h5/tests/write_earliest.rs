@@ -16,6 +16,17 @@ fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, p)
 }
 
+fn earliest() -> h5::CreateOptions {
+    h5::CreateOptions {
+        bounds: h5::FormatBounds::Earliest,
+        ..h5::CreateOptions::default()
+    }
+}
+
+fn create_earliest(path: &Path) -> h5::File {
+    h5::File::create_with(path, &h5::FileAccess::default(), &earliest()).unwrap()
+}
+
 fn range(start: usize, end: usize) -> S {
     S::Slice {
         start: start as isize,
@@ -43,7 +54,7 @@ fn a_mixed_file_reads_back_in_h5py_and_h5dump() {
     let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.5).collect();
     let c: Vec<i32> = (0..3000).map(|i| i * 7 - 1000).collect();
     {
-        let f = h5::File::create(&path).unwrap();
+        let f = create_earliest(&path);
         let g = f.create_group("a/b").unwrap();
         g.write_attr_str("units", "m/s").unwrap();
         g.write_attr_scalar("count", 42u16).unwrap();
@@ -142,7 +153,7 @@ fn wide_groups_and_many_chunks_need_deeper_btrees() {
     let names: Vec<String> = (0..3000).map(|i| format!("d{i:05}")).collect();
     let data: Vec<u16> = (0..120_000u32).map(|x| (x % 65_521) as u16).collect();
     {
-        let f = h5::File::create(&path).unwrap();
+        let f = create_earliest(&path);
         let g = f.create_group("wide").unwrap();
         for n in &names {
             g.new_dataset::<u8>().shape([1]).create(n).unwrap();
@@ -176,7 +187,7 @@ fn resized_datasets_hold_what_was_appended() {
     let (_d, path) = tmp("grow.h5");
     let mut expect = Expectations::new();
     {
-        let f = h5::File::create(&path).unwrap();
+        let f = create_earliest(&path);
         let root = f.root().unwrap();
         for k in 0..10i32 {
             let mut d = root
@@ -247,7 +258,7 @@ fn a_tiny_metadata_cache_still_writes_a_valid_file() {
     let access = h5::FileAccess::new().metadata_cache(cfg);
     let mut exp = Expectations::new();
     {
-        let f = h5::File::create_with(&path, &access, &h5::CreateOptions::default()).unwrap();
+        let f = h5::File::create_with(&path, &access, &earliest()).unwrap();
         for i in 0..200 {
             let g = f
                 .create_group(&format!("g{:03}/sub", i % 40 * 1000 + i))
@@ -273,7 +284,7 @@ fn a_tiny_metadata_cache_still_writes_a_valid_file() {
 #[test]
 fn misuse_is_a_typed_error() {
     let (_d, path) = tmp("errors.h5");
-    let f = h5::File::create(&path).unwrap();
+    let f = create_earliest(&path);
     let root = f.root().unwrap();
     root.create_group("g").unwrap();
     assert!(matches!(root.create_group("g"), Err(h5::Error::Exists(_))));

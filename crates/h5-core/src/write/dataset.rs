@@ -18,9 +18,10 @@ use h5_format::object_header::msg_flags;
 use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
+use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::chunks::{BtreeChunkIndex, ChunkedWriteLayout, ContiguousLayout};
-use crate::write::ohdr;
+use crate::write::{attrs, ohdr};
 
 /// How a new dataset stores its data.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +52,15 @@ pub struct NewDataset {
     pub fill: Option<Vec<u8>>,
 }
 
-fn msg(m: &Message, sizes: h5_format::Sizes) -> Result<crate::object::StoredMessage> {
+fn msg(
+    m: &Message,
+    sizes: h5_format::Sizes,
+    bounds: FormatBounds,
+) -> Result<crate::object::StoredMessage> {
+    let body = match m {
+        Message::Datatype(t) => t.encode(bounds.datatype_version(t))?,
+        _ => encode_message(m, sizes)?,
+    };
     Ok(ohdr::message(
         h5_format::message::message_kind(m),
         if matches!(m, Message::Datatype(_) | Message::FillValue(_)) {
@@ -59,7 +68,7 @@ fn msg(m: &Message, sizes: h5_format::Sizes) -> Result<crate::object::StoredMess
         } else {
             0
         },
-        encode_message(m, sizes)?,
+        body,
     ))
 }
 
@@ -76,6 +85,7 @@ impl FileShared {
             return Err(Error::Exists(name.into()));
         }
         let sizes = self.sizes;
+        let bounds = self.bounds();
         let elem = spec.datatype.size() as usize;
         if elem == 0 {
             return Err(Error::Invalid("a datatype of size 0".into()));
@@ -106,7 +116,7 @@ impl FileShared {
             ));
         }
         let dataspace = Dataspace {
-            version: 1,
+            version: bounds.dataspace_version(),
             kind: if rank == 0 {
                 DataspaceKind::Scalar
             } else {
@@ -176,7 +186,7 @@ impl FileShared {
                     let mut cdims = chunk.clone();
                     cdims.push(elem as u64);
                     let pipeline = (!filters.is_empty()).then(|| FilterPipeline {
-                        version: 1,
+                        version: bounds.pipeline_version(),
                         filters: filters.clone(),
                     });
                     let runtime = crate::dataset::pipeline_of(&pipeline);
@@ -202,7 +212,7 @@ impl FileShared {
                 }
             };
         let fill_msg = FillValue {
-            version: 2,
+            version: bounds.fill_value_version(),
             alloc_time: Some(alloc_time),
             fill_time: Some(FillTime::IfSet),
             defined: if spec.fill.is_some() {
@@ -213,12 +223,12 @@ impl FileShared {
             value: spec.fill.clone(),
         };
         let mut messages = vec![
-            msg(&Message::Dataspace(dataspace), sizes)?,
-            msg(&Message::Datatype(spec.datatype.clone()), sizes)?,
-            msg(&Message::FillValue(fill_msg), sizes)?,
+            msg(&Message::Dataspace(dataspace), sizes, bounds)?,
+            msg(&Message::Datatype(spec.datatype.clone()), sizes, bounds)?,
+            msg(&Message::FillValue(fill_msg), sizes, bounds)?,
         ];
         if let Some(p) = pipeline {
-            messages.push(msg(&Message::FilterPipeline(p), sizes)?);
+            messages.push(msg(&Message::FilterPipeline(p), sizes, bounds)?);
         }
         messages.push(msg(
             &Message::Layout(Layout {
@@ -226,8 +236,9 @@ impl FileShared {
                 class: layout_class,
             }),
             sizes,
+            bounds,
         )?);
-        let addr = ohdr::create(self, 1, messages)?;
+        let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
         let id = h5_chunkcache::DatasetId(self.abs(addr)?);
         self.chunks
             .lock()
@@ -295,13 +306,18 @@ impl FileShared {
                 datatype.size()
             )));
         }
+        let bounds = self.bounds();
         let m = AttributeMessage {
-            version: 1,
+            version: bounds.attribute_version(),
             name: name.to_owned(),
-            name_charset: h5_format::datatype::Charset::Ascii,
+            name_charset: if name.is_ascii() || !bounds.new_style() {
+                h5_format::datatype::Charset::Ascii
+            } else {
+                h5_format::datatype::Charset::Utf8
+            },
             datatype: MaybeShared::Inline(datatype.clone()),
             dataspace: MaybeShared::Inline(Dataspace {
-                version: 1,
+                version: bounds.dataspace_version(),
                 kind: if dims.is_some() {
                     DataspaceKind::Simple
                 } else {
@@ -313,19 +329,8 @@ impl FileShared {
             }),
             data: data.to_vec(),
         };
-        let body = encode_message(&Message::Attribute(m), self.sizes)?;
-        if body.len() > 65_000 {
-            return Err(Error::Unsupported(format!(
-                "attribute {name} of {} bytes: dense attribute storage is not written yet",
-                body.len()
-            )));
-        }
-        let sizes = self.sizes;
-        ohdr::update(self, obj, |msgs| {
-            msgs.retain(|m| attribute_named(m, name, sizes, obj).is_none());
-            msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
-            Ok(())
-        })
+        let body = m.encode(self.sizes, bounds.datatype_version(datatype))?;
+        attrs::store(self, obj, name, body)
     }
 }
 
@@ -334,6 +339,10 @@ impl FileShared {
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
         self.check_usable()?;
+        if let Some(t) = self.state()?.attr_tables.get_mut(&obj) {
+            return t.remove(name);
+        }
+        attrs::refuse_unloaded_dense(self, obj)?;
         let sizes = self.sizes;
         ohdr::update(self, obj, |msgs| {
             let before = msgs.len();
@@ -352,6 +361,10 @@ impl FileShared {
             return Err(Error::Invalid(format!("attribute name {new_name:?}")));
         }
         let sizes = self.sizes;
+        if let Some(t) = self.state()?.attr_tables.get_mut(&obj) {
+            return t.rename(name, new_name, sizes, obj);
+        }
+        attrs::refuse_unloaded_dense(self, obj)?;
         ohdr::update(self, obj, |msgs| {
             if msgs
                 .iter()

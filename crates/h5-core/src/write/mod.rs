@@ -7,10 +7,13 @@
 //! chunk indexes) are kept as ordered tables here and laid out at flush; see `docs/design.md` §5.
 
 pub mod alloc;
+pub(crate) mod attrs;
 pub(crate) mod chunks;
 pub mod dataset;
+pub(crate) mod dense;
 pub mod gheap;
 pub mod io;
+pub mod links;
 pub(crate) mod ohdr;
 pub(crate) mod symtab;
 
@@ -22,6 +25,7 @@ use h5_format::UNDEFINED_ADDRESS;
 use h5_format::btree1::{NodeType, node_len};
 use h5_format::heap::local::LocalHeapHeader;
 use h5_format::message::kind;
+use h5_format::message::link::LinkTarget;
 use h5_format::message::symbol_table::SymbolTableMessage;
 use h5_format::superblock::{Root, ScratchPad, Superblock, SymbolTableEntry, encoded_len};
 use h5_metacache::{
@@ -35,17 +39,19 @@ use alloc::{FileAlloc, SpaceKind};
 use symtab::{GROUP_INTERNAL_K, GROUP_LEAF_K, GroupTable, Target};
 
 /// Which format versions new objects use (libhdf5's low library-version bound,
-/// `H5Pset_libver_bounds`). Ordered oldest to newest.
+/// `H5Pset_libver_bounds`). Ordered oldest to newest. The default is [`FormatBounds::V18`],
+/// HDF5 2.0's default low bound (HDF5 1.x and h5py default to [`FormatBounds::Earliest`]).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 #[non_exhaustive]
 pub enum FormatBounds {
     /// The earliest formats every HDF5 library reads: superblock 0, version 1 object headers,
     /// symbol-table groups, version 1 B-tree chunk indexes (HDF5 1.x's and h5py's default).
-    #[default]
     Earliest,
-    /// HDF5 1.8 formats: superblock 2, version 2 object headers, link messages with compact and
-    /// dense (fractal heap + v2 B-tree) groups and attributes; chunk indexes stay v1 B-trees.
-    /// HDF5 2.0's default low bound.
+    /// HDF5 1.8 formats: superblock 2, version 2 object headers (no times stored), link
+    /// messages with compact and dense (fractal heap + v2 B-tree) groups, compact and dense
+    /// attributes, external links; chunk indexes stay v1 B-trees. HDF5 2.0's default low
+    /// bound and h5's default.
+    #[default]
     V18,
     /// HDF5 1.10 formats: superblock 3 and layout version 4 with the new chunk indexes (single
     /// chunk, implicit, fixed array, extensible array, v2 B-tree).
@@ -61,6 +67,60 @@ pub enum FormatBounds {
 impl FormatBounds {
     /// The newest formats h5 knows (libhdf5's `latest`).
     pub const LATEST: FormatBounds = FormatBounds::V200;
+
+    /// Whether new groups and objects use the HDF5 1.8 formats (v2 object headers, link
+    /// messages, dense storage).
+    pub fn new_style(self) -> bool {
+        self >= FormatBounds::V18
+    }
+
+    /// Superblock version (libhdf5's `H5F_super_ver_bounds`).
+    pub fn superblock_version(self) -> u8 {
+        match self {
+            FormatBounds::Earliest => 0,
+            FormatBounds::V18 => 2,
+            _ => 3,
+        }
+    }
+
+    /// Object header version (`H5O_obj_ver_bounds`).
+    pub fn object_header_version(self) -> u8 {
+        if self.new_style() { 2 } else { 1 }
+    }
+
+    /// Dataspace message version (`H5O_sdspace_ver_bounds`).
+    pub fn dataspace_version(self) -> u8 {
+        if self.new_style() { 2 } else { 1 }
+    }
+
+    /// Fill value message version (`H5O_fill_ver_bounds`; the earliest bound writes version 2,
+    /// the version libhdf5's dataset creation starts from).
+    pub fn fill_value_version(self) -> u8 {
+        if self.new_style() { 3 } else { 2 }
+    }
+
+    /// Attribute message version (`H5O_attr_ver_bounds`).
+    pub fn attribute_version(self) -> u8 {
+        if self.new_style() { 3 } else { 1 }
+    }
+
+    /// Filter pipeline message version (`H5O_pline_ver_bounds`).
+    pub fn pipeline_version(self) -> u8 {
+        if self.new_style() { 2 } else { 1 }
+    }
+
+    /// Datatype message version for `t`: the lowest that expresses it, raised to the bound's
+    /// (`H5O_dtype_ver_bounds`: 3 from V18, 4 from V112). libhdf5 2.0 raises every type to
+    /// version 5 under its latest bound, which HDF5 1.14 cannot read; h5 keeps 4 there for
+    /// types that do not need 5.
+    pub fn datatype_version(self, t: &h5_format::datatype::Datatype) -> u8 {
+        let floor = match self {
+            FormatBounds::Earliest => 1,
+            FormatBounds::V18 | FormatBounds::V110 => 3,
+            _ => 4,
+        };
+        t.min_version().max(floor)
+    }
 }
 
 /// Options for a new file.
@@ -68,13 +128,21 @@ impl FormatBounds {
 pub struct CreateOptions {
     /// Format versions of new objects.
     pub bounds: FormatBounds,
+    /// Creation options of the root group (new-style groups only).
+    pub root_group: links::GroupOptions,
 }
 
 /// What a writable file keeps besides the caches.
 #[derive(Debug, Default)]
 pub(crate) struct WriteState {
+    /// Format versions of new objects.
+    pub(crate) bounds: FormatBounds,
     /// Old-style groups created or changed, by object header address.
     pub(crate) groups: HashMap<u64, GroupTable>,
+    /// New-style groups created or changed, by object header address.
+    pub(crate) link_tables: HashMap<u64, links::LinkTable>,
+    /// Dense attribute storage of objects written here, by object header address.
+    pub(crate) attr_tables: HashMap<u64, attrs::AttrTable>,
     /// Chunked datasets written, whose chunk indexes are laid out at flush.
     pub(crate) indexes: Vec<Arc<chunks::BtreeChunkIndex>>,
     /// Chunked datasets created or opened for writing here, by object header address (for
@@ -147,15 +215,10 @@ impl FileShared {
         options: &CreateOptions,
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
-        if options.bounds != FormatBounds::Earliest {
-            return Err(Error::Unsupported(format!(
-                "creating files with format bounds {:?} (only Earliest so far)",
-                options.bounds
-            )));
-        }
         storage.set_len(0)?;
         let sizes = Sizes::EIGHT;
-        let sb_len = encoded_len(0, sizes)?;
+        let sb_version = options.bounds.superblock_version();
+        let sb_len = encoded_len(sb_version, sizes)?;
         let alloc = Arc::new(Mutex::new(FileAlloc::new(sb_len as u64, sizes.offset)?));
         let ctx = FileSpace {
             eoa: 0,
@@ -168,14 +231,15 @@ impl FileShared {
         }
         let meta = builder.build()?;
         let chunks = h5_chunkcache::ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
+        let old = sb_version < 2;
         let superblock = Superblock {
-            version: 0,
+            version: sb_version,
             sizes,
-            free_space_version: Some(0),
-            root_entry_version: Some(0),
-            shared_header_version: Some(0),
-            group_leaf_k: Some(GROUP_LEAF_K),
-            group_internal_k: Some(GROUP_INTERNAL_K),
+            free_space_version: old.then_some(0),
+            root_entry_version: old.then_some(0),
+            shared_header_version: old.then_some(0),
+            group_leaf_k: old.then_some(GROUP_LEAF_K),
+            group_internal_k: old.then_some(GROUP_INTERNAL_K),
             indexed_storage_k: None,
             consistency_flags: 0,
             base_address: 0,
@@ -197,15 +261,22 @@ impl FileShared {
             dir,
             sohm: Mutex::new(Some(None)),
             alloc: Some(alloc),
-            write: Some(Mutex::new(WriteState::default())),
+            write: Some(Mutex::new(WriteState {
+                bounds: options.bounds,
+                ..WriteState::default()
+            })),
         };
-        let (root, scratch) = create_group_object(&file)?;
+        let (root, scratch) = create_group_object(&file, &options.root_group)?;
         file.root = root;
-        file.superblock.root = Root::SymbolTableEntry(SymbolTableEntry {
-            link_name_offset: 0,
-            object_header_address: root,
-            scratch,
-        });
+        file.superblock.root = if old {
+            Root::SymbolTableEntry(SymbolTableEntry {
+                link_name_offset: 0,
+                object_header_address: root,
+                scratch,
+            })
+        } else {
+            Root::ObjectHeader(root)
+        };
         file.insert_superblock(0)?;
         Ok(Arc::new(file))
     }
@@ -245,8 +316,16 @@ impl FileShared {
             ctx.base = file.base;
         }
         file.alloc = Some(alloc);
+        // New objects use the formats the superblock's version implies (libhdf5 raises its low
+        // bound the same way when it opens a newer file).
+        let bounds = match sb.version {
+            0 | 1 => FormatBounds::Earliest,
+            2 => FormatBounds::V18,
+            _ => FormatBounds::V110,
+        };
         file.write = Some(Mutex::new(WriteState {
             superblock_at: at,
+            bounds,
             ..WriteState::default()
         }));
         {
@@ -331,10 +410,44 @@ impl FileShared {
             .free(kind, addr, len)?)
     }
 
-    /// The links of a group being written (`None`: not an old-style group changed here).
+    /// The format bounds of new objects (`Earliest` for a read-only file).
+    pub fn bounds(&self) -> FormatBounds {
+        self.write
+            .as_ref()
+            .and_then(|w| w.lock().ok().map(|w| w.bounds))
+            .unwrap_or(FormatBounds::Earliest)
+    }
+
+    /// The links of a group being written (`None`: not a group created here).
     pub(crate) fn written_links(&self, group: u64) -> Option<Vec<crate::group::LinkEntry>> {
         let w = self.write.as_ref()?.lock().ok()?;
+        if let Some(t) = w.link_tables.get(&group) {
+            return Some(t.entries());
+        }
         w.groups.get(&group).map(GroupTable::entries)
+    }
+
+    /// The encoded attribute messages of an object whose attributes are dense and written
+    /// here (`None`: ask the file), in name order.
+    pub(crate) fn written_attributes(&self, obj: u64) -> Option<Vec<Vec<u8>>> {
+        let w = self.write.as_ref()?.lock().ok()?;
+        w.attr_tables.get(&obj).map(attrs::AttrTable::bodies)
+    }
+
+    /// Whether the object at `obj`, written here, stores its attributes densely (as of the
+    /// next flush).
+    pub fn attributes_are_dense(&self, obj: u64) -> bool {
+        self.write
+            .as_ref()
+            .and_then(|w| w.lock().ok())
+            .is_some_and(|w| w.attr_tables.contains_key(&obj))
+    }
+
+    /// Whether the new-style group at `group`, created here, stores its links densely (after
+    /// the next flush); `None` for other groups.
+    pub fn group_is_dense(&self, group: u64) -> Option<bool> {
+        let w = self.write.as_ref()?.lock().ok()?;
+        w.link_tables.get(&group).map(links::LinkTable::is_dense)
     }
 
     /// One link of a group being written (`None` outside: ask the file).
@@ -344,20 +457,66 @@ impl FileShared {
         name: &str,
     ) -> Option<Option<crate::group::LinkEntry>> {
         let w = self.write.as_ref()?.lock().ok()?;
+        if let Some(t) = w.link_tables.get(&group) {
+            return Some(t.find(name));
+        }
         w.groups.get(&group).map(|g| g.find(name))
     }
 
     /// Creates a group named `name` in the group whose header is at `parent`; returns the new
     /// group's header address.
     pub fn create_group(&self, parent: u64, name: &str) -> Result<u64> {
+        self.create_group_with(parent, name, &links::GroupOptions::default())
+    }
+
+    /// Creates a group named `name` with creation `options` (used by new-style groups; the
+    /// earliest format has no options) in the group at `parent`; returns its header address.
+    pub fn create_group_with(
+        &self,
+        parent: u64,
+        name: &str,
+        options: &links::GroupOptions,
+    ) -> Result<u64> {
         self.check_usable()?;
         check_name(name)?;
         if self.written_link(parent, name).flatten().is_some() {
             return Err(Error::Exists(name.into()));
         }
-        let (addr, scratch) = create_group_object(self)?;
-        self.insert_link(parent, name, Target::Hard { addr, scratch })?;
+        let (addr, scratch) = create_group_object(self, options)?;
+        self.insert_link(parent, name, LinkTarget::Hard(addr), scratch)?;
         Ok(addr)
+    }
+
+    /// Adds an external link `name` → the object at `path` in the file `file_name` to the
+    /// group at `parent` (new-style groups only: symbol tables cannot hold external links).
+    pub fn link_external(
+        &self,
+        parent: u64,
+        name: &str,
+        file_name: &str,
+        path: &str,
+    ) -> Result<()> {
+        self.check_usable()?;
+        check_name(name)?;
+        if file_name.is_empty()
+            || file_name.contains('\0')
+            || path.is_empty()
+            || path.contains('\0')
+        {
+            return Err(Error::Invalid(format!(
+                "external link target {file_name:?}:{path:?}"
+            )));
+        }
+        self.insert_link(
+            parent,
+            name,
+            LinkTarget::External {
+                flags: 0,
+                file: file_name.as_bytes().to_vec(),
+                path: path.as_bytes().to_vec(),
+            },
+            ScratchPad::None,
+        )
     }
 
     /// Adds a hard link `name` → the existing object at `target` to the group at `parent`; the
@@ -376,14 +535,7 @@ impl FileShared {
     /// of one stands for this link) to the group at `parent`.
     pub(crate) fn link_new(&self, parent: u64, name: &str, target: u64) -> Result<()> {
         check_name(name)?;
-        self.insert_link(
-            parent,
-            name,
-            Target::Hard {
-                addr: target,
-                scratch: ScratchPad::None,
-            },
-        )
+        self.insert_link(parent, name, LinkTarget::Hard(target), ScratchPad::None)
     }
 
     /// Adds a soft link `name` → `path` to the group at `parent`.
@@ -393,14 +545,22 @@ impl FileShared {
         if path.is_empty() || path.contains('\0') {
             return Err(Error::Invalid(format!("soft link target {path:?}")));
         }
-        self.insert_link(parent, name, Target::Soft(path.as_bytes().to_vec()))
+        self.insert_link(
+            parent,
+            name,
+            LinkTarget::Soft(path.as_bytes().to_vec()),
+            ScratchPad::None,
+        )
     }
 
-    /// Makes sure the old-style group at `parent` has a table in the write state, loading an
-    /// existing group's links from the file.
+    /// Makes sure the group at `parent` has a table in the write state: new-style groups made
+    /// here have one; an existing old-style group's links are loaded from the file.
     fn ensure_table(&self, parent: u64) -> Result<()> {
-        if self.state()?.groups.contains_key(&parent) {
-            return Ok(());
+        {
+            let w = self.state()?;
+            if w.groups.contains_key(&parent) || w.link_tables.contains_key(&parent) {
+                return Ok(());
+            }
         }
         // Loaded outside the state lock: loading goes through the metadata cache.
         let oh = crate::object::ObjectHeader::load(self, parent)?;
@@ -409,18 +569,33 @@ impl FileShared {
             _ => None,
         });
         let Some(st) = st else {
-            return Err(Error::Unsupported(format!(
-                "changing the links of the new-style group at {parent:#x}"
-            )));
+            let table = links::LinkTable::load(self, &oh)?;
+            self.state()?.link_tables.entry(parent).or_insert(table);
+            return Ok(());
         };
         let table = GroupTable::load(self, st.btree_address, st.heap_address)?;
         self.state()?.groups.entry(parent).or_insert(table);
         Ok(())
     }
 
-    fn insert_link(&self, parent: u64, name: &str, target: Target) -> Result<()> {
+    /// Adds `target` as `name` to the group at `parent`: a link message in a new-style group,
+    /// a symbol table entry (hard with `scratch`, or soft) in an old-style one.
+    fn insert_link(
+        &self,
+        parent: u64,
+        name: &str,
+        target: LinkTarget,
+        scratch: ScratchPad,
+    ) -> Result<()> {
         self.ensure_table(parent)?;
         let mut w = self.state()?;
+        if let Some(t) = w.link_tables.get_mut(&parent) {
+            if t.links.contains_key(name.as_bytes()) {
+                return Err(Error::Exists(name.into()));
+            }
+            t.insert(name, target);
+            return Ok(());
+        }
         let g = w
             .groups
             .get_mut(&parent)
@@ -428,15 +603,29 @@ impl FileShared {
         if g.links.contains_key(name.as_bytes()) {
             return Err(Error::Exists(name.into()));
         }
-        g.links.insert(name.as_bytes().to_vec(), target);
+        let t = match target {
+            LinkTarget::Hard(addr) => Target::Hard { addr, scratch },
+            LinkTarget::Soft(p) => Target::Soft(p),
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "{name}: old-style (symbol table) groups hold only hard and soft links"
+                )));
+            }
+        };
+        g.links.insert(name.as_bytes().to_vec(), t);
         g.dirty = true;
         Ok(())
     }
 
-    /// Takes the link `name` out of the group at `parent` (no reference count changes).
-    fn take_link(&self, parent: u64, name: &str) -> Result<Target> {
+    /// Takes the link `name` out of the group at `parent` (no reference count changes):
+    /// its target and, from an old-style group, the entry's scratch pad.
+    fn take_link(&self, parent: u64, name: &str) -> Result<(LinkTarget, ScratchPad)> {
         self.ensure_table(parent)?;
         let mut w = self.state()?;
+        if let Some(t) = w.link_tables.get_mut(&parent) {
+            let link = t.remove(name).ok_or_else(|| Error::NotFound(name.into()))?;
+            return Ok((link.target, ScratchPad::None));
+        }
         let g = w
             .groups
             .get_mut(&parent)
@@ -446,7 +635,10 @@ impl FileShared {
             .remove(name.as_bytes())
             .ok_or_else(|| Error::NotFound(name.into()))?;
         g.dirty = true;
-        Ok(t)
+        Ok(match t {
+            Target::Hard { addr, scratch } => (LinkTarget::Hard(addr), scratch),
+            Target::Soft(p) => (LinkTarget::Soft(p), ScratchPad::None),
+        })
     }
 
     /// Removes the link `name` from the group at `parent`. A hard link's object loses one
@@ -454,9 +646,9 @@ impl FileShared {
     /// removed in turn).
     pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
         self.check_usable()?;
-        match self.take_link(parent, name)? {
-            Target::Soft(_) => Ok(()),
-            Target::Hard { addr, .. } => self.release(addr),
+        match self.take_link(parent, name)?.0 {
+            LinkTarget::Hard(addr) => self.release(addr),
+            _ => Ok(()),
         }
     }
 
@@ -475,8 +667,13 @@ impl FileShared {
         if self.written_link(new_parent, new_name).flatten().is_some() {
             return Err(Error::Exists(new_name.into()));
         }
-        let t = self.take_link(parent, name)?;
-        self.insert_link(new_parent, new_name, t)
+        let (t, scratch) = self.take_link(parent, name)?;
+        if let Err(e) = self.insert_link(new_parent, new_name, t.clone(), scratch) {
+            // Put it back where it was.
+            self.insert_link(parent, name, t, scratch)?;
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Drops one reference to the object at `addr`, deleting it at zero.
@@ -491,7 +688,21 @@ impl FileShared {
     /// or a group's table (releasing every member).
     fn delete_object(&self, addr: u64) -> Result<()> {
         use h5_format::message::Message;
-        // Members and raw data first, while the header still describes them.
+        // Members and raw data first, while the header still describes them. Tables kept for
+        // the object must not be laid out into its freed header at the next flush.
+        let (links, _attrs) = {
+            let mut w = self.state()?;
+            (w.link_tables.remove(&addr), w.attr_tables.remove(&addr))
+        };
+        if let Some(t) = links {
+            // A new-style group made here: its members lose a reference (the table's heap and
+            // index blocks, if laid out, are left unused).
+            for link in t.links.values() {
+                if let LinkTarget::Hard(child) = link.target {
+                    self.release(child)?;
+                }
+            }
+        }
         let oh = crate::object::ObjectHeader::load(self, addr)?;
         if let Some(st) = oh.find(|m| match m {
             Message::SymbolTable(st) => Some(*st),
@@ -624,6 +835,8 @@ impl FileShared {
             self.state()?.groups.insert(addr, g);
             r?;
         }
+        self.lay_out_dirty(|w| &mut w.link_tables)?;
+        self.lay_out_dirty(|w| &mut w.attr_tables)?;
         // Everything is placed: the aggregators give their unused space back and the end of
         // allocation shrinks over free space at the end, before the superblock records it.
         let eoa = match &self.alloc {
@@ -647,6 +860,60 @@ impl FileShared {
     }
 }
 
+/// A structure kept as a table while the file is open and laid out at flush.
+trait LaidOutAtFlush {
+    /// Changed since its last layout.
+    fn is_dirty(&self) -> bool;
+    /// Writes it for the object whose header is at `addr`.
+    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()>;
+}
+
+impl LaidOutAtFlush for links::LinkTable {
+    fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()> {
+        self.lay_out(file, addr)
+    }
+}
+
+impl LaidOutAtFlush for attrs::AttrTable {
+    fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()> {
+        self.lay_out(file, addr)
+    }
+}
+
+impl FileShared {
+    /// Lays out every dirty table of one kind, in address order, each outside the state lock
+    /// (laying out allocates and uses the cache).
+    fn lay_out_dirty<T: LaidOutAtFlush>(
+        &self,
+        pick: impl Fn(&mut WriteState) -> &mut HashMap<u64, T>,
+    ) -> Result<()> {
+        let mut dirty: Vec<u64> = {
+            let mut w = self.state()?;
+            pick(&mut w)
+                .iter()
+                .filter(|(_, t)| t.is_dirty())
+                .map(|(a, _)| *a)
+                .collect()
+        };
+        dirty.sort_unstable();
+        for addr in dirty {
+            let Some(mut t) = pick(&mut *self.state()?).remove(&addr) else {
+                continue;
+            };
+            let r = t.lay_out_for(self, addr);
+            pick(&mut *self.state()?).insert(addr, t);
+            r?;
+        }
+        Ok(())
+    }
+}
+
 fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.contains('/') || name.contains('\0') || name == "." {
         return Err(Error::Invalid(format!("link name {name:?}")));
@@ -654,10 +921,61 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Creates an empty old-style group: its heap header, B-tree root and object header. The table
-/// is laid out at flush.
-fn create_group_object(file: &FileShared) -> Result<(u64, ScratchPad)> {
+/// Creates an empty group in the style of the file's format bounds; its links are laid out at
+/// flush. An old-style group gets its heap header, B-tree root and object header (and the
+/// scratch pad caching them); a new-style one a header with link info and group info messages.
+fn create_group_object(
+    file: &FileShared,
+    options: &links::GroupOptions,
+) -> Result<(u64, ScratchPad)> {
     let sizes = file.sizes;
+    let bounds = file.state()?.bounds;
+    if bounds.new_style() {
+        if options.index_order && !options.track_order {
+            return Err(Error::Invalid(
+                "indexing link creation order needs tracking it".into(),
+            ));
+        }
+        if options.min_dense > options.max_compact.saturating_add(1) {
+            return Err(Error::Invalid(format!(
+                "minimum dense links {} above maximum compact links {} + 1",
+                options.min_dense, options.max_compact
+            )));
+        }
+        if options.attr_index_order && !options.attr_track_order {
+            return Err(Error::Invalid(
+                "indexing attribute creation order needs tracking it".into(),
+            ));
+        }
+        let mut messages = vec![
+            ohdr::message(kind::LINK_INFO, 0, options.link_info().encode(sizes)),
+            ohdr::message(
+                kind::GROUP_INFO,
+                h5_format::object_header::msg_flags::CONSTANT,
+                options.group_info().encode(),
+            ),
+        ];
+        let (flags, ainfo) =
+            attrs::header_parts(file, options.attr_track_order, options.attr_index_order);
+        messages.extend(ainfo);
+        // Room for the group's first links, as libhdf5 sizes a new group from the group info
+        // estimates (4 links of 8-byte names).
+        let version = bounds.object_header_version();
+        let estimate = h5_format::message::link::Link {
+            name: vec![b'x'; usize::from(links::ESTIMATED_NAME_LEN)],
+            charset: h5_format::message::link::CharSet::Ascii,
+            creation_order: options.track_order.then_some(0),
+            target: h5_format::message::link::LinkTarget::Hard(0),
+        }
+        .encoded_len(sizes);
+        let reserve =
+            usize::from(links::ESTIMATED_ENTRIES) * ohdr::message_bytes(version, flags, estimate);
+        let addr = ohdr::create_with_flags(file, version, flags, reserve, messages)?;
+        file.state()?
+            .link_tables
+            .insert(addr, links::LinkTable::new(*options));
+        return Ok((addr, ScratchPad::None));
+    }
     let heap = file.allocate(SpaceKind::Meta, LocalHeapHeader::encoded_len(sizes) as u64)?;
     let btree = file.allocate(
         SpaceKind::Meta,

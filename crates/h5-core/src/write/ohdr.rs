@@ -77,21 +77,41 @@ fn block_entry(prefix: ObjectHeaderPrefix, messages: Vec<StoredMessage>, len: us
     })
 }
 
-/// A new, empty prefix of `version`.
-fn new_prefix(version: u8, chunk0_size: usize) -> ObjectHeaderPrefix {
+/// A new, empty prefix of `version` (`flags`: the attribute creation-order bits of a version 2
+/// header).
+fn new_prefix(version: u8, flags: u8, chunk0_size: usize) -> ObjectHeaderPrefix {
     if version == 1 {
         ObjectHeaderPrefix::v1(0, 1, chunk0_size)
     } else {
-        ObjectHeaderPrefix::v2(0, None, None, chunk0_size)
+        ObjectHeaderPrefix::v2(flags, None, None, chunk0_size)
     }
 }
 
 /// Creates an object header of `version` (1 or 2) holding `messages`; returns its relative
 /// address. Chunk #0 is sized to the messages (at least one continuation message).
 pub(crate) fn create(file: &FileShared, version: u8, messages: Vec<StoredMessage>) -> Result<u64> {
-    let probe = new_prefix(version, 0);
-    let body = used(&probe, &messages).max(continuation_len(&probe, file.sizes));
-    let mut prefix = new_prefix(version, body);
+    create_with_flags(file, version, 0, 0, messages)
+}
+
+/// Bytes of a message with a body of `body` bytes in a header like a new one of `version` with
+/// `flags`.
+pub(crate) fn message_bytes(version: u8, flags: u8, body: usize) -> usize {
+    message_len(&new_prefix(version, flags, 0), body)
+}
+
+/// [`create`] with the attribute creation-order `flags` of a version 2 header
+/// (`header_flags::ATTR_CREATION_ORDER_*`; every message then carries a creation order) and
+/// room in chunk #0 for `reserve` more bytes of messages (a NIL message until used).
+pub(crate) fn create_with_flags(
+    file: &FileShared,
+    version: u8,
+    flags: u8,
+    reserve: usize,
+    messages: Vec<StoredMessage>,
+) -> Result<u64> {
+    let probe = new_prefix(version, flags, 0);
+    let body = (used(&probe, &messages) + reserve).max(continuation_len(&probe, file.sizes));
+    let mut prefix = new_prefix(version, flags, body);
     if version == 1 {
         prefix.message_count = Some(count_u16(messages.len())?);
     }
@@ -168,10 +188,11 @@ pub(crate) fn adjust_refcount(file: &FileShared, addr: u64, delta: i64) -> Resul
         } else {
             msgs.retain(|m| m.kind != kind::REFERENCE_COUNT);
             if new > 1 {
-                // Version 0, then the count.
-                let mut body = vec![0u8];
-                body.extend_from_slice(&new.to_le_bytes());
-                msgs.push(message(kind::REFERENCE_COUNT, 0, body));
+                msgs.push(message(
+                    kind::REFERENCE_COUNT,
+                    0,
+                    h5_format::message::ReferenceCount { count: new }.encode(),
+                ));
             }
         }
         Ok(new)

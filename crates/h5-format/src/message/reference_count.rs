@@ -16,6 +16,13 @@ impl ReferenceCount {
         super::version(r, &[0])?;
         Ok(ReferenceCount { count: r.u32()? })
     }
+
+    /// Encodes the message body (version 0).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![0u8];
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out
+    }
 }
 
 #[cfg(test)]
@@ -30,6 +37,7 @@ mod tests {
             ReferenceCount { count: 3 }
         );
         assert!(ReferenceCount::decode(&mut Reader::new(&[1, 3, 0, 0, 0], "t", 0)).is_err());
+        assert_eq!(ReferenceCount { count: 3 }.encode(), b.to_vec());
         for n in 0..b.len() {
             assert!(ReferenceCount::decode(&mut Reader::new(&b[..n], "t", 0)).is_err());
         }
