@@ -29,6 +29,9 @@
 use h5_format::datatype::{ByteOrder, Datatype};
 use h5_format::message::filter_pipeline::Filter;
 
+/// Why a filter failed on a chunk (re-exported from `h5-filters`).
+pub use h5_filters::FilterError;
+
 /// Flag bit 0 of a pipeline entry: the filter may be skipped when it fails on a chunk.
 pub const FLAG_OPTIONAL: u16 = 1;
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use h5::{
     BitshuffleCompression as Bs, BloscCompressor as Bc, BloscShuffle as Bsh, DatasetBuilder,
-    H5Num, H5Type, ScaleOffset, SzipCoding,
+    FilterSetupError, H5Num, H5Type, ScaleOffset, SzipCoding,
 };
 use h5_testkit::verify::{h5dump, run_python};
 use serde_json::json;
@@ -111,21 +111,27 @@ impl F {
 /// in f64) for floats.
 trait Elem: H5Type + H5Num + Copy + PartialEq + std::fmt::Debug {
     const NP: &'static str;
-    fn make(i: usize) -> Self;
+    fn make(i: usize, smooth: bool) -> Self;
     fn to_f64(self) -> f64;
 }
 
-fn k(i: usize) -> i64 {
-    ((i * 37) % 101 + i / 13) as i64
+/// The generator's integer sequence: jumpy, or smooth (`i / 7`, which szip's nearest-neighbour
+/// coding shrinks).
+fn k(i: usize, smooth: bool) -> i64 {
+    if smooth {
+        (i / 7) as i64
+    } else {
+        ((i * 37) % 101 + i / 13) as i64
+    }
 }
 
 macro_rules! int_elem {
     ($t:ty, $np:literal, $expr:expr) => {
         impl Elem for $t {
             const NP: &'static str = $np;
-            fn make(i: usize) -> Self {
+            fn make(i: usize, smooth: bool) -> Self {
                 let f: fn(i64) -> $t = $expr;
-                f(k(i))
+                f(k(i, smooth))
             }
             fn to_f64(self) -> f64 {
                 self as f64
@@ -139,8 +145,8 @@ int_elem!(i32, "<i4", |k| (k - 50) as i32);
 int_elem!(i64, "<i8", |k| k - 50);
 impl Elem for f32 {
     const NP: &'static str = "<f4";
-    fn make(i: usize) -> Self {
-        ((k(i) - 50) as f64 * 0.37) as f32
+    fn make(i: usize, smooth: bool) -> Self {
+        ((k(i, smooth) - 50) as f64 * 0.37) as f32
     }
     fn to_f64(self) -> f64 {
         f64::from(self)
@@ -148,8 +154,8 @@ impl Elem for f32 {
 }
 impl Elem for f64 {
     const NP: &'static str = "<f8";
-    fn make(i: usize) -> Self {
-        (k(i) - 50) as f64 * 0.37
+    fn make(i: usize, smooth: bool) -> Self {
+        (k(i, smooth) - 50) as f64 * 0.37
     }
     fn to_f64(self) -> f64 {
         self
@@ -165,6 +171,8 @@ struct Case {
     filters: Vec<F>,
     /// The fill value, as a Python literal, when one is set.
     fill: Option<String>,
+    /// Which data sequence (see [`k`]).
+    smooth: bool,
     /// Largest difference allowed between written and read values (0: exact).
     tolerance: f64,
 }
@@ -179,6 +187,17 @@ struct Suite {
 
 impl Suite {
     fn add<T: Elem>(&mut self, shape: &[usize], chunk: &[usize], filters: &[F], fill: Option<T>) {
+        self.add_data(shape, chunk, filters, fill, false);
+    }
+
+    fn add_data<T: Elem>(
+        &mut self,
+        shape: &[usize],
+        chunk: &[usize],
+        filters: &[F],
+        fill: Option<T>,
+        smooth: bool,
+    ) {
         let name = format!("d{}", self.cases.len());
         let tolerance = filters
             .iter()
@@ -194,10 +213,11 @@ impl Suite {
             chunk: chunk.to_vec(),
             filters: filters.to_vec(),
             fill: fill.map(|v| format!("{}", v.to_f64())),
+            smooth,
             tolerance,
         });
         let n: usize = shape.iter().product();
-        let data: Vec<T> = (0..n).map(T::make).collect();
+        let data: Vec<T> = (0..n).map(|i| T::make(i, smooth)).collect();
         let (shape, chunk, filters) = (shape.to_vec(), chunk.to_vec(), filters.to_vec());
         let wname = name.clone();
         let wdata = data.clone();
@@ -237,6 +257,7 @@ impl Suite {
                     "chunk": c.chunk,
                     "kwargs": c.filters.iter().map(|f| f.python()).collect::<Vec<_>>().join(", "),
                     "fill": c.fill,
+                    "smooth": c.smooth,
                     "tolerance": c.tolerance,
                 }))
                 .collect::<Vec<_>>()
@@ -246,16 +267,25 @@ impl Suite {
     /// Writes the suite with h5 into `ours` and with h5py into `reference`, then checks both.
     fn run(&self, ours: &Path, reference: &Path) {
         {
-            let f = h5::File::create(ours).unwrap();
+            // Chunks are encoded on a pool of codec threads.
+            let access = h5::FileAccess::default().chunk_cache(h5::ChunkCacheConfig {
+                threads: Some(3),
+                ..Default::default()
+            });
+            let f = h5::File::create_with(ours, &access, &h5::CreateOptions::default()).unwrap();
             let root = f.root().unwrap();
             for w in &self.writers {
                 w(&root);
             }
+            f.flush().unwrap();
+            assert!(f.chunk_cache_stats().unwrap().encode_time > std::time::Duration::ZERO);
             f.close().unwrap();
         }
         let spec = self.json().to_string();
-        let out = run_python(COMPARE, &[reference.as_os_str(), ours.as_os_str(), spec.as_ref()]);
-        println!("{out}");
+        let out = run_python(
+            COMPARE,
+            &[reference.as_os_str(), ours.as_os_str(), spec.as_ref()],
+        );
         assert!(out.trim_end().ends_with("ok"), "{out}");
         // Pipelines entry for entry, every client data value (h5py's get_filter truncates long
         // ones).
@@ -288,15 +318,17 @@ import json, sys
 import numpy as np, h5py, hdf5plugin
 ref, ours, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 
-def gen(dtype, n):
+def gen(c):
+    n = int(np.prod(c['shape']))
     i = np.arange(n, dtype=np.int64)
-    k = (i * 37) % 101 + i // 13
+    k = i // 7 if c['smooth'] else (i * 37) % 101 + i // 13
+    dtype = c['dtype']
     dt = np.dtype(dtype)
     if dt.kind == 'u':
-        return (k % 256).astype(dt)
+        return (k % 256).astype(dt).reshape(c['shape'])
     if dt.kind == 'i':
-        return (k - 50).astype(dt)
-    return ((k - 50).astype(np.float64) * 0.37).astype(dt)
+        return (k - 50).astype(dt).reshape(c['shape'])
+    return ((k - 50).astype(np.float64) * 0.37).astype(dt).reshape(c['shape'])
 
 with h5py.File(ref, 'w') as f:
     for c in spec:
@@ -306,7 +338,7 @@ with h5py.File(ref, 'w') as f:
             kw['dcpl'].set_filter(h5py.h5z.FILTER_NBIT, h5py.h5z.FLAG_OPTIONAL)
         if c['fill'] is not None:
             kw['fillvalue'] = np.array(float(c['fill'])).astype(c['dtype'])
-        data = gen(c['dtype'], int(np.prod(c['shape']))).reshape(c['shape'])
+        data = gen(c)
         f.create_dataset(c['name'], data=data, chunks=tuple(c['chunk']), **kw)
 
 bad = []
@@ -328,11 +360,15 @@ with h5py.File(ref, 'r') as r, h5py.File(ours, 'r') as o:
                 fa, fb = (fa[0], fa[1], fa[3]), (fb[0], fb[1], fb[3])
             if fa != fb:
                 bad.append(f"{c['name']}: filter {i} {fa} != {fb}")
-        # Chunks a filter skipped (filter mask bits), ours and libhdf5's.
+        # Chunks an optional filter skipped (filter mask bits) must be those libhdf5 skipped:
+        # the same chunks do not shrink.
         ma = [a.id.get_chunk_info(i).filter_mask for i in range(a.id.get_num_chunks())]
         mb = [b.id.get_chunk_info(i).filter_mask for i in range(b.id.get_num_chunks())]
-        print(c['name'], c['kwargs'], 'masks', ma, mb)
-        want = gen(c['dtype'], int(np.prod(c['shape']))).reshape(c['shape'])
+        if ma != mb:
+            bad.append(f"{c['name']}: chunk filter masks {ma} != {mb}")
+        if c['smooth'] and all(ma):
+            bad.append(f"{c['name']}: smooth data left unfiltered: masks {ma}")
+        want = gen(c)
         got = a[()]
         if c['tolerance'] == 0:
             if not np.array_equal(got, want):
@@ -346,19 +382,6 @@ for line in bad:
 print('mismatches' if bad else 'ok')
 "#;
 
-#[test]
-fn probe() {
-    let Ok(path) = std::env::var("PROBE") else {
-        return;
-    };
-    let f = h5::File::open(&path).unwrap();
-    let root = f.root().unwrap();
-    for l in root.links().unwrap() {
-        let d = root.dataset(&l.name).unwrap();
-        println!("{} {:?}", l.name, d.filters());
-    }
-}
-
 /// libhdf5's own filters: shuffle, deflate, fletcher32, szip (both codings, scanlines shorter
 /// and longer than a block, whole-chunk scanlines), scale-offset (integers with computed and
 /// given bit counts, floats with decimal scaling, fill values), n-bit, with partial edge chunks.
@@ -366,7 +389,12 @@ fn probe() {
 fn builtin_filters_record_what_libhdf5_records() {
     let (_d, ours, reference) = tmp();
     let mut s = Suite::default();
-    s.add::<f64>(&[33, 10], &[8, 4], &[F::Shuffle, F::Deflate(4), F::Fletcher32], None);
+    s.add::<f64>(
+        &[33, 10],
+        &[8, 4],
+        &[F::Shuffle, F::Deflate(4), F::Fletcher32],
+        None,
+    );
     s.add::<i16>(&[50], &[16], &[F::Shuffle], None);
     s.add::<u8>(&[300], &[64], &[F::Deflate(9)], None);
     s.add::<i32>(&[33], &[7], &[F::Fletcher32], None);
@@ -377,6 +405,12 @@ fn builtin_filters_record_what_libhdf5_records() {
     s.add::<f64>(&[60, 50], &[20, 50], &[F::Szip(nn, 32)], None);
     s.add::<u8>(&[500], &[128], &[F::Szip(nn, 8)], None);
     s.add::<f32>(&[45, 9], &[20, 9], &[F::Szip(ec, 4)], None);
+    // Data szip shrinks (the cases above mostly do not: their chunks are stored unfiltered).
+    s.add_data::<i32>(&[100, 7], &[40, 7], &[F::Szip(nn, 16)], None, true);
+    s.add_data::<i16>(&[1000], &[300], &[F::Szip(ec, 8)], None, true);
+    s.add_data::<u8>(&[500], &[128], &[F::Szip(nn, 8)], None, true);
+    s.add_data::<f64>(&[60, 50], &[20, 50], &[F::Szip(nn, 32)], None, true);
+    s.add_data::<i64>(&[6000], &[5000], &[F::Szip(nn, 32)], None, true);
     s.add::<i32>(&[100], &[40], &[F::ScaleInt(0)], None);
     s.add::<i16>(&[100, 3], &[40, 2], &[F::ScaleInt(12)], None);
     s.add::<u8>(&[99], &[40], &[F::ScaleInt(0)], None);
@@ -386,7 +420,12 @@ fn builtin_filters_record_what_libhdf5_records() {
     s.add::<f64>(&[100, 3], &[40, 2], &[F::ScaleFloat(3)], Some(1.5));
     s.add::<i32>(&[100], &[30], &[F::ScaleInt(0), F::Shuffle, F::Lzf], None);
     s.add::<i32>(&[70], &[30], &[F::Nbit], None);
-    s.add::<f64>(&[70, 3], &[30, 2], &[F::Nbit, F::Shuffle, F::Fletcher32], None);
+    s.add::<f64>(
+        &[70, 3],
+        &[30, 2],
+        &[F::Nbit, F::Shuffle, F::Fletcher32],
+        None,
+    );
     s.run(&ours, &reference);
 }
 
@@ -405,8 +444,18 @@ fn plugin_filters_record_what_hdf5plugin_records() {
     s.add::<i32>(&[100], &[40], &[F::Bzip2(9)], None);
     s.add::<u8>(&[100], &[40], &[F::Bzip2(5)], None);
     s.add::<i32>(&[500], &[200], &[F::Blosc(Bc::Lz4, 5, Bsh::Byte)], None);
-    s.add::<f64>(&[100, 3], &[40, 2], &[F::Blosc(Bc::Zstd, 7, Bsh::Bit)], None);
-    s.add::<i16>(&[300, 3], &[130, 2], &[F::Blosc(Bc::Zlib, 4, Bsh::None)], None);
+    s.add::<f64>(
+        &[100, 3],
+        &[40, 2],
+        &[F::Blosc(Bc::Zstd, 7, Bsh::Bit)],
+        None,
+    );
+    s.add::<i16>(
+        &[300, 3],
+        &[130, 2],
+        &[F::Blosc(Bc::Zlib, 4, Bsh::None)],
+        None,
+    );
     s.add::<f32>(&[300], &[200], &[F::Blosc(Bc::BloscLz, 5, Bsh::Byte)], None);
     s.add::<u8>(&[300], &[200], &[F::Blosc(Bc::Lz4Hc, 9, Bsh::None)], None);
     s.add::<i32>(&[100], &[40], &[F::Bitshuffle(Bs::None)], None);
@@ -414,4 +463,257 @@ fn plugin_filters_record_what_hdf5plugin_records() {
     s.add::<f64>(&[100, 3], &[40, 2], &[F::Bitshuffle(Bs::Zstd(5))], None);
     s.add::<u8>(&[1000], &[333], &[F::Bitshuffle(Bs::Lz4)], None);
     s.run(&ours, &reference);
+}
+
+/// A pseudo-random byte sequence no compressor shrinks.
+fn noise(n: usize) -> Vec<i32> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as i32
+        })
+        .collect()
+}
+
+/// Optional filters that cannot shrink a chunk are skipped for it (its filter mask bit set), as
+/// libhdf5 does: the data read back everywhere. A mandatory filter that fails makes the write
+/// (or the flush that encodes the chunk) fail with the filter's typed error.
+#[test]
+fn failing_optional_filters_are_skipped_and_mandatory_ones_fail() {
+    let (_d, path, _) = tmp();
+    let data = noise(900);
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        for (name, b) in [
+            ("lzf", root.new_dataset::<i32>().lzf()),
+            (
+                "szip",
+                root.new_dataset::<i32>()
+                    .szip(SzipCoding::NearestNeighbor, 8),
+            ),
+            (
+                "chain",
+                root.new_dataset::<i32>().shuffle().lzf().fletcher32(),
+            ),
+        ] {
+            let ds = b.shape([900]).chunk([300]).create(name).unwrap();
+            ds.write(&data).unwrap();
+        }
+        f.close().unwrap();
+    }
+    let out = run_python(
+        r#"
+import sys, json, numpy as np, h5py, hdf5plugin
+want = np.array(json.loads(sys.argv[2]), dtype='<i4')
+with h5py.File(sys.argv[1], 'r') as f:
+    for name, bit in [('lzf', 1), ('szip', 1), ('chain', 2)]:
+        d = f[name]
+        masks = [d.id.get_chunk_info(i).filter_mask for i in range(d.id.get_num_chunks())]
+        assert masks == [bit] * 3, (name, masks)
+        assert np.array_equal(d[()], want), name
+print('ok')
+"#,
+        &[
+            path.as_os_str(),
+            serde_json::to_string(&data).unwrap().as_ref(),
+        ],
+    );
+    assert_eq!(out.trim(), "ok");
+    let f = h5::File::open(&path).unwrap();
+    for name in ["lzf", "szip", "chain"] {
+        let got: Vec<i32> = f
+            .dataset(name)
+            .unwrap()
+            .read::<i32>()
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(got, data, "{name}");
+    }
+    h5dump(&["-d", "/szip"], &path).unwrap();
+
+    // The same LZF entry, mandatory (as `H5Pset_filter` with no flags).
+    let (_d2, path2, _) = tmp();
+    let f = h5::File::create(&path2).unwrap();
+    let ds = f
+        .root()
+        .unwrap()
+        .new_dataset::<i32>()
+        .shape([900])
+        .chunk([300])
+        .filter_raw(32000, vec![4, 261, 1200])
+        .create("lzf")
+        .unwrap();
+    let err = ds.write(&data).and_then(|()| f.flush()).unwrap_err();
+    assert!(
+        matches!(
+            err.filter_failure(),
+            Some(h5::FilterError::EncodeFailed { filter: "lzf", .. })
+        ),
+        "{err:?}"
+    );
+}
+
+/// Filters that cannot apply to a dataset's datatype or chunks, or out-of-range parameters,
+/// refuse to create it, as libhdf5 does (with the same reasons).
+#[test]
+fn filters_that_cannot_apply_refuse_the_dataset() {
+    let (_d, path, _) = tmp();
+    let f = h5::File::create(&path).unwrap();
+    let root = f.root().unwrap();
+    let nn = SzipCoding::NearestNeighbor;
+    let e = root
+        .new_dataset::<[i32; 3]>()
+        .shape([10])
+        .chunk([10])
+        .szip(nn, 8)
+        .create("a")
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            h5::Error::FilterSetup(FilterSetupError::Datatype { filter: "szip", .. })
+        ),
+        "{e:?}"
+    );
+    let e = root
+        .new_dataset::<i32>()
+        .shape([10])
+        .chunk([5])
+        .szip(nn, 8)
+        .create("b")
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            h5::Error::FilterSetup(FilterSetupError::ChunkTooSmall { elements: 5, .. })
+        ),
+        "{e:?}"
+    );
+    let e = root
+        .new_dataset::<i32>()
+        .shape([10])
+        .chunk([10])
+        .szip(nn, 7)
+        .create("c")
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            h5::Error::FilterSetup(FilterSetupError::Parameter { .. })
+        ),
+        "{e:?}"
+    );
+    let e = root
+        .new_dataset::<f64>()
+        .shape([10])
+        .chunk([10])
+        .scale_offset(ScaleOffset::Integer { min_bits: 0 })
+        .create("d")
+        .unwrap_err();
+    assert!(
+        matches!(e, h5::Error::FilterSetup(FilterSetupError::Datatype { .. })),
+        "{e:?}"
+    );
+    let e = root
+        .new_dataset::<u8>()
+        .shape([10])
+        .chunk([10])
+        .scale_offset(ScaleOffset::Integer { min_bits: 9 })
+        .create("e")
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            h5::Error::FilterSetup(FilterSetupError::Parameter { .. })
+        ),
+        "{e:?}"
+    );
+    let e = root
+        .new_dataset::<i32>()
+        .shape([10])
+        .chunk([10])
+        .deflate(10)
+        .create("f")
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            h5::Error::FilterSetup(FilterSetupError::Parameter { .. })
+        ),
+        "{e:?}"
+    );
+    // Nothing was linked.
+    assert!(root.links().unwrap().is_empty());
+}
+
+/// A pipeline read from a dataset h5py wrote is reproduced entry for entry by `filter_like`
+/// (what a copy or repack needs), and h5 writes into filtered datasets of files h5py made.
+#[test]
+fn pipelines_copy_and_existing_filtered_datasets_take_writes() {
+    let (_d, ours, reference) = tmp();
+    run_python(
+        r#"
+import sys, numpy as np, h5py, hdf5plugin
+with h5py.File(sys.argv[1], 'w') as f:
+    kw = [dict(compression='szip', compression_opts=('nn', 8)), dict(scaleoffset=0),
+          dict(shuffle=True, compression='lzf', fletcher32=True), dict(**hdf5plugin.Blosc()),
+          dict(**hdf5plugin.Bitshuffle(cname='zstd')), dict(**hdf5plugin.BZip2()),
+          dict(**hdf5plugin.LZ4()), dict(**hdf5plugin.Zstd())]
+    for i, k in enumerate(kw):
+        f.create_dataset(f'd{i}', data=np.zeros((50, 6), dtype='<i4'), chunks=(20, 4), **k)
+"#,
+        &[reference.as_os_str()],
+    );
+    let data: Vec<i32> = (0..300).map(|i| (i / 3) - 40).collect();
+    let src = h5::File::open(&reference).unwrap();
+    let names = src.member_names().unwrap();
+    assert_eq!(names.len(), 8);
+    {
+        let f = h5::File::create(&ours).unwrap();
+        for n in &names {
+            let pipeline = src.dataset(n).unwrap().filters();
+            let mut b = f
+                .root()
+                .unwrap()
+                .new_dataset::<i32>()
+                .shape([50, 6])
+                .chunk([20, 4]);
+            for p in &pipeline {
+                b = b.filter_like(p);
+            }
+            let ds = b.create(n).unwrap();
+            ds.write(&data).unwrap();
+            assert_eq!(ds.filters(), pipeline, "{n}");
+        }
+        f.close().unwrap();
+    }
+    drop(src);
+    {
+        let f = h5::File::open_rw(&reference).unwrap();
+        for n in &names {
+            f.dataset(n).unwrap().write(&data).unwrap();
+        }
+        f.close().unwrap();
+    }
+    let out = run_python(
+        r#"
+import sys, numpy as np, h5py, hdf5plugin
+want = (np.arange(300) // 3 - 40).astype('<i4').reshape(50, 6)
+with h5py.File(sys.argv[1], 'r') as a, h5py.File(sys.argv[2], 'r') as b:
+    for n in a:
+        assert np.array_equal(a[n][()], want), n
+        assert np.array_equal(b[n][()], want), n
+        pa, pb = a[n].id.get_create_plist(), b[n].id.get_create_plist()
+        assert [pa.get_filter(i)[:2] for i in range(pa.get_nfilters())] == \
+               [pb.get_filter(i)[:2] for i in range(pb.get_nfilters())], n
+print('ok')
+"#,
+        &[ours.as_os_str(), reference.as_os_str()],
+    );
+    assert_eq!(out.trim(), "ok");
 }
