@@ -717,3 +717,146 @@ print('ok')
     );
     assert_eq!(out.trim(), "ok");
 }
+
+/// Array elements: Blosc shuffles by the base type's size, shuffle and bitshuffle by the whole
+/// element's, LZF counts whole elements, as the plugins' set-local steps do; n-bit describes the
+/// array and scale-offset refuses it.
+#[test]
+fn array_elements_record_the_plugins_sizes() {
+    let (_d, ours, reference) = tmp();
+    run_python(
+        r#"
+import sys, numpy as np, h5py, hdf5plugin
+at = h5py.h5t.array_create(h5py.h5t.STD_I16LE, (3,))
+with h5py.File(sys.argv[1], 'w') as f:
+    for name, fid, opts in [('blosc', 32001, hdf5plugin.Blosc().filter_options),
+                            ('bitshuffle', 32008, hdf5plugin.Bitshuffle().filter_options),
+                            ('shuffle', 2, ()), ('lzf', 32000, ()), ('nbit', 5, ())]:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((4,))
+        dcpl.set_filter(fid, h5py.h5z.FLAG_OPTIONAL, opts)
+        h5py.h5d.create(f.id, name.encode(), at, h5py.h5s.create_simple((10,)), dcpl=dcpl)
+"#,
+        &[reference.as_os_str()],
+    );
+    let data: Vec<[i16; 3]> = (0..10).map(|i| [i, -i, i * 100]).collect();
+    {
+        let f = h5::File::create(&ours).unwrap();
+        let root = f.root().unwrap();
+        let b = || root.new_dataset::<[i16; 3]>().shape([10]).chunk([4]);
+        let builders = [
+            ("blosc", b().blosc(Bc::Lz4, 5, Bsh::Byte)),
+            ("bitshuffle", b().bitshuffle(Bs::Lz4)),
+            ("shuffle", b().shuffle()),
+            ("lzf", b().lzf()),
+            ("nbit", b().nbit()),
+        ];
+        for (name, b) in builders {
+            b.create(name).unwrap().write(&data).unwrap();
+        }
+        let e = b()
+            .scale_offset(ScaleOffset::Integer { min_bits: 0 })
+            .create("so")
+            .unwrap_err();
+        assert!(
+            matches!(e, h5::Error::FilterSetup(FilterSetupError::Datatype { .. })),
+            "{e:?}"
+        );
+        f.close().unwrap();
+    }
+    let a = h5::File::open(&ours).unwrap();
+    let b = h5::File::open(&reference).unwrap();
+    for name in ["blosc", "bitshuffle", "shuffle", "lzf", "nbit"] {
+        let ds = a.dataset(name).unwrap();
+        assert_eq!(ds.filters(), b.dataset(name).unwrap().filters(), "{name}");
+        assert_eq!(ds.read_vec::<[i16; 3]>().unwrap(), data, "{name}");
+    }
+    let out = run_python(
+        r#"
+import sys, numpy as np, h5py, hdf5plugin
+want = np.array([[i, -i, i * 100] for i in range(10)], dtype='<i2')
+with h5py.File(sys.argv[1], 'r') as f:
+    for n in f:
+        assert np.array_equal(f[n][()], want), (n, f[n][()])
+print('ok')
+"#,
+        &[ours.as_os_str()],
+    );
+    assert_eq!(out.trim(), "ok");
+}
+
+/// A compound element (Rust layout, as numpy's aligned layout): n-bit describes every member
+/// at its offset, shuffle takes the whole size, szip refuses it, as libhdf5 does.
+#[test]
+fn compound_elements_record_libhdf5s_description() {
+    #[derive(h5::H5Type, Clone, Copy, Debug, PartialEq)]
+    #[repr(C)]
+    struct P {
+        a: i32,
+        b: f64,
+        c: u8,
+    }
+    let (_d, ours, reference) = tmp();
+    run_python(
+        r#"
+import sys, numpy as np, h5py
+t = np.dtype([('a', '<i4'), ('b', '<f8'), ('c', 'u1')], align=True)
+with h5py.File(sys.argv[1], 'w') as f:
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_filter(h5py.h5z.FILTER_NBIT, h5py.h5z.FLAG_OPTIONAL)
+    f.create_dataset('p', shape=(20,), dtype=t, chunks=(6,), dcpl=dcpl, shuffle=True,
+                     compression='gzip', compression_opts=2)
+"#,
+        &[reference.as_os_str()],
+    );
+    let data: Vec<P> = (0..20)
+        .map(|i| P {
+            a: i * 3 - 7,
+            b: f64::from(i) * 0.25,
+            c: i as u8,
+        })
+        .collect();
+    {
+        let f = h5::File::create(&ours).unwrap();
+        let root = f.root().unwrap();
+        let b = || root.new_dataset::<P>().shape([20]).chunk([6]);
+        b().nbit()
+            .shuffle()
+            .deflate(2)
+            .create("p")
+            .unwrap()
+            .write(&data)
+            .unwrap();
+        let e = b().szip(SzipCoding::Entropy, 2).create("szip").unwrap_err();
+        assert!(
+            matches!(e, h5::Error::FilterSetup(FilterSetupError::Datatype { .. })),
+            "{e:?}"
+        );
+        f.close().unwrap();
+    }
+    let a = h5::File::open(&ours).unwrap();
+    let ds = a.dataset("p").unwrap();
+    assert_eq!(
+        ds.filters(),
+        h5::File::open(&reference)
+            .unwrap()
+            .dataset("p")
+            .unwrap()
+            .filters()
+    );
+    assert_eq!(ds.read_vec::<P>().unwrap(), data);
+    let out = run_python(
+        r#"
+import sys, numpy as np, h5py
+with h5py.File(sys.argv[1], 'r') as f:
+    d = f['p'][()]
+    assert list(d['a']) == [i * 3 - 7 for i in range(20)], d
+    assert list(d['b']) == [i * 0.25 for i in range(20)], d
+    assert list(d['c']) == list(range(20)), d
+print('ok')
+"#,
+        &[ours.as_os_str()],
+    );
+    assert_eq!(out.trim(), "ok");
+    h5dump(&["-d", "/p"], &ours).unwrap();
+}
