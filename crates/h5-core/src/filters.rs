@@ -360,7 +360,7 @@ impl FilterRequest {
                 block_elems,
                 compression,
             } => {
-                if *block_elems % 8 != 0 {
+                if !block_elems.is_multiple_of(8) {
                     return Err(param(
                         names::BITSHUFFLE,
                         format!("block of {block_elems} elements (a multiple of 8)"),
@@ -398,7 +398,7 @@ const SZIP_MAX_PIXELS_PER_SCANLINE: u64 = 4096;
 
 fn szip(ds: &Dataset<'_>, coding: SzipCoding, ppb: u32) -> Result<Vec<u32>, FilterSetupError> {
     let f = names::SZIP;
-    if ppb == 0 || ppb % 2 != 0 || ppb > 32 {
+    if ppb == 0 || !ppb.is_multiple_of(2) || ppb > 32 {
         return Err(param(f, format!("{ppb} pixels per block (even, 2-32)")));
     }
     let (order, precision) = match ds.datatype {

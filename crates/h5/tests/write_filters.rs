@@ -177,12 +177,15 @@ struct Case {
     tolerance: f64,
 }
 
+/// Writes or checks one case's dataset in a group.
+type GroupFn = Box<dyn Fn(&h5::Group)>;
+
 /// The cases written into one file. n-bit must come first in a pipeline (see [`F::python`]).
 #[derive(Default)]
 struct Suite {
     cases: Vec<Case>,
-    writers: Vec<Box<dyn Fn(&h5::Group)>>,
-    readers: Vec<Box<dyn Fn(&h5::Group)>>,
+    writers: Vec<GroupFn>,
+    readers: Vec<GroupFn>,
 }
 
 impl Suite {
