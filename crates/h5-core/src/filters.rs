@@ -219,8 +219,12 @@ impl Dataset<'_> {
         self.datatype.size()
     }
 
+    /// Elements per chunk (saturating: an absurd chunk fails the conversions that follow).
     fn chunk_elems(&self) -> u64 {
-        self.chunk.iter().product()
+        self.chunk
+            .iter()
+            .try_fold(1u64, |a, d| a.checked_mul(*d))
+            .unwrap_or(u64::MAX)
     }
 
     fn chunk_bytes(&self, filter: &'static str) -> Result<u32, FilterSetupError> {

@@ -341,6 +341,15 @@ impl<T: H5Type> DatasetBuilder<T> {
         })
     }
 
+    /// [`bitshuffle`](Self::bitshuffle) with blocks of `block_elems` elements (a multiple of 8;
+    /// 0 = the filter's default).
+    pub fn bitshuffle_blocks(self, block_elems: u32, compression: BitshuffleCompression) -> Self {
+        self.filter(FilterRequest::Bitshuffle {
+            block_elems,
+            compression,
+        })
+    }
+
     /// Adds a filter by its registered id with its client data, stored exactly as given and
     /// mandatory (as `H5Pset_filter` with no flags): a chunk it cannot encode fails the write.
     /// For example 32015 for zstd.

@@ -39,6 +39,7 @@ enum F {
     Bzip2(u8),
     Blosc(Bc, u8, Bsh),
     Bitshuffle(Bs),
+    BitshuffleBlocks(u32, Bs),
 }
 
 impl F {
@@ -57,6 +58,7 @@ impl F {
             F::Bzip2(n) => b.bzip2(n),
             F::Blosc(c, l, s) => b.blosc(c, l, s),
             F::Bitshuffle(c) => b.bitshuffle(c),
+            F::BitshuffleBlocks(n, c) => b.bitshuffle_blocks(n, c),
         }
     }
 
@@ -97,10 +99,13 @@ impl F {
                 };
                 format!("**hdf5plugin.Blosc(cname='{c}', clevel={l}, shuffle={s})")
             }
-            F::Bitshuffle(c) => match c {
-                Bs::None => "**hdf5plugin.Bitshuffle(cname='none')".into(),
-                Bs::Lz4 => "**hdf5plugin.Bitshuffle(cname='lz4')".into(),
-                Bs::Zstd(l) => format!("**hdf5plugin.Bitshuffle(cname='zstd', clevel={l})"),
+            F::Bitshuffle(c) => F::BitshuffleBlocks(0, c).python(),
+            F::BitshuffleBlocks(n, c) => match c {
+                Bs::None => format!("**hdf5plugin.Bitshuffle(nelems={n}, cname='none')"),
+                Bs::Lz4 => format!("**hdf5plugin.Bitshuffle(nelems={n}, cname='lz4')"),
+                Bs::Zstd(l) => {
+                    format!("**hdf5plugin.Bitshuffle(nelems={n}, cname='zstd', clevel={l})")
+                }
             },
         }
     }
@@ -465,6 +470,14 @@ fn plugin_filters_record_what_hdf5plugin_records() {
     s.add::<i16>(&[100, 3], &[40, 2], &[F::Bitshuffle(Bs::Lz4)], None);
     s.add::<f64>(&[100, 3], &[40, 2], &[F::Bitshuffle(Bs::Zstd(5))], None);
     s.add::<u8>(&[1000], &[333], &[F::Bitshuffle(Bs::Lz4)], None);
+    s.add::<i32>(&[1000], &[300], &[F::BitshuffleBlocks(64, Bs::Lz4)], None);
+    s.add::<f64>(
+        &[1000],
+        &[300],
+        &[F::BitshuffleBlocks(16, Bs::Zstd(3))],
+        None,
+    );
+    s.add::<i16>(&[1000], &[300], &[F::BitshuffleBlocks(80, Bs::None)], None);
     s.run(&ours, &reference);
 }
 
@@ -650,6 +663,23 @@ fn filters_that_cannot_apply_refuse_the_dataset() {
         ),
         "{e:?}"
     );
+    for (name, b) in [
+        (
+            "g",
+            root.new_dataset::<i32>().bitshuffle_blocks(7, Bs::None),
+        ),
+        ("h", root.new_dataset::<i32>().bzip2(0)),
+        ("i", root.new_dataset::<i32>().blosc(Bc::Lz4, 10, Bsh::Byte)),
+    ] {
+        let e = b.shape([10]).chunk([10]).create(name).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                h5::Error::FilterSetup(FilterSetupError::Parameter { .. })
+            ),
+            "{e:?}"
+        );
+    }
     // Nothing was linked.
     assert!(root.links().unwrap().is_empty());
 }
