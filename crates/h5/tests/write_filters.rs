@@ -893,3 +893,62 @@ print('ok')
     assert_eq!(out.trim(), "ok");
     h5dump(&["-d", "/p"], &ours).unwrap();
 }
+
+/// n-bit packs what it should: into a dataset h5py made with a 20-bit integer type at bit
+/// offset 4 (libhdf5 refuses types with 16 unused bits or more), h5 writes raw elements; each
+/// chunk of 7 elements is stored in 18 bytes and h5py reads the values back.
+#[test]
+fn nbit_packs_reduced_precision_integers() {
+    let (_d, path, _) = tmp();
+    run_python(
+        r#"
+import sys, h5py, numpy as np
+t = h5py.h5t.STD_I32LE.copy()
+t.set_precision(20)
+t.set_offset(4)
+with h5py.File(sys.argv[1], 'w') as f:
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk((7,))
+    dcpl.set_filter(h5py.h5z.FILTER_NBIT, h5py.h5z.FLAG_OPTIONAL)
+    d = h5py.h5d.create(f.id, b'n', t, h5py.h5s.create_simple((30,)), dcpl=dcpl)
+    # Written once: h5 cannot yet open a chunked dataset whose index was never allocated.
+    d.write(h5py.h5s.ALL, h5py.h5s.ALL, np.zeros(30, dtype='<i4'))
+"#,
+        &[path.as_os_str()],
+    );
+    let values: Vec<i32> = (0..30).map(|i| i * 30011 - 400_000).collect();
+    let raw: Vec<u8> = values
+        .iter()
+        .flat_map(|v| (((*v as u32) & 0xf_ffff) << 4).to_le_bytes())
+        .collect();
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        let ds = f.dataset("n").unwrap();
+        assert_eq!(ds.filters()[0].params, [8, 0, 7, 1, 4, 0, 20, 4]);
+        assert!(matches!(
+            ds.write_raw(&raw[1..]),
+            Err(h5::Error::Invalid(_))
+        ));
+        ds.write_raw(&raw).unwrap();
+        f.close().unwrap();
+    }
+    let f = h5::File::open(&path).unwrap();
+    assert_eq!(f.dataset("n").unwrap().read_raw().unwrap(), raw);
+    let out = run_python(
+        r#"
+import sys, h5py
+with h5py.File(sys.argv[1], 'r') as f:
+    d = f['n']
+    print(d[()].tolist())
+    print([d.id.get_chunk_info(i).size for i in range(d.id.get_num_chunks())])
+    print([d.id.get_chunk_info(i).filter_mask for i in range(d.id.get_num_chunks())])
+"#,
+        &[path.as_os_str()],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("{values:?}"));
+    // 7 elements × 20 bits = 140 bits: 18 bytes per chunk (the last chunk too: it is padded
+    // to a full chunk).
+    assert_eq!(lines[1], "[18, 18, 18, 18, 18]");
+    assert_eq!(lines[2], "[0, 0, 0, 0, 0]");
+}
