@@ -21,6 +21,9 @@ pub enum Error {
     /// A filter failed.
     #[error("filter: {0}")]
     Filter(String),
+    /// A filter asked for a new dataset cannot be set up for its datatype or chunks.
+    #[error(transparent)]
+    FilterSetup(#[from] crate::filters::FilterSetupError),
     /// The file is not an HDF5 file (no superblock signature).
     #[error("not an HDF5 file: no superblock signature found")]
     NotHdf5,
@@ -62,6 +65,19 @@ pub enum Error {
     /// A lock was poisoned by a panic in another thread.
     #[error("internal lock poisoned")]
     Poisoned,
+}
+
+impl Error {
+    /// The filter error behind this one, when a filter failed on a chunk (for example a
+    /// mandatory filter that could not encode it while writing or flushing).
+    pub fn filter_failure(&self) -> Option<&h5_filters::FilterError> {
+        match self {
+            Error::Chunks(h5_chunkcache::ChunkCacheError::Layout { source, .. }) => {
+                source.downcast_ref::<h5_filters::FilterError>()
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Result alias of the engine.

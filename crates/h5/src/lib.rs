@@ -37,6 +37,10 @@ pub use file::{File, FileAccess};
 pub use group::{Group, Link, LinkKind, ObjectKind};
 pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
+pub use h5_core::filters::FilterError;
+pub use h5_core::filters::{
+    BitshuffleCompression, BloscCompressor, BloscShuffle, FilterSetupError, ScaleOffset, SzipCoding,
+};
 pub use h5_core::values::Value;
 pub use h5_core::write::links::GroupOptions;
 pub use h5_core::write::{CreateOptions, FormatBounds};

@@ -7,6 +7,9 @@ use std::sync::Arc;
 
 use h5_chunkcache::selection::Selection;
 use h5_core::file::FileShared;
+use h5_core::filters::{
+    BitshuffleCompression, BloscCompressor, BloscShuffle, FilterRequest, ScaleOffset, SzipCoding,
+};
 use h5_core::write::CreateOptions;
 use h5_core::write::dataset::{NewDataset, NewLayout};
 use h5_format::datatype::{Charset, Datatype, StringPadding, StringType};
@@ -16,7 +19,7 @@ use h5_io::{FileStorage, OpenMode};
 use ndarray::SliceInfoElem;
 
 use crate::types::{EncodeCtx, H5Type, encode_for};
-use crate::{Dataset, Error, File, FileAccess, Group, GroupOptions, Result};
+use crate::{Dataset, Error, File, FileAccess, FilterInfo, Group, GroupOptions, Result};
 
 impl File {
     /// Creates (or truncates) the file at `path` for writing, with the default cache settings
@@ -249,7 +252,7 @@ pub struct DatasetBuilder<T> {
     shape: Vec<u64>,
     max_shape: Option<Vec<u64>>,
     chunk: Option<Vec<u64>>,
-    filters: Vec<Filter>,
+    filters: Vec<FilterRequest>,
     fill: Option<Result<Vec<u8>>>,
     _t: PhantomData<T>,
 }
@@ -278,36 +281,133 @@ impl<T: H5Type> DatasetBuilder<T> {
         self
     }
 
-    fn filter(mut self, id: u16, client_data: Vec<u32>) -> Self {
-        self.filters.push(Filter {
+    fn filter(mut self, request: FilterRequest) -> Self {
+        self.filters.push(request);
+        self
+    }
+
+    // Filters apply in the order they are added (the first one first when writing), as with
+    // libhdf5's `H5Pset_*` calls. Their client data are what libhdf5 (or the filter's plugin)
+    // records for the dataset's datatype, chunk shape and fill value, computed at `create`.
+
+    /// Adds the shuffle filter (put it before a compressor). Optional.
+    pub fn shuffle(self) -> Self {
+        self.filter(FilterRequest::Shuffle)
+    }
+
+    /// Adds deflate (gzip) compression at `level` (0–9; larger levels are an error at
+    /// [`create`](Self::create)). Optional.
+    pub fn deflate(self, level: u8) -> Self {
+        self.filter(FilterRequest::Deflate(u32::from(level)))
+    }
+
+    /// Adds the Fletcher-32 checksum filter (mandatory, as in libhdf5).
+    pub fn fletcher32(self) -> Self {
+        self.filter(FilterRequest::Fletcher32)
+    }
+
+    /// Adds szip compression (`H5Pset_szip`): `coding` and `pixels_per_block` (even, 2–32; a
+    /// chunk needs at least that many elements). Integer and floating-point types of 1, 2, 4 or
+    /// 8 bytes only. Optional: a chunk that does not shrink is stored unfiltered.
+    pub fn szip(self, coding: SzipCoding, pixels_per_block: u8) -> Self {
+        self.filter(FilterRequest::Szip {
+            coding,
+            pixels_per_block: u32::from(pixels_per_block),
+        })
+    }
+
+    /// Adds the scale-offset filter (`H5Pset_scaleoffset`): lossless for integers
+    /// ([`ScaleOffset::Integer`]), lossy to a number of decimal digits for floats
+    /// ([`ScaleOffset::FloatDecimal`]). Optional.
+    pub fn scale_offset(self, scaling: ScaleOffset) -> Self {
+        self.filter(FilterRequest::ScaleOffset(scaling))
+    }
+
+    /// Adds the n-bit filter (`H5Pset_nbit`): packs the significant bits of each number (a
+    /// pass-through for full-precision types). Optional.
+    pub fn nbit(self) -> Self {
+        self.filter(FilterRequest::Nbit)
+    }
+
+    /// Adds LZF compression (h5py's filter 32000). Optional: a chunk that does not shrink is
+    /// stored unfiltered.
+    pub fn lzf(self) -> Self {
+        self.filter(FilterRequest::Lzf)
+    }
+
+    /// Adds LZ4 compression (registered filter 32004) in blocks of `block_bytes` (0: the
+    /// plugin's default of 1 GiB, i.e. one block per chunk). Optional.
+    pub fn lz4(self, block_bytes: u32) -> Self {
+        self.filter(FilterRequest::Lz4 { block_bytes })
+    }
+
+    /// Adds Zstandard compression (registered filter 32015). `level` is recorded as given (the
+    /// plugin's default is 3); this library's encoder always uses its fastest level, which any
+    /// reader decodes. Optional.
+    pub fn zstd(self, level: i32) -> Self {
+        self.filter(FilterRequest::Zstd { level })
+    }
+
+    /// Adds bzip2 compression (registered filter 307) with a block size of 1–9 (×100 kB; the
+    /// plugin's default is 9). Optional.
+    pub fn bzip2(self, block_size: u8) -> Self {
+        self.filter(FilterRequest::Bzip2 {
+            block_size: u32::from(block_size),
+        })
+    }
+
+    /// Adds Blosc compression (registered filter 32001): a compressor, a level 0–9 and the
+    /// shuffle Blosc applies. This library's encoder writes LZ4 blocks for the BloscLZ, LZ4,
+    /// LZ4HC and Snappy choices (the block header names the codec, so every Blosc reader decodes
+    /// them) and zlib or Zstandard blocks for those. Optional.
+    pub fn blosc(self, compressor: BloscCompressor, level: u8, shuffle: BloscShuffle) -> Self {
+        self.filter(FilterRequest::Blosc {
+            compressor,
+            level: u32::from(level),
+            shuffle,
+        })
+    }
+
+    /// Adds the bitshuffle filter (registered filter 32008), alone or followed by LZ4 or
+    /// Zstandard per block, with the filter's default block size. Optional.
+    pub fn bitshuffle(self, compression: BitshuffleCompression) -> Self {
+        self.filter(FilterRequest::Bitshuffle {
+            block_elems: 0,
+            compression,
+        })
+    }
+
+    /// [`bitshuffle`](Self::bitshuffle) with blocks of `block_elems` elements (a multiple of 8;
+    /// 0 = the filter's default).
+    pub fn bitshuffle_blocks(self, block_elems: u32, compression: BitshuffleCompression) -> Self {
+        self.filter(FilterRequest::Bitshuffle {
+            block_elems,
+            compression,
+        })
+    }
+
+    /// Adds a filter by its registered id with its client data, stored exactly as given and
+    /// mandatory (as `H5Pset_filter` with no flags): a chunk it cannot encode fails the write.
+    /// For example 32015 for zstd.
+    pub fn filter_raw(self, id: u16, client_data: Vec<u32>) -> Self {
+        self.filter(FilterRequest::Raw(Filter {
             id,
             name: None,
             flags: 0,
             client_data,
-        });
-        self
+        }))
     }
 
-    /// Adds the shuffle filter (put it before a compressor).
-    pub fn shuffle(self) -> Self {
-        let size = T::h5_size() as u32;
-        self.filter(2, vec![size])
-    }
-
-    /// Adds deflate (gzip) compression at `level` (0–9).
-    pub fn deflate(self, level: u8) -> Self {
-        self.filter(1, vec![u32::from(level.min(9))])
-    }
-
-    /// Adds the Fletcher-32 checksum filter.
-    pub fn fletcher32(self) -> Self {
-        self.filter(3, Vec::new())
-    }
-
-    /// Adds a filter by its registered id with its client data, as libhdf5 records it (for
-    /// example 32015 for zstd).
-    pub fn filter_raw(self, id: u16, client_data: Vec<u32>) -> Self {
-        self.filter(id, client_data)
+    /// Adds a filter exactly as another dataset's pipeline records it ([`Dataset::filters`]):
+    /// id, name, optional flag and client data, with no recomputation. Copies a pipeline
+    /// when the datatype and chunk shape are the same.
+    pub fn filter_like(self, filter: &FilterInfo) -> Self {
+        self.filter(FilterRequest::Raw(Filter {
+            id: filter.id,
+            name: filter.name.as_ref().map(|n| n.as_bytes().to_vec()),
+            flags: u16::from(filter.optional),
+            client_data: filter.params.clone(),
+        }))
     }
 
     /// The fill value of unwritten elements (without variable-length data).
@@ -320,11 +420,18 @@ impl<T: H5Type> DatasetBuilder<T> {
 
     /// Creates the dataset `name` in the group.
     pub fn create(self, name: &str) -> Result<Dataset> {
+        let fill = self.fill.transpose()?;
         let layout = match self.chunk {
-            Some(chunk) => NewLayout::Chunked {
-                chunk,
-                filters: self.filters,
-            },
+            Some(chunk) => {
+                let zeros = vec![0; self.datatype.size() as usize];
+                let one = fill.as_deref().unwrap_or(&zeros);
+                let filters = self
+                    .filters
+                    .iter()
+                    .map(|r| r.resolve(&self.datatype, &chunk, one))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                NewLayout::Chunked { chunk, filters }
+            }
             None if self.filters.is_empty() && self.max_shape.is_none() => NewLayout::Contiguous,
             None => {
                 return Err(Error::Invalid(
@@ -337,7 +444,7 @@ impl<T: H5Type> DatasetBuilder<T> {
             dims: self.shape,
             max_dims: self.max_shape,
             layout,
-            fill: self.fill.transpose()?,
+            fill,
         };
         let file = self.group.file_shared();
         file.create_dataset(self.group.address(), name, &spec)?;
@@ -373,6 +480,36 @@ impl Dataset {
                 b,
             )
         })
+    }
+
+    /// Writes every element from `bytes`, already in the dataset's file datatype (C order, as
+    /// [`Dataset::read_raw`] returns them): no conversion, so any datatype the filters accept can
+    /// be written, for example reduced-precision integers for the n-bit filter. Datatypes with
+    /// variable-length parts are refused (their elements point into the global heap).
+    pub fn write_raw(&self, bytes: &[u8]) -> Result<()> {
+        if has_varlen(self.dtype()) {
+            return Err(Error::Invalid(format!(
+                "raw bytes for {}: variable-length data needs its heap objects",
+                self.dtype().describe()
+            )));
+        }
+        let want = self.size().checked_mul(self.element_size());
+        if want != Some(bytes.len()) {
+            return Err(Error::Invalid(format!(
+                "{} bytes written to a dataset of {} elements of {} bytes",
+                bytes.len(),
+                self.size(),
+                self.element_size()
+            )));
+        }
+        h5_core::write::dataset::write(
+            self.file_shared(),
+            self.info(),
+            &Selection::All,
+            None,
+            None,
+            bytes,
+        )
     }
 
     /// Writes `data` (C order) into the hyperslab `slice` (ndarray's `s![..]`).
@@ -440,5 +577,15 @@ impl Dataset {
     pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
         self.file_shared()
             .rename_attribute(self.address(), name, new_name)
+    }
+}
+
+/// Whether elements of `t` hold variable-length data anywhere.
+fn has_varlen(t: &Datatype) -> bool {
+    match t {
+        Datatype::VarLen(_) => true,
+        Datatype::Array(a) => has_varlen(&a.base),
+        Datatype::Compound(c) => c.members.iter().any(|m| has_varlen(&m.datatype)),
+        _ => false,
     }
 }
