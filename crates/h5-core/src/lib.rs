@@ -12,6 +12,7 @@ pub mod dataset;
 pub mod error;
 pub mod external;
 pub mod file;
+pub mod free_space;
 pub mod group;
 pub mod indexes;
 pub mod layouts;

@@ -37,6 +37,8 @@ pub use file::{File, FileAccess};
 pub use group::{Group, Link, LinkKind, ObjectKind};
 pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
+pub use h5_core::free_space::{PersistedManager, PersistedSpace};
+pub use h5_core::space::{FreeList, FreeSection, SpaceStrategy};
 pub use h5_core::values::Value;
 pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_core::{Error, Result};
