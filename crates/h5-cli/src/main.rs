@@ -7,7 +7,8 @@
 //! * `h5 metacache trace-tour OUT` — write the tour's trace to a file, as an example trace.
 //! * `h5 ls [-r] [-v] FILE [PATH]` — the tree with kinds, shapes, datatypes, chunks and filters.
 //! * `h5 dump [--json] FILE [PATH]` — h5dump's DDL, or a JSON description with the data.
-//! * `h5 stat FILE` — object counts, metadata against raw bytes, chunks, cache statistics.
+//! * `h5 stat FILE` — object counts, metadata against raw bytes, file space (strategy, persisted
+//!   free space), chunks, cache statistics.
 
 mod dump;
 mod ls;
@@ -62,7 +63,8 @@ enum Command {
         /// A group or dataset in it (default: the root group).
         path: Option<String>,
     },
-    /// Object counts, metadata against raw data, chunk statistics and cache statistics.
+    /// Object counts, metadata against raw data, file space, chunk statistics and cache
+    /// statistics.
     Stat {
         /// The HDF5 file.
         file: PathBuf,

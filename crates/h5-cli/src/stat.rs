@@ -1,10 +1,10 @@
-//! `h5 stat`: object counts, metadata against raw data, chunk statistics and the run's cache
-//! statistics.
+//! `h5 stat`: object counts, metadata against raw data, the file-space strategy and persisted
+//! free space, chunk statistics and the run's cache statistics.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-use h5::{File, Group, LinkKind, ObjectKind};
+use h5::{File, FreeList, Group, LinkKind, ObjectKind, PersistedSpace, SpaceStrategy};
 
 /// What `h5 stat` counts.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -112,6 +112,69 @@ pub(crate) fn collect(file: &File) -> Result<FileStats, String> {
     Ok(st)
 }
 
+/// The "file space" section: the file-space strategy and the free space persisted in the file.
+fn file_space(w: &mut String, space: &h5::Result<Option<PersistedSpace>>) {
+    let _ = writeln!(w, "file space");
+    let p = match space {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let _ = writeln!(
+                w,
+                "  strategy          FSM_AGGR (libhdf5's default; the file records no settings)"
+            );
+            let _ = writeln!(w, "  persist           no");
+            return;
+        }
+        Err(e) => {
+            let _ = writeln!(w, "  (not read: {e})");
+            return;
+        }
+    };
+    let name = match p.strategy {
+        SpaceStrategy::FsmAggr => "FSM_AGGR",
+        SpaceStrategy::Page => "PAGE",
+        SpaceStrategy::Aggr => "AGGR",
+        SpaceStrategy::None => "NONE",
+    };
+    if p.strategy == SpaceStrategy::Page {
+        let _ = writeln!(
+            w,
+            "  strategy          {name}, page size {} bytes",
+            p.page_size
+        );
+    } else {
+        let _ = writeln!(w, "  strategy          {name}");
+    }
+    let _ = writeln!(
+        w,
+        "  persist           {}",
+        if p.persist { "yes" } else { "no" }
+    );
+    let _ = writeln!(w, "  threshold         {} bytes", p.threshold);
+    if p.persist {
+        let sections = p.sections();
+        let _ = writeln!(
+            w,
+            "  free space        {} bytes in {} sections",
+            p.free_bytes(),
+            sections.len()
+        );
+        for (list, label) in [
+            (FreeList::Metadata, "metadata"),
+            (FreeList::RawData, "raw data"),
+            (FreeList::Large, "large"),
+        ] {
+            let (n, bytes) = sections
+                .iter()
+                .filter(|s| s.list == list)
+                .fold((0u64, 0u64), |(n, b), s| (n + 1, b.saturating_add(s.len)));
+            if n > 0 {
+                let _ = writeln!(w, "    {label:<15} {bytes} bytes in {n} sections");
+            }
+        }
+    }
+}
+
 /// The report of `h5 stat`.
 pub(crate) fn stat(file: &File, file_size: u64) -> Result<String, String> {
     let st = collect(file)?;
@@ -134,11 +197,17 @@ pub(crate) fn stat(file: &File, file_size: u64) -> Result<String, String> {
         "  raw data          {} bytes (chunks and contiguous blocks)",
         st.raw_bytes
     );
+    let space = file.persisted_free_space();
+    let free = match &space {
+        Ok(Some(p)) => p.free_bytes(),
+        _ => 0,
+    };
     let _ = writeln!(
         w,
-        "  metadata          {} bytes (file size - raw data; free space is not tracked yet and counts as metadata)",
-        file_size.saturating_sub(st.raw_bytes)
+        "  metadata          {} bytes (file size - raw data - persisted free space; free space not persisted counts as metadata)",
+        file_size.saturating_sub(st.raw_bytes).saturating_sub(free)
     );
+    file_space(w, &space);
     let _ = writeln!(w, "chunks");
     let n = st.chunk_sizes.len() as u64;
     let _ = writeln!(w, "  allocated         {n}");

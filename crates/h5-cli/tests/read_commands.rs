@@ -430,6 +430,33 @@ fn stat_counts_objects_and_bytes() {
     assert!(out.contains("hit rate"), "{out}");
 }
 
+/// The file-space section shows the strategy and the free space libhdf5 persisted
+/// (`fixtures/fsm/fsm.json`: what `H5Fget_freespace` and `H5Fget_free_sections` report).
+#[test]
+fn stat_shows_the_file_space_strategy_and_persisted_free_space() {
+    let out = ok(&["stat", "fixtures/fsm/page_large.h5"]);
+    assert!(out.contains("file space\n  strategy          PAGE, page size 4096 bytes\n  persist           yes\n  threshold         1 bytes\n"), "{out}");
+    assert!(
+        out.contains("  free space        39351 bytes in 8 sections\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    large           32768 bytes in 2 sections\n"),
+        "{out}"
+    );
+    // 45056 bytes = 376 raw + 39351 free + the rest.
+    assert!(out.contains("  metadata          5329 bytes"), "{out}");
+    let out = ok(&["stat", "fixtures/fsm/fsm_threshold.h5"]);
+    assert!(out.contains("  strategy          FSM_AGGR\n  persist           yes\n  threshold         512 bytes\n  free space        21280 bytes in 2 sections\n"), "{out}");
+    let out = ok(&["stat", "fixtures/fsm/none.h5"]);
+    assert!(
+        out.contains("  strategy          NONE\n  persist           no\n"),
+        "{out}"
+    );
+    let out = ok(&["stat", "fixtures/files/sb0_earliest.h5"]);
+    assert!(out.contains("  strategy          FSM_AGGR (libhdf5's default; the file records no settings)\n  persist           no\n"), "{out}");
+}
+
 /// Chunk statistics agree with the chunk sizes libhdf5 reported to the manifest.
 #[test]
 fn stat_chunk_statistics_match_manifest() {

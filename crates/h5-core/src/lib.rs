@@ -13,6 +13,7 @@ pub mod error;
 pub mod external;
 pub mod file;
 pub mod filters;
+pub mod free_space;
 pub mod group;
 pub mod indexes;
 pub mod layouts;

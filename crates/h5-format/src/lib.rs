@@ -15,6 +15,7 @@ pub mod datatype;
 pub mod error;
 pub mod extensible_array;
 pub mod fixed_array;
+pub mod free_space;
 pub mod heap;
 pub mod message;
 pub mod object_header;

@@ -50,3 +50,47 @@ proptest! {
         let _ = decode_message(kind, flags, &b, sizes, 0);
     }
 }
+
+proptest! {
+    /// Headers built from arbitrary fields (so the checksum holds) and arbitrary section lists
+    /// under them: the list decoder walks the sets whatever the widths and counts say.
+    #[test]
+    fn free_space_never_panics(
+        fields in proptest::collection::vec(any::<u64>(), 8),
+        bits in 0u16..80,
+        heap in any::<bool>(),
+        mut list in proptest::collection::vec(any::<u8>(), 0..160),
+        small in any::<bool>(),
+    ) {
+        use h5_format::free_space::{
+            FreeSpaceClient, FreeSpaceHeader, FreeSpaceSections, SectionFormat,
+        };
+        let sizes = if small { Sizes { offset: 4, length: 4 } } else { Sizes::EIGHT };
+        let mut h = FreeSpaceHeader::file_manager(0x40, fields[0]);
+        h.client = if heap { FreeSpaceClient::FractalHeap } else { FreeSpaceClient::File };
+        h.address_bits = bits;
+        h.serial_sections = fields[1] % 64;
+        h.ghost_sections = fields[2] % 4;
+        h.total_sections = h.serial_sections + h.ghost_sections;
+        h.sections_address = fields[3];
+        h.sections_len = fields[4] % 200;
+        h.sections_alloc_len = h.sections_len + fields[5] % 8;
+        let image = h.encode(sizes);
+        let _ = FreeSpaceHeader::decode(&image, sizes, 0x40);
+        let _ = FreeSpaceHeader::decode(&list, sizes, 0x40);
+        if list.len() > 13 {
+            list[..4].copy_from_slice(b"FSSE");
+            list[4] = 0;
+            list[5..9].copy_from_slice(&0x40u32.to_le_bytes());
+            if !small {
+                list[9..13].copy_from_slice(&[0; 4]);
+            }
+        }
+        let format = if heap {
+            SectionFormat::FractalHeap { heap_offset_len: (fields[6] % 9) as u8 }
+        } else {
+            SectionFormat::File
+        };
+        let _ = FreeSpaceSections::decode(&list, &h, sizes, 0x80, format);
+    }
+}

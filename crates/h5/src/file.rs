@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use h5_chunkcache::{ChunkCacheConfig, ChunkCacheStats};
 use h5_core::file::{CacheSettings, FileShared};
+use h5_core::free_space::PersistedSpace;
 use h5_io::{FileStorage, OpenMode, Storage};
 use h5_metacache::{CacheConfig, Stats};
 
@@ -144,5 +145,12 @@ impl File {
     /// The chunk cache's statistics so far.
     pub fn chunk_cache_stats(&self) -> Result<ChunkCacheStats> {
         self.shared.chunk_cache_stats()
+    }
+
+    /// The file's file-space settings (strategy, threshold, page size) and the free space
+    /// libhdf5 persisted in it, by free list; `None` for a file with libhdf5's default
+    /// settings (FSM_AGGR, nothing persisted), which records none.
+    pub fn persisted_free_space(&self) -> Result<Option<PersistedSpace>> {
+        self.shared.persisted_free_space()
     }
 }

@@ -41,6 +41,8 @@ pub use h5_core::filters::FilterError;
 pub use h5_core::filters::{
     BitshuffleCompression, BloscCompressor, BloscShuffle, FilterSetupError, ScaleOffset, SzipCoding,
 };
+pub use h5_core::free_space::{PersistedManager, PersistedSpace};
+pub use h5_core::space::{FreeList, FreeSection, SpaceStrategy};
 pub use h5_core::values::Value;
 pub use h5_core::write::links::GroupOptions;
 pub use h5_core::write::{CreateOptions, FormatBounds};

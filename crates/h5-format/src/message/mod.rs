@@ -13,6 +13,7 @@ pub mod continuation;
 pub mod dataspace;
 pub mod driver_info;
 pub mod external_files;
+pub mod file_space_info;
 pub mod fill_value;
 pub mod filter_pipeline;
 pub mod group_info;
@@ -38,6 +39,7 @@ pub use continuation::Continuation;
 pub use dataspace::Dataspace;
 pub use driver_info::DriverInfo;
 pub use external_files::{ExternalFileSlot, ExternalFiles};
+pub use file_space_info::{FileSpaceInfo, FileSpaceStrategy};
 pub use fill_value::FillValue;
 pub use filter_pipeline::{Filter, FilterPipeline};
 pub use group_info::GroupInfo;
@@ -98,6 +100,8 @@ pub mod kind {
     pub const ATTRIBUTE_INFO: u16 = 0x0015;
     /// Object reference count.
     pub const REFERENCE_COUNT: u16 = 0x0016;
+    /// File space info (superblock extension).
+    pub const FILE_SPACE_INFO: u16 = 0x0017;
 }
 
 /// A decoded object header message.
@@ -149,6 +153,9 @@ pub enum Message {
     AttributeInfo(AttributeInfo),
     /// 0x0016: the object's reference count.
     ReferenceCount(ReferenceCount),
+    /// 0x0017: the file-space strategy and persisted free-space managers (superblock
+    /// extension).
+    FileSpaceInfo(FileSpaceInfo),
     /// A shared message: the body references the real message of type `kind`.
     Shared {
         /// Type of the referenced message.
@@ -192,6 +199,7 @@ pub fn name(kind: u16) -> &'static str {
         kind::DRIVER_INFO => "driver info message",
         kind::ATTRIBUTE_INFO => "attribute info message",
         kind::REFERENCE_COUNT => "reference count message",
+        kind::FILE_SPACE_INFO => "file space info message",
         _ => "unknown message",
     }
 }
@@ -244,6 +252,7 @@ pub fn decode_message(
         kind::DRIVER_INFO => Message::DriverInfo(DriverInfo::decode(r)?),
         kind::ATTRIBUTE_INFO => Message::AttributeInfo(AttributeInfo::decode(r, sizes)?),
         kind::REFERENCE_COUNT => Message::ReferenceCount(ReferenceCount::decode(r)?),
+        kind::FILE_SPACE_INFO => Message::FileSpaceInfo(FileSpaceInfo::decode(r, sizes)?),
         _ if flags & msg_flags::FAIL_IF_UNKNOWN_ALWAYS != 0 => {
             return Err(r.unsupported(format!(
                 "message type {kind:#06x} marked \"fail if unknown\""
@@ -257,8 +266,8 @@ pub fn decode_message(
 }
 
 /// Encodes the body of `message` for the types that have encoders: NIL (an empty body), link
-/// info, link, group info, continuation, symbol table, both modification times, attribute info
-/// and shared references (in the version libhdf5 writes, [`SharedRef::libhdf5_version`]; the
+/// info, link, group info, continuation, symbol table, both modification times, attribute info,
+/// file space info and shared references (in the version libhdf5 writes, [`SharedRef::libhdf5_version`]; the
 /// caller sets [`msg_flags::SHARED`] in the message header). Other types are `Unsupported` for
 /// now.
 pub fn encode_message(message: &Message, sizes: Sizes) -> Result<Vec<u8>> {
@@ -285,6 +294,7 @@ pub fn encode_message(message: &Message, sizes: Sizes) -> Result<Vec<u8>> {
         Message::Shared { reference, .. } => {
             reference.encode(sizes, reference.libhdf5_version())?
         }
+        Message::FileSpaceInfo(m) => m.encode(sizes)?,
         other => {
             return Err(crate::error::FormatError::Unsupported {
                 structure: "object header message",
@@ -321,6 +331,7 @@ pub fn message_kind(message: &Message) -> u16 {
         Message::DriverInfo(_) => kind::DRIVER_INFO,
         Message::AttributeInfo(_) => kind::ATTRIBUTE_INFO,
         Message::ReferenceCount(_) => kind::REFERENCE_COUNT,
+        Message::FileSpaceInfo(_) => kind::FILE_SPACE_INFO,
         Message::Shared { kind, .. } | Message::Unknown { kind, .. } => *kind,
     }
 }
@@ -451,6 +462,7 @@ mod tests {
                 name_index_address: 0x20,
                 creation_order_index_address: None,
             }),
+            Message::FileSpaceInfo(FileSpaceInfo::new(FileSpaceStrategy::Page, true, 1, 4096)),
         ];
         for m in msgs {
             let k = message_kind(&m);

@@ -1,0 +1,75 @@
+//! A file whose free space libhdf5 persisted (`fixtures/fsm/fsm_persist.h5`), changed by h5:
+//! h5 does not write free-space managers yet, so it must leave libhdf5's intact and valid —
+//! new space past the end of the file, the persisted sections untouched — and libhdf5 must
+//! still read the data and the same free sections, and reopen the file read-write and close it
+//! (which settles its managers) without error. The persisted space is read back by h5 too.
+
+use h5::File;
+use h5_testkit::verify::run_python;
+
+#[test]
+fn h5_changes_keep_libhdf5s_persisted_free_space_valid() {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/fsm/fsm_persist.h5");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.h5");
+    std::fs::copy(&src, &path).unwrap();
+    let before = File::open(&path)
+        .unwrap()
+        .persisted_free_space()
+        .unwrap()
+        .unwrap();
+    let len_before = std::fs::metadata(&path).unwrap().len();
+    {
+        let f = File::open_rw(&path).unwrap();
+        let ds = f
+            .root()
+            .unwrap()
+            .new_dataset::<i32>()
+            .shape([100])
+            .create("added")
+            .unwrap();
+        ds.write(&(0..100).collect::<Vec<i32>>()).unwrap();
+        f.close().unwrap();
+    }
+    assert!(std::fs::metadata(&path).unwrap().len() > len_before);
+    // h5 reads the same persisted space after its own changes.
+    let after = File::open(&path)
+        .unwrap()
+        .persisted_free_space()
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.sections(), before.sections());
+    let sections: Vec<String> = before
+        .sections()
+        .iter()
+        .map(|s| format!("[{}, {}]", s.addr, s.len))
+        .collect();
+    let out = run_python(
+        r#"
+import ctypes, glob, os, sys, h5py, numpy as np
+path, want = sys.argv[1], eval(sys.argv[2])
+lib = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(h5py.__file__), "..", "h5py.libs", "libhdf5-*.so*"))[0])
+class S(ctypes.Structure):
+    _fields_ = [("addr", ctypes.c_uint64), ("size", ctypes.c_uint64)]
+with h5py.File(path, "r") as f:
+    assert (f["added"][()] == np.arange(100)).all()
+    assert (f["d0"][()] == np.arange(10)).all()
+    n = lib.H5Fget_free_sections(ctypes.c_int64(f.id.id), 0, ctypes.c_size_t(0), None)
+    buf = (S * n)()
+    lib.H5Fget_free_sections(ctypes.c_int64(f.id.id), 0, ctypes.c_size_t(n), buf)
+    got = sorted([s.addr, s.size] for s in buf)
+    assert got == want, (got, want)
+with h5py.File(path, "r+") as f:
+    f["added"][0] = -1
+with h5py.File(path, "r") as f:
+    assert f["added"][0] == -1 and f["added"][1] == 1
+print("ok")
+"#,
+        &[
+            path.to_str().unwrap().to_string(),
+            format!("[{}]", sections.join(", ")),
+        ],
+    );
+    assert_eq!(out.trim(), "ok");
+}
