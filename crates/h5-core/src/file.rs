@@ -22,6 +22,10 @@ pub struct CacheSettings {
     pub metadata: Option<CacheConfig>,
     /// The chunk cache's configuration.
     pub chunks: ChunkCacheConfig,
+    /// Re-validate the whole metadata cache after every call (only where `h5-metacache` is
+    /// built with its `extreme-checks` feature, as in the workspace's test builds). Off by
+    /// default: the check is O(entries) per call; small-cache tests switch it on.
+    pub invariant_checks: bool,
 }
 
 /// One open file.
@@ -118,6 +122,7 @@ impl FileShared {
             builder = builder.config(c.clone());
         }
         let mut meta = builder.build()?;
+        meta.set_invariant_checks(settings.invariant_checks);
         let load = Load::sized(
             superblock::MAX_LEN,
             move |b| superblock::needed_len(b, at),

@@ -35,6 +35,14 @@ impl FileAccess {
         self
     }
 
+    /// Re-validate the whole metadata cache after every call when `h5-metacache` is built with
+    /// its `extreme-checks` feature (the workspace's test builds); a no-op otherwise. For tests
+    /// with small caches: the check costs O(cached entries) per call.
+    pub fn metadata_invariant_checks(mut self, on: bool) -> Self {
+        self.settings.invariant_checks = on;
+        self
+    }
+
     pub(crate) fn settings(&self) -> &CacheSettings {
         &self.settings
     }

@@ -399,3 +399,36 @@ with h5py.File(sys.argv[1], "w", libver="latest") as f:
     );
     assert_eq!(order.trim(), "c,a,b,d");
 }
+
+/// Datasets libhdf5 created but never wrote (no chunk index yet, no contiguous block yet) take
+/// writes after reopening.
+#[test]
+fn never_written_datasets_take_writes() {
+    let (_d, path) = tmp("empty.h5");
+    run_python(
+        "import sys, h5py\nwith h5py.File(sys.argv[1], 'w') as f:\n    f.create_dataset('k', shape=(10,), chunks=(4,), dtype='<i4', compression='gzip')\n    f.create_dataset('c', shape=(6,), dtype='<u2')",
+        &[path.to_str().unwrap()],
+    );
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        let k: Vec<i32> = (0..10).map(|i| i * 11).collect();
+        f.dataset("k").unwrap().write(&k).unwrap();
+        f.dataset("c")
+            .unwrap()
+            .write(&[1u16, 2, 3, 4, 5, 6])
+            .unwrap();
+        f.close().unwrap();
+    }
+    let exp = Expectations::new()
+        .dataset(
+            "/k",
+            DatasetExpect::new("<i4", &[10])
+                .chunks(&[4])
+                .values(json!((0..10).map(|i| i * 11).collect::<Vec<i32>>())),
+        )
+        .dataset(
+            "/c",
+            DatasetExpect::new("<u2", &[6]).values(json!([1, 2, 3, 4, 5, 6])),
+        );
+    check(&path, &exp);
+}

@@ -190,6 +190,7 @@ fn attrs_mut<'a>(root: &'a mut Node, path: &str) -> &'a mut BTreeMap<String, Vec
 fn access() -> FileAccess {
     // Tiny budgets: the metadata cache at its minimum size, chunk cache of 16 KiB.
     FileAccess::new()
+        .metadata_invariant_checks(true)
         .metadata_cache(CacheConfig::fixed_size(1024))
         .chunk_cache(ChunkCacheConfig {
             limit: 16 * 1024,

@@ -555,7 +555,29 @@ pub(crate) fn existing_layout(
                 alloc: Arc::clone(file.alloc.as_ref().ok_or(Error::ReadOnly)?),
                 base: file.base,
             };
-            let index = Arc::new(BtreeChunkIndex::load(file, space, *address, chunk.clone())?);
+            let index = if *address == UNDEFINED_ADDRESS {
+                // Never written (libhdf5 creates the index with the first chunk): a new empty
+                // root, recorded in the layout message, laid out at flush.
+                let k = file.chunk_btree_k();
+                let root = file.allocate(
+                    SpaceKind::Meta,
+                    node_len(file.sizes, k, NodeType::RawData, chunk.len() + 1)? as u64,
+                )?;
+                let mut layout = info.layout.clone();
+                if let LayoutClass::Chunked { index, .. } = &mut layout.class {
+                    *index = ChunkIndex::BtreeV1 { address: root };
+                }
+                let body = encode_message(&Message::Layout(layout), file.sizes)?;
+                ohdr::update(file, info.address, |msgs| {
+                    for m in msgs.iter_mut().filter(|m| m.kind == kind::LAYOUT) {
+                        m.body = body.clone();
+                    }
+                    Ok(())
+                })?;
+                Arc::new(BtreeChunkIndex::new(space, root, chunk.clone(), k))
+            } else {
+                Arc::new(BtreeChunkIndex::load(file, space, *address, chunk.clone())?)
+            };
             let layout = Arc::new(ChunkedWriteLayout {
                 dims: Mutex::new(dims),
                 chunk_dims: chunk,

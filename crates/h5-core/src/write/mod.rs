@@ -229,7 +229,8 @@ impl FileShared {
         if let Some(c) = &settings.metadata {
             builder = builder.config(c.clone());
         }
-        let meta = builder.build()?;
+        let mut meta = builder.build()?;
+        meta.set_invariant_checks(settings.invariant_checks);
         let chunks = h5_chunkcache::ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
         let old = sb_version < 2;
         let superblock = Superblock {
