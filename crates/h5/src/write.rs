@@ -7,9 +7,11 @@ use std::sync::Arc;
 use h5_chunkcache::selection::Selection;
 use h5_core::file::FileShared;
 use h5_core::write::CreateOptions;
+use h5_core::write::chunk_index::ChunkIndexKind;
 use h5_core::write::dataset::{NewDataset, NewLayout};
 use h5_format::datatype::{Charset, Datatype, StringPadding, StringType};
 use h5_format::message::dataspace::UNLIMITED;
+use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::Filter;
 use h5_io::{FileStorage, OpenMode};
 use ndarray::SliceInfoElem;
@@ -98,6 +100,9 @@ impl Group {
             chunk: None,
             filters: Vec::new(),
             fill: None,
+            chunk_index: None,
+            alloc_time: None,
+            fill_time: None,
             _t: PhantomData,
         }
     }
@@ -165,6 +170,9 @@ pub struct DatasetBuilder<T> {
     chunk: Option<Vec<u64>>,
     filters: Vec<Filter>,
     fill: Option<Vec<u8>>,
+    chunk_index: Option<ChunkIndexKind>,
+    alloc_time: Option<AllocTime>,
+    fill_time: Option<FillTime>,
     _t: PhantomData<T>,
 }
 
@@ -230,6 +238,27 @@ impl<T: H5Num> DatasetBuilder<T> {
         self
     }
 
+    /// The chunk index (overriding libhdf5's choice for the file's format bounds; layout
+    /// version 4 indexes are read by HDF5 1.10 and later).
+    pub fn chunk_index(mut self, kind: ChunkIndexKind) -> Self {
+        self.chunk_index = Some(kind);
+        self
+    }
+
+    /// When storage is allocated (libhdf5's `H5Pset_alloc_time`; default: contiguous late,
+    /// chunked incremental, compact early).
+    pub fn alloc_time(mut self, t: AllocTime) -> Self {
+        self.alloc_time = Some(t);
+        self
+    }
+
+    /// When fill values are written into allocated storage (libhdf5's `H5Pset_fill_time`;
+    /// default "if set").
+    pub fn fill_time(mut self, t: FillTime) -> Self {
+        self.fill_time = Some(t);
+        self
+    }
+
     /// Creates the dataset `name` in the group.
     pub fn create(self, name: &str) -> Result<Dataset> {
         let layout = match self.chunk {
@@ -250,6 +279,9 @@ impl<T: H5Num> DatasetBuilder<T> {
             max_dims: self.max_shape,
             layout,
             fill: self.fill,
+            chunk_index: self.chunk_index,
+            alloc_time: self.alloc_time,
+            fill_time: self.fill_time,
         };
         let file = self.group.file_shared();
         file.create_dataset(self.group.address(), name, &spec)?;
@@ -318,6 +350,16 @@ impl Dataset {
         let info = h5_core::write::dataset::resize(self.file_shared(), self.info(), &dims)?;
         self.set_info(info);
         Ok(())
+    }
+
+    /// The chunk index of a chunked dataset (`None`: not chunked).
+    pub fn chunk_index(&self) -> Option<ChunkIndexKind> {
+        match &self.info().layout.class {
+            h5_format::message::layout::LayoutClass::Chunked { index, .. } => {
+                Some(ChunkIndexKind::of(index))
+            }
+            _ => None,
+        }
     }
 
     fn check_type<T: H5Num>(&self) -> Result<()> {

@@ -18,7 +18,7 @@ use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
 use crate::meta::Decoded;
 use crate::write::alloc::SpaceKind;
-use crate::write::{drop_entry, put};
+use crate::write::put;
 
 /// Indexed storage K of chunk B-trees in new files (children per node: twice this).
 pub(crate) const CHUNK_BTREE_K: u16 = 32;
@@ -33,7 +33,7 @@ fn direct_plan(raw: bool) -> DirectPlan {
     }
 }
 
-fn fill_chunk(bytes: usize, fill: &[u8]) -> Vec<u8> {
+pub(crate) fn fill_chunk(bytes: usize, fill: &[u8]) -> Vec<u8> {
     if fill.is_empty() || fill.iter().all(|b| *b == 0) {
         vec![0; bytes]
     } else {
@@ -158,29 +158,82 @@ impl ChunkLayout for ContiguousLayout {
     }
 }
 
-/// The chunks of one dataset by element offset (the v1 B-tree's order), and the tree's nodes.
+/// How a chunk table reaches the file.
+#[derive(Debug)]
+pub(crate) enum IndexShape {
+    /// A version 1 B-tree whose root is at this relative address (fixed: the layout message
+    /// points at it).
+    BtreeV1 {
+        /// Relative root address.
+        root: u64,
+    },
+    /// The one chunk's address (and filtered size and mask) is in the layout message, which
+    /// is rewritten at flush.
+    Single {
+        /// The layout message (its index address and size updated at flush).
+        layout: h5_format::message::layout::Layout,
+        /// The dataset's object header (relative), set once it exists.
+        header: Mutex<Option<u64>>,
+    },
+    /// Chunks at computed addresses in one block allocated at creation (no index structure).
+    Implicit {
+        /// Absolute address of the first chunk.
+        base: u64,
+        /// Chunks per dimension over the maximum dimensions.
+        counts: Vec<u64>,
+        /// Bytes per chunk.
+        chunk_bytes: u64,
+    },
+    /// A fixed array, extensible array or v2 B-tree under a fixed header.
+    Array(crate::write::chunk_index::ArrayIndex),
+}
+
+/// The chunks of one dataset by element offset (row-major order of their scaled
+/// coordinates), and how they reach the file.
 #[derive(Debug)]
 pub(crate) struct BtreeChunkIndex {
     pub(crate) space: ChunkSpace,
-    /// Relative address of the root node (fixed: the layout message points at it).
-    pub(crate) root: u64,
+    pub(crate) shape: IndexShape,
     pub(crate) chunk_dims: Vec<u64>,
     pub(crate) records: Mutex<BTreeMap<Vec<u64>, ChunkRecord>>,
-    /// Non-root nodes of the last layout.
-    placed: Mutex<Vec<(u64, u64)>>,
+    /// Blocks of the last layout below the fixed root or header.
+    placed: Mutex<Vec<crate::write::chunk_index::Placed>>,
     dirty: Mutex<bool>,
 }
 
 impl BtreeChunkIndex {
-    pub(crate) fn new(space: ChunkSpace, root: u64, chunk_dims: Vec<u64>) -> Self {
+    pub(crate) fn new(space: ChunkSpace, shape: IndexShape, chunk_dims: Vec<u64>) -> Self {
         BtreeChunkIndex {
             space,
-            root,
+            shape,
             chunk_dims,
             records: Mutex::new(BTreeMap::new()),
             placed: Mutex::new(Vec::new()),
             dirty: Mutex::new(true),
         }
+    }
+
+    /// Marks the table changed (laid out again at the next flush).
+    pub(crate) fn mark_dirty(&self) -> Result<()> {
+        *self.dirty.lock().map_err(|_| Error::Poisoned)? = true;
+        Ok(())
+    }
+
+    /// The location of chunk `c` of an implicit index (`None`: another index, or outside).
+    fn implicit(&self, c: &ChunkCoord) -> Option<DiskLocation> {
+        let IndexShape::Implicit {
+            base,
+            counts,
+            chunk_bytes,
+        } = &self.shape
+        else {
+            return None;
+        };
+        let lin = crate::write::chunk_index::linear(c.as_slice(), counts)?;
+        Some(DiskLocation {
+            addr: lin.checked_mul(*chunk_bytes)?.checked_add(*base)?,
+            size: *chunk_bytes,
+        })
     }
 
     fn offsets(&self, c: &ChunkCoord) -> Vec<u64> {
@@ -215,11 +268,30 @@ impl BtreeChunkIndex {
             }
             *d = false;
         }
-        let sizes = file.sizes;
         let old = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
-        for (a, l) in old {
-            drop_entry(file, K::BTreeV1Node, a, l)?;
+        crate::write::chunk_index::remove(file, old)?;
+        match &self.shape {
+            IndexShape::BtreeV1 { root } => self.lay_out_btree(file, *root),
+            IndexShape::Implicit { .. } => Ok(()),
+            IndexShape::Single { layout, header } => {
+                let Some(at) = *header.lock().map_err(|_| Error::Poisoned)? else {
+                    return Ok(());
+                };
+                let records = self.records.lock().map_err(|_| Error::Poisoned)?;
+                crate::write::chunk_index::single_update(file, at, layout, records.values().next())
+            }
+            IndexShape::Array(ix) => {
+                let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
+                let placed = ix.lay_out(file, &records)?;
+                *self.placed.lock().map_err(|_| Error::Poisoned)? = placed;
+                Ok(())
+            }
         }
+    }
+
+    /// Lays out the v1 B-tree under the root at `root`.
+    fn lay_out_btree(&self, file: &FileShared, root_addr: u64) -> Result<()> {
+        let sizes = file.sizes;
         let rank1 = self.chunk_dims.len() + 1;
         let nlen = node_len(sizes, CHUNK_BTREE_K, NodeType::RawData, rank1)? as u64;
         let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
@@ -254,11 +326,11 @@ impl BtreeChunkIndex {
             let root = groups.len() == 1;
             let mut addrs = Vec::with_capacity(groups.len());
             if root {
-                addrs.push(self.root);
+                addrs.push(root_addr);
             } else {
                 for _ in &groups {
                     let a = file.allocate(SpaceKind::Meta, nlen)?;
-                    placed.push((a, nlen));
+                    placed.push((K::BTreeV1Node, a, nlen));
                     addrs.push(a);
                 }
             }
@@ -317,6 +389,12 @@ pub(crate) struct ChunkedWriteLayout {
     pub(crate) fill: Vec<u8>,
     pub(crate) index: Arc<BtreeChunkIndex>,
     pub(crate) pipeline: Option<h5_filters::Pipeline>,
+    /// Early allocation: every chunk of the extent exists (made when the extent grows).
+    pub(crate) early: bool,
+    /// When fill values are written into newly allocated chunks.
+    pub(crate) fill_time: h5_format::message::fill_value::FillTime,
+    /// Whether the fill value was set by the user (for fill time "if set").
+    pub(crate) fill_defined: bool,
 }
 
 impl ChunkedWriteLayout {
@@ -353,6 +431,10 @@ impl ChunkLayout for ChunkedWriteLayout {
         Ok(coords
             .iter()
             .map(|c| match records.get(&self.index.offsets(c)) {
+                // Implicit chunks all exist from creation (holding the fill value).
+                None if self.index.implicit(c).is_some() => {
+                    Lookup::dense(self.index.implicit(c), hint, Box::new(Mask(0)))
+                }
                 Some(r) => Lookup::dense(
                     Some(DiskLocation {
                         addr: r.addr,
@@ -416,9 +498,11 @@ impl ChunkLayout for ChunkedWriteLayout {
         let mut out = Vec::with_capacity(reqs.len());
         for r in reqs.iter_mut() {
             let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
-            let loc = match r.old {
-                Some(old) if old.size == r.new_size => old,
-                old => {
+            let loc = match (r.old, self.index.implicit(&r.coord)) {
+                (_, Some(fixed)) if fixed.size == r.new_size => fixed,
+                (_, Some(_)) => return Err("an implicit chunk changed size".into()),
+                (Some(old), None) if old.size == r.new_size => old,
+                (old, None) => {
                     if let Some(old) = old {
                         space.free(old.addr, old.size)?;
                     }
@@ -453,7 +537,9 @@ impl ChunkLayout for ChunkedWriteLayout {
             .lock()
             .map_err(|_| "index lock poisoned")?
             .remove(&self.index.offsets(coord));
-        if let Some(l) = location {
+        if let Some(l) = location
+            && self.index.implicit(coord).is_none()
+        {
             self.index.space.free(l.addr, l.size)?;
         }
         *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;

@@ -1,17 +1,16 @@
 //! Creating datasets and attributes, and writing raw data through the shared chunk cache.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use h5_chunkcache::selection::{MemorySelection, Selection};
 use h5_chunkcache::{ChunkLayout, Conversion, DiskLocation, WriteRequest};
 use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree1::{NodeType, node_len};
 use h5_format::datatype::Datatype;
 use h5_format::message::attribute::{AttributeMessage, MaybeShared};
 use h5_format::message::dataspace::{Dataspace, DataspaceKind, UNLIMITED};
 use h5_format::message::fill_value::{AllocTime, FillDefined, FillTime, FillValue};
-use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
-use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass};
+use h5_format::message::filter_pipeline::Filter;
+use h5_format::message::layout::{Layout, LayoutClass};
 use h5_format::message::{Message, encode_message, kind};
 use h5_format::object_header::msg_flags;
 
@@ -19,7 +18,9 @@ use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::write::alloc::SpaceKind;
-use crate::write::chunks::{BtreeChunkIndex, CHUNK_BTREE_K, ChunkedWriteLayout, ContiguousLayout};
+use crate::write::chunk_index::ChunkIndexKind;
+use crate::write::chunk_index::create::ChunkedSpec;
+use crate::write::chunks::{ContiguousLayout, IndexShape};
 use crate::write::ohdr;
 
 /// How a new dataset stores its data.
@@ -49,6 +50,14 @@ pub struct NewDataset {
     pub layout: NewLayout,
     /// A fill value (one element in the file type); `None`: zeros.
     pub fill: Option<Vec<u8>>,
+    /// The chunk index of a chunked dataset; `None`: libhdf5's choice for the file's format
+    /// bounds ([`crate::write::chunk_index::choose`]).
+    pub chunk_index: Option<ChunkIndexKind>,
+    /// When space is allocated; `None`: libhdf5's default for the layout (contiguous late,
+    /// chunked incremental, compact early).
+    pub alloc_time: Option<AllocTime>,
+    /// When fill values are written into allocated space; `None`: "if set".
+    pub fill_time: Option<FillTime>,
 }
 
 fn msg(m: &Message, sizes: h5_format::Sizes) -> Result<crate::object::StoredMessage> {
@@ -116,6 +125,7 @@ impl FileShared {
             permutation: None,
         };
         let mut created_chunked = None;
+        let fill_time = spec.fill_time.unwrap_or(FillTime::IfSet);
         let (layout_class, alloc_time, pipeline, layout): (_, _, _, Arc<dyn ChunkLayout>) =
             match &spec.layout {
                 NewLayout::Contiguous => {
@@ -157,40 +167,26 @@ impl FileShared {
                             "chunk dimensions {chunk:?} for a dataset of rank {rank}"
                         )));
                     }
-                    let root = self.allocate(
-                        SpaceKind::Meta,
-                        node_len(sizes, CHUNK_BTREE_K, NodeType::RawData, rank + 1)? as u64,
-                    )?;
-                    let space = crate::write::chunks::ChunkSpace {
-                        alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
-                        base: self.base,
-                    };
-                    let index = Arc::new(BtreeChunkIndex::new(space, root, chunk.clone()));
-                    self.state()?.indexes.push(Arc::clone(&index));
-                    let mut cdims = chunk.clone();
-                    cdims.push(elem as u64);
-                    let pipeline = (!filters.is_empty()).then(|| FilterPipeline {
-                        version: 1,
-                        filters: filters.clone(),
-                    });
-                    let runtime = crate::dataset::pipeline_of(&pipeline);
-                    let layout = Arc::new(ChunkedWriteLayout {
-                        dims: Mutex::new(spec.dims.clone()),
-                        chunk_dims: chunk.clone(),
-                        elem_size: elem,
-                        fill: fill.clone(),
-                        index,
-                        pipeline: runtime,
-                    });
+                    let max = spec.max_dims.clone().unwrap_or_else(|| spec.dims.clone());
+                    let alloc = spec.alloc_time.unwrap_or(AllocTime::Incremental);
+                    let made = self.new_chunked(&ChunkedSpec {
+                        dims: &spec.dims,
+                        max: &max,
+                        chunk,
+                        filters,
+                        elem,
+                        fill: &fill,
+                        alloc,
+                        fill_time,
+                        fill_defined: spec.fill.is_some(),
+                        kind: spec.chunk_index,
+                    })?;
+                    let layout = made.layout;
                     created_chunked = Some(Arc::clone(&layout));
                     (
-                        LayoutClass::Chunked {
-                            flags: 0,
-                            dims: cdims,
-                            index: ChunkIndex::BtreeV1 { address: root },
-                        },
-                        AllocTime::Incremental,
-                        pipeline,
+                        made.class,
+                        alloc,
+                        made.pipeline,
                         layout as Arc<dyn ChunkLayout>,
                     )
                 }
@@ -198,7 +194,7 @@ impl FileShared {
         let fill_msg = FillValue {
             version: 2,
             alloc_time: Some(alloc_time),
-            fill_time: Some(FillTime::IfSet),
+            fill_time: Some(fill_time),
             defined: if spec.fill.is_some() {
                 FillDefined::User
             } else {
@@ -214,14 +210,18 @@ impl FileShared {
         if let Some(p) = pipeline {
             messages.push(msg(&Message::FilterPipeline(p), sizes)?);
         }
-        messages.push(msg(
-            &Message::Layout(Layout {
-                version: 3,
-                class: layout_class,
-            }),
-            sizes,
-        )?);
+        let mut layout_msg = Layout {
+            version: 3,
+            class: layout_class,
+        };
+        layout_msg.version = layout_msg.min_version();
+        messages.push(msg(&Message::Layout(layout_msg), sizes)?);
         let addr = ohdr::create(self, 1, messages)?;
+        if let Some(l) = &created_chunked
+            && let IndexShape::Single { header, .. } = &l.index.shape
+        {
+            *header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
+        }
         let id = h5_chunkcache::DatasetId(self.abs(addr)?);
         self.chunks
             .lock()
@@ -237,7 +237,7 @@ impl FileShared {
     /// Fills `bytes` of newly allocated raw data at relative `addr` with `fill` when the space
     /// may hold old bytes or the fill value is not zero (space past the end of the storage
     /// reads as zeros already).
-    fn initialise(&self, addr: u64, bytes: u64, fill: &[u8]) -> Result<()> {
+    pub(crate) fn initialise(&self, addr: u64, bytes: u64, fill: &[u8]) -> Result<()> {
         let abs = self.abs(addr)?;
         let zero = fill.iter().all(|b| *b == 0);
         let len = self.storage.len()?;
@@ -384,6 +384,9 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
         Ok(())
     })?;
     *layout.dims.lock().map_err(|_| Error::Poisoned)? = dims.to_vec();
+    if layout.early {
+        file.allocate_chunks(&layout, dims)?;
+    }
     let id = h5_chunkcache::DatasetId(file.abs(info.address)?);
     file.chunks
         .lock()

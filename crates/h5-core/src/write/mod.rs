@@ -7,6 +7,7 @@
 //! chunk indexes) are kept as ordered tables here and laid out at flush; see `docs/design.md` §5.
 
 pub mod alloc;
+pub mod chunk_index;
 pub(crate) mod chunks;
 pub mod dataset;
 pub(crate) mod ohdr;

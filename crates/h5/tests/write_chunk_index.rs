@@ -1,0 +1,422 @@
+//! Chunked datasets written with every chunk index (layout version 4: single chunk, implicit,
+//! fixed array, extensible array, v2 B-tree; and the v1 B-tree), with and without filters, for
+//! integers and floats, written in partial and strided hyperslabs and resized where the index
+//! allows; then checked by h5py (values, shape, maxshape, chunks, filters, allocated chunk
+//! count), h5dump, and h5 itself after reopening (including the index kind in the file).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use h5::{AllocTime, ChunkIndexKind};
+use h5_testkit::verify::{
+    DatasetExpect, Expectations, check_with_h5py, digest_le, h5dump, run_python,
+};
+use ndarray::SliceInfoElem as S;
+
+fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = dir.path().join(name);
+    (dir, p)
+}
+
+fn slice(start: usize, end: usize, step: usize) -> S {
+    S::Slice {
+        start: start as isize,
+        end: Some(end as isize),
+        step: step as isize,
+    }
+}
+
+fn check(path: &Path, exp: &Expectations) {
+    if let Err(e) = check_with_h5py(path, exp) {
+        panic!("h5py disagrees with what h5 wrote:\n{e}");
+    }
+    h5dump(&["-H"], path).unwrap_or_else(|e| panic!("h5dump -H failed: {e}"));
+    h5dump(&[], path).unwrap_or_else(|e| panic!("h5dump failed: {e}"));
+}
+
+/// Allocated chunks of `dataset` as libhdf5 counts them.
+fn h5py_chunk_count(path: &Path, dataset: &str) -> usize {
+    let out = run_python(
+        "import h5py, sys\nwith h5py.File(sys.argv[1], 'r') as f:\n    print(f[sys.argv[2]].id.get_num_chunks())",
+        &[path.to_str().expect("utf-8 path"), dataset],
+    );
+    out.trim().parse().expect("a chunk count")
+}
+
+/// A 2-D dataset's expected contents: row-major values, the fill value, and which chunks were
+/// written (scaled coordinates).
+struct Model {
+    dims: [usize; 2],
+    chunk: [usize; 2],
+    fill: f64,
+    v: Vec<f64>,
+    touched: BTreeSet<[usize; 2]>,
+}
+
+impl Model {
+    fn new(dims: [usize; 2], chunk: [usize; 2], fill: f64) -> Self {
+        Model {
+            dims,
+            chunk,
+            fill,
+            v: vec![fill; dims[0] * dims[1]],
+            touched: BTreeSet::new(),
+        }
+    }
+
+    /// Writes `f(i, j)` at rows `r` and columns `c` (start, end, step); returns the values in
+    /// selection order.
+    fn write(
+        &mut self,
+        r: (usize, usize, usize),
+        c: (usize, usize, usize),
+        f: impl Fn(usize, usize) -> f64,
+    ) -> Vec<f64> {
+        let mut out = Vec::new();
+        for i in (r.0..r.1).step_by(r.2) {
+            for j in (c.0..c.1).step_by(c.2) {
+                let x = f(i, j);
+                self.v[i * self.dims[1] + j] = x;
+                self.touched.insert([i / self.chunk[0], j / self.chunk[1]]);
+                out.push(x);
+            }
+        }
+        out
+    }
+
+    fn resize(&mut self, dims: [usize; 2]) {
+        let mut v = vec![self.fill; dims[0] * dims[1]];
+        for i in 0..dims[0].min(self.dims[0]) {
+            for j in 0..dims[1].min(self.dims[1]) {
+                v[i * dims[1] + j] = self.v[i * self.dims[1] + j];
+            }
+        }
+        // Chunks wholly outside the new extent are deleted (libhdf5 does the same).
+        let (ch, d) = (self.chunk, dims);
+        self.touched
+            .retain(|t| t[0] * ch[0] < d[0] && t[1] * ch[1] < d[1]);
+        self.dims = dims;
+        self.v = v;
+    }
+
+    fn chunks_in_extent(&self) -> usize {
+        self.dims[0].div_ceil(self.chunk[0]) * self.dims[1].div_ceil(self.chunk[1])
+    }
+}
+
+/// One dataset of the matrix: the index, its shapes and what happens to it.
+struct Case {
+    kind: ChunkIndexKind,
+    dims: [usize; 2],
+    max: [Option<usize>; 2],
+    chunk: [usize; 2],
+    /// Resizes done after the first writes (each followed by a write into the new area).
+    resizes: Vec<[usize; 2]>,
+    early: bool,
+}
+
+fn cases() -> Vec<Case> {
+    use ChunkIndexKind as K;
+    vec![
+        Case {
+            kind: K::BtreeV1,
+            dims: [20, 15],
+            max: [None, Some(40)],
+            chunk: [4, 4],
+            resizes: vec![[50, 30], [33, 22]],
+            early: false,
+        },
+        Case {
+            kind: K::SingleChunk,
+            dims: [12, 10],
+            max: [Some(12), Some(10)],
+            chunk: [12, 10],
+            resizes: vec![],
+            early: false,
+        },
+        Case {
+            kind: K::Implicit,
+            dims: [20, 15],
+            max: [Some(30), Some(15)],
+            chunk: [4, 4],
+            resizes: vec![[30, 15], [18, 13]],
+            early: true,
+        },
+        Case {
+            kind: K::FixedArray,
+            dims: [20, 15],
+            max: [Some(40), Some(15)],
+            chunk: [4, 4],
+            resizes: vec![[40, 15], [25, 9]],
+            early: false,
+        },
+        Case {
+            kind: K::ExtensibleArray,
+            dims: [10, 7],
+            max: [None, Some(7)],
+            chunk: [3, 4],
+            resizes: vec![[200, 7], [150, 5]],
+            early: false,
+        },
+        Case {
+            kind: K::BtreeV2,
+            dims: [10, 7],
+            max: [None, None],
+            chunk: [3, 4],
+            resizes: vec![[120, 90], [70, 40]],
+            early: false,
+        },
+    ]
+}
+
+/// Writes every case with `T` elements into one file, checks it everywhere.
+fn run<T>(dtype: &str, conv: fn(f64) -> T, filtered: bool)
+where
+    T: h5::H5Num + h5_testkit::verify::LeBytes + PartialEq + std::fmt::Debug + Copy,
+{
+    let (_d, path) = tmp("index.h5");
+    let mut models = Vec::new();
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        for (n, c) in cases().into_iter().enumerate() {
+            if filtered && c.kind == ChunkIndexKind::Implicit {
+                // libhdf5 never gives filtered data an implicit index; neither may we.
+                let b = root
+                    .new_dataset::<T>()
+                    .shape(c.dims)
+                    .max_shape(c.max)
+                    .chunk(c.chunk)
+                    .shuffle()
+                    .deflate(4)
+                    .alloc_time(AllocTime::Early)
+                    .chunk_index(c.kind);
+                assert!(b.create("refused").is_err());
+                continue;
+            }
+            let name = format!("d{n}");
+            let mut b = root
+                .new_dataset::<T>()
+                .shape(c.dims)
+                .max_shape(c.max)
+                .chunk(c.chunk)
+                .fill_value(conv(-7.0))
+                .chunk_index(c.kind);
+            if filtered {
+                b = b.shuffle().deflate(4);
+            }
+            if c.early {
+                b = b.alloc_time(AllocTime::Early);
+            }
+            let mut ds = b.create(&name).unwrap();
+            assert_eq!(ds.chunk_index(), Some(c.kind));
+            let mut m = Model::new(c.dims, c.chunk, -7.0);
+            let k = n as f64 * 1000.0;
+            // A partial block, then a strided one over it.
+            let v = m.write((1, 9, 1), (2, 7, 1), |i, j| k + (i * 100 + j) as f64);
+            ds.write_slice(
+                &v.iter().map(|x| conv(*x)).collect::<Vec<T>>(),
+                [slice(1, 9, 1), slice(2, 7, 1)],
+            )
+            .unwrap();
+            let v = m.write((0, c.dims[0], 3), (1, c.dims[1], 2), |i, j| {
+                -k - (i * 100 + j) as f64
+            });
+            ds.write_slice(
+                &v.iter().map(|x| conv(*x)).collect::<Vec<T>>(),
+                [slice(0, c.dims[0], 3), slice(1, c.dims[1], 2)],
+            )
+            .unwrap();
+            for (r, dims) in c.resizes.iter().enumerate() {
+                ds.resize(dims).unwrap();
+                m.resize(*dims);
+                let (h, w) = (dims[0], dims[1]);
+                let (r0, c0) = (h.saturating_sub(7), w.saturating_sub(5));
+                let v = m.write((r0, h, 2), (c0, w, 1), |i, j| {
+                    (r * 7) as f64 + (i * 1000 + j) as f64
+                });
+                ds.write_slice(
+                    &v.iter().map(|x| conv(*x)).collect::<Vec<T>>(),
+                    [slice(r0, h, 2), slice(c0, w, 1)],
+                )
+                .unwrap();
+            }
+            // Read back before closing.
+            let got: Vec<T> = ds.read::<T>().unwrap().into_iter().collect();
+            let want: Vec<T> = m.v.iter().map(|x| conv(*x)).collect();
+            assert_eq!(got, want, "{name} ({:?}) before closing", c.kind);
+            models.push((name, c, m));
+        }
+        f.close().unwrap();
+    }
+    let mut exp = Expectations::new();
+    for (name, c, m) in &models {
+        let want: Vec<T> = m.v.iter().map(|x| conv(*x)).collect();
+        let shape = [m.dims[0] as u64, m.dims[1] as u64];
+        let max: Vec<Option<u64>> = c.max.iter().map(|x| x.map(|v| v as u64)).collect();
+        let mut e = DatasetExpect::new(dtype, &shape)
+            .chunks(&[c.chunk[0] as u64, c.chunk[1] as u64])
+            .maxshape(&max)
+            .digest(digest_le(&want));
+        e = if filtered {
+            e.gzip(4).shuffle(true)
+        } else {
+            e.no_compression().shuffle(false)
+        };
+        exp = exp.dataset(&format!("/{name}"), e);
+    }
+    if let Ok(keep) = std::env::var("H5_KEEP_TEST_FILE") {
+        std::fs::copy(&path, format!("{keep}-{dtype}-{filtered}.h5")).unwrap();
+    }
+    check(&path, &exp);
+    let f = h5::File::open(&path).unwrap();
+    for (name, c, m) in &models {
+        let ds = f.dataset(name).unwrap();
+        assert_eq!(ds.chunk_index(), Some(c.kind), "{name}");
+        let got: Vec<T> = ds.read::<T>().unwrap().into_iter().collect();
+        let want: Vec<T> = m.v.iter().map(|x| conv(*x)).collect();
+        assert_eq!(got, want, "{name} ({:?}) after reopening", c.kind);
+        let chunks = h5py_chunk_count(&path, name);
+        let expected = if c.early {
+            m.chunks_in_extent()
+        } else {
+            m.touched.len()
+        };
+        assert_eq!(chunks, expected, "{name} ({:?}): allocated chunks", c.kind);
+    }
+}
+
+#[test]
+fn every_index_i32_unfiltered() {
+    run::<i32>("<i4", |x| x as i32, false);
+}
+
+#[test]
+fn every_index_i32_shuffle_deflate() {
+    run::<i32>("<i4", |x| x as i32, true);
+}
+
+#[test]
+fn every_index_f64_unfiltered() {
+    run::<f64>("<f8", |x| x * 0.5, false);
+}
+
+#[test]
+fn every_index_f64_shuffle_deflate() {
+    run::<f64>("<f8", |x| x * 0.5, true);
+}
+
+/// Name, index, shape, maximum shape, chunk shape, filtered.
+type LargeSpec = (
+    &'static str,
+    ChunkIndexKind,
+    [usize; 2],
+    [Option<usize>; 2],
+    [usize; 2],
+    bool,
+);
+
+/// Indexes large enough for their bigger structures: a paged fixed array (more than 1024
+/// chunks), an extensible array with super blocks, v2 B-trees of depth 1 and 2.
+#[test]
+fn large_indexes_use_pages_super_blocks_and_deep_trees() {
+    use ChunkIndexKind as K;
+    let (_d, path) = tmp("large.h5");
+    // (name, kind, shape, max, chunk, filtered)
+    let specs: Vec<LargeSpec> = vec![
+        (
+            "fa",
+            K::FixedArray,
+            [80, 80],
+            [Some(80), Some(80)],
+            [2, 2],
+            false,
+        ),
+        (
+            "fa_z",
+            K::FixedArray,
+            [80, 80],
+            [Some(80), Some(80)],
+            [2, 2],
+            true,
+        ),
+        (
+            "ea",
+            K::ExtensibleArray,
+            [3000, 2],
+            [None, Some(2)],
+            [1, 2],
+            false,
+        ),
+        (
+            "ea_z",
+            K::ExtensibleArray,
+            [3000, 2],
+            [None, Some(2)],
+            [1, 2],
+            true,
+        ),
+        ("bt", K::BtreeV2, [40, 45], [None, None], [1, 1], true),
+        (
+            "bt_deep",
+            K::BtreeV2,
+            [120, 100],
+            [None, None],
+            [1, 1],
+            false,
+        ),
+    ];
+    let mut exp = Expectations::new();
+    let mut all = Vec::new();
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        for (name, kind, shape, max, chunk, filtered) in &specs {
+            let mut b = root
+                .new_dataset::<i32>()
+                .shape(shape)
+                .max_shape(max)
+                .chunk(chunk)
+                .chunk_index(*kind);
+            if *filtered {
+                b = b.shuffle().deflate(1);
+            }
+            let ds = b.create(name).unwrap();
+            let n = shape[0] * shape[1];
+            let v: Vec<i32> = (0..n as i32).map(|x| x * 3 - 5).collect();
+            // In two halves, with a flush between: the index is laid out twice.
+            let half = shape[0] / 2;
+            ds.write_slice(
+                &v[..half * shape[1]],
+                [slice(0, half, 1), slice(0, shape[1], 1)],
+            )
+            .unwrap();
+            f.flush().unwrap();
+            ds.write_slice(
+                &v[half * shape[1]..],
+                [slice(half, shape[0], 1), slice(0, shape[1], 1)],
+            )
+            .unwrap();
+            let max_u: Vec<Option<u64>> = max.iter().map(|x| x.map(|v| v as u64)).collect();
+            exp = exp.dataset(
+                &format!("/{name}"),
+                DatasetExpect::new("<i4", &[shape[0] as u64, shape[1] as u64])
+                    .chunks(&[chunk[0] as u64, chunk[1] as u64])
+                    .maxshape(&max_u)
+                    .digest(digest_le(&v)),
+            );
+            all.push((*name, *kind, v, n / (chunk[0] * chunk[1])));
+        }
+        f.close().unwrap();
+    }
+    check(&path, &exp);
+    let f = h5::File::open(&path).unwrap();
+    for (name, kind, v, chunks) in &all {
+        let ds = f.dataset(name).unwrap();
+        assert_eq!(ds.chunk_index(), Some(*kind));
+        let got: Vec<i32> = ds.read::<i32>().unwrap().into_iter().collect();
+        assert_eq!(&got, v, "{name}");
+        assert_eq!(h5py_chunk_count(&path, name), *chunks, "{name}");
+    }
+}
