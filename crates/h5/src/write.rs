@@ -101,6 +101,7 @@ impl Group {
             filters: Vec::new(),
             fill: None,
             chunk_index: None,
+            compact: false,
             alloc_time: None,
             fill_time: None,
             _t: PhantomData,
@@ -171,6 +172,7 @@ pub struct DatasetBuilder<T> {
     filters: Vec<Filter>,
     fill: Option<Vec<u8>>,
     chunk_index: Option<ChunkIndexKind>,
+    compact: bool,
     alloc_time: Option<AllocTime>,
     fill_time: Option<FillTime>,
     _t: PhantomData<T>,
@@ -245,6 +247,13 @@ impl<T: H5Num> DatasetBuilder<T> {
         self
     }
 
+    /// Stores the data inside the object header (layout class compact; at most about 64 KiB,
+    /// fixed dimensions, no filters).
+    pub fn compact(mut self) -> Self {
+        self.compact = true;
+        self
+    }
+
     /// When storage is allocated (libhdf5's `H5Pset_alloc_time`; default: contiguous late,
     /// chunked incremental, compact early).
     pub fn alloc_time(mut self, t: AllocTime) -> Self {
@@ -262,6 +271,14 @@ impl<T: H5Num> DatasetBuilder<T> {
     /// Creates the dataset `name` in the group.
     pub fn create(self, name: &str) -> Result<Dataset> {
         let layout = match self.chunk {
+            _ if self.compact => {
+                if self.chunk.is_some() || !self.filters.is_empty() {
+                    return Err(Error::Invalid(
+                        "a compact dataset has no chunks and no filters".into(),
+                    ));
+                }
+                NewLayout::Compact
+            }
             Some(chunk) => NewLayout::Chunked {
                 chunk,
                 filters: self.filters,

@@ -420,3 +420,348 @@ fn large_indexes_use_pages_super_blocks_and_deep_trees() {
         assert_eq!(h5py_chunk_count(&path, name), *chunks, "{name}");
     }
 }
+
+/// Layout class, allocation time, fill time, allocated chunks (chunked only) and storage size
+/// of `dataset` as libhdf5 reports them.
+fn h5py_storage(path: &Path, dataset: &str) -> serde_json::Value {
+    let out = run_python(
+        "import h5py, sys, json\n\
+         with h5py.File(sys.argv[1], 'r') as f:\n\
+         \x20   d = f[sys.argv[2]]\n\
+         \x20   p = d.id.get_create_plist()\n\
+         \x20   lay = {h5py.h5d.COMPACT: 'compact', h5py.h5d.CONTIGUOUS: 'contiguous', h5py.h5d.CHUNKED: 'chunked'}[p.get_layout()]\n\
+         \x20   at = {h5py.h5d.ALLOC_TIME_EARLY: 'early', h5py.h5d.ALLOC_TIME_LATE: 'late', h5py.h5d.ALLOC_TIME_INCR: 'incr'}[p.get_alloc_time()]\n\
+         \x20   ft = {h5py.h5d.FILL_TIME_ALLOC: 'alloc', h5py.h5d.FILL_TIME_NEVER: 'never', h5py.h5d.FILL_TIME_IFSET: 'ifset'}[p.get_fill_time()]\n\
+         \x20   n = d.id.get_num_chunks() if lay == 'chunked' else None\n\
+         \x20   print(json.dumps({'layout': lay, 'alloc': at, 'fill': ft, 'chunks': n, 'storage': d.id.get_storage_size()}))",
+        &[path.to_str().expect("utf-8 path"), dataset],
+    );
+    serde_json::from_str(out.trim()).expect("json from h5py")
+}
+
+/// Compact datasets: created, written in strided pieces across a flush, read by h5py (layout
+/// compact, values), h5dump and h5 after reopening; too large or growable ones are refused.
+#[test]
+fn compact_datasets_keep_their_data_in_the_header() {
+    let (_d, path) = tmp("compact.h5");
+    let mut m = Model::new([10, 20], [10, 20], 0.0);
+    let mut mf = Model::new([6, 5], [6, 5], 2.5);
+    {
+        let f = h5::File::create(&path).unwrap();
+        let root = f.root().unwrap();
+        let ds = root
+            .new_dataset::<i32>()
+            .shape([10, 20])
+            .compact()
+            .create("ci")
+            .unwrap();
+        let v = m.write((0, 10, 2), (3, 20, 3), |i, j| (i * 100 + j) as f64);
+        ds.write_slice(
+            &v.iter().map(|x| *x as i32).collect::<Vec<_>>(),
+            [slice(0, 10, 2), slice(3, 20, 3)],
+        )
+        .unwrap();
+        f.flush().unwrap();
+        let v = m.write((5, 7, 1), (0, 20, 1), |i, j| -((i * 100 + j) as f64));
+        ds.write_slice(
+            &v.iter().map(|x| *x as i32).collect::<Vec<_>>(),
+            [slice(5, 7, 1), slice(0, 20, 1)],
+        )
+        .unwrap();
+        let fd = root
+            .new_dataset::<f64>()
+            .shape([6, 5])
+            .fill_value(2.5)
+            .compact()
+            .create("cf")
+            .unwrap();
+        let v = mf.write((1, 6, 2), (0, 5, 2), |i, j| (i as f64) - j as f64 * 0.25);
+        fd.write_slice(&v, [slice(1, 6, 2), slice(0, 5, 2)])
+            .unwrap();
+        assert_eq!(fd.layout_name(), "compact");
+        // 64 KiB of data does not fit an object header message.
+        let big = root
+            .new_dataset::<f64>()
+            .shape([9000])
+            .compact()
+            .create("big");
+        assert!(big.is_err());
+        let grow = root
+            .new_dataset::<f64>()
+            .shape([4])
+            .max_shape([None])
+            .compact()
+            .create("grow");
+        assert!(grow.is_err());
+        f.close().unwrap();
+    }
+    let ci: Vec<i32> = m.v.iter().map(|x| *x as i32).collect();
+    let exp = Expectations::new()
+        .dataset(
+            "/ci",
+            DatasetExpect::new("<i4", &[10, 20])
+                .compact()
+                .digest(digest_le(&ci)),
+        )
+        .dataset(
+            "/cf",
+            DatasetExpect::new("<f8", &[6, 5])
+                .compact()
+                .fillvalue(serde_json::json!(2.5))
+                .digest(digest_le(&mf.v)),
+        );
+    check(&path, &exp);
+    let s = h5py_storage(&path, "ci");
+    assert_eq!(s["layout"], "compact");
+    assert_eq!(s["alloc"], "early");
+    let f = h5::File::open(&path).unwrap();
+    let got: Vec<i32> = f
+        .dataset("ci")
+        .unwrap()
+        .read::<i32>()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(got, ci);
+    let got: Vec<f64> = f
+        .dataset("cf")
+        .unwrap()
+        .read::<f64>()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(got, mf.v);
+}
+
+/// Allocation and fill times: libhdf5's defaults per layout, and every explicit choice,
+/// recorded in the fill value message and honoured (storage allocated when libhdf5 would,
+/// fill values written unless "never").
+#[test]
+fn allocation_and_fill_times_follow_libhdf5() {
+    use h5::FillTime;
+    let (_d, path) = tmp("alloc.h5");
+    {
+        let f = h5::File::create(&path).unwrap();
+        let r = f.root().unwrap();
+        // Defaults: contiguous late, chunked incremental.
+        r.new_dataset::<i32>()
+            .shape([100])
+            .create("contig_default")
+            .unwrap();
+        let w = r
+            .new_dataset::<i32>()
+            .shape([100])
+            .fill_value(-3)
+            .create("contig_late_written")
+            .unwrap();
+        w.write_slice(&[1, 2, 3], [slice(10, 13, 1)]).unwrap();
+        r.new_dataset::<i32>()
+            .shape([100])
+            .fill_value(-3)
+            .alloc_time(AllocTime::Early)
+            .create("contig_early")
+            .unwrap();
+        r.new_dataset::<i32>()
+            .shape([10, 10])
+            .chunk([3, 3])
+            .create("chunk_default")
+            .unwrap();
+        for (name, kind, filtered) in [
+            ("early_fa", ChunkIndexKind::FixedArray, false),
+            ("early_ea_z", ChunkIndexKind::ExtensibleArray, true),
+            ("early_bt2", ChunkIndexKind::BtreeV2, false),
+            ("early_v1", ChunkIndexKind::BtreeV1, true),
+        ] {
+            let max = if kind == ChunkIndexKind::FixedArray {
+                [Some(12), Some(10)]
+            } else if kind == ChunkIndexKind::BtreeV2 {
+                [None, None]
+            } else {
+                [None, Some(10)]
+            };
+            let mut b = r
+                .new_dataset::<f64>()
+                .shape([10, 10])
+                .max_shape(max)
+                .chunk([3, 3])
+                .fill_value(1.25)
+                .alloc_time(AllocTime::Early)
+                .chunk_index(kind);
+            if filtered {
+                b = b.shuffle().deflate(6);
+            }
+            let mut d = b.create(name).unwrap();
+            // Growing allocates the new chunks too.
+            d.resize([12, 10]).unwrap();
+        }
+        r.new_dataset::<f64>()
+            .shape([10, 10])
+            .chunk([3, 3])
+            .alloc_time(AllocTime::Early)
+            .fill_time(FillTime::Never)
+            .create("early_never")
+            .unwrap();
+        r.new_dataset::<f64>()
+            .shape([10, 10])
+            .chunk([3, 3])
+            .alloc_time(AllocTime::Early)
+            .fill_time(FillTime::OnAlloc)
+            .create("early_alloc")
+            .unwrap();
+        let late = r
+            .new_dataset::<i32>()
+            .shape([10, 10])
+            .chunk([3, 3])
+            .fill_value(9)
+            .alloc_time(AllocTime::Late)
+            .create("late")
+            .unwrap();
+        late.write_slice(&[5], [slice(4, 5, 1), slice(4, 5, 1)])
+            .unwrap();
+        r.new_dataset::<i32>()
+            .shape([10, 10])
+            .chunk([3, 3])
+            .alloc_time(AllocTime::Late)
+            .create("late_unwritten")
+            .unwrap();
+        // Filters cannot be combined with "never" (libhdf5 refuses too).
+        assert!(
+            r.new_dataset::<f64>()
+                .shape([10])
+                .chunk([5])
+                .deflate(1)
+                .fill_time(FillTime::Never)
+                .create("bad")
+                .is_err()
+        );
+        f.close().unwrap();
+    }
+    let s = |n| h5py_storage(&path, n);
+    let v = s("contig_default");
+    assert_eq!(
+        (
+            v["layout"].as_str(),
+            v["alloc"].as_str(),
+            v["fill"].as_str()
+        ),
+        (Some("contiguous"), Some("late"), Some("ifset"))
+    );
+    assert_eq!(v["storage"], 0);
+    let v = s("contig_late_written");
+    assert_eq!(
+        (v["alloc"].as_str(), v["storage"].as_u64()),
+        (Some("late"), Some(400))
+    );
+    let v = s("contig_early");
+    assert_eq!(
+        (v["alloc"].as_str(), v["storage"].as_u64()),
+        (Some("early"), Some(400))
+    );
+    let v = s("chunk_default");
+    assert_eq!(
+        (v["alloc"].as_str(), v["chunks"].as_u64()),
+        (Some("incr"), Some(0))
+    );
+    for n in ["early_fa", "early_ea_z", "early_bt2", "early_v1"] {
+        let v = s(n);
+        assert_eq!(
+            (v["alloc"].as_str(), v["chunks"].as_u64()),
+            (Some("early"), Some(16)),
+            "{n}"
+        );
+    }
+    let v = s("early_never");
+    assert_eq!(
+        (
+            v["alloc"].as_str(),
+            v["fill"].as_str(),
+            v["chunks"].as_u64()
+        ),
+        (Some("early"), Some("never"), Some(16))
+    );
+    let v = s("early_alloc");
+    assert_eq!(
+        (v["fill"].as_str(), v["chunks"].as_u64()),
+        (Some("alloc"), Some(16))
+    );
+    let v = s("late");
+    assert_eq!(
+        (v["alloc"].as_str(), v["chunks"].as_u64()),
+        (Some("late"), Some(16))
+    );
+    let v = s("late_unwritten");
+    assert_eq!(
+        (v["alloc"].as_str(), v["chunks"].as_u64()),
+        (Some("late"), Some(0))
+    );
+    // Values: fill where nothing was written, in allocated and unallocated storage alike.
+    let mut late = vec![9i32; 100];
+    late[44] = 5;
+    let mut contig = vec![-3i32; 100];
+    contig[10..13].copy_from_slice(&[1, 2, 3]);
+    let exp = Expectations::new()
+        .dataset(
+            "/contig_default",
+            DatasetExpect::new("<i4", &[100])
+                .contiguous()
+                .digest(digest_le(&[0i32; 100])),
+        )
+        .dataset(
+            "/contig_late_written",
+            DatasetExpect::new("<i4", &[100])
+                .contiguous()
+                .digest(digest_le(&contig)),
+        )
+        .dataset(
+            "/contig_early",
+            DatasetExpect::new("<i4", &[100])
+                .contiguous()
+                .digest(digest_le(&[-3i32; 100])),
+        )
+        .dataset(
+            "/early_fa",
+            DatasetExpect::new("<f8", &[12, 10]).digest(digest_le(&[1.25f64; 120])),
+        )
+        .dataset(
+            "/early_ea_z",
+            DatasetExpect::new("<f8", &[12, 10])
+                .gzip(6)
+                .digest(digest_le(&[1.25f64; 120])),
+        )
+        .dataset(
+            "/early_bt2",
+            DatasetExpect::new("<f8", &[12, 10]).digest(digest_le(&[1.25f64; 120])),
+        )
+        .dataset(
+            "/early_v1",
+            DatasetExpect::new("<f8", &[12, 10])
+                .gzip(6)
+                .digest(digest_le(&[1.25f64; 120])),
+        )
+        .dataset(
+            "/early_alloc",
+            DatasetExpect::new("<f8", &[10, 10]).digest(digest_le(&[0f64; 100])),
+        )
+        .dataset(
+            "/late",
+            DatasetExpect::new("<i4", &[10, 10]).digest(digest_le(&late)),
+        );
+    check(&path, &exp);
+    let f = h5::File::open(&path).unwrap();
+    let got: Vec<i32> = f
+        .dataset("late")
+        .unwrap()
+        .read::<i32>()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(got, late);
+    let got: Vec<f64> = f
+        .dataset("early_ea_z")
+        .unwrap()
+        .read::<f64>()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(got, vec![1.25; 120]);
+}

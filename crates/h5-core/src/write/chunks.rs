@@ -74,7 +74,14 @@ pub(crate) struct ContiguousLayout {
     pub(crate) dims: Vec<u64>,
     pub(crate) elem_size: usize,
     pub(crate) fill: Vec<u8>,
-    pub(crate) location: DiskLocation,
+    /// Where the data is (absolute); `None` until allocated (late allocation).
+    pub(crate) location: Mutex<Option<DiskLocation>>,
+}
+
+impl ContiguousLayout {
+    fn location(&self) -> Result<Option<DiskLocation>, LayoutError> {
+        Ok(*self.location.lock().map_err(|_| "layout lock poisoned")?)
+    }
 }
 
 impl ChunkLayout for ContiguousLayout {
@@ -91,14 +98,18 @@ impl ChunkLayout for ContiguousLayout {
     }
 
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
+        let location = self.location()?;
         Ok(coords
             .iter()
-            .map(|_| Lookup::dense(Some(self.location), 0, Box::new(())))
+            .map(|_| Lookup::dense(location, 0, Box::new(())))
             .collect())
     }
 
     fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
-        let n = usize::try_from(self.location.size).map_err(|_| "contiguous data too large")?;
+        let elements: u64 = self.dims.iter().product();
+        let n = usize::try_from(elements)
+            .map_err(|_| "contiguous data too large")?
+            .saturating_mul(self.elem_size);
         Ok((Chunk::Dense(fill_chunk(n, &self.fill)), Box::new(())))
     }
 
@@ -113,12 +124,15 @@ impl ChunkLayout for ContiguousLayout {
     }
 
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
+        let location = self
+            .location()?
+            .ok_or("contiguous data written before its block was allocated")?;
         reqs.iter()
             .map(|r| {
-                if r.new_size > self.location.size {
+                if r.new_size > location.size {
                     Err("contiguous data larger than its block".into())
                 } else {
-                    Ok(self.location)
+                    Ok(location)
                 }
             })
             .collect()
@@ -186,6 +200,8 @@ pub(crate) enum IndexShape {
     },
     /// A fixed array, extensible array or v2 B-tree under a fixed header.
     Array(crate::write::chunk_index::ArrayIndex),
+    /// Not chunked: compact data, rewritten into the layout message at flush.
+    Compact(Arc<crate::write::compact::CompactData>),
 }
 
 /// The chunks of one dataset by element offset (row-major order of their scaled
@@ -261,6 +277,9 @@ impl BtreeChunkIndex {
     /// Writes the index into the cache: leaves of up to 2K chunks, then internal levels up to the
     /// root at its fixed address.
     pub(crate) fn lay_out(&self, file: &FileShared) -> Result<()> {
+        if let IndexShape::Compact(data) = &self.shape {
+            return data.lay_out(file);
+        }
         {
             let mut d = self.dirty.lock().map_err(|_| Error::Poisoned)?;
             if !*d {
@@ -272,7 +291,7 @@ impl BtreeChunkIndex {
         crate::write::chunk_index::remove(file, old)?;
         match &self.shape {
             IndexShape::BtreeV1 { root } => self.lay_out_btree(file, *root),
-            IndexShape::Implicit { .. } => Ok(()),
+            IndexShape::Implicit { .. } | IndexShape::Compact(_) => Ok(()),
             IndexShape::Single { layout, header } => {
                 let Some(at) = *header.lock().map_err(|_| Error::Poisoned)? else {
                     return Ok(());

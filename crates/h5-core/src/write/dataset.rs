@@ -18,6 +18,7 @@ use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::write::alloc::SpaceKind;
+use crate::write::alloc_time::{Pending, writes_fill};
 use crate::write::chunk_index::ChunkIndexKind;
 use crate::write::chunk_index::create::ChunkedSpec;
 use crate::write::chunks::{ContiguousLayout, IndexShape};
@@ -28,6 +29,9 @@ use crate::write::ohdr;
 pub enum NewLayout {
     /// One block allocated at creation.
     Contiguous,
+    /// The data inside the layout message (at most
+    /// [`MAX_COMPACT_BYTES`](crate::write::compact::MAX_COMPACT_BYTES); fixed dimensions).
+    Compact,
     /// Chunks of these dimensions, passed through `filters` in order.
     Chunked {
         /// Chunk dimensions (same rank as the dataset, none zero).
@@ -125,6 +129,8 @@ impl FileShared {
             permutation: None,
         };
         let mut created_chunked = None;
+        let mut created_compact = None;
+        let mut pending = None;
         let fill_time = spec.fill_time.unwrap_or(FillTime::IfSet);
         let (layout_class, alloc_time, pipeline, layout): (_, _, _, Arc<dyn ChunkLayout>) =
             match &spec.layout {
@@ -134,31 +140,58 @@ impl FileShared {
                             "a contiguous dataset cannot grow: use chunks".into(),
                         ));
                     }
+                    let alloc = spec.alloc_time.unwrap_or(AllocTime::Late);
+                    let layout = Arc::new(ContiguousLayout {
+                        dims: spec.dims.clone(),
+                        elem_size: elem,
+                        fill: fill.clone(),
+                        location: std::sync::Mutex::new(None),
+                    });
                     let address = if bytes == 0 {
+                        *layout.location.lock().map_err(|_| Error::Poisoned)? =
+                            Some(DiskLocation { addr: 0, size: 0 });
                         UNDEFINED_ADDRESS
+                    } else if alloc == AllocTime::Early {
+                        let address = self.allocate(SpaceKind::Raw, bytes)?;
+                        if writes_fill(fill_time, spec.fill.is_some()) {
+                            self.initialise(address, bytes, &fill)?;
+                        }
+                        *layout.location.lock().map_err(|_| Error::Poisoned)? =
+                            Some(DiskLocation {
+                                addr: self.abs(address)?,
+                                size: bytes,
+                            });
+                        address
                     } else {
-                        self.allocate(SpaceKind::Raw, bytes)?
-                    };
-                    if bytes > 0 {
-                        self.initialise(address, bytes, &fill)?;
-                    }
-                    let location = DiskLocation {
-                        addr: if bytes == 0 { 0 } else { self.abs(address)? },
-                        size: bytes,
+                        pending = Some(Pending::Contiguous {
+                            layout: Arc::clone(&layout),
+                            bytes,
+                            fill_time,
+                            fill_defined: spec.fill.is_some(),
+                        });
+                        UNDEFINED_ADDRESS
                     };
                     (
                         LayoutClass::Contiguous {
                             address,
                             size: Some(bytes),
                         },
-                        AllocTime::Early,
+                        alloc,
                         None,
-                        Arc::new(ContiguousLayout {
-                            dims: spec.dims.clone(),
-                            elem_size: elem,
-                            fill: fill.clone(),
-                            location,
-                        }) as Arc<dyn ChunkLayout>,
+                        layout as Arc<dyn ChunkLayout>,
+                    )
+                }
+                NewLayout::Compact => {
+                    if spec.max_dims.as_ref().is_some_and(|m| *m != spec.dims) {
+                        return Err(Error::Invalid("a compact dataset cannot grow".into()));
+                    }
+                    let (class, data, layout) = self.new_compact(&spec.dims, elem, &fill, bytes)?;
+                    created_compact = Some(data);
+                    (
+                        class,
+                        spec.alloc_time.unwrap_or(AllocTime::Early),
+                        None,
+                        layout,
                     )
                 }
                 NewLayout::Chunked { chunk, filters } => {
@@ -182,6 +215,9 @@ impl FileShared {
                         kind: spec.chunk_index,
                     })?;
                     let layout = made.layout;
+                    if alloc == AllocTime::Late {
+                        pending = Some(Pending::Chunked(Arc::clone(&layout)));
+                    }
                     created_chunked = Some(Arc::clone(&layout));
                     (
                         made.class,
@@ -222,6 +258,9 @@ impl FileShared {
         {
             *header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
         }
+        if let Some(d) = &created_compact {
+            *d.header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
+        }
         let id = h5_chunkcache::DatasetId(self.abs(addr)?);
         self.chunks
             .lock()
@@ -229,6 +268,9 @@ impl FileShared {
             .register(id, layout)?;
         if let Some(l) = created_chunked {
             self.state()?.chunked.insert(addr, l);
+        }
+        if let Some(p) = pending {
+            self.state()?.pending.insert(addr, p);
         }
         self.link_hard(parent, name, addr)?;
         Ok(addr)
@@ -334,6 +376,7 @@ pub fn write(
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
+    file.allocate_pending(info.address)?;
     let id = h5_chunkcache::DatasetId(file.abs(info.address)?);
     let mut req = WriteRequest::new(id, sel, buf);
     if let Some(m) = memory {

@@ -7,8 +7,10 @@
 //! chunk indexes) are kept as ordered tables here and laid out at flush; see `docs/design.md` §5.
 
 pub mod alloc;
+pub(crate) mod alloc_time;
 pub mod chunk_index;
 pub(crate) mod chunks;
+pub mod compact;
 pub mod dataset;
 pub(crate) mod ohdr;
 pub(crate) mod symtab;
@@ -78,6 +80,8 @@ pub(crate) struct WriteState {
     pub(crate) indexes: Vec<Arc<chunks::BtreeChunkIndex>>,
     /// Chunked datasets created here, by object header address (for resizing).
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
+    /// Storage allocated at the first write (late allocation), by object header address.
+    pub(crate) pending: HashMap<u64, alloc_time::Pending>,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached

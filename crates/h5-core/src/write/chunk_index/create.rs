@@ -165,7 +165,7 @@ impl FileShared {
                     .try_fold(chunk_bytes, |a, c| a.checked_mul(*c))
                     .ok_or_else(|| Error::Invalid("dataset too large".into()))?;
                 let address = self.allocate(SpaceKind::Raw, total)?;
-                if spec.fill_time != FillTime::Never {
+                if crate::write::alloc_time::writes_fill(spec.fill_time, spec.fill_defined) {
                     self.initialise(address, total, spec.fill)?;
                 }
                 (
@@ -278,8 +278,7 @@ impl FileShared {
         // Unfiltered chunks are written only when the fill value is to be written (libhdf5:
         // fill time "alloc", or "ifset" with a user-defined value); filtered ones always.
         let write = layout.pipeline.is_some()
-            || layout.fill_time == FillTime::OnAlloc
-            || (layout.fill_time == FillTime::IfSet && layout.fill_defined);
+            || crate::write::alloc_time::writes_fill(layout.fill_time, layout.fill_defined);
         let table = &layout.index;
         let mut records = table.records.lock().map_err(|_| Error::Poisoned)?;
         let mut scaled = vec![0u64; counts.len()];
