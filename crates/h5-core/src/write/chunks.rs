@@ -214,6 +214,8 @@ pub(crate) struct BtreeChunkIndex {
     pub(crate) records: Mutex<BTreeMap<Vec<u64>, ChunkRecord>>,
     /// Blocks of the last layout below the fixed root or header.
     placed: Mutex<Vec<crate::write::chunk_index::Placed>>,
+    /// Flush dependencies of the last layout.
+    deps: Mutex<Vec<crate::write::chunk_index::Dep>>,
     dirty: Mutex<bool>,
 }
 
@@ -225,6 +227,7 @@ impl BtreeChunkIndex {
             chunk_dims,
             records: Mutex::new(BTreeMap::new()),
             placed: Mutex::new(Vec::new()),
+            deps: Mutex::new(Vec::new()),
             dirty: Mutex::new(true),
         }
     }
@@ -287,6 +290,8 @@ impl BtreeChunkIndex {
             }
             *d = false;
         }
+        let old_deps = std::mem::take(&mut *self.deps.lock().map_err(|_| Error::Poisoned)?);
+        crate::write::chunk_index::undepend(file, &old_deps)?;
         let old = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
         crate::write::chunk_index::remove(file, old)?;
         match &self.shape {
@@ -301,8 +306,9 @@ impl BtreeChunkIndex {
             }
             IndexShape::Array(ix) => {
                 let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
-                let placed = ix.lay_out(file, &records)?;
-                *self.placed.lock().map_err(|_| Error::Poisoned)? = placed;
+                let out = ix.lay_out(file, &records)?;
+                *self.placed.lock().map_err(|_| Error::Poisoned)? = out.placed;
+                *self.deps.lock().map_err(|_| Error::Poisoned)? = out.deps;
                 Ok(())
             }
         }

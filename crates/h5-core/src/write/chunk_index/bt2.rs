@@ -10,7 +10,7 @@ use h5_format::btree2::{
 };
 use h5_metacache::MetadataKind as K;
 
-use super::{ArrayIndex, Placed};
+use super::{ArrayIndex, LaidOut};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
@@ -110,7 +110,7 @@ pub(super) fn lay_out(
     ix: &ArrayIndex,
     file: &FileShared,
     records: &BTreeMap<Vec<u64>, ChunkRecord>,
-) -> Result<Vec<Placed>> {
+) -> Result<LaidOut> {
     let sizes = file.sizes;
     let (params, ctx) = params(ix, sizes)?;
     let mut recs = Vec::with_capacity(records.len());
@@ -137,7 +137,7 @@ pub(super) fn lay_out(
         total_records: 0,
     };
     let deep = Btree2Header::new(sizes, ix.header, params, MAX_DEPTH, empty)?;
-    let mut placed = Vec::new();
+    let mut out = LaidOut::default();
     let (depth, root) = if recs.is_empty() {
         (0, empty)
     } else {
@@ -157,7 +157,11 @@ pub(super) fn lay_out(
             } else {
                 K::BTreeV2Internal
             };
-            placed.push((kind, node.address, u64::from(BT2_NODE_SIZE)));
+            out.placed
+                .push((kind, node.address, u64::from(BT2_NODE_SIZE)));
+            for c in &node.children {
+                out.deps.push((K::BTreeV2Internal, node.address, c.address));
+            }
             let h = header.clone();
             put(
                 file,
@@ -168,6 +172,7 @@ pub(super) fn lay_out(
                 }),
             )?;
         }
+        out.deps.push((K::BTreeV2Header, ix.header, root.address));
         (depth, root)
     };
     let header = Btree2Header::new(sizes, ix.header, params, depth, root)?;
@@ -181,5 +186,5 @@ pub(super) fn lay_out(
             move |h: &Btree2Header| h.encode(sizes),
         ),
     )?;
-    Ok(placed)
+    Ok(out)
 }

@@ -15,7 +15,7 @@ use h5_format::extensible_array::{
 use h5_format::fixed_array::ChunkEntry;
 use h5_metacache::MetadataKind as K;
 
-use super::{ArrayIndex, Placed};
+use super::{ArrayIndex, LaidOut};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
@@ -54,7 +54,7 @@ pub(super) fn lay_out(
     ix: &ArrayIndex,
     file: &FileShared,
     records: &BTreeMap<Vec<u64>, ChunkRecord>,
-) -> Result<Vec<Placed>> {
+) -> Result<LaidOut> {
     let sizes = file.sizes;
     let [max_bits, ib_elems, min_ptrs, min_elems, page_bits] = EA_PARAMS;
     let params = ExtensibleArrayParams {
@@ -78,7 +78,7 @@ pub(super) fn lay_out(
         UNDEFINED_ADDRESS,
     )?;
     let mut stats = ExtensibleArrayStats::default();
-    let mut placed = Vec::new();
+    let mut out = LaidOut::default();
     let mut ib_address = UNDEFINED_ADDRESS;
     if !records.is_empty() {
         let empty = ix.empty_entry();
@@ -131,13 +131,18 @@ pub(super) fn lay_out(
         let ib_len = probe.index_block_len(sizes);
         ib_address = file.allocate(SpaceKind::Meta, ib_len)?;
         ib.address = ib_address;
-        placed.push((K::ExtensibleArrayIndexBlock, ib_address, ib_len));
+        out.placed
+            .push((K::ExtensibleArrayIndexBlock, ib_address, ib_len));
+        out.deps
+            .push((K::ExtensibleArrayHeader, ix.header, ib_address));
         let mut sblocks: BTreeMap<usize, ExtensibleArraySuperBlock> = BTreeMap::new();
         for (&slot, &s) in &supers {
             let info = probe.super_blocks[s];
             let len = probe.super_block_len(sizes, s);
             let addr = file.allocate(SpaceKind::Meta, len)?;
-            placed.push((K::ExtensibleArraySuperBlock, addr, len));
+            out.placed.push((K::ExtensibleArraySuperBlock, addr, len));
+            out.deps
+                .push((K::ExtensibleArrayIndexBlock, ib_address, addr));
             stats.super_blocks += 1;
             stats.super_blocks_size += len;
             ib.super_block_addresses[slot] = addr;
@@ -162,14 +167,18 @@ pub(super) fn lay_out(
             let npages = probe.pages_per_data_block(n);
             let len = probe.data_block_prefix_len(sizes) + n * es + npages * 4;
             let addr = file.allocate(SpaceKind::Meta, len)?;
-            placed.push((K::ExtensibleArrayDataBlock, addr, len));
+            out.placed.push((K::ExtensibleArrayDataBlock, addr, len));
             stats.data_blocks += 1;
             stats.data_blocks_size += len;
             stats.elements_realized += n;
             if parent == usize::MAX {
                 ib.data_block_addresses[slot] = addr;
+                out.deps
+                    .push((K::ExtensibleArrayIndexBlock, ib_address, addr));
             } else if let Some(sb) = sblocks.get_mut(&parent) {
                 sb.data_block_addresses[slot] = addr;
+                out.deps
+                    .push((K::ExtensibleArraySuperBlock, sb.address, addr));
                 for bit in slot as u64 * npages..(slot as u64 + 1) * npages {
                     if let Some(byte) = sb.page_bitmap.get_mut((bit / 8) as usize) {
                         *byte |= 0x80u8 >> (bit % 8);
@@ -230,7 +239,8 @@ pub(super) fn lay_out(
                 .take_while(|_| npages > 0)
             {
                 let at = header.page_address(sizes, addr, p as u64);
-                placed.push((K::ExtensibleArrayDataBlockPage, at, 0));
+                out.placed.push((K::ExtensibleArrayDataBlockPage, at, 0));
+                out.deps.push((K::ExtensibleArrayDataBlock, addr, at));
                 let h = header.clone();
                 put(
                     file,
@@ -245,13 +255,13 @@ pub(super) fn lay_out(
             }
         }
         put_header(file, header)?;
-        return Ok(placed);
+        return Ok(out);
     }
     put_header(
         file,
         ExtensibleArrayHeader::new(sizes, ix.header, params, stats, ib_address)?,
     )?;
-    Ok(placed)
+    Ok(out)
 }
 
 fn put_header(file: &FileShared, header: ExtensibleArrayHeader) -> Result<()> {

@@ -9,7 +9,7 @@ use h5_format::fixed_array::{
 };
 use h5_metacache::MetadataKind as K;
 
-use super::{ArrayIndex, Placed, full_bitmap};
+use super::{ArrayIndex, LaidOut, full_bitmap};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
@@ -39,7 +39,7 @@ pub(super) fn lay_out(
     ix: &ArrayIndex,
     file: &FileShared,
     records: &BTreeMap<Vec<u64>, ChunkRecord>,
-) -> Result<Vec<Placed>> {
+) -> Result<LaidOut> {
     let sizes = file.sizes;
     let n = ix
         .counts
@@ -54,7 +54,7 @@ pub(super) fn lay_out(
         num_elements: n,
         data_block_address: UNDEFINED_ADDRESS,
     };
-    let mut placed = Vec::new();
+    let mut out = LaidOut::default();
     if !records.is_empty() {
         let mut elements = vec![ix.empty_entry(); n as usize];
         for (off, r) in records {
@@ -69,7 +69,8 @@ pub(super) fn lay_out(
                 .map(|p| header.page_len_elements(p) * es + 4)
                 .sum::<u64>();
         let addr = file.allocate(SpaceKind::Meta, total)?;
-        placed.push((K::FixedArrayDataBlock, addr, total));
+        out.placed.push((K::FixedArrayDataBlock, addr, total));
+        out.deps.push((K::FixedArrayHeader, ix.header, addr));
         header.data_block_address = addr;
         let block = FixedArrayDataBlock {
             address: addr,
@@ -101,7 +102,8 @@ pub(super) fn lay_out(
             };
             let format = header.format;
             // Inside the data block's space: forgotten, not freed, when the index moves.
-            placed.push((K::FixedArrayDataBlockPage, address, 0));
+            out.placed.push((K::FixedArrayDataBlockPage, address, 0));
+            out.deps.push((K::FixedArrayDataBlock, addr, address));
             put(
                 file,
                 K::FixedArrayDataBlockPage,
@@ -122,5 +124,5 @@ pub(super) fn lay_out(
             move |h: &FixedArrayHeader| Ok(h.encode(sizes)),
         ),
     )?;
-    Ok(placed)
+    Ok(out)
 }

@@ -137,8 +137,22 @@ pub(crate) struct ArrayIndex {
     pub(crate) filtered: bool,
 }
 
-/// One structure placed below a header: its cache class, relative address and length.
+/// One structure placed below a header: its cache class, relative address and length (0 for
+/// pages, whose space is their block's).
 pub(crate) type Placed = (MetadataKind, u64, u64);
+
+/// A flush dependency: the parent (class, relative address) is written after the child
+/// (relative address), so that a structure on disk never points at one not yet written.
+pub(crate) type Dep = (MetadataKind, u64, u64);
+
+/// What one layout of an index put into the cache below its header.
+#[derive(Debug, Default)]
+pub(crate) struct LaidOut {
+    /// The blocks (removed, and their space freed, when the index is laid out again).
+    pub(crate) placed: Vec<Placed>,
+    /// Parent → child flush dependencies among the header and the blocks.
+    pub(crate) deps: Vec<Dep>,
+}
 
 impl ArrayIndex {
     /// Bytes of the header this index needs allocated at creation.
@@ -163,17 +177,20 @@ impl ArrayIndex {
     }
 
     /// Puts the header and the blocks for `records` (keyed by element offsets, absolute
-    /// addresses) into the cache; returns the blocks placed (the header excluded).
+    /// addresses) into the cache with flush dependencies from every block to the block or
+    /// header pointing at it; returns what was placed (the header excluded).
     pub(crate) fn lay_out(
         &self,
         file: &FileShared,
         records: &BTreeMap<Vec<u64>, ChunkRecord>,
-    ) -> Result<Vec<Placed>> {
-        match self.kind {
-            ChunkIndexKind::FixedArray => farray::lay_out(self, file, records),
-            ChunkIndexKind::ExtensibleArray => earray::lay_out(self, file, records),
-            _ => bt2::lay_out(self, file, records),
-        }
+    ) -> Result<LaidOut> {
+        let out = match self.kind {
+            ChunkIndexKind::FixedArray => farray::lay_out(self, file, records)?,
+            ChunkIndexKind::ExtensibleArray => earray::lay_out(self, file, records)?,
+            _ => bt2::lay_out(self, file, records)?,
+        };
+        depend(file, &out.deps)?;
+        Ok(out)
     }
 
     /// The index's entry for `r` (relative address).
@@ -229,6 +246,64 @@ pub(crate) fn full_bitmap(len: usize, n: u64) -> Vec<u8> {
         }
     }
     b
+}
+
+/// Creates the flush dependencies `deps` (every entry resident: just put). Each parent is
+/// protected while its dependencies are made (the cache requires a pinned or protected parent;
+/// having children then keeps it pinned).
+fn depend(file: &FileShared, deps: &[Dep]) -> Result<()> {
+    use h5_metacache::{ProtectFlags, UnprotectFlags};
+    let mut meta = file
+        .meta
+        .lock()
+        .map_err(|_| crate::error::Error::Poisoned)?;
+    let mut i = 0;
+    while i < deps.len() {
+        let (kind, parent, _) = deps[i];
+        let p = file.abs(parent)?;
+        let never =
+            crate::meta::Load::exact(0, |_| -> std::result::Result<(), h5_format::FormatError> {
+                Err(h5_format::FormatError::Unsupported {
+                    structure: "chunk index",
+                    address: h5_format::UNDEFINED_ADDRESS,
+                    what: "reloading a block being laid out".into(),
+                })
+            });
+        let h = meta
+            .protect(kind.id(), p, &never, ProtectFlags::NONE)
+            .map_err(crate::file::cache_error)?;
+        let mut r = Ok(());
+        while i < deps.len() && deps[i].1 == parent {
+            let c = file.abs(deps[i].2)?;
+            if r.is_ok() {
+                r = meta
+                    .create_flush_dependency(p, c)
+                    .map_err(crate::file::cache_error);
+            }
+            i += 1;
+        }
+        meta.unprotect(h, UnprotectFlags::NONE)
+            .map_err(|e| crate::error::Error::Cache(e.error))?;
+        r?;
+    }
+    Ok(())
+}
+
+/// Destroys the flush dependencies of a previous layout (those whose entries are still
+/// resident; an evicted entry took its dependencies with it).
+pub(crate) fn undepend(file: &FileShared, deps: &[Dep]) -> Result<()> {
+    let mut meta = file
+        .meta
+        .lock()
+        .map_err(|_| crate::error::Error::Poisoned)?;
+    for &(_, parent, child) in deps {
+        let (p, c) = (file.abs(parent)?, file.abs(child)?);
+        if meta.contains(p) && meta.contains(c) {
+            meta.destroy_flush_dependency(p, c)
+                .map_err(crate::file::cache_error)?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes the blocks of a previous layout from the cache, freeing the space of those with a
