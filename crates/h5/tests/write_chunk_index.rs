@@ -765,3 +765,70 @@ fn allocation_and_fill_times_follow_libhdf5() {
         .collect();
     assert_eq!(got, vec![1.25; 120]);
 }
+
+/// An index laid out again at every flush puts its blocks under flush dependencies and frees
+/// the space of its previous blocks: a file flushed after every append is hardly larger than
+/// one flushed once.
+#[test]
+fn relaid_indexes_free_their_old_blocks() {
+    let sizes: Vec<u64> = [false, true]
+        .iter()
+        .map(|&every| {
+            let (_d, path) = tmp("relaid.h5");
+            {
+                let f = h5::File::create(&path).unwrap();
+                let root = f.root().unwrap();
+                let mut ea = root
+                    .new_dataset::<i32>()
+                    .shape([0, 4])
+                    .max_shape([None, Some(4)])
+                    .chunk([2, 4])
+                    .chunk_index(ChunkIndexKind::ExtensibleArray)
+                    .create("ea")
+                    .unwrap();
+                let mut bt = root
+                    .new_dataset::<i32>()
+                    .shape([0, 4])
+                    .max_shape([None, None])
+                    .chunk([1, 4])
+                    .chunk_index(ChunkIndexKind::BtreeV2)
+                    .create("bt")
+                    .unwrap();
+                for r in 0..300usize {
+                    let row: Vec<i32> = (0..4).map(|j| (r * 4 + j) as i32).collect();
+                    for d in [&mut ea, &mut bt] {
+                        d.resize([r + 1, 4]).unwrap();
+                        d.write_slice(&row, [slice(r, r + 1, 1), slice(0, 4, 1)])
+                            .unwrap();
+                    }
+                    if every {
+                        f.flush().unwrap();
+                    }
+                }
+                if every {
+                    assert!(f.metadata_cache_stats().unwrap().flush_deps_created > 300);
+                }
+                f.close().unwrap();
+            }
+            let all: Vec<i32> = (0..1200).collect();
+            let exp = Expectations::new()
+                .dataset(
+                    "/ea",
+                    DatasetExpect::new("<i4", &[300, 4]).digest(digest_le(&all)),
+                )
+                .dataset(
+                    "/bt",
+                    DatasetExpect::new("<i4", &[300, 4]).digest(digest_le(&all)),
+                );
+            check(&path, &exp);
+            std::fs::metadata(&path).unwrap().len()
+        })
+        .collect();
+    eprintln!("file sizes: flushed once {}, after every append {}", sizes[0], sizes[1]);
+    assert!(
+        sizes[1] < sizes[0] + sizes[0] / 4,
+        "flushing after every append grew the file from {} to {} bytes",
+        sizes[0],
+        sizes[1]
+    );
+}
