@@ -111,7 +111,8 @@ struct Case {
     dims: [usize; 2],
     max: [Option<usize>; 2],
     chunk: [usize; 2],
-    /// Resizes done after the first writes (each followed by a write into the new area).
+    /// Resizes done after the first writes (each followed by a write into the new area); a
+    /// shrink followed by a growth shows fill values where the shrink cut.
     resizes: Vec<[usize; 2]>,
     early: bool,
 }
@@ -124,7 +125,7 @@ fn cases() -> Vec<Case> {
             dims: [20, 15],
             max: [None, Some(40)],
             chunk: [4, 4],
-            resizes: vec![[50, 30], [33, 22]],
+            resizes: vec![[50, 30], [33, 22], [41, 35]],
             early: false,
         },
         Case {
@@ -140,7 +141,7 @@ fn cases() -> Vec<Case> {
             dims: [20, 15],
             max: [Some(30), Some(15)],
             chunk: [4, 4],
-            resizes: vec![[30, 15], [18, 13]],
+            resizes: vec![[30, 15], [18, 13], [29, 15]],
             early: true,
         },
         Case {
@@ -148,7 +149,7 @@ fn cases() -> Vec<Case> {
             dims: [20, 15],
             max: [Some(40), Some(15)],
             chunk: [4, 4],
-            resizes: vec![[40, 15], [25, 9]],
+            resizes: vec![[40, 15], [25, 9], [37, 14]],
             early: false,
         },
         Case {
@@ -156,7 +157,7 @@ fn cases() -> Vec<Case> {
             dims: [10, 7],
             max: [None, Some(7)],
             chunk: [3, 4],
-            resizes: vec![[200, 7], [150, 5]],
+            resizes: vec![[200, 7], [150, 5], [170, 7]],
             early: false,
         },
         Case {
@@ -164,7 +165,7 @@ fn cases() -> Vec<Case> {
             dims: [10, 7],
             max: [None, None],
             chunk: [3, 4],
-            resizes: vec![[120, 90], [70, 40]],
+            resizes: vec![[120, 90], [70, 40], [75, 47]],
             early: false,
         },
     ]
@@ -229,6 +230,8 @@ where
             )
             .unwrap();
             for (r, dims) in c.resizes.iter().enumerate() {
+                // Chunks reach the file (and the index is laid out) before each resize.
+                f.flush().unwrap();
                 ds.resize(dims).unwrap();
                 m.resize(*dims);
                 let (h, w) = (dims[0], dims[1]);
@@ -824,7 +827,10 @@ fn relaid_indexes_free_their_old_blocks() {
             std::fs::metadata(&path).unwrap().len()
         })
         .collect();
-    eprintln!("file sizes: flushed once {}, after every append {}", sizes[0], sizes[1]);
+    eprintln!(
+        "file sizes: flushed once {}, after every append {}",
+        sizes[0], sizes[1]
+    );
     assert!(
         sizes[1] < sizes[0] + sizes[0] / 4,
         "flushing after every append grew the file from {} to {} bytes",

@@ -420,9 +420,25 @@ pub(crate) struct ChunkedWriteLayout {
     pub(crate) fill_time: h5_format::message::fill_value::FillTime,
     /// Whether the fill value was set by the user (for fill time "if set").
     pub(crate) fill_defined: bool,
+    /// Implicit chunks deleted by a shrink, to be refilled.
+    pub(crate) cleared: Mutex<Vec<DiskLocation>>,
 }
 
 impl ChunkedWriteLayout {
+    /// Writes the fill value over the implicit chunks a shrink deleted (their space stays
+    /// theirs, and a growth must not show their old contents).
+    pub(crate) fn refill_cleared(&self, file: &FileShared) -> Result<()> {
+        let cleared = std::mem::take(&mut *self.cleared.lock().map_err(|_| Error::Poisoned)?);
+        if cleared.is_empty() {
+            return Ok(());
+        }
+        let image = fill_chunk(self.chunk_elems() * self.elem_size, &self.fill);
+        for l in cleared {
+            file.storage.write_at(l.addr, &image)?;
+        }
+        Ok(())
+    }
+
     fn chunk_elems(&self) -> usize {
         self.chunk_dims.iter().product::<u64>() as usize
     }
@@ -562,10 +578,19 @@ impl ChunkLayout for ChunkedWriteLayout {
             .lock()
             .map_err(|_| "index lock poisoned")?
             .remove(&self.index.offsets(coord));
-        if let Some(l) = location
-            && self.index.implicit(coord).is_none()
-        {
-            self.index.space.free(l.addr, l.size)?;
+        match self.index.implicit(coord) {
+            // An implicit chunk keeps its space: it is refilled (`take_cleared`) so that a
+            // later growth shows fill values there.
+            Some(fixed) => self
+                .cleared
+                .lock()
+                .map_err(|_| "layout lock poisoned")?
+                .push(fixed),
+            None => {
+                if let Some(l) = location {
+                    self.index.space.free(l.addr, l.size)?;
+                }
+            }
         }
         *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;
         Ok(())

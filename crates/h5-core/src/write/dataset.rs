@@ -435,6 +435,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
         .lock()
         .map_err(|_| Error::Poisoned)?
         .set_extent_notify(id, &old)?;
+    layout.refill_cleared(file)?;
     let mut info = info.clone();
     info.dataspace = space;
     Ok(info)

@@ -241,6 +241,7 @@ impl FileShared {
             early: early && kind != ChunkIndexKind::Implicit,
             fill_time: spec.fill_time,
             fill_defined: spec.fill_defined,
+            cleared: Mutex::new(Vec::new()),
         });
         if layout.early {
             self.allocate_chunks(&layout, spec.dims)?;
