@@ -23,15 +23,18 @@ pub(crate) enum Pending {
         layout: Arc<ContiguousLayout>,
         bytes: u64,
         fill_time: FillTime,
-        fill_defined: bool,
     },
     /// Every chunk of the extent at that time.
     Chunked(Arc<ChunkedWriteLayout>),
 }
 
-/// Whether libhdf5 writes the fill value into newly allocated storage.
-pub(crate) fn writes_fill(fill_time: FillTime, fill_defined: bool) -> bool {
-    fill_time == FillTime::OnAlloc || (fill_time == FillTime::IfSet && fill_defined)
+/// Whether newly allocated storage is initialised with the fill value. libhdf5 writes it for
+/// fill time "alloc", or "if set" with a user-defined value; with "if set" and the default
+/// (zero) fill value it leaves the space as it is, which reads as zeros in a new file. h5 also
+/// zeroes such space when it may hold old bytes (freed space below the storage's end), and
+/// skips zeros past the storage's end, so only "never" leaves space uninitialised.
+pub(crate) fn initialises(fill_time: FillTime) -> bool {
+    fill_time != FillTime::Never
 }
 
 impl FileShared {
@@ -50,10 +53,9 @@ impl FileShared {
                 layout,
                 bytes,
                 fill_time,
-                fill_defined,
             } => {
                 let address = self.allocate(SpaceKind::Raw, bytes)?;
-                if writes_fill(fill_time, fill_defined) {
+                if initialises(fill_time) {
                     self.initialise(address, bytes, &layout.fill)?;
                 }
                 *layout.location.lock().map_err(|_| Error::Poisoned)? = Some(DiskLocation {

@@ -418,8 +418,6 @@ pub(crate) struct ChunkedWriteLayout {
     pub(crate) early: bool,
     /// When fill values are written into newly allocated chunks.
     pub(crate) fill_time: h5_format::message::fill_value::FillTime,
-    /// Whether the fill value was set by the user (for fill time "if set").
-    pub(crate) fill_defined: bool,
     /// Implicit chunks deleted by a shrink, to be refilled.
     pub(crate) cleared: Mutex<Vec<DiskLocation>>,
 }

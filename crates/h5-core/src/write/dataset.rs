@@ -18,7 +18,7 @@ use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::write::alloc::SpaceKind;
-use crate::write::alloc_time::{Pending, writes_fill};
+use crate::write::alloc_time::{Pending, initialises};
 use crate::write::chunk_index::ChunkIndexKind;
 use crate::write::chunk_index::create::ChunkedSpec;
 use crate::write::chunks::{ContiguousLayout, IndexShape};
@@ -153,7 +153,7 @@ impl FileShared {
                         UNDEFINED_ADDRESS
                     } else if alloc == AllocTime::Early {
                         let address = self.allocate(SpaceKind::Raw, bytes)?;
-                        if writes_fill(fill_time, spec.fill.is_some()) {
+                        if initialises(fill_time) {
                             self.initialise(address, bytes, &fill)?;
                         }
                         *layout.location.lock().map_err(|_| Error::Poisoned)? =
@@ -167,7 +167,6 @@ impl FileShared {
                             layout: Arc::clone(&layout),
                             bytes,
                             fill_time,
-                            fill_defined: spec.fill.is_some(),
                         });
                         UNDEFINED_ADDRESS
                     };
@@ -211,7 +210,6 @@ impl FileShared {
                         fill: &fill,
                         alloc,
                         fill_time,
-                        fill_defined: spec.fill.is_some(),
                         kind: spec.chunk_index,
                     })?;
                     let layout = made.layout;

@@ -48,8 +48,6 @@ pub(crate) struct ChunkedSpec<'a> {
     pub(crate) fill: &'a [u8],
     pub(crate) alloc: AllocTime,
     pub(crate) fill_time: FillTime,
-    /// Whether the user defined the fill value.
-    pub(crate) fill_defined: bool,
     pub(crate) kind: Option<ChunkIndexKind>,
 }
 
@@ -165,7 +163,7 @@ impl FileShared {
                     .try_fold(chunk_bytes, |a, c| a.checked_mul(*c))
                     .ok_or_else(|| Error::Invalid("dataset too large".into()))?;
                 let address = self.allocate(SpaceKind::Raw, total)?;
-                if crate::write::alloc_time::writes_fill(spec.fill_time, spec.fill_defined) {
+                if crate::write::alloc_time::initialises(spec.fill_time) {
                     self.initialise(address, total, spec.fill)?;
                 }
                 (
@@ -240,7 +238,6 @@ impl FileShared {
             pipeline: crate::dataset::pipeline_of(&pipeline),
             early: early && kind != ChunkIndexKind::Implicit,
             fill_time: spec.fill_time,
-            fill_defined: spec.fill_defined,
             cleared: Mutex::new(Vec::new()),
         });
         if layout.early {
@@ -276,10 +273,12 @@ impl FileShared {
                 .map_err(|e| Error::Invalid(format!("encoding the fill chunk: {e}")))?,
             None => (raw, 0),
         };
-        // Unfiltered chunks are written only when the fill value is to be written (libhdf5:
-        // fill time "alloc", or "ifset" with a user-defined value); filtered ones always.
-        let write = layout.pipeline.is_some()
-            || crate::write::alloc_time::writes_fill(layout.fill_time, layout.fill_defined);
+        // Filtered chunks always hold the encoded fill chunk; unfiltered ones are initialised
+        // unless the fill time is "never" (zeros past the storage's end read as zeros already).
+        let write =
+            layout.pipeline.is_some() || crate::write::alloc_time::initialises(layout.fill_time);
+        let zeros = layout.pipeline.is_none() && image.iter().all(|b| *b == 0);
+        let end = self.storage.len()?;
         let table = &layout.index;
         let mut records = table.records.lock().map_err(|_| Error::Poisoned)?;
         let mut scaled = vec![0u64; counts.len()];
@@ -292,7 +291,7 @@ impl FileShared {
             if let std::collections::btree_map::Entry::Vacant(slot) = records.entry(off) {
                 let rel = self.allocate(SpaceKind::Raw, image.len() as u64)?;
                 let addr = self.abs(rel)?;
-                if write {
+                if write && !(zeros && addr >= end) {
                     self.storage.write_at(addr, &image)?;
                 }
                 slot.insert(ChunkRecord {
