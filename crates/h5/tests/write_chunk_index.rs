@@ -838,3 +838,61 @@ fn relaid_indexes_free_their_old_blocks() {
         sizes[1]
     );
 }
+
+/// A sparse extensible array: chunks far apart put data blocks in high super blocks, where data
+/// blocks hold more than 1024 elements and are paged (with the super block's page bitmap).
+#[test]
+fn sparse_extensible_arrays_page_their_big_data_blocks() {
+    let (_d, path) = tmp("sparse.h5");
+    let rows = 300_001usize;
+    let written = [0usize, 5, 1000, 70_000, 299_999, 300_000];
+    let mut all = vec![-1i32; rows * 3];
+    {
+        let f = h5::File::create(&path).unwrap();
+        let ds = f
+            .root()
+            .unwrap()
+            .new_dataset::<i32>()
+            .shape([rows, 3])
+            .max_shape([None, Some(3)])
+            .chunk([1, 3])
+            .fill_value(-1)
+            .chunk_index(ChunkIndexKind::ExtensibleArray)
+            .create("ea")
+            .unwrap();
+        for &r in &written {
+            let v = [r as i32, -(r as i32), 7];
+            ds.write_slice(&v, [slice(r, r + 1, 1), slice(0, 3, 1)])
+                .unwrap();
+            all[r * 3..r * 3 + 3].copy_from_slice(&v);
+        }
+        f.close().unwrap();
+    }
+    let exp = Expectations::new().dataset(
+        "/ea",
+        DatasetExpect::new("<i4", &[rows as u64, 3])
+            .maxshape(&[None, Some(3)])
+            .digest(digest_le(&all))
+            .spot(&[300_000, 1], serde_json::json!(-300_000)),
+    );
+    if let Err(e) = check_with_h5py(&path, &exp) {
+        panic!("h5py disagrees with what h5 wrote:\n{e}");
+    }
+    h5dump(&["-H"], &path).unwrap_or_else(|e| panic!("h5dump failed: {e}"));
+    h5dump(&["-d", "/ea", "-s", "299999,0", "-c", "2,3"], &path)
+        .unwrap_or_else(|e| panic!("h5dump failed: {e}"));
+    assert_eq!(h5py_chunk_count(&path, "ea"), written.len());
+    // h5 reads the written rows and their neighbours back (reading all 300,001 chunks one by
+    // one is slow in a debug build).
+    let f = h5::File::open(&path).unwrap();
+    let ds = f.dataset("ea").unwrap();
+    for &r in &written {
+        let (a, b) = (r.saturating_sub(1), (r + 2).min(rows));
+        let got: Vec<i32> = ds
+            .read_slice::<i32>([slice(a, b, 1), slice(0, 3, 1)])
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(got, all[a * 3..b * 3], "rows {a}..{b}");
+    }
+}
