@@ -6,14 +6,12 @@ use std::sync::Arc;
 
 use h5_chunkcache::DiskLocation;
 use h5_format::message::fill_value::FillTime;
-use h5_format::message::layout::{Layout, LayoutClass};
-use h5_format::message::{Message, encode_message, kind};
+use h5_format::message::layout::LayoutClass;
 
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::write::alloc::SpaceKind;
 use crate::write::chunks::{ChunkedWriteLayout, ContiguousLayout};
-use crate::write::ohdr;
 
 /// Storage waiting for the first write of its dataset.
 #[derive(Debug, Clone)]
@@ -62,22 +60,14 @@ impl FileShared {
                     addr: self.abs(address)?,
                     size: bytes,
                 });
-                let body = encode_message(
-                    &Message::Layout(Layout {
-                        version: 3,
-                        class: LayoutClass::Contiguous {
-                            address,
-                            size: Some(bytes),
-                        },
-                    }),
-                    self.sizes,
-                )?;
-                ohdr::update(self, header, |msgs| {
-                    for m in msgs.iter_mut().filter(|m| m.kind == kind::LAYOUT) {
-                        m.body = body.clone();
-                    }
-                    Ok(())
-                })
+                crate::write::chunk_index::create::rewrite_layout(
+                    self,
+                    header,
+                    LayoutClass::Contiguous {
+                        address,
+                        size: Some(bytes),
+                    },
+                )
             }
         }
     }

@@ -9,12 +9,10 @@ use h5_chunkcache::{
     Chunk, ChunkCoord, ChunkLayout, DiskLocation, Encoded, InsertRequest, LayoutError, LayoutInfo,
     Lookup, Udata,
 };
-use h5_format::message::layout::{Layout, LayoutClass};
-use h5_format::message::{Message, encode_message, kind};
+use h5_format::message::layout::LayoutClass;
 
 use crate::error::{Error, Result};
 use crate::file::FileShared;
-use crate::write::ohdr;
 
 /// Most bytes of compact data: a message body is at most 65,535 bytes, and a version 1 object
 /// header pads messages to 8 bytes; the layout message adds 4 bytes of its own.
@@ -51,19 +49,7 @@ impl CompactData {
             return Ok(());
         };
         let data = self.bytes.lock().map_err(|_| Error::Poisoned)?.clone();
-        let body = encode_message(
-            &Message::Layout(Layout {
-                version: 3,
-                class: LayoutClass::Compact { data },
-            }),
-            file.sizes,
-        )?;
-        ohdr::update(file, at, |msgs| {
-            for m in msgs.iter_mut().filter(|m| m.kind == kind::LAYOUT) {
-                m.body = body.clone();
-            }
-            Ok(())
-        })
+        crate::write::chunk_index::create::rewrite_layout(file, at, LayoutClass::Compact { data })
     }
 }
 

@@ -248,7 +248,8 @@ impl FileShared {
             version: 3,
             class: layout_class,
         };
-        layout_msg.version = layout_msg.min_version();
+        layout_msg.version =
+            crate::write::chunk_index::create::layout_version(self, &layout_msg.class);
         messages.push(msg(&Message::Layout(layout_msg), sizes)?);
         let addr = ohdr::create(self, 1, messages)?;
         if let Some(l) = &created_chunked

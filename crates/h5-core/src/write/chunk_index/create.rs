@@ -38,6 +38,39 @@ pub(crate) fn bounds_of(file: &FileShared) -> FormatBounds {
     }
 }
 
+/// The layout message version libhdf5 writes for `class` in `file`: 4 for every class from the
+/// 1.10 bound on, else the lowest version that expresses it (3, or 4 for the new indexes).
+pub(crate) fn layout_version(file: &FileShared, class: &LayoutClass) -> u8 {
+    if bounds_of(file) >= FormatBounds::V110 {
+        4
+    } else {
+        Layout {
+            version: 3,
+            class: class.clone(),
+        }
+        .min_version()
+    }
+}
+
+/// Replaces the layout message of the dataset whose header is at `at` with one holding `class`
+/// (through the object-header update path).
+pub(crate) fn rewrite_layout(file: &FileShared, at: u64, class: LayoutClass) -> Result<()> {
+    let version = layout_version(file, &class);
+    let body = h5_format::message::encode_message(
+        &h5_format::message::Message::Layout(Layout { version, class }),
+        file.sizes,
+    )?;
+    crate::write::ohdr::update(file, at, |msgs| {
+        for m in msgs
+            .iter_mut()
+            .filter(|m| m.kind == h5_format::message::kind::LAYOUT)
+        {
+            m.body = body.clone();
+        }
+        Ok(())
+    })
+}
+
 /// Everything `chunked` needs about the dataset.
 pub(crate) struct ChunkedSpec<'a> {
     pub(crate) dims: &'a [u64],

@@ -352,19 +352,7 @@ pub(crate) fn single_update(
             *f = record.map_or((0, 0), |r| (r.size, r.filter_mask));
         }
     }
-    let body = h5_format::message::encode_message(
-        &h5_format::message::Message::Layout(layout),
-        file.sizes,
-    )?;
-    crate::write::ohdr::update(file, at, |msgs| {
-        for m in msgs
-            .iter_mut()
-            .filter(|m| m.kind == h5_format::message::kind::LAYOUT)
-        {
-            m.body = body.clone();
-        }
-        Ok(())
-    })
+    create::rewrite_layout(file, at, layout.class)
 }
 
 #[cfg(test)]
