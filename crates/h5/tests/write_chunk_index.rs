@@ -896,3 +896,80 @@ fn sparse_extensible_arrays_page_their_big_data_blocks() {
         assert_eq!(got, all[a * 3..b * 3], "rows {a}..{b}");
     }
 }
+
+/// A metadata cache far smaller than the indexes: blocks are evicted between flushes (taking
+/// their flush dependencies with them) and re-laid indexes still come out whole.
+#[test]
+fn a_tiny_metadata_cache_still_writes_whole_indexes() {
+    use ChunkIndexKind as K;
+    let (_d, path) = tmp("tiny_index.h5");
+    let cfg = h5::MetadataCacheConfig {
+        set_initial_size: true,
+        initial_size: 16 * 1024,
+        min_size: 16 * 1024,
+        max_size: 16 * 1024,
+        incr_mode: h5_metacache::IncrMode::Off,
+        decr_mode: h5_metacache::DecrMode::Off,
+        flash_incr_mode: h5_metacache::FlashIncrMode::Off,
+        ..Default::default()
+    };
+    let access = h5::FileAccess::new().metadata_cache(cfg);
+    let kinds = [
+        (K::FixedArray, [Some(1200), Some(4)]),
+        (K::ExtensibleArray, [None, Some(4)]),
+        (K::BtreeV2, [None, None]),
+    ];
+    let mut exp = Expectations::new();
+    {
+        let f = h5::File::create_with(&path, &access, &h5::CreateOptions::default()).unwrap();
+        let root = f.root().unwrap();
+        let mut sets: Vec<h5::Dataset> = kinds
+            .iter()
+            .map(|(k, max)| {
+                root.new_dataset::<i32>()
+                    .shape([0, 4])
+                    .max_shape(max)
+                    .chunk([1, 4])
+                    .chunk_index(*k)
+                    .create(&format!("{k:?}"))
+                    .unwrap()
+            })
+            .collect();
+        for step in 0..6usize {
+            for d in &mut sets {
+                let n = d.shape()[0];
+                d.resize([n + 200, 4]).unwrap();
+                let v: Vec<i32> = (n * 4..(n + 200) * 4).map(|x| x as i32).collect();
+                d.write_slice(&v, [slice(n, n + 200, 1), slice(0, 4, 1)])
+                    .unwrap();
+            }
+            // A few groups between flushes, so that other metadata competes for the cache.
+            f.create_group(&format!("g{step}")).unwrap();
+            f.flush().unwrap();
+        }
+        let stats = f.metadata_cache_stats().unwrap();
+        assert!(
+            stats.total_evictions > 0,
+            "the cache never evicted: {stats:?}"
+        );
+        f.close().unwrap();
+    }
+    let all: Vec<i32> = (0..1200 * 4).collect();
+    for (k, max) in &kinds {
+        let max: Vec<Option<u64>> = max.iter().map(|m| m.map(|v| v as u64)).collect();
+        exp = exp.dataset(
+            &format!("/{k:?}"),
+            DatasetExpect::new("<i4", &[1200, 4])
+                .maxshape(&max)
+                .digest(digest_le(&all)),
+        );
+    }
+    check(&path, &exp);
+    let f = h5::File::open(&path).unwrap();
+    for (k, _) in &kinds {
+        let ds = f.dataset(&format!("{k:?}")).unwrap();
+        assert_eq!(ds.chunk_index(), Some(*k));
+        let got: Vec<i32> = ds.read::<i32>().unwrap().into_iter().collect();
+        assert_eq!(got, all, "{k:?}");
+    }
+}

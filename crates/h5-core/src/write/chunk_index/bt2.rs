@@ -10,13 +10,12 @@ use h5_format::btree2::{
 };
 use h5_metacache::MetadataKind as K;
 
-use super::{ArrayIndex, LaidOut};
+use super::{ArrayIndex, LaidOut, put_parent};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
 use crate::meta::Decoded;
 use crate::write::alloc::SpaceKind;
-use crate::write::put;
 
 /// libhdf5's node size of chunk index B-trees (`H5D_BT2_NODE_SIZE`).
 pub(crate) const BT2_NODE_SIZE: u32 = 2048;
@@ -151,6 +150,7 @@ pub(super) fn lay_out(
         let mut nodes = Vec::new();
         let root = build(file, &deep, depth, &recs, &mut nodes)?;
         let header = Btree2Header::new(sizes, ix.header, params, depth, root)?;
+        // `nodes` is in post-order: every node after the nodes it points at.
         for node in nodes {
             let kind = if node.depth == 0 {
                 K::BTreeV2Leaf
@@ -159,24 +159,28 @@ pub(super) fn lay_out(
             };
             out.placed
                 .push((kind, node.address, u64::from(BT2_NODE_SIZE)));
-            for c in &node.children {
-                out.deps.push((K::BTreeV2Internal, node.address, c.address));
-            }
+            let children: Vec<u64> = node.children.iter().map(|c| c.address).collect();
             let h = header.clone();
-            put(
+            put_parent(
                 file,
                 kind,
                 node.address,
                 Decoded::writable(BT2_NODE_SIZE as usize, node, move |n: &Btree2Node| {
                     n.encode(&h, &ctx)
                 }),
+                &children,
+                &mut out.deps,
             )?;
         }
-        out.deps.push((K::BTreeV2Header, ix.header, root.address));
         (depth, root)
     };
     let header = Btree2Header::new(sizes, ix.header, params, depth, root)?;
-    put(
+    let children: Vec<u64> = if root.address == UNDEFINED_ADDRESS {
+        Vec::new()
+    } else {
+        vec![root.address]
+    };
+    put_parent(
         file,
         K::BTreeV2Header,
         ix.header,
@@ -185,6 +189,8 @@ pub(super) fn lay_out(
             header,
             move |h: &Btree2Header| h.encode(sizes),
         ),
+        &children,
+        &mut out.deps,
     )?;
     Ok(out)
 }

@@ -15,7 +15,7 @@ use h5_format::extensible_array::{
 use h5_format::fixed_array::ChunkEntry;
 use h5_metacache::MetadataKind as K;
 
-use super::{ArrayIndex, LaidOut};
+use super::{ArrayIndex, LaidOut, put_parent};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
@@ -133,16 +133,16 @@ pub(super) fn lay_out(
         ib.address = ib_address;
         out.placed
             .push((K::ExtensibleArrayIndexBlock, ib_address, ib_len));
-        out.deps
-            .push((K::ExtensibleArrayHeader, ix.header, ib_address));
         let mut sblocks: BTreeMap<usize, ExtensibleArraySuperBlock> = BTreeMap::new();
+        // The blocks each parent points at (flush-dependency children).
+        let mut ib_children = Vec::new();
+        let mut sb_children: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         for (&slot, &s) in &supers {
             let info = probe.super_blocks[s];
             let len = probe.super_block_len(sizes, s);
             let addr = file.allocate(SpaceKind::Meta, len)?;
             out.placed.push((K::ExtensibleArraySuperBlock, addr, len));
-            out.deps
-                .push((K::ExtensibleArrayIndexBlock, ib_address, addr));
+            ib_children.push(addr);
             stats.super_blocks += 1;
             stats.super_blocks_size += len;
             ib.super_block_addresses[slot] = addr;
@@ -173,12 +173,10 @@ pub(super) fn lay_out(
             stats.elements_realized += n;
             if parent == usize::MAX {
                 ib.data_block_addresses[slot] = addr;
-                out.deps
-                    .push((K::ExtensibleArrayIndexBlock, ib_address, addr));
+                ib_children.push(addr);
             } else if let Some(sb) = sblocks.get_mut(&parent) {
                 sb.data_block_addresses[slot] = addr;
-                out.deps
-                    .push((K::ExtensibleArraySuperBlock, sb.address, addr));
+                sb_children.entry(parent).or_default().push(addr);
                 for bit in slot as u64 * npages..(slot as u64 + 1) * npages {
                     if let Some(byte) = sb.page_bitmap.get_mut((bit / 8) as usize) {
                         *byte |= 0x80u8 >> (bit % 8);
@@ -189,49 +187,10 @@ pub(super) fn lay_out(
         }
         stats.max_index_set = max_set;
         let header = ExtensibleArrayHeader::new(sizes, ix.header, params, stats, ib_address)?;
-        let h = header.clone();
-        put(
-            file,
-            K::ExtensibleArrayIndexBlock,
-            ib_address,
-            Decoded::writable(ib_len as usize, ib, move |b: &ExtensibleArrayIndexBlock| {
-                b.encode(&h, sizes)
-            }),
-        )?;
-        for (_, sb) in sblocks {
-            let h = header.clone();
-            let len = header.super_block_len(sizes, sb.index) as usize;
-            put(
-                file,
-                K::ExtensibleArraySuperBlock,
-                sb.address,
-                Decoded::writable(len, sb, move |b: &ExtensibleArraySuperBlock| {
-                    b.encode(&h, sizes)
-                }),
-            )?;
-        }
+        // Bottom-up: pages, data blocks, super blocks, the index block, the header.
         for (addr, n, npages, b) in data_blocks {
-            let h = header.clone();
-            let block = ExtensibleArrayDataBlock {
-                address: addr,
-                block_offset: b.block_offset,
-                elements: if npages > 0 {
-                    Vec::new()
-                } else {
-                    b.elements.clone()
-                },
-            };
-            put(
-                file,
-                K::ExtensibleArrayDataBlock,
-                addr,
-                Decoded::writable(
-                    header.data_block_len(sizes, n) as usize,
-                    block,
-                    move |d: &ExtensibleArrayDataBlock| d.encode(&h, sizes, n),
-                ),
-            )?;
             let per = header.page_elements() as usize;
+            let mut pages_at = Vec::new();
             for (p, page) in b
                 .elements
                 .chunks(per)
@@ -240,7 +199,7 @@ pub(super) fn lay_out(
             {
                 let at = header.page_address(sizes, addr, p as u64);
                 out.placed.push((K::ExtensibleArrayDataBlockPage, at, 0));
-                out.deps.push((K::ExtensibleArrayDataBlock, addr, at));
+                pages_at.push(at);
                 let h = header.clone();
                 put(
                     file,
@@ -253,20 +212,71 @@ pub(super) fn lay_out(
                     ),
                 )?;
             }
+            let h = header.clone();
+            let block = ExtensibleArrayDataBlock {
+                address: addr,
+                block_offset: b.block_offset,
+                elements: if npages > 0 { Vec::new() } else { b.elements },
+            };
+            put_parent(
+                file,
+                K::ExtensibleArrayDataBlock,
+                addr,
+                Decoded::writable(
+                    header.data_block_len(sizes, n) as usize,
+                    block,
+                    move |d: &ExtensibleArrayDataBlock| d.encode(&h, sizes, n),
+                ),
+                &pages_at,
+                &mut out.deps,
+            )?;
         }
-        put_header(file, header)?;
+        for (slot, sb) in sblocks {
+            let h = header.clone();
+            let len = header.super_block_len(sizes, sb.index) as usize;
+            let addr = sb.address;
+            put_parent(
+                file,
+                K::ExtensibleArraySuperBlock,
+                addr,
+                Decoded::writable(len, sb, move |b: &ExtensibleArraySuperBlock| {
+                    b.encode(&h, sizes)
+                }),
+                sb_children.get(&slot).map_or(&[][..], Vec::as_slice),
+                &mut out.deps,
+            )?;
+        }
+        let h = header.clone();
+        put_parent(
+            file,
+            K::ExtensibleArrayIndexBlock,
+            ib_address,
+            Decoded::writable(ib_len as usize, ib, move |b: &ExtensibleArrayIndexBlock| {
+                b.encode(&h, sizes)
+            }),
+            &ib_children,
+            &mut out.deps,
+        )?;
+        put_header(file, header, &[ib_address], &mut out.deps)?;
         return Ok(out);
     }
     put_header(
         file,
         ExtensibleArrayHeader::new(sizes, ix.header, params, stats, ib_address)?,
+        &[],
+        &mut out.deps,
     )?;
     Ok(out)
 }
 
-fn put_header(file: &FileShared, header: ExtensibleArrayHeader) -> Result<()> {
+fn put_header(
+    file: &FileShared,
+    header: ExtensibleArrayHeader,
+    children: &[u64],
+    deps: &mut Vec<super::Dep>,
+) -> Result<()> {
     let sizes = file.sizes;
-    put(
+    put_parent(
         file,
         K::ExtensibleArrayHeader,
         header.address,
@@ -275,6 +285,8 @@ fn put_header(file: &FileShared, header: ExtensibleArrayHeader) -> Result<()> {
             header,
             move |h: &ExtensibleArrayHeader| Ok(h.encode(sizes)),
         ),
+        children,
+        deps,
     )
 }
 

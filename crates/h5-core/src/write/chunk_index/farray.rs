@@ -9,7 +9,7 @@ use h5_format::fixed_array::{
 };
 use h5_metacache::MetadataKind as K;
 
-use super::{ArrayIndex, LaidOut, full_bitmap};
+use super::{ArrayIndex, LaidOut, full_bitmap, put_parent};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
@@ -70,30 +70,10 @@ pub(super) fn lay_out(
                 .sum::<u64>();
         let addr = file.allocate(SpaceKind::Meta, total)?;
         out.placed.push((K::FixedArrayDataBlock, addr, total));
-        out.deps.push((K::FixedArrayHeader, ix.header, addr));
         header.data_block_address = addr;
-        let block = FixedArrayDataBlock {
-            address: addr,
-            header_address: ix.header,
-            page_bitmap: full_bitmap(header.bitmap_len() as usize, pages),
-            elements: if header.is_paged() {
-                Vec::new()
-            } else {
-                elements.clone()
-            },
-        };
-        let h = header.clone();
-        put(
-            file,
-            K::FixedArrayDataBlock,
-            addr,
-            Decoded::writable(
-                header.data_block_len(sizes) as usize,
-                block,
-                move |b: &FixedArrayDataBlock| b.encode(&h, sizes),
-            ),
-        )?;
+        // Pages first, then the data block over them, then the header.
         let per = header.page_elements() as usize;
+        let mut pages_at = Vec::new();
         for (p, chunk) in elements.chunks(per).enumerate().take_while(|_| pages > 0) {
             let Some(FixedArraySlot::Page { address, len, .. }) =
                 header.locate(sizes, p as u64 * per as u64)
@@ -103,7 +83,7 @@ pub(super) fn lay_out(
             let format = header.format;
             // Inside the data block's space: forgotten, not freed, when the index moves.
             out.placed.push((K::FixedArrayDataBlockPage, address, 0));
-            out.deps.push((K::FixedArrayDataBlock, addr, address));
+            pages_at.push(address);
             put(
                 file,
                 K::FixedArrayDataBlockPage,
@@ -113,8 +93,37 @@ pub(super) fn lay_out(
                 }),
             )?;
         }
+        let block = FixedArrayDataBlock {
+            address: addr,
+            header_address: ix.header,
+            page_bitmap: full_bitmap(header.bitmap_len() as usize, pages),
+            elements: if header.is_paged() {
+                Vec::new()
+            } else {
+                elements
+            },
+        };
+        let h = header.clone();
+        put_parent(
+            file,
+            K::FixedArrayDataBlock,
+            addr,
+            Decoded::writable(
+                header.data_block_len(sizes) as usize,
+                block,
+                move |b: &FixedArrayDataBlock| b.encode(&h, sizes),
+            ),
+            &pages_at,
+            &mut out.deps,
+        )?;
     }
-    put(
+    let children: Vec<u64> = out
+        .placed
+        .iter()
+        .filter(|p| p.0 == K::FixedArrayDataBlock)
+        .map(|p| p.1)
+        .collect();
+    put_parent(
         file,
         K::FixedArrayHeader,
         ix.header,
@@ -123,6 +132,8 @@ pub(super) fn lay_out(
             header,
             move |h: &FixedArrayHeader| Ok(h.encode(sizes)),
         ),
+        &children,
+        &mut out.deps,
     )?;
     Ok(out)
 }

@@ -177,20 +177,18 @@ impl ArrayIndex {
     }
 
     /// Puts the header and the blocks for `records` (keyed by element offsets, absolute
-    /// addresses) into the cache with flush dependencies from every block to the block or
-    /// header pointing at it; returns what was placed (the header excluded).
+    /// addresses) into the cache bottom-up, each block or header a flush-dependency parent of
+    /// the blocks it points at; returns what was placed (the header excluded).
     pub(crate) fn lay_out(
         &self,
         file: &FileShared,
         records: &BTreeMap<Vec<u64>, ChunkRecord>,
     ) -> Result<LaidOut> {
-        let out = match self.kind {
-            ChunkIndexKind::FixedArray => farray::lay_out(self, file, records)?,
-            ChunkIndexKind::ExtensibleArray => earray::lay_out(self, file, records)?,
-            _ => bt2::lay_out(self, file, records)?,
-        };
-        depend(file, &out.deps)?;
-        Ok(out)
+        match self.kind {
+            ChunkIndexKind::FixedArray => farray::lay_out(self, file, records),
+            ChunkIndexKind::ExtensibleArray => earray::lay_out(self, file, records),
+            _ => bt2::lay_out(self, file, records),
+        }
     }
 
     /// The index's entry for `r` (relative address).
@@ -248,45 +246,65 @@ pub(crate) fn full_bitmap(len: usize, n: u64) -> Vec<u8> {
     b
 }
 
-/// Creates the flush dependencies `deps` (every entry resident: just put). Each parent is
-/// protected while its dependencies are made (the cache requires a pinned or protected parent;
+/// Puts a parent structure into the cache after its `children` (relative addresses), then makes
+/// it their flush-dependency parent (recorded in `deps`), so that the cache writes it only
+/// after them. Blocks are put bottom-up for this: a child already evicted has been written.
+pub(crate) fn put_parent(
+    file: &FileShared,
+    kind: MetadataKind,
+    addr: u64,
+    value: crate::meta::Decoded,
+    children: &[u64],
+    deps: &mut Vec<Dep>,
+) -> Result<()> {
+    crate::write::put(file, kind, addr, value)?;
+    deps.extend(children.iter().map(|c| (kind, addr, *c)));
+    depend(file, kind, addr, children)
+}
+
+/// Makes `parent` the flush-dependency parent of its resident `children`. The parent is
+/// protected while the dependencies are made (the cache requires a pinned or protected parent;
 /// having children then keeps it pinned).
-fn depend(file: &FileShared, deps: &[Dep]) -> Result<()> {
+fn depend(file: &FileShared, kind: MetadataKind, parent: u64, children: &[u64]) -> Result<()> {
     use h5_metacache::{ProtectFlags, UnprotectFlags};
+    let p = file.abs(parent)?;
     let mut meta = file
         .meta
         .lock()
         .map_err(|_| crate::error::Error::Poisoned)?;
-    let mut i = 0;
-    while i < deps.len() {
-        let (kind, parent, _) = deps[i];
-        let p = file.abs(parent)?;
-        let never =
-            crate::meta::Load::exact(0, |_| -> std::result::Result<(), h5_format::FormatError> {
-                Err(h5_format::FormatError::Unsupported {
-                    structure: "chunk index",
-                    address: h5_format::UNDEFINED_ADDRESS,
-                    what: "reloading a block being laid out".into(),
-                })
-            });
-        let h = meta
-            .protect(kind.id(), p, &never, ProtectFlags::NONE)
-            .map_err(crate::file::cache_error)?;
-        let mut r = Ok(());
-        while i < deps.len() && deps[i].1 == parent {
-            let c = file.abs(deps[i].2)?;
-            if r.is_ok() {
-                r = meta
-                    .create_flush_dependency(p, c)
-                    .map_err(crate::file::cache_error);
-            }
-            i += 1;
+    let mut resident = Vec::with_capacity(children.len());
+    for c in children {
+        let c = file.abs(*c)?;
+        if meta.contains(c) {
+            resident.push(c);
         }
-        meta.unprotect(h, UnprotectFlags::NONE)
-            .map_err(|e| crate::error::Error::Cache(e.error))?;
-        r?;
     }
-    Ok(())
+    if resident.is_empty() || !meta.contains(p) {
+        return Ok(());
+    }
+    let never =
+        crate::meta::Load::exact(0, |_| -> std::result::Result<(), h5_format::FormatError> {
+            Err(h5_format::FormatError::Unsupported {
+                structure: "chunk index",
+                address: h5_format::UNDEFINED_ADDRESS,
+                what: "reloading a block being laid out".into(),
+            })
+        });
+    let h = meta
+        .protect(kind.id(), p, &never, ProtectFlags::NONE)
+        .map_err(crate::file::cache_error)?;
+    let mut r = Ok(());
+    for c in resident {
+        r = meta
+            .create_flush_dependency(p, c)
+            .map_err(crate::file::cache_error);
+        if r.is_err() {
+            break;
+        }
+    }
+    meta.unprotect(h, UnprotectFlags::NONE)
+        .map_err(|e| crate::error::Error::Cache(e.error))?;
+    r
 }
 
 /// Destroys the flush dependencies of a previous layout (those whose entries are still
