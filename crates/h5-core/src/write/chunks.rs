@@ -1,5 +1,6 @@
-//! Writable chunk-cache layouts: contiguous data at a fixed block, and chunked data indexed by a
-//! version 1 B-tree kept as an ordered table and laid out at flush.
+//! Writable chunk-cache layouts: contiguous data at one block (allocated at creation or at the
+//! first write), and chunked data kept as an ordered chunk table that reaches the file through
+//! its index at flush (the v1 B-tree here; the layout version 4 indexes in `chunk_index/`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -207,7 +208,7 @@ pub(crate) enum IndexShape {
 /// The chunks of one dataset by element offset (row-major order of their scaled
 /// coordinates), and how they reach the file.
 #[derive(Debug)]
-pub(crate) struct BtreeChunkIndex {
+pub(crate) struct ChunkTable {
     pub(crate) space: ChunkSpace,
     pub(crate) shape: IndexShape,
     pub(crate) chunk_dims: Vec<u64>,
@@ -219,9 +220,9 @@ pub(crate) struct BtreeChunkIndex {
     dirty: Mutex<bool>,
 }
 
-impl BtreeChunkIndex {
+impl ChunkTable {
     pub(crate) fn new(space: ChunkSpace, shape: IndexShape, chunk_dims: Vec<u64>) -> Self {
-        BtreeChunkIndex {
+        ChunkTable {
             space,
             shape,
             chunk_dims,
@@ -412,7 +413,7 @@ pub(crate) struct ChunkedWriteLayout {
     pub(crate) chunk_dims: Vec<u64>,
     pub(crate) elem_size: usize,
     pub(crate) fill: Vec<u8>,
-    pub(crate) index: Arc<BtreeChunkIndex>,
+    pub(crate) index: Arc<ChunkTable>,
     pub(crate) pipeline: Option<h5_filters::Pipeline>,
     /// Early allocation: every chunk of the extent exists (made when the extent grows).
     pub(crate) early: bool,

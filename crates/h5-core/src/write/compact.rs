@@ -167,7 +167,7 @@ impl FileShared {
             alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
             base: self.base,
         };
-        let table = Arc::new(crate::write::chunks::BtreeChunkIndex::new(
+        let table = Arc::new(crate::write::chunks::ChunkTable::new(
             space,
             crate::write::chunks::IndexShape::Compact(Arc::clone(&data)),
             Vec::new(),

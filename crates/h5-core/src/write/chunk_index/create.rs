@@ -16,9 +16,7 @@ use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
 use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
-use crate::write::chunks::{
-    BtreeChunkIndex, CHUNK_BTREE_K, ChunkSpace, ChunkedWriteLayout, IndexShape,
-};
+use crate::write::chunks::{CHUNK_BTREE_K, ChunkSpace, ChunkTable, ChunkedWriteLayout, IndexShape};
 
 /// What creating a chunked dataset produced: the layout message's storage, the filter
 /// pipeline message, and the writable layout.
@@ -256,7 +254,7 @@ impl FileShared {
                 )
             }
         };
-        let table = Arc::new(BtreeChunkIndex::new(space, shape, spec.chunk.to_vec()));
+        let table = Arc::new(ChunkTable::new(space, shape, spec.chunk.to_vec()));
         self.state()?.indexes.push(Arc::clone(&table));
         let pipeline = filtered.then(|| FilterPipeline {
             version: 1,
