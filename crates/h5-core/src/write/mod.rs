@@ -76,7 +76,7 @@ pub struct CreateOptions {
 pub(crate) struct WriteState {
     /// Old-style groups created or changed, by object header address.
     pub(crate) groups: HashMap<u64, GroupTable>,
-    /// Chunked datasets written, whose chunk indexes are laid out at flush.
+    /// Chunk tables (and compact data) of datasets written, laid out at flush.
     pub(crate) indexes: Vec<Arc<chunks::ChunkTable>>,
     /// Chunked datasets created here, by object header address (for resizing).
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
