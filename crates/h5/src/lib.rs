@@ -44,11 +44,13 @@ pub use h5_core::filters::{
 pub use h5_core::free_space::{PersistedManager, PersistedSpace};
 pub use h5_core::space::{FreeList, FreeSection, SpaceStrategy};
 pub use h5_core::values::Value;
+pub use h5_core::write::chunk_index::ChunkIndexKind;
 pub use h5_core::write::links::GroupOptions;
 pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_core::{Error, Result};
 pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
+pub use h5_format::message::fill_value::{AllocTime, FillTime};
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
 #[doc(hidden)]
 pub use types::__private;

@@ -11,9 +11,11 @@ use h5_core::filters::{
     BitshuffleCompression, BloscCompressor, BloscShuffle, FilterRequest, ScaleOffset, SzipCoding,
 };
 use h5_core::write::CreateOptions;
+use h5_core::write::chunk_index::ChunkIndexKind;
 use h5_core::write::dataset::{NewDataset, NewLayout};
 use h5_format::datatype::{Charset, Datatype, StringPadding, StringType};
 use h5_format::message::dataspace::UNLIMITED;
+use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::Filter;
 use h5_io::{FileStorage, OpenMode};
 use ndarray::SliceInfoElem;
@@ -195,6 +197,10 @@ impl Group {
             chunk: None,
             filters: Vec::new(),
             fill: None,
+            chunk_index: None,
+            compact: false,
+            alloc_time: None,
+            fill_time: None,
             _t: PhantomData,
         }
     }
@@ -254,6 +260,10 @@ pub struct DatasetBuilder<T> {
     chunk: Option<Vec<u64>>,
     filters: Vec<FilterRequest>,
     fill: Option<Result<Vec<u8>>>,
+    chunk_index: Option<ChunkIndexKind>,
+    compact: bool,
+    alloc_time: Option<AllocTime>,
+    fill_time: Option<FillTime>,
     _t: PhantomData<T>,
 }
 
@@ -418,10 +428,46 @@ impl<T: H5Type> DatasetBuilder<T> {
         self
     }
 
+    /// The chunk index (overriding libhdf5's choice for the file's format bounds; layout
+    /// version 4 indexes are read by HDF5 1.10 and later).
+    pub fn chunk_index(mut self, kind: ChunkIndexKind) -> Self {
+        self.chunk_index = Some(kind);
+        self
+    }
+
+    /// Stores the data inside the object header (layout class compact; at most about 64 KiB,
+    /// fixed dimensions, no filters).
+    pub fn compact(mut self) -> Self {
+        self.compact = true;
+        self
+    }
+
+    /// When storage is allocated (libhdf5's `H5Pset_alloc_time`; default: contiguous late,
+    /// chunked incremental, compact early).
+    pub fn alloc_time(mut self, t: AllocTime) -> Self {
+        self.alloc_time = Some(t);
+        self
+    }
+
+    /// When fill values are written into allocated storage (libhdf5's `H5Pset_fill_time`;
+    /// default "if set").
+    pub fn fill_time(mut self, t: FillTime) -> Self {
+        self.fill_time = Some(t);
+        self
+    }
+
     /// Creates the dataset `name` in the group.
     pub fn create(self, name: &str) -> Result<Dataset> {
         let fill = self.fill.transpose()?;
         let layout = match self.chunk {
+            _ if self.compact => {
+                if self.chunk.is_some() || !self.filters.is_empty() {
+                    return Err(Error::Invalid(
+                        "a compact dataset has no chunks and no filters".into(),
+                    ));
+                }
+                NewLayout::Compact
+            }
             Some(chunk) => {
                 let zeros = vec![0; self.datatype.size() as usize];
                 let one = fill.as_deref().unwrap_or(&zeros);
@@ -445,6 +491,9 @@ impl<T: H5Type> DatasetBuilder<T> {
             max_dims: self.max_shape,
             layout,
             fill,
+            chunk_index: self.chunk_index,
+            alloc_time: self.alloc_time,
+            fill_time: self.fill_time,
         };
         let file = self.group.file_shared();
         file.create_dataset(self.group.address(), name, &spec)?;
@@ -540,6 +589,16 @@ impl Dataset {
         let info = h5_core::write::dataset::resize(self.file_shared(), self.info(), &dims)?;
         self.set_info(info);
         Ok(())
+    }
+
+    /// The chunk index of a chunked dataset (`None`: not chunked).
+    pub fn chunk_index(&self) -> Option<ChunkIndexKind> {
+        match &self.info().layout.class {
+            h5_format::message::layout::LayoutClass::Chunked { index, .. } => {
+                Some(ChunkIndexKind::of(index))
+            }
+            _ => None,
+        }
     }
 
     pub(crate) fn check_type<T: H5Type>(&self) -> Result<()> {

@@ -432,3 +432,78 @@ fn never_written_datasets_take_writes() {
         );
     check(&path, &exp);
 }
+
+/// Datasets h5py wrote with the newer chunk indexes (libver latest: extensible array, fixed
+/// array, v2 B-tree, single chunk) are written and resized by h5 after reopening.
+#[test]
+fn new_chunk_indexes_of_an_h5py_file_take_writes() {
+    let (_d, path) = tmp("indexes.h5");
+    let code = r#"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w", libver="latest") as f:
+    f.create_dataset("ea", data=np.arange(10, dtype="<i4"), maxshape=(None,), chunks=(4,))
+    f.create_dataset("fa", data=np.arange(24, dtype="<f8").reshape(4, 6), chunks=(2, 3),
+                     compression="gzip")
+    f.create_dataset("bt2", data=np.arange(12, dtype="<i2").reshape(3, 4),
+                     maxshape=(None, None), chunks=(2, 2))
+    f.create_dataset("single", data=np.arange(5, dtype="<u1"), chunks=(5,))
+"#;
+    run_python(code, &[path.to_str().unwrap()]);
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        let mut ea = f.dataset("ea").unwrap();
+        assert_eq!(ea.chunk_index(), Some(h5::ChunkIndexKind::ExtensibleArray));
+        ea.resize([14]).unwrap();
+        ea.write_slice(
+            &[10i32, 11, 12, 13],
+            [S::Slice {
+                start: 10,
+                end: Some(14),
+                step: 1,
+            }],
+        )
+        .unwrap();
+        let fa = f.dataset("fa").unwrap();
+        fa.write_points(&[vec![3, 5], vec![0, 0]], &[-1.0f64, -2.0])
+            .unwrap();
+        let mut bt2 = f.dataset("bt2").unwrap();
+        bt2.resize([4, 5]).unwrap();
+        bt2.write_points(&[vec![3, 4]], &[99i16]).unwrap();
+        f.dataset("single")
+            .unwrap()
+            .write(&[9u8, 8, 7, 6, 5])
+            .unwrap();
+        f.close().unwrap();
+    }
+    let mut fa: Vec<Vec<f64>> = (0..4)
+        .map(|r| (0..6).map(|c| (r * 6 + c) as f64).collect())
+        .collect();
+    fa[3][5] = -1.0;
+    fa[0][0] = -2.0;
+    let mut bt2: Vec<Vec<i64>> = (0..4)
+        .map(|r| {
+            (0..5)
+                .map(|c| if r < 3 && c < 4 { r * 4 + c } else { 0 })
+                .collect()
+        })
+        .collect();
+    bt2[3][4] = 99;
+    let exp = Expectations::new()
+        .dataset(
+            "/ea",
+            DatasetExpect::new("<i4", &[14]).values(json!((0..14).collect::<Vec<i32>>())),
+        )
+        .dataset(
+            "/fa",
+            DatasetExpect::new("<f8", &[4, 6]).gzip(4).values(json!(fa)),
+        )
+        .dataset(
+            "/bt2",
+            DatasetExpect::new("<i2", &[4, 5]).values(json!(bt2)),
+        )
+        .dataset(
+            "/single",
+            DatasetExpect::new("|u1", &[5]).values(json!([9, 8, 7, 6, 5])),
+        );
+    check(&path, &exp);
+}

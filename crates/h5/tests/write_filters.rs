@@ -16,6 +16,19 @@ use h5::{
 use h5_testkit::verify::{h5dump, run_python};
 use serde_json::json;
 
+/// The format h5py writes by default (libver earliest): version 1 pipelines with filter names,
+/// which the comparisons with h5py's files expect.
+fn earliest() -> h5::CreateOptions {
+    h5::CreateOptions {
+        bounds: h5::FormatBounds::Earliest,
+        ..Default::default()
+    }
+}
+
+fn create_earliest(path: &std::path::Path) -> h5::File {
+    h5::File::create_with(path, &h5::FileAccess::default(), &earliest()).unwrap()
+}
+
 fn tmp() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let ours = dir.path().join("ours.h5");
@@ -280,7 +293,7 @@ impl Suite {
                 threads: Some(3),
                 ..Default::default()
             });
-            let f = h5::File::create_with(ours, &access, &h5::CreateOptions::default()).unwrap();
+            let f = h5::File::create_with(ours, &access, &earliest()).unwrap();
             let root = f.root().unwrap();
             for w in &self.writers {
                 w(&root);
@@ -502,7 +515,7 @@ fn failing_optional_filters_are_skipped_and_mandatory_ones_fail() {
     let (_d, path, _) = tmp();
     let data = noise(900);
     {
-        let f = h5::File::create(&path).unwrap();
+        let f = create_earliest(&path);
         let root = f.root().unwrap();
         for (name, b) in [
             ("lzf", root.new_dataset::<i32>().lzf()),
@@ -554,7 +567,7 @@ print('ok')
 
     // The same LZF entry, mandatory (as `H5Pset_filter` with no flags).
     let (_d2, path2, _) = tmp();
-    let f = h5::File::create(&path2).unwrap();
+    let f = create_earliest(&path2);
     let ds = f
         .root()
         .unwrap()
@@ -579,7 +592,7 @@ print('ok')
 #[test]
 fn filters_that_cannot_apply_refuse_the_dataset() {
     let (_d, path, _) = tmp();
-    let f = h5::File::create(&path).unwrap();
+    let f = create_earliest(&path);
     let root = f.root().unwrap();
     let nn = SzipCoding::NearestNeighbor;
     let e = root
@@ -707,7 +720,7 @@ with h5py.File(sys.argv[1], 'w') as f:
     let names = src.member_names().unwrap();
     assert_eq!(names.len(), 8);
     {
-        let f = h5::File::create(&ours).unwrap();
+        let f = create_earliest(&ours);
         for n in &names {
             let pipeline = src.dataset(n).unwrap().filters();
             let mut b = f
@@ -774,7 +787,7 @@ with h5py.File(sys.argv[1], 'w') as f:
     );
     let data: Vec<[i16; 3]> = (0..10).map(|i| [i, -i, i * 100]).collect();
     {
-        let f = h5::File::create(&ours).unwrap();
+        let f = create_earliest(&ours);
         let root = f.root().unwrap();
         let b = || root.new_dataset::<[i16; 3]>().shape([10]).chunk([4]);
         let builders = [
@@ -850,7 +863,7 @@ with h5py.File(sys.argv[1], 'w') as f:
         })
         .collect();
     {
-        let f = h5::File::create(&ours).unwrap();
+        let f = create_earliest(&ours);
         let root = f.root().unwrap();
         let b = || root.new_dataset::<P>().shape([20]).chunk([6]);
         b().nbit()

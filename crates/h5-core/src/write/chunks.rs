@@ -1,5 +1,6 @@
-//! Writable chunk-cache layouts: contiguous data at a fixed block, and chunked data indexed by a
-//! version 1 B-tree kept as an ordered table and laid out at flush.
+//! Writable chunk-cache layouts: contiguous data at one block (allocated at creation or at the
+//! first write), and chunked data kept as an ordered chunk table that reaches the file through
+//! its index at flush (the v1 B-tree here; the layout version 4 indexes in `chunk_index/`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,7 +19,7 @@ use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
 use crate::meta::Decoded;
 use crate::write::alloc::SpaceKind;
-use crate::write::{drop_entry, put};
+use crate::write::put;
 
 /// Indexed storage K of chunk B-trees in new files (children per node: twice this).
 pub(crate) const CHUNK_BTREE_K: u16 = 32;
@@ -33,7 +34,7 @@ fn direct_plan(raw: bool) -> DirectPlan {
     }
 }
 
-fn fill_chunk(bytes: usize, fill: &[u8]) -> Vec<u8> {
+pub(crate) fn fill_chunk(bytes: usize, fill: &[u8]) -> Vec<u8> {
     if fill.is_empty() || fill.iter().all(|b| *b == 0) {
         vec![0; bytes]
     } else {
@@ -74,7 +75,14 @@ pub(crate) struct ContiguousLayout {
     pub(crate) dims: Vec<u64>,
     pub(crate) elem_size: usize,
     pub(crate) fill: Vec<u8>,
-    pub(crate) location: DiskLocation,
+    /// Where the data is (absolute); `None` until allocated (late allocation).
+    pub(crate) location: Mutex<Option<DiskLocation>>,
+}
+
+impl ContiguousLayout {
+    fn location(&self) -> Result<Option<DiskLocation>, LayoutError> {
+        Ok(*self.location.lock().map_err(|_| "layout lock poisoned")?)
+    }
 }
 
 impl ChunkLayout for ContiguousLayout {
@@ -91,14 +99,18 @@ impl ChunkLayout for ContiguousLayout {
     }
 
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
+        let location = self.location()?;
         Ok(coords
             .iter()
-            .map(|_| Lookup::dense(Some(self.location), 0, Box::new(())))
+            .map(|_| Lookup::dense(location, 0, Box::new(())))
             .collect())
     }
 
     fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
-        let n = usize::try_from(self.location.size).map_err(|_| "contiguous data too large")?;
+        let elements: u64 = self.dims.iter().product();
+        let n = usize::try_from(elements)
+            .map_err(|_| "contiguous data too large")?
+            .saturating_mul(self.elem_size);
         Ok((Chunk::Dense(fill_chunk(n, &self.fill)), Box::new(())))
     }
 
@@ -113,12 +125,15 @@ impl ChunkLayout for ContiguousLayout {
     }
 
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
+        let location = self
+            .location()?
+            .ok_or("contiguous data written before its block was allocated")?;
         reqs.iter()
             .map(|r| {
-                if r.new_size > self.location.size {
+                if r.new_size > location.size {
                     Err("contiguous data larger than its block".into())
                 } else {
-                    Ok(self.location)
+                    Ok(location)
                 }
             })
             .collect()
@@ -158,38 +173,71 @@ impl ChunkLayout for ContiguousLayout {
     }
 }
 
-/// The chunks of one dataset by element offset (the v1 B-tree's order), and the tree's nodes.
+/// How a chunk table reaches the file.
 #[derive(Debug)]
-pub(crate) struct BtreeChunkIndex {
-    pub(crate) space: ChunkSpace,
-    /// Relative address of the root node (fixed: the layout message points at it).
-    pub(crate) root: u64,
-    pub(crate) chunk_dims: Vec<u64>,
-    pub(crate) records: Mutex<BTreeMap<Vec<u64>, ChunkRecord>>,
-    /// Non-root nodes of the last layout.
-    placed: Mutex<Vec<(u64, u64)>>,
-    dirty: Mutex<bool>,
-    /// Node K (the file's indexed storage K: children per node are twice this).
-    k: u16,
+pub(crate) enum IndexShape {
+    /// A version 1 B-tree whose root is at this relative address (fixed: the layout message
+    /// points at it).
+    BtreeV1 {
+        /// Relative root address.
+        root: u64,
+        /// Node K (the file's indexed storage K: children per node are twice this).
+        k: u16,
+    },
+    /// The one chunk's address (and filtered size and mask) is in the layout message, which
+    /// is rewritten at flush.
+    Single {
+        /// The layout message (its index address and size updated at flush).
+        layout: h5_format::message::layout::Layout,
+        /// The dataset's object header (relative), set once it exists.
+        header: Mutex<Option<u64>>,
+    },
+    /// Chunks at computed addresses in one block allocated at creation (no index structure).
+    Implicit {
+        /// Absolute address of the first chunk.
+        base: u64,
+        /// Chunks per dimension over the maximum dimensions.
+        counts: Vec<u64>,
+        /// Bytes per chunk.
+        chunk_bytes: u64,
+    },
+    /// A fixed array, extensible array or v2 B-tree under a fixed header.
+    Array(crate::write::chunk_index::ArrayIndex),
+    /// Not chunked: compact data, rewritten into the layout message at flush.
+    Compact(Arc<crate::write::compact::CompactData>),
 }
 
-impl BtreeChunkIndex {
-    /// A new, empty index whose root node is at relative `root`.
-    pub(crate) fn new(space: ChunkSpace, root: u64, chunk_dims: Vec<u64>, k: u16) -> Self {
-        BtreeChunkIndex {
+/// The chunks of one dataset by element offset (row-major order of their scaled
+/// coordinates), and how they reach the file.
+#[derive(Debug)]
+pub(crate) struct ChunkTable {
+    pub(crate) space: ChunkSpace,
+    pub(crate) shape: IndexShape,
+    pub(crate) chunk_dims: Vec<u64>,
+    pub(crate) records: Mutex<BTreeMap<Vec<u64>, ChunkRecord>>,
+    /// Blocks of the last layout below the fixed root or header.
+    placed: Mutex<Vec<crate::write::chunk_index::Placed>>,
+    /// Flush dependencies of the last layout.
+    deps: Mutex<Vec<crate::write::chunk_index::Dep>>,
+    dirty: Mutex<bool>,
+}
+
+impl ChunkTable {
+    pub(crate) fn new(space: ChunkSpace, shape: IndexShape, chunk_dims: Vec<u64>) -> Self {
+        ChunkTable {
             space,
-            root,
+            shape,
             chunk_dims,
             records: Mutex::new(BTreeMap::new()),
             placed: Mutex::new(Vec::new()),
+            deps: Mutex::new(Vec::new()),
             dirty: Mutex::new(true),
-            k,
         }
     }
 
-    /// The index of an existing dataset (root node at relative `root`): its records and the
-    /// nodes a new layout replaces.
-    pub(crate) fn load(
+    /// The table of an existing dataset's version 1 B-tree index (root node at relative
+    /// `root`): its records, and the nodes a new layout replaces.
+    pub(crate) fn load_btree(
         file: &FileShared,
         space: ChunkSpace,
         root: u64,
@@ -209,15 +257,89 @@ impl BtreeChunkIndex {
                 (off, r)
             })
             .collect();
-        let k = file.superblock.indexed_storage_k.unwrap_or(CHUNK_BTREE_K);
-        Ok(BtreeChunkIndex {
+        let table = ChunkTable {
             space,
-            root,
+            shape: IndexShape::BtreeV1 {
+                root,
+                k: file.chunk_btree_k(),
+            },
             chunk_dims,
             records: Mutex::new(records),
-            placed: Mutex::new(nodes),
+            placed: Mutex::new(
+                nodes
+                    .into_iter()
+                    .map(|(a, l)| (K::BTreeV1Node, a, l))
+                    .collect(),
+            ),
+            deps: Mutex::new(Vec::new()),
             dirty: Mutex::new(false),
-            k,
+        };
+        Ok(table)
+    }
+
+    /// Frees every chunk and every index block below the root or header, and a version 1
+    /// B-tree's root (the dataset is being deleted; other indexes' headers and an implicit
+    /// block's unwritten chunks are left unused).
+    pub(crate) fn free(&self, file: &FileShared) -> Result<()> {
+        let records = std::mem::take(&mut *self.records.lock().map_err(|_| Error::Poisoned)?);
+        if !matches!(self.shape, IndexShape::Compact(_)) {
+            for r in records.values() {
+                if r.size > 0 {
+                    self.space
+                        .free(r.addr, r.size)
+                        .map_err(|e| Error::Unsupported(e.to_string()))?;
+                }
+            }
+        }
+        let deps = std::mem::take(&mut *self.deps.lock().map_err(|_| Error::Poisoned)?);
+        crate::write::chunk_index::undepend(file, &deps)?;
+        let placed = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
+        crate::write::chunk_index::remove(file, placed)?;
+        if let IndexShape::BtreeV1 { root, k } = &self.shape {
+            let rank1 = self.chunk_dims.len() + 1;
+            let nlen = node_len(file.sizes, *k, NodeType::RawData, rank1)? as u64;
+            crate::write::drop_entry(file, K::BTreeV1Node, *root, nlen)?;
+        }
+        *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
+        Ok(())
+    }
+
+    /// The dataset header a single-chunk or compact table rewrites at flush (`None` for
+    /// other shapes, or before the header exists).
+    pub(crate) fn header(&self) -> Option<u64> {
+        match &self.shape {
+            IndexShape::Single { header, .. } => header.lock().ok().and_then(|h| *h),
+            IndexShape::Compact(d) => d.header.lock().ok().and_then(|h| *h),
+            _ => None,
+        }
+    }
+
+    /// Marks the table as matching the file (nothing to lay out until it changes).
+    pub(crate) fn mark_clean(&self) -> Result<()> {
+        *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
+        Ok(())
+    }
+
+    /// Marks the table changed (laid out again at the next flush).
+    pub(crate) fn mark_dirty(&self) -> Result<()> {
+        *self.dirty.lock().map_err(|_| Error::Poisoned)? = true;
+        Ok(())
+    }
+
+    /// The location of chunk `c` of an implicit index (`None`: another index, or outside).
+    fn implicit(&self, c: &ChunkCoord) -> Option<DiskLocation> {
+        let IndexShape::Implicit {
+            base,
+            counts,
+            chunk_bytes,
+        } = &self.shape
+        else {
+            return None;
+        };
+        let lin = crate::write::chunk_index::linear(c.as_slice(), counts)?;
+        Some(DiskLocation {
+            addr: lin.checked_mul(*chunk_bytes)?.checked_add(*base)?,
+            size: *chunk_bytes,
         })
     }
 
@@ -243,29 +365,12 @@ impl BtreeChunkIndex {
         })
     }
 
-    /// Frees every chunk and every node, the root included (the dataset is being deleted).
-    pub(crate) fn free(&self, file: &FileShared) -> Result<()> {
-        let records = std::mem::take(&mut *self.records.lock().map_err(|_| Error::Poisoned)?);
-        for r in records.values() {
-            if r.size > 0 {
-                self.space
-                    .free(r.addr, r.size)
-                    .map_err(|e| Error::Unsupported(e.to_string()))?;
-            }
-        }
-        for (a, l) in std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?) {
-            drop_entry(file, K::BTreeV1Node, a, l)?;
-        }
-        let rank1 = self.chunk_dims.len() + 1;
-        let nlen = node_len(file.sizes, self.k, NodeType::RawData, rank1)? as u64;
-        drop_entry(file, K::BTreeV1Node, self.root, nlen)?;
-        *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
-        Ok(())
-    }
-
     /// Writes the index into the cache: leaves of up to 2K chunks, then internal levels up to the
     /// root at its fixed address.
     pub(crate) fn lay_out(&self, file: &FileShared) -> Result<()> {
+        if let IndexShape::Compact(data) = &self.shape {
+            return data.lay_out(file);
+        }
         {
             let mut d = self.dirty.lock().map_err(|_| Error::Poisoned)?;
             if !*d {
@@ -273,13 +378,34 @@ impl BtreeChunkIndex {
             }
             *d = false;
         }
-        let sizes = file.sizes;
+        let old_deps = std::mem::take(&mut *self.deps.lock().map_err(|_| Error::Poisoned)?);
+        crate::write::chunk_index::undepend(file, &old_deps)?;
         let old = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
-        for (a, l) in old {
-            drop_entry(file, K::BTreeV1Node, a, l)?;
+        crate::write::chunk_index::remove(file, old)?;
+        match &self.shape {
+            IndexShape::BtreeV1 { root, k } => self.lay_out_btree(file, *root, *k),
+            IndexShape::Implicit { .. } | IndexShape::Compact(_) => Ok(()),
+            IndexShape::Single { layout, header } => {
+                let Some(at) = *header.lock().map_err(|_| Error::Poisoned)? else {
+                    return Ok(());
+                };
+                let records = self.records.lock().map_err(|_| Error::Poisoned)?;
+                crate::write::chunk_index::single_update(file, at, layout, records.values().next())
+            }
+            IndexShape::Array(ix) => {
+                let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
+                let out = ix.lay_out(file, &records)?;
+                *self.placed.lock().map_err(|_| Error::Poisoned)? = out.placed;
+                *self.deps.lock().map_err(|_| Error::Poisoned)? = out.deps;
+                Ok(())
+            }
         }
+    }
+
+    /// Lays out the v1 B-tree under the root at `root`.
+    fn lay_out_btree(&self, file: &FileShared, root_addr: u64, k: u16) -> Result<()> {
+        let sizes = file.sizes;
         let rank1 = self.chunk_dims.len() + 1;
-        let k = self.k;
         let nlen = node_len(sizes, k, NodeType::RawData, rank1)? as u64;
         let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
         // (child address, first key, right key) per child of the level being built.
@@ -313,11 +439,11 @@ impl BtreeChunkIndex {
             let root = groups.len() == 1;
             let mut addrs = Vec::with_capacity(groups.len());
             if root {
-                addrs.push(self.root);
+                addrs.push(root_addr);
             } else {
                 for _ in &groups {
                     let a = file.allocate(SpaceKind::Meta, nlen)?;
-                    placed.push((a, nlen));
+                    placed.push((K::BTreeV1Node, a, nlen));
                     addrs.push(a);
                 }
             }
@@ -374,15 +500,17 @@ pub(crate) struct ChunkedWriteLayout {
     pub(crate) chunk_dims: Vec<u64>,
     pub(crate) elem_size: usize,
     pub(crate) fill: Vec<u8>,
-    pub(crate) index: Arc<BtreeChunkIndex>,
+    pub(crate) index: Arc<ChunkTable>,
     pub(crate) pipeline: Option<h5_filters::Pipeline>,
+    /// Early allocation: every chunk of the extent exists (made when the extent grows).
+    pub(crate) early: bool,
+    /// When fill values are written into newly allocated chunks.
+    pub(crate) fill_time: h5_format::message::fill_value::FillTime,
+    /// Implicit chunks deleted by a shrink, to be refilled.
+    pub(crate) cleared: Mutex<Vec<DiskLocation>>,
 }
 
 impl ChunkedWriteLayout {
-    fn chunk_elems(&self) -> usize {
-        self.chunk_dims.iter().product::<u64>() as usize
-    }
-
     /// The index record of the chunk at `coord`, if written.
     pub(crate) fn record(&self, coord: &ChunkCoord) -> Result<Option<ChunkRecord>> {
         let records = self.index.records.lock().map_err(|_| Error::Poisoned)?;
@@ -396,8 +524,26 @@ impl ChunkedWriteLayout {
             .get_mut(&self.index.offsets(coord))
             .ok_or_else(|| Error::Invalid("the chunk written directly has no record".into()))?;
         r.filter_mask = mask;
-        *self.index.dirty.lock().map_err(|_| Error::Poisoned)? = true;
+        drop(records);
+        self.index.mark_dirty()
+    }
+
+    /// Writes the fill value over the implicit chunks a shrink deleted (their space stays
+    /// theirs, and a growth must not show their old contents).
+    pub(crate) fn refill_cleared(&self, file: &FileShared) -> Result<()> {
+        let cleared = std::mem::take(&mut *self.cleared.lock().map_err(|_| Error::Poisoned)?);
+        if cleared.is_empty() {
+            return Ok(());
+        }
+        let image = fill_chunk(self.chunk_elems() * self.elem_size, &self.fill);
+        for l in cleared {
+            file.storage.write_at(l.addr, &image)?;
+        }
         Ok(())
+    }
+
+    fn chunk_elems(&self) -> usize {
+        self.chunk_dims.iter().product::<u64>() as usize
     }
 }
 
@@ -429,6 +575,10 @@ impl ChunkLayout for ChunkedWriteLayout {
         Ok(coords
             .iter()
             .map(|c| match records.get(&self.index.offsets(c)) {
+                // Implicit chunks all exist from creation (holding the fill value).
+                None if self.index.implicit(c).is_some() => {
+                    Lookup::dense(self.index.implicit(c), hint, Box::new(Mask(0)))
+                }
                 Some(r) => Lookup::dense(
                     Some(DiskLocation {
                         addr: r.addr,
@@ -492,9 +642,11 @@ impl ChunkLayout for ChunkedWriteLayout {
         let mut out = Vec::with_capacity(reqs.len());
         for r in reqs.iter_mut() {
             let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
-            let loc = match r.old {
-                Some(old) if old.size == r.new_size => old,
-                old => {
+            let loc = match (r.old, self.index.implicit(&r.coord)) {
+                (_, Some(fixed)) if fixed.size == r.new_size => fixed,
+                (_, Some(_)) => return Err("an implicit chunk changed size".into()),
+                (Some(old), None) if old.size == r.new_size => old,
+                (old, None) => {
                     if let Some(old) = old {
                         space.free(old.addr, old.size)?;
                     }
@@ -529,8 +681,19 @@ impl ChunkLayout for ChunkedWriteLayout {
             .lock()
             .map_err(|_| "index lock poisoned")?
             .remove(&self.index.offsets(coord));
-        if let Some(l) = location {
-            self.index.space.free(l.addr, l.size)?;
+        match self.index.implicit(coord) {
+            // An implicit chunk keeps its space: it is refilled (`take_cleared`) so that a
+            // later growth shows fill values there.
+            Some(fixed) => self
+                .cleared
+                .lock()
+                .map_err(|_| "layout lock poisoned")?
+                .push(fixed),
+            None => {
+                if let Some(l) = location {
+                    self.index.space.free(l.addr, l.size)?;
+                }
+            }
         }
         *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;
         Ok(())

@@ -10,7 +10,7 @@ use h5_format::datatype::Datatype;
 use h5_format::message::attribute::{AttributeMessage, MaybeShared};
 use h5_format::message::dataspace::{Dataspace, DataspaceKind, UNLIMITED};
 use h5_format::message::fill_value::{AllocTime, FillDefined, FillTime, FillValue};
-use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
+use h5_format::message::filter_pipeline::Filter;
 use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass};
 use h5_format::message::{Message, encode_message, kind};
 use h5_format::object_header::msg_flags;
@@ -20,7 +20,10 @@ use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
-use crate::write::chunks::{BtreeChunkIndex, ChunkedWriteLayout, ContiguousLayout};
+use crate::write::alloc_time::{Pending, initialises};
+use crate::write::chunk_index::ChunkIndexKind;
+use crate::write::chunk_index::create::ChunkedSpec;
+use crate::write::chunks::{ChunkTable, ChunkedWriteLayout, ContiguousLayout, IndexShape};
 use crate::write::{attrs, ohdr};
 
 /// How a new dataset stores its data.
@@ -28,6 +31,9 @@ use crate::write::{attrs, ohdr};
 pub enum NewLayout {
     /// One block allocated at creation.
     Contiguous,
+    /// The data inside the layout message (at most
+    /// [`MAX_COMPACT_BYTES`](crate::write::compact::MAX_COMPACT_BYTES); fixed dimensions).
+    Compact,
     /// Chunks of these dimensions, passed through `filters` in order.
     Chunked {
         /// Chunk dimensions (same rank as the dataset, none zero).
@@ -50,6 +56,14 @@ pub struct NewDataset {
     pub layout: NewLayout,
     /// A fill value (one element in the file type); `None`: zeros.
     pub fill: Option<Vec<u8>>,
+    /// The chunk index of a chunked dataset; `None`: libhdf5's choice for the file's format
+    /// bounds ([`crate::write::chunk_index::choose`]).
+    pub chunk_index: Option<ChunkIndexKind>,
+    /// When space is allocated; `None`: libhdf5's default for the layout (contiguous late,
+    /// chunked incremental, compact early).
+    pub alloc_time: Option<AllocTime>,
+    /// When fill values are written into allocated space; `None`: "if set".
+    pub fill_time: Option<FillTime>,
 }
 
 fn msg(
@@ -127,6 +141,9 @@ impl FileShared {
             permutation: None,
         };
         let mut created_chunked = None;
+        let mut created_compact = None;
+        let mut pending = None;
+        let fill_time = spec.fill_time.unwrap_or(FillTime::IfSet);
         let (layout_class, alloc_time, pipeline, layout): (_, _, _, Arc<dyn ChunkLayout>) =
             match &spec.layout {
                 NewLayout::Contiguous => {
@@ -135,31 +152,57 @@ impl FileShared {
                             "a contiguous dataset cannot grow: use chunks".into(),
                         ));
                     }
+                    let alloc = spec.alloc_time.unwrap_or(AllocTime::Late);
+                    let layout = Arc::new(ContiguousLayout {
+                        dims: spec.dims.clone(),
+                        elem_size: elem,
+                        fill: fill.clone(),
+                        location: std::sync::Mutex::new(None),
+                    });
                     let address = if bytes == 0 {
+                        *layout.location.lock().map_err(|_| Error::Poisoned)? =
+                            Some(DiskLocation { addr: 0, size: 0 });
                         UNDEFINED_ADDRESS
+                    } else if alloc == AllocTime::Early {
+                        let address = self.allocate(SpaceKind::Raw, bytes)?;
+                        if initialises(fill_time) {
+                            self.initialise(address, bytes, &fill)?;
+                        }
+                        *layout.location.lock().map_err(|_| Error::Poisoned)? =
+                            Some(DiskLocation {
+                                addr: self.abs(address)?,
+                                size: bytes,
+                            });
+                        address
                     } else {
-                        self.allocate(SpaceKind::Raw, bytes)?
-                    };
-                    if bytes > 0 {
-                        self.initialise(address, bytes, &fill)?;
-                    }
-                    let location = DiskLocation {
-                        addr: if bytes == 0 { 0 } else { self.abs(address)? },
-                        size: bytes,
+                        pending = Some(Pending::Contiguous {
+                            layout: Arc::clone(&layout),
+                            bytes,
+                            fill_time,
+                        });
+                        UNDEFINED_ADDRESS
                     };
                     (
                         LayoutClass::Contiguous {
                             address,
                             size: Some(bytes),
                         },
-                        AllocTime::Early,
+                        alloc,
                         None,
-                        Arc::new(ContiguousLayout {
-                            dims: spec.dims.clone(),
-                            elem_size: elem,
-                            fill: fill.clone(),
-                            location,
-                        }) as Arc<dyn ChunkLayout>,
+                        layout as Arc<dyn ChunkLayout>,
+                    )
+                }
+                NewLayout::Compact => {
+                    if spec.max_dims.as_ref().is_some_and(|m| *m != spec.dims) {
+                        return Err(Error::Invalid("a compact dataset cannot grow".into()));
+                    }
+                    let (class, data, layout) = self.new_compact(&spec.dims, elem, &fill, bytes)?;
+                    created_compact = Some(data);
+                    (
+                        class,
+                        spec.alloc_time.unwrap_or(AllocTime::Early),
+                        None,
+                        layout,
                     )
                 }
                 NewLayout::Chunked { chunk, filters } => {
@@ -168,45 +211,28 @@ impl FileShared {
                             "chunk dimensions {chunk:?} for a dataset of rank {rank}"
                         )));
                     }
-                    let root = self.allocate(
-                        SpaceKind::Meta,
-                        node_len(sizes, self.chunk_btree_k(), NodeType::RawData, rank + 1)? as u64,
-                    )?;
-                    let space = crate::write::chunks::ChunkSpace {
-                        alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
-                        base: self.base,
-                    };
-                    let index = Arc::new(BtreeChunkIndex::new(
-                        space,
-                        root,
-                        chunk.clone(),
-                        self.chunk_btree_k(),
-                    ));
-                    self.state()?.indexes.push(Arc::clone(&index));
-                    let mut cdims = chunk.clone();
-                    cdims.push(elem as u64);
-                    let pipeline = (!filters.is_empty()).then(|| FilterPipeline {
-                        version: bounds.pipeline_version(),
-                        filters: filters.clone(),
-                    });
-                    let runtime = crate::dataset::pipeline_of(&pipeline);
-                    let layout = Arc::new(ChunkedWriteLayout {
-                        dims: Mutex::new(spec.dims.clone()),
-                        chunk_dims: chunk.clone(),
-                        elem_size: elem,
-                        fill: fill.clone(),
-                        index,
-                        pipeline: runtime,
-                    });
+                    let max = spec.max_dims.clone().unwrap_or_else(|| spec.dims.clone());
+                    let alloc = spec.alloc_time.unwrap_or(AllocTime::Incremental);
+                    let made = self.new_chunked(&ChunkedSpec {
+                        dims: &spec.dims,
+                        max: &max,
+                        chunk,
+                        filters,
+                        elem,
+                        fill: &fill,
+                        alloc,
+                        fill_time,
+                        kind: spec.chunk_index,
+                    })?;
+                    let layout = made.layout;
+                    if alloc == AllocTime::Late {
+                        pending = Some(Pending::Chunked(Arc::clone(&layout)));
+                    }
                     created_chunked = Some(Arc::clone(&layout));
                     (
-                        LayoutClass::Chunked {
-                            flags: 0,
-                            dims: cdims,
-                            index: ChunkIndex::BtreeV1 { address: root },
-                        },
-                        AllocTime::Incremental,
-                        pipeline,
+                        made.class,
+                        alloc,
+                        made.pipeline,
                         layout as Arc<dyn ChunkLayout>,
                     )
                 }
@@ -214,7 +240,7 @@ impl FileShared {
         let fill_msg = FillValue {
             version: bounds.fill_value_version(),
             alloc_time: Some(alloc_time),
-            fill_time: Some(FillTime::IfSet),
+            fill_time: Some(fill_time),
             defined: if spec.fill.is_some() {
                 FillDefined::User
             } else {
@@ -230,15 +256,22 @@ impl FileShared {
         if let Some(p) = pipeline {
             messages.push(msg(&Message::FilterPipeline(p), sizes, bounds)?);
         }
-        messages.push(msg(
-            &Message::Layout(Layout {
-                version: 3,
-                class: layout_class,
-            }),
-            sizes,
-            bounds,
-        )?);
+        let mut layout_msg = Layout {
+            version: 3,
+            class: layout_class,
+        };
+        layout_msg.version =
+            crate::write::chunk_index::create::layout_version(self, &layout_msg.class);
+        messages.push(msg(&Message::Layout(layout_msg), sizes, bounds)?);
         let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
+        if let Some(l) = &created_chunked
+            && let IndexShape::Single { header, .. } = &l.index.shape
+        {
+            *header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
+        }
+        if let Some(d) = &created_compact {
+            *d.header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
+        }
         let id = h5_chunkcache::DatasetId(self.abs(addr)?);
         self.chunks
             .lock()
@@ -247,6 +280,9 @@ impl FileShared {
         if let Some(l) = created_chunked {
             self.state()?.chunked.insert(addr, l);
         }
+        if let Some(p) = pending {
+            self.state()?.pending.insert(addr, p);
+        }
         self.link_new(parent, name, addr)?;
         Ok(addr)
     }
@@ -254,7 +290,7 @@ impl FileShared {
     /// Fills `bytes` of newly allocated raw data at relative `addr` with `fill` when the space
     /// may hold old bytes or the fill value is not zero (space past the end of the storage
     /// reads as zeros once the storage is extended over it).
-    fn initialise(&self, addr: u64, bytes: u64, fill: &[u8]) -> Result<()> {
+    pub(crate) fn initialise(&self, addr: u64, bytes: u64, fill: &[u8]) -> Result<()> {
         let abs = self.abs(addr)?;
         let zero = fill.iter().all(|b| *b == 0);
         let len = self.storage.len()?;
@@ -416,6 +452,7 @@ pub fn write(
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
+    file.allocate_pending(info.address)?;
     let id = crate::dataset::ensure_registered(file, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
     if let Some(m) = memory {
@@ -472,11 +509,15 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
         Ok(())
     })?;
     *layout.dims.lock().map_err(|_| Error::Poisoned)? = dims.to_vec();
+    if layout.early {
+        file.allocate_chunks(&layout, dims)?;
+    }
     let id = h5_chunkcache::DatasetId(file.abs(info.address)?);
     file.chunks
         .lock()
         .map_err(|_| Error::Poisoned)?
         .set_extent_notify(id, &old)?;
+    layout.refill_cleared(file)?;
     let mut info = info.clone();
     info.dataspace = space;
     Ok(info)
@@ -536,16 +577,14 @@ pub(crate) fn existing_layout(
                 dims,
                 elem_size: elem,
                 fill,
-                location: DiskLocation {
+                location: Mutex::new(Some(DiskLocation {
                     addr: file.abs(address)?,
                     size: size.unwrap_or(bytes),
-                },
+                })),
             })))
         }
         LayoutClass::Chunked {
-            dims: cdims,
-            index: ChunkIndex::BtreeV1 { address },
-            ..
+            dims: cdims, index, ..
         } => {
             let chunk = cdims[..cdims.len().saturating_sub(1)].to_vec();
             if chunk.len() != dims.len() || chunk.contains(&0) {
@@ -555,7 +594,21 @@ pub(crate) fn existing_layout(
                 alloc: Arc::clone(file.alloc.as_ref().ok_or(Error::ReadOnly)?),
                 base: file.base,
             };
-            let index = if *address == UNDEFINED_ADDRESS {
+            let index = if !matches!(index, ChunkIndex::BtreeV1 { .. }) {
+                match crate::write::chunk_index::existing::load(file, info, &chunk, space)? {
+                    Some(t) => Arc::new(t),
+                    None => return Ok(None),
+                }
+            } else if let ChunkIndex::BtreeV1 { address } = index
+                && *address != UNDEFINED_ADDRESS
+            {
+                Arc::new(ChunkTable::load_btree(
+                    file,
+                    space,
+                    *address,
+                    chunk.clone(),
+                )?)
+            } else {
                 // Never written (libhdf5 creates the index with the first chunk): a new empty
                 // root, recorded in the layout message, laid out at flush.
                 let k = file.chunk_btree_k();
@@ -574,10 +627,15 @@ pub(crate) fn existing_layout(
                     }
                     Ok(())
                 })?;
-                Arc::new(BtreeChunkIndex::new(space, root, chunk.clone(), k))
-            } else {
-                Arc::new(BtreeChunkIndex::load(file, space, *address, chunk.clone())?)
+                Arc::new(ChunkTable::new(
+                    space,
+                    IndexShape::BtreeV1 { root, k },
+                    chunk.clone(),
+                ))
             };
+            // Chunks the existing dataset gains are allocated as they are written (an early-
+            // allocated dataset already has all of its chunks).
+            let (early, fill_time) = (false, FillTime::IfSet);
             let layout = Arc::new(ChunkedWriteLayout {
                 dims: Mutex::new(dims),
                 chunk_dims: chunk,
@@ -585,6 +643,9 @@ pub(crate) fn existing_layout(
                 fill,
                 index: Arc::clone(&index),
                 pipeline: crate::dataset::pipeline_of(&info.pipeline),
+                early,
+                fill_time,
+                cleared: Mutex::new(Vec::new()),
             });
             let mut w = file.state()?;
             w.indexes.push(index);

@@ -60,6 +60,7 @@ pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Res
                 info.address
             )));
         }
+        file.allocate_pending(info.address)?;
         ids.push(crate::dataset::ensure_registered(file, info)?);
     }
     let all = Selection::All;
@@ -163,6 +164,7 @@ pub fn write_chunk(
             "direct chunk write on a dataset that is not chunked".into(),
         ));
     }
+    file.allocate_pending(info.address)?;
     let id = crate::dataset::ensure_registered(file, info)?;
     let layout = file.state()?.chunked.get(&info.address).cloned();
     let Some(layout) = layout else {

@@ -7,8 +7,11 @@
 //! chunk indexes) are kept as ordered tables here and laid out at flush; see `docs/design.md` §5.
 
 pub mod alloc;
+pub(crate) mod alloc_time;
 pub(crate) mod attrs;
+pub mod chunk_index;
 pub(crate) mod chunks;
+pub mod compact;
 pub mod dataset;
 pub(crate) mod dense;
 pub mod gheap;
@@ -143,11 +146,13 @@ pub(crate) struct WriteState {
     pub(crate) link_tables: HashMap<u64, links::LinkTable>,
     /// Dense attribute storage of objects written here, by object header address.
     pub(crate) attr_tables: HashMap<u64, attrs::AttrTable>,
-    /// Chunked datasets written, whose chunk indexes are laid out at flush.
-    pub(crate) indexes: Vec<Arc<chunks::BtreeChunkIndex>>,
+    /// Chunk tables (and compact data) of datasets written, laid out at flush.
+    pub(crate) indexes: Vec<Arc<chunks::ChunkTable>>,
     /// Chunked datasets created or opened for writing here, by object header address (for
     /// resizing and deletion).
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
+    /// Storage allocated at the first write (late allocation), by object header address.
+    pub(crate) pending: HashMap<u64, alloc_time::Pending>,
     /// Absolute address of the superblock (after any userblock).
     pub(crate) superblock_at: u64,
     /// Set when a write to the storage failed: the file then refuses every change (what
@@ -763,11 +768,17 @@ impl FileShared {
         let written = {
             let mut w = self.state()?;
             let l = w.chunked.remove(&addr);
-            if let Some(l) = &l {
-                w.indexes.retain(|ix| !Arc::ptr_eq(ix, &l.index));
-            }
+            w.pending.remove(&addr);
+            // Nothing may be laid out into the freed header or index at the next flush.
+            w.indexes.retain(|ix| {
+                !l.as_ref().is_some_and(|l| Arc::ptr_eq(ix, &l.index)) && ix.header() != Some(addr)
+            });
             l
         };
+        if let Some(l) = &written {
+            l.index.free(self)?;
+            return Ok(());
+        }
         match &layout.class {
             LayoutClass::Contiguous {
                 address,
@@ -779,19 +790,13 @@ impl FileShared {
                 index: ChunkIndex::BtreeV1 { address },
                 dims,
                 ..
-            } => {
-                let index = match written {
-                    Some(l) => Arc::clone(&l.index),
-                    None => {
-                        let space = chunks::ChunkSpace {
-                            alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
-                            base: self.base,
-                        };
-                        let chunk = dims[..dims.len().saturating_sub(1)].to_vec();
-                        Arc::new(chunks::BtreeChunkIndex::load(self, space, *address, chunk)?)
-                    }
+            } if *address != UNDEFINED_ADDRESS => {
+                let space = chunks::ChunkSpace {
+                    alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
+                    base: self.base,
                 };
-                index.free(self)?;
+                let chunk = dims[..dims.len().saturating_sub(1)].to_vec();
+                chunks::ChunkTable::load_btree(self, space, *address, chunk)?.free(self)?;
             }
             _ => {}
         }

@@ -1,0 +1,74 @@
+//! Late allocation: storage that libhdf5 allocates at the first write (contiguous data by
+//! default, chunked data when asked), allocated here just before the first write reaches the
+//! chunk cache.
+
+use std::sync::Arc;
+
+use h5_chunkcache::DiskLocation;
+use h5_format::message::fill_value::FillTime;
+use h5_format::message::layout::LayoutClass;
+
+use crate::error::{Error, Result};
+use crate::file::FileShared;
+use crate::write::alloc::SpaceKind;
+use crate::write::chunks::{ChunkedWriteLayout, ContiguousLayout};
+
+/// Storage waiting for the first write of its dataset.
+#[derive(Debug, Clone)]
+pub(crate) enum Pending {
+    /// A contiguous block of `bytes` bytes; the layout message gets its address.
+    Contiguous {
+        layout: Arc<ContiguousLayout>,
+        bytes: u64,
+        fill_time: FillTime,
+    },
+    /// Every chunk of the extent at that time.
+    Chunked(Arc<ChunkedWriteLayout>),
+}
+
+/// Whether newly allocated storage is initialised with the fill value. libhdf5 writes it for
+/// fill time "alloc", or "if set" with a user-defined value; with "if set" and the default
+/// (zero) fill value it leaves the space as it is, which reads as zeros in a new file. h5 also
+/// zeroes such space when it may hold old bytes (freed space below the storage's end), and
+/// skips zeros past the storage's end, so only "never" leaves space uninitialised.
+pub(crate) fn initialises(fill_time: FillTime) -> bool {
+    fill_time != FillTime::Never
+}
+
+impl FileShared {
+    /// Allocates the storage of the dataset whose header is at `header` if it waits for its
+    /// first write.
+    pub(crate) fn allocate_pending(&self, header: u64) -> Result<()> {
+        let Some(p) = self.state()?.pending.remove(&header) else {
+            return Ok(());
+        };
+        match p {
+            Pending::Chunked(l) => {
+                let dims = l.dims.lock().map_err(|_| Error::Poisoned)?.clone();
+                self.allocate_chunks(&l, &dims)
+            }
+            Pending::Contiguous {
+                layout,
+                bytes,
+                fill_time,
+            } => {
+                let address = self.allocate(SpaceKind::Raw, bytes)?;
+                if initialises(fill_time) {
+                    self.initialise(address, bytes, &layout.fill)?;
+                }
+                *layout.location.lock().map_err(|_| Error::Poisoned)? = Some(DiskLocation {
+                    addr: self.abs(address)?,
+                    size: bytes,
+                });
+                crate::write::chunk_index::create::rewrite_layout(
+                    self,
+                    header,
+                    LayoutClass::Contiguous {
+                        address,
+                        size: Some(bytes),
+                    },
+                )
+            }
+        }
+    }
+}

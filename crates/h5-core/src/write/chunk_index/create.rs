@@ -1,0 +1,349 @@
+//! Creating the chunk index and writable layout of a new chunked dataset, and early
+//! allocation of its chunks (at creation and when it grows).
+
+use std::sync::{Arc, Mutex};
+
+use h5_format::btree1::{NodeType, node_len};
+use h5_format::message::dataspace::UNLIMITED;
+use h5_format::message::fill_value::{AllocTime, FillTime};
+use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
+use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass, SINGLE_INDEX_WITH_FILTER};
+
+use super::{ArrayIndex, ChunkIndexKind, EA_PARAMS, FA_PAGE_BITS};
+use super::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
+use crate::error::{Error, Result};
+use crate::file::FileShared;
+use crate::layouts::ChunkRecord;
+use crate::write::FormatBounds;
+use crate::write::alloc::SpaceKind;
+use crate::write::chunks::{ChunkSpace, ChunkTable, ChunkedWriteLayout, IndexShape};
+
+/// What creating a chunked dataset produced: the layout message's storage, the filter
+/// pipeline message, and the writable layout.
+pub(crate) struct NewChunked {
+    pub(crate) class: LayoutClass,
+    pub(crate) pipeline: Option<FilterPipeline>,
+    pub(crate) layout: Arc<ChunkedWriteLayout>,
+}
+
+/// The format bounds of new objects in `file` (those it was created with, or what its
+/// superblock implies when opened for writing).
+pub(crate) fn bounds_of(file: &FileShared) -> FormatBounds {
+    file.bounds()
+}
+
+/// The layout message version libhdf5 writes for `class` in `file`: 4 for every class from the
+/// 1.10 bound on, else the lowest version that expresses it (3, or 4 for the new indexes).
+pub(crate) fn layout_version(file: &FileShared, class: &LayoutClass) -> u8 {
+    if bounds_of(file) >= FormatBounds::V110 {
+        4
+    } else {
+        Layout {
+            version: 3,
+            class: class.clone(),
+        }
+        .min_version()
+    }
+}
+
+/// Replaces the layout message of the dataset whose header is at `at` with one holding `class`
+/// (through the object-header update path).
+pub(crate) fn rewrite_layout(file: &FileShared, at: u64, class: LayoutClass) -> Result<()> {
+    let version = layout_version(file, &class);
+    let body = h5_format::message::encode_message(
+        &h5_format::message::Message::Layout(Layout { version, class }),
+        file.sizes,
+    )?;
+    crate::write::ohdr::update(file, at, |msgs| {
+        for m in msgs
+            .iter_mut()
+            .filter(|m| m.kind == h5_format::message::kind::LAYOUT)
+        {
+            m.body = body.clone();
+        }
+        Ok(())
+    })
+}
+
+/// Everything `chunked` needs about the dataset.
+pub(crate) struct ChunkedSpec<'a> {
+    pub(crate) dims: &'a [u64],
+    pub(crate) max: &'a [u64],
+    pub(crate) chunk: &'a [u64],
+    pub(crate) filters: &'a [Filter],
+    pub(crate) elem: usize,
+    pub(crate) fill: &'a [u8],
+    pub(crate) alloc: AllocTime,
+    pub(crate) fill_time: FillTime,
+    pub(crate) kind: Option<ChunkIndexKind>,
+}
+
+impl FileShared {
+    /// Creates the index (its header allocated) and the writable layout of a chunked dataset,
+    /// allocating its chunks when allocation is early.
+    pub(crate) fn new_chunked(&self, spec: &ChunkedSpec<'_>) -> Result<NewChunked> {
+        let sizes = self.sizes;
+        let rank = spec.dims.len();
+        let filtered = !spec.filters.is_empty();
+        let early = spec.alloc == AllocTime::Early;
+        if filtered && spec.fill_time == FillTime::Never {
+            return Err(Error::Invalid(
+                "fill time \"never\" with filters (libhdf5 refuses it too)".into(),
+            ));
+        }
+        let kind = spec.kind.unwrap_or_else(|| {
+            super::choose(
+                bounds_of(self),
+                spec.dims,
+                spec.max,
+                spec.chunk,
+                filtered,
+                early,
+            )
+        });
+        super::check(kind, spec.dims, spec.max, spec.chunk, filtered, early)
+            .map_err(Error::Invalid)?;
+        let chunk_elems = spec
+            .chunk
+            .iter()
+            .try_fold(1u64, |a, c| a.checked_mul(*c))
+            .ok_or_else(|| Error::Invalid("chunk too large".into()))?;
+        let chunk_bytes = chunk_elems
+            .checked_mul(spec.elem as u64)
+            .filter(|b| *b < 1 << 32)
+            .ok_or_else(|| Error::Invalid("chunks of 4 GiB or more".into()))?;
+        let counts: Vec<u64> = spec
+            .max
+            .iter()
+            .zip(spec.chunk)
+            .map(|(m, c)| {
+                if *m == UNLIMITED {
+                    u64::MAX
+                } else {
+                    m.div_ceil(*c)
+                }
+            })
+            .collect();
+        let space = ChunkSpace {
+            alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
+            base: self.base,
+        };
+        let mut cdims = spec.chunk.to_vec();
+        cdims.push(spec.elem as u64);
+        let array = |kind| -> Result<(u64, IndexShape)> {
+            let header =
+                self.allocate(SpaceKind::Meta, ArrayIndex::header_len(kind, sizes) as u64)?;
+            Ok((
+                header,
+                IndexShape::Array(ArrayIndex {
+                    kind,
+                    header,
+                    counts: counts.clone(),
+                    chunk_dims: spec.chunk.to_vec(),
+                    chunk_bytes,
+                    filtered,
+                }),
+            ))
+        };
+        let (index, shape, flags) = match kind {
+            ChunkIndexKind::BtreeV1 => {
+                let root = self.allocate(
+                    SpaceKind::Meta,
+                    node_len(sizes, self.chunk_btree_k(), NodeType::RawData, rank + 1)? as u64,
+                )?;
+                (
+                    ChunkIndex::BtreeV1 { address: root },
+                    IndexShape::BtreeV1 {
+                        root,
+                        k: self.chunk_btree_k(),
+                    },
+                    0,
+                )
+            }
+            ChunkIndexKind::SingleChunk => {
+                let index = ChunkIndex::SingleChunk {
+                    address: h5_format::UNDEFINED_ADDRESS,
+                    filtered: filtered.then_some((0, 0)),
+                };
+                let flags = if filtered {
+                    SINGLE_INDEX_WITH_FILTER
+                } else {
+                    0
+                };
+                let layout = Layout {
+                    version: 4,
+                    class: LayoutClass::Chunked {
+                        flags,
+                        dims: cdims.clone(),
+                        index,
+                    },
+                };
+                (
+                    index,
+                    IndexShape::Single {
+                        layout,
+                        header: Mutex::new(None),
+                    },
+                    flags,
+                )
+            }
+            ChunkIndexKind::Implicit => {
+                let total = counts
+                    .iter()
+                    .try_fold(chunk_bytes, |a, c| a.checked_mul(*c))
+                    .ok_or_else(|| Error::Invalid("dataset too large".into()))?;
+                let address = self.allocate(SpaceKind::Raw, total)?;
+                if crate::write::alloc_time::initialises(spec.fill_time) {
+                    self.initialise(address, total, spec.fill)?;
+                }
+                (
+                    ChunkIndex::Implicit { address },
+                    IndexShape::Implicit {
+                        base: self.abs(address)?,
+                        counts: counts.clone(),
+                        chunk_bytes,
+                    },
+                    0,
+                )
+            }
+            ChunkIndexKind::FixedArray => {
+                let (address, shape) = array(kind)?;
+                (
+                    ChunkIndex::FixedArray {
+                        address,
+                        page_bits: FA_PAGE_BITS,
+                    },
+                    shape,
+                    0,
+                )
+            }
+            ChunkIndexKind::ExtensibleArray => {
+                let (address, shape) = array(kind)?;
+                let [
+                    max_bits,
+                    index_elements,
+                    min_pointers,
+                    min_elements,
+                    page_bits,
+                ] = EA_PARAMS;
+                (
+                    ChunkIndex::ExtensibleArray {
+                        address,
+                        max_bits,
+                        index_elements,
+                        min_pointers,
+                        min_elements,
+                        page_bits,
+                    },
+                    shape,
+                    0,
+                )
+            }
+            ChunkIndexKind::BtreeV2 => {
+                let (address, shape) = array(kind)?;
+                (
+                    ChunkIndex::BtreeV2 {
+                        address,
+                        node_size: BT2_NODE_SIZE,
+                        split_percent: BT2_SPLIT_PERCENT,
+                        merge_percent: BT2_MERGE_PERCENT,
+                    },
+                    shape,
+                    0,
+                )
+            }
+        };
+        let table = Arc::new(ChunkTable::new(space, shape, spec.chunk.to_vec()));
+        self.state()?.indexes.push(Arc::clone(&table));
+        let pipeline = filtered.then(|| FilterPipeline {
+            version: self.bounds().pipeline_version(),
+            filters: spec.filters.to_vec(),
+        });
+        let layout = Arc::new(ChunkedWriteLayout {
+            dims: Mutex::new(spec.dims.to_vec()),
+            chunk_dims: spec.chunk.to_vec(),
+            elem_size: spec.elem,
+            fill: spec.fill.to_vec(),
+            index: table,
+            pipeline: crate::dataset::pipeline_of(&pipeline),
+            early: early && kind != ChunkIndexKind::Implicit,
+            fill_time: spec.fill_time,
+            cleared: Mutex::new(Vec::new()),
+        });
+        if layout.early {
+            self.allocate_chunks(&layout, spec.dims)?;
+        }
+        Ok(NewChunked {
+            class: LayoutClass::Chunked {
+                flags,
+                dims: cdims,
+                index,
+            },
+            pipeline,
+            layout,
+        })
+    }
+
+    /// Early allocation: gives every chunk of the extent `dims` that has none its space,
+    /// holding the (encoded) fill value unless the fill time says not to write it.
+    pub(crate) fn allocate_chunks(&self, layout: &ChunkedWriteLayout, dims: &[u64]) -> Result<()> {
+        let counts: Vec<u64> = dims
+            .iter()
+            .zip(&layout.chunk_dims)
+            .map(|(d, c)| d.div_ceil(*c))
+            .collect();
+        if counts.contains(&0) {
+            return Ok(());
+        }
+        let elems = layout.chunk_dims.iter().product::<u64>() as usize;
+        let raw = crate::write::chunks::fill_chunk(elems * layout.elem_size, &layout.fill);
+        let (image, mask) = match &layout.pipeline {
+            Some(p) => p
+                .encode(raw, layout.elem_size, elems)
+                .map_err(|e| Error::Invalid(format!("encoding the fill chunk: {e}")))?,
+            None => (raw, 0),
+        };
+        // Filtered chunks always hold the encoded fill chunk; unfiltered ones are initialised
+        // unless the fill time is "never" (zeros past the storage's end read as zeros already).
+        let write =
+            layout.pipeline.is_some() || crate::write::alloc_time::initialises(layout.fill_time);
+        let zeros = layout.pipeline.is_none() && image.iter().all(|b| *b == 0);
+        let end = self.storage.len()?;
+        let table = &layout.index;
+        let mut records = table.records.lock().map_err(|_| Error::Poisoned)?;
+        let mut scaled = vec![0u64; counts.len()];
+        loop {
+            let off: Vec<u64> = scaled
+                .iter()
+                .zip(&layout.chunk_dims)
+                .map(|(s, c)| s * c)
+                .collect();
+            if let std::collections::btree_map::Entry::Vacant(slot) = records.entry(off) {
+                let rel = self.allocate(SpaceKind::Raw, image.len() as u64)?;
+                let addr = self.abs(rel)?;
+                if write && !(zeros && addr >= end) {
+                    self.storage.write_at(addr, &image)?;
+                }
+                slot.insert(ChunkRecord {
+                    addr,
+                    size: image.len() as u64,
+                    filter_mask: mask,
+                });
+            }
+            let mut d = counts.len();
+            loop {
+                if d == 0 {
+                    drop(records);
+                    table.mark_dirty()?;
+                    return Ok(());
+                }
+                d -= 1;
+                scaled[d] += 1;
+                if scaled[d] < counts[d] {
+                    break;
+                }
+                scaled[d] = 0;
+            }
+        }
+    }
+}
