@@ -23,9 +23,11 @@
 extern crate self as h5;
 
 mod attribute;
+pub mod copy;
 mod dataset;
 mod file;
 mod group;
+mod raw;
 pub mod slice;
 pub mod types;
 mod write;
@@ -48,4 +50,5 @@ pub use types::{
     DecodeCtx, EncodeCtx, FixedAscii, FixedUnicode, H5Num, H5Type, Object, ObjectRef, VarLenAscii,
     VarLenUnicode,
 };
+pub use raw::RawDatasetBuilder;
 pub use write::DatasetBuilder;
