@@ -105,8 +105,9 @@ pub struct StorageChanges {
 pub struct CopyOptions {
     /// Changes for every dataset.
     pub changes: StorageChanges,
-    /// Changes for single datasets by absolute path (`/group/name`), replacing the matching
-    /// fields of [`CopyOptions::changes`] (like h5repack's `-l PATH:...` and `-f PATH:...`).
+    /// Changes for single datasets by path (`/group/name`; any of a hard-linked dataset's
+    /// paths), replacing the matching fields of [`CopyOptions::changes`] (like h5repack's
+    /// `-l PATH:...` and `-f PATH:...`). A path that is not a dataset of the source is an error.
     pub per_path: Vec<(String, StorageChanges)>,
     /// List objects that cannot be copied in [`CopyReport::skipped`] instead of failing.
     pub skip_unsupported: bool,
@@ -125,24 +126,21 @@ impl Default for CopyOptions {
     }
 }
 
-impl CopyOptions {
-    /// The changes for the dataset at `path`.
-    fn changes_for(&self, path: &str) -> (StorageChanges, bool) {
-        let mut c = self.changes.clone();
-        let mut explicit = false;
-        for (p, o) in &self.per_path {
-            if p == path {
-                explicit = true;
-                if o.layout.is_some() {
-                    c.layout.clone_from(&o.layout);
-                }
-                if o.filters.is_some() {
-                    c.filters.clone_from(&o.filters);
-                }
-            }
+/// The changes for each dataset of `per_path` (by source object address, so that every
+/// path of a hard-linked dataset gets them), merged over the global ones.
+fn overrides(src: &File, options: &CopyOptions) -> Result<HashMap<u64, StorageChanges>> {
+    let mut out: HashMap<u64, StorageChanges> = HashMap::new();
+    for (path, o) in &options.per_path {
+        let addr = src.dataset(path)?.address();
+        let c = out.entry(addr).or_insert_with(|| options.changes.clone());
+        if o.layout.is_some() {
+            c.layout.clone_from(&o.layout);
         }
-        (c, explicit)
+        if o.filters.is_some() {
+            c.filters.clone_from(&o.filters);
+        }
     }
+    Ok(out)
 }
 
 /// Where a copy is, reported after each block of raw data and each object.
@@ -203,7 +201,7 @@ pub fn copy_path(
     create: &crate::CreateOptions,
     options: &CopyOptions,
     progress: &mut dyn FnMut(&Progress),
-) -> Result<CopyReport> {
+) -> std::result::Result<CopyReport, CopyError> {
     let s = File::open(src)?;
     let d = File::create_with(dst, &crate::FileAccess::default(), create)?;
     let report = copy_file(&s, &d, options, progress)?;
@@ -219,21 +217,75 @@ pub fn copy_file(
     dst: &File,
     options: &CopyOptions,
     progress: &mut dyn FnMut(&Progress),
-) -> Result<CopyReport> {
+) -> std::result::Result<CopyReport, CopyError> {
+    let overrides = overrides(src, options).map_err(|error| CopyError {
+        path: options
+            .per_path
+            .iter()
+            .map(|(p, _)| p.as_str())
+            .find(|p| src.dataset(p).is_err())
+            .unwrap_or("/")
+            .to_owned(),
+        error,
+    })?;
     let mut c = Copier {
         options,
+        overrides,
+        current: "/".into(),
         dst: std::sync::Arc::clone(dst.shared()),
         map: HashMap::new(),
         objects: Vec::new(),
         report: CopyReport::default(),
     };
     let (sroot, droot) = (src.root()?, dst.root()?);
+    if !droot.links()?.is_empty() {
+        return Err(Error::Exists("the destination file is not empty".into()).into());
+    }
     c.map.insert(sroot.address(), droot.address());
     c.objects.push(Pair::Group(sroot.clone(), droot.clone()));
     c.report.groups += 1;
-    c.structure(&sroot, &droot)?;
-    c.contents(progress)?;
-    Ok(c.report)
+    let r = c
+        .structure(&sroot, &droot)
+        .and_then(|()| c.contents(progress));
+    match r {
+        Ok(()) => Ok(c.report),
+        Err(error) => Err(CopyError {
+            path: c.current,
+            error,
+        }),
+    }
+}
+
+/// A failed copy: the error and the source object (`path@attribute` for an attribute) it
+/// happened at.
+#[derive(Debug)]
+pub struct CopyError {
+    /// The object being copied.
+    pub path: String,
+    /// What went wrong.
+    pub error: Error,
+}
+
+impl std::fmt::Display for CopyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.error)
+    }
+}
+
+impl std::error::Error for CopyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<Error> for CopyError {
+    /// An error before any object was copied (opening or creating the files).
+    fn from(error: Error) -> Self {
+        CopyError {
+            path: "/".into(),
+            error,
+        }
+    }
 }
 
 /// A source object and its copy.
@@ -244,6 +296,10 @@ enum Pair {
 
 struct Copier<'o> {
     options: &'o CopyOptions,
+    /// Per-dataset changes by source address.
+    overrides: HashMap<u64, StorageChanges>,
+    /// The source path (`path@attribute` for an attribute) being copied: errors name it.
+    current: String,
     dst: std::sync::Arc<FileShared>,
     /// Source object header address → its copy's.
     map: HashMap<u64, u64>,
@@ -260,16 +316,6 @@ fn join(parent: &str, name: &str) -> String {
     }
 }
 
-/// `e` with `path` named in its message when the variant carries one.
-fn at(path: &str, e: Error) -> Error {
-    match e {
-        Error::Unsupported(m) => Error::Unsupported(format!("{path}: {m}")),
-        Error::Invalid(m) => Error::Invalid(format!("{path}: {m}")),
-        Error::NotFound(m) => Error::NotFound(format!("{path}: {m}")),
-        other => other,
-    }
-}
-
 impl Copier<'_> {
     /// Records (or refuses) something that cannot be copied.
     fn unsupported(&mut self, path: &str, reason: String) -> Result<()> {
@@ -280,7 +326,7 @@ impl Copier<'_> {
             });
             Ok(())
         } else {
-            Err(Error::Unsupported(format!("{path}: {reason}")))
+            Err(Error::Unsupported(reason))
         }
     }
 
@@ -295,7 +341,7 @@ impl Copier<'_> {
                 });
                 Ok(None)
             }
-            Err(e) => Err(at(path, e)),
+            Err(e) => Err(e),
         }
     }
 
@@ -303,11 +349,12 @@ impl Copier<'_> {
     fn structure(&mut self, src: &Group, dst: &Group) -> Result<()> {
         for link in src.links()? {
             let path = join(src.path(), &link.name);
+            self.current.clone_from(&path);
             let name = link.name.as_str();
             match link.kind {
                 LinkKind::Hard => self.hard_link(src, dst, name, &path)?,
                 LinkKind::Soft(target) => {
-                    dst.link_soft(name, &target).map_err(|e| at(&path, e))?;
+                    dst.link_soft(name, &target)?;
                     self.report.soft_links += 1;
                 }
                 LinkKind::External { file, path: p } => {
@@ -322,27 +369,26 @@ impl Copier<'_> {
     }
 
     fn hard_link(&mut self, src: &Group, dst: &Group, name: &str, path: &str) -> Result<()> {
-        match src.kind_of(name).map_err(|e| at(path, e))? {
+        match src.kind_of(name)? {
             ObjectKind::Group => {
-                let g = src.group(name).map_err(|e| at(path, e))?;
+                let g = src.group(name)?;
                 if let Some(&copy) = self.map.get(&g.address()) {
                     let target = self.dst_group(dst, copy, path)?;
-                    dst.link_hard_group(name, &target)
-                        .map_err(|e| at(path, e))?;
+                    dst.link_hard_group(name, &target)?;
                     self.report.hard_links += 1;
                     return Ok(());
                 }
-                let d = dst.create_group(name).map_err(|e| at(path, e))?;
+                let d = dst.create_group(name)?;
                 self.map.insert(g.address(), d.address());
                 self.objects.push(Pair::Group(g.clone(), d.clone()));
                 self.report.groups += 1;
                 self.structure(&g, &d)
             }
             ObjectKind::Dataset => {
-                let s = src.dataset(name).map_err(|e| at(path, e))?;
+                let s = src.dataset(name)?;
                 if let Some(&copy) = self.map.get(&s.address()) {
                     let target = self.dst_dataset(copy, path)?;
-                    dst.link_hard(name, &target).map_err(|e| at(path, e))?;
+                    dst.link_hard(name, &target)?;
                     self.report.hard_links += 1;
                     return Ok(());
                 }
@@ -384,7 +430,13 @@ impl Copier<'_> {
             .ok_or_else(|| Error::NotFound(format!("{path}: the copy of its dataset")))
     }
 
-    fn create_dataset(&mut self, s: &Dataset, dst: &Group, name: &str, path: &str) -> Result<Dataset> {
+    fn create_dataset(
+        &mut self,
+        s: &Dataset,
+        dst: &Group,
+        name: &str,
+        path: &str,
+    ) -> Result<Dataset> {
         if s.is_null() {
             return Err(Error::Unsupported(
                 "a dataset with a null dataspace is not written yet".into(),
@@ -392,7 +444,11 @@ impl Copier<'_> {
         }
         let dt = s.dtype().clone();
         check_datatype(&dt)?;
-        let (changes, explicit) = self.options.changes_for(path);
+        check_unused_bits(&dt, self.dst.superblock().version)?;
+        let (changes, explicit) = match self.overrides.get(&s.address()) {
+            Some(c) => (c.clone(), true),
+            None => (self.options.changes.clone(), false),
+        };
         let plan = plan_storage(s, &changes, explicit)?;
         let mut b = dst
             .new_dataset_raw(dt.clone())
@@ -432,7 +488,9 @@ impl Copier<'_> {
             bytes_total: objects
                 .iter()
                 .map(|o| match o {
-                    Pair::Dataset(s, _) => (s.size() as u64).saturating_mul(s.element_size() as u64),
+                    Pair::Dataset(s, _) => {
+                        (s.size() as u64).saturating_mul(s.element_size() as u64)
+                    }
                     Pair::Group(..) => 0,
                 })
                 .sum(),
@@ -444,19 +502,20 @@ impl Copier<'_> {
             match o {
                 Pair::Group(s, d) => {
                     p.path = s.path().to_owned();
-                    let attrs = s.attrs().map_err(|e| at(s.path(), e))?;
+                    self.current = s.path().to_owned();
+                    let attrs = s.attrs()?;
                     self.attributes(s.file_shared(), s.path(), attrs, |n, t, sh, b| {
                         d.write_attr_raw(n, t, sh, b)
                     })?;
                 }
                 Pair::Dataset(s, d) => {
                     p.path = s.path().to_owned();
-                    let attrs = s.attrs().map_err(|e| at(s.path(), e))?;
+                    self.current = s.path().to_owned();
+                    let attrs = s.attrs()?;
                     self.attributes(s.file_shared(), s.path(), attrs, |n, t, sh, b| {
                         d.write_attr_raw(n, t, sh, b)
                     })?;
-                    self.values(s, d, &mut p, progress)
-                        .map_err(|e| at(s.path(), e))?;
+                    self.values(s, d, &mut p, progress)?;
                 }
             }
             p.objects_done += 1;
@@ -476,6 +535,7 @@ impl Copier<'_> {
     ) -> Result<()> {
         for a in attrs {
             let path = format!("{owner}@{}", a.name());
+            self.current.clone_from(&path);
             let r = self.attribute(src, &a, &mut write);
             if self.tolerate(&path, r)?.is_some() {
                 self.report.attributes += 1;
@@ -497,6 +557,7 @@ impl Copier<'_> {
         }
         let dt = a.dtype();
         check_datatype(dt)?;
+        check_unused_bits(dt, self.dst.superblock().version)?;
         let shape = a.shape();
         let shape = (!shape.is_empty()).then_some(shape.as_slice());
         if !needs_recode(dt) {
@@ -570,7 +631,10 @@ struct StoragePlan {
 fn plan_storage(s: &Dataset, changes: &StorageChanges, explicit: bool) -> Result<StoragePlan> {
     let shape = s.shape();
     let max = s.maxshape();
-    let grows = max.iter().zip(&shape).any(|(m, d)| m.is_none_or(|m| m != *d));
+    let grows = max
+        .iter()
+        .zip(&shape)
+        .any(|(m, d)| m.is_none_or(|m| m != *d));
     let filters = match &changes.filters {
         None => s.filters(),
         Some(list) => list
@@ -769,11 +833,32 @@ fn check_datatype(dt: &Datatype) -> Result<()> {
             "object references of {} bytes",
             r.size
         ))),
-        Datatype::Compound(c) => c.members.iter().try_for_each(|m| check_datatype(&m.datatype)),
+        Datatype::Compound(c) => c
+            .members
+            .iter()
+            .try_for_each(|m| check_datatype(&m.datatype)),
         Datatype::Array(a) => check_datatype(&a.base),
         Datatype::VarLen(v) => check_datatype(&v.base),
         _ => Ok(()),
     }
+}
+
+/// Refuses a dataset of numbers with more unused than used bits in a file with a superblock
+/// older than version 3: libhdf5 neither creates nor opens such datasets there (unless its
+/// file integrity checks are relaxed), although newer files may hold them (n-bit data).
+fn check_unused_bits(dt: &Datatype, superblock: u8) -> Result<()> {
+    let (size, precision) = match dt {
+        Datatype::FixedPoint(t) => (t.size, t.precision),
+        Datatype::Float(t) => (t.size, t.precision),
+        _ => return Ok(()),
+    };
+    if superblock < 3 && size > 1 && size * 8 > 2 * u32::from(precision) {
+        return Err(Error::Unsupported(format!(
+            "{precision}-bit numbers in {size} bytes: libhdf5 refuses them in files of superblock \
+             version {superblock} (choose newer format bounds)"
+        )));
+    }
+    Ok(())
 }
 
 /// Re-encodes elements read from `src` for the file `ctx` writes to.
@@ -841,7 +926,10 @@ impl Recoder<'_, '_> {
             Datatype::Compound(c) => {
                 out.copy_from_slice(input);
                 for m in c.members.iter().filter(|m| needs_recode(&m.datatype)) {
-                    let (a, b) = (m.offset as usize, m.offset as usize + m.datatype.size() as usize);
+                    let (a, b) = (
+                        m.offset as usize,
+                        m.offset as usize + m.datatype.size() as usize,
+                    );
                     let (Some(i), Some(o)) = (input.get(a..b), out.get_mut(a..b)) else {
                         return Err(Error::Invalid(format!(
                             "compound member {:?} outside its element",
@@ -872,8 +960,14 @@ mod tests {
     #[test]
     fn auto_chunks_are_whole_along_the_last_dimensions() {
         assert_eq!(auto_chunk(&[10, 20], &[Some(10), Some(20)], 8), [10, 20]);
-        assert_eq!(auto_chunk(&[4096, 1024], &[Some(4096), None], 4), [256, 1024]);
-        assert_eq!(auto_chunk(&[3, 1 << 20], &[Some(3), Some(1 << 20)], 8), [1, 131_072]);
+        assert_eq!(
+            auto_chunk(&[4096, 1024], &[Some(4096), None], 4),
+            [256, 1024]
+        );
+        assert_eq!(
+            auto_chunk(&[3, 1 << 20], &[Some(3), Some(1 << 20)], 8),
+            [1, 131_072]
+        );
         assert_eq!(auto_chunk(&[0], &[None], 8), [1024]);
         assert_eq!(auto_chunk(&[0, 5], &[Some(0), Some(5)], 8), [1, 5]);
     }

@@ -144,7 +144,14 @@ impl Group {
         shape: Option<&[usize]>,
         bytes: &[u8],
     ) -> Result<()> {
-        write_attr_raw(self.file_shared(), self.address(), name, datatype, shape, bytes)
+        write_attr_raw(
+            self.file_shared(),
+            self.address(),
+            name,
+            datatype,
+            shape,
+            bytes,
+        )
     }
 
     /// Adds a hard link `name` to an existing group of this file; the group gains one
@@ -241,6 +248,13 @@ impl Dataset {
         shape: Option<&[usize]>,
         bytes: &[u8],
     ) -> Result<()> {
-        write_attr_raw(self.file_shared(), self.address(), name, datatype, shape, bytes)
+        write_attr_raw(
+            self.file_shared(),
+            self.address(),
+            name,
+            datatype,
+            shape,
+            bytes,
+        )
     }
 }
