@@ -138,6 +138,9 @@ fn overrides(src: &File, options: &CopyOptions) -> Result<HashMap<u64, StorageCh
         }
         if o.filters.is_some() {
             c.filters.clone_from(&o.filters);
+        } else if o.layout == Some(LayoutChoice::Contiguous) {
+            // The global filters cannot apply to a dataset made contiguous.
+            c.filters = Some(Vec::new());
         }
     }
     Ok(out)
@@ -234,6 +237,7 @@ pub fn copy_file(
         current: "/".into(),
         dst: std::sync::Arc::clone(dst.shared()),
         map: HashMap::new(),
+        index: HashMap::new(),
         objects: Vec::new(),
         report: CopyReport::default(),
     };
@@ -241,8 +245,7 @@ pub fn copy_file(
     if !droot.links()?.is_empty() {
         return Err(Error::Exists("the destination file is not empty".into()).into());
     }
-    c.map.insert(sroot.address(), droot.address());
-    c.objects.push(Pair::Group(sroot.clone(), droot.clone()));
+    c.add(sroot.address(), Pair::Group(sroot.clone(), droot.clone()));
     c.report.groups += 1;
     let r = c
         .structure(&sroot, &droot)
@@ -303,6 +306,8 @@ struct Copier<'o> {
     dst: std::sync::Arc<FileShared>,
     /// Source object header address → its copy's.
     map: HashMap<u64, u64>,
+    /// Source object header address → its place in `objects`.
+    index: HashMap<u64, usize>,
     /// Every object copied, in creation order.
     objects: Vec<Pair>,
     report: CopyReport,
@@ -372,30 +377,28 @@ impl Copier<'_> {
         match src.kind_of(name)? {
             ObjectKind::Group => {
                 let g = src.group(name)?;
-                if let Some(&copy) = self.map.get(&g.address()) {
-                    let target = self.dst_group(dst, copy, path)?;
+                if let Some(Pair::Group(_, target)) = self.copy_of(g.address()) {
+                    let target = target.clone();
                     dst.link_hard_group(name, &target)?;
                     self.report.hard_links += 1;
                     return Ok(());
                 }
                 let d = dst.create_group(name)?;
-                self.map.insert(g.address(), d.address());
-                self.objects.push(Pair::Group(g.clone(), d.clone()));
+                self.add(g.address(), Pair::Group(g.clone(), d.clone()));
                 self.report.groups += 1;
                 self.structure(&g, &d)
             }
             ObjectKind::Dataset => {
                 let s = src.dataset(name)?;
-                if let Some(&copy) = self.map.get(&s.address()) {
-                    let target = self.dst_dataset(copy, path)?;
+                if let Some(Pair::Dataset(_, target)) = self.copy_of(s.address()) {
+                    let target = (**target).clone();
                     dst.link_hard(name, &target)?;
                     self.report.hard_links += 1;
                     return Ok(());
                 }
-                let r = self.create_dataset(&s, dst, name, path);
+                let r = self.create_dataset(&s, dst, name);
                 if let Some(d) = self.tolerate(path, r)? {
-                    self.map.insert(s.address(), d.address());
-                    self.objects.push(Pair::Dataset(Box::new(s), Box::new(d)));
+                    self.add(s.address(), Pair::Dataset(Box::new(s), Box::new(d)));
                     self.report.datasets += 1;
                 }
                 Ok(())
@@ -407,36 +410,23 @@ impl Copier<'_> {
         }
     }
 
-    /// The copy (at `addr`) of a group copied before.
-    fn dst_group(&self, parent: &Group, addr: u64, path: &str) -> Result<Group> {
-        self.objects
-            .iter()
-            .find_map(|p| match p {
-                Pair::Group(_, d) if d.address() == addr => Some(d.clone()),
-                _ => None,
-            })
-            .or_else(|| (parent.address() == addr).then(|| parent.clone()))
-            .ok_or_else(|| Error::NotFound(format!("{path}: the copy of its group")))
+    /// Records a new copy of the source object at `addr`.
+    fn add(&mut self, addr: u64, pair: Pair) {
+        let to = match &pair {
+            Pair::Group(_, d) => d.address(),
+            Pair::Dataset(_, d) => d.address(),
+        };
+        self.map.insert(addr, to);
+        self.index.insert(addr, self.objects.len());
+        self.objects.push(pair);
     }
 
-    /// The copy (at `addr`) of a dataset copied before.
-    fn dst_dataset(&self, addr: u64, path: &str) -> Result<Dataset> {
-        self.objects
-            .iter()
-            .find_map(|p| match p {
-                Pair::Dataset(_, d) if d.address() == addr => Some((**d).clone()),
-                _ => None,
-            })
-            .ok_or_else(|| Error::NotFound(format!("{path}: the copy of its dataset")))
+    /// The source object at `addr` and its copy, if copied already.
+    fn copy_of(&self, addr: u64) -> Option<&Pair> {
+        self.index.get(&addr).and_then(|i| self.objects.get(*i))
     }
 
-    fn create_dataset(
-        &mut self,
-        s: &Dataset,
-        dst: &Group,
-        name: &str,
-        path: &str,
-    ) -> Result<Dataset> {
+    fn create_dataset(&mut self, s: &Dataset, dst: &Group, name: &str) -> Result<Dataset> {
         if s.is_null() {
             return Err(Error::Unsupported(
                 "a dataset with a null dataspace is not written yet".into(),
