@@ -20,7 +20,7 @@
 //! object times are not kept.
 //!
 //! ```no_run
-//! # fn main() -> h5::Result<()> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use h5::copy::{ChunkShape, CopyOptions, FilterChoice, LayoutChoice};
 //! let src = h5::File::open("in.h5")?;
 //! let dst = h5::File::create("out.h5")?;
@@ -970,7 +970,7 @@ mod tests {
         assert_eq!(b, [64, 64]);
         let b = block_shape(&[5, 7], &[1, 1], 4, 1 << 20);
         assert_eq!(b, [5, 7]);
-        let mut seen = vec![0u8; 10 * 7];
+        let mut seen = [0u8; 10 * 7];
         for s in Blocks::new(&[10, 7], &[4, 3]) {
             let r: Vec<(usize, usize)> = s
                 .iter()

@@ -243,10 +243,12 @@ fn repack_changes_chunks_and_filters() {
     make_source(&src);
     // Explicit chunks with no filters (rank-1 datasets get automatic chunks).
     let dst = dir.path().join("chunked.h5");
-    let mut options = CopyOptions::default();
-    options.changes = StorageChanges {
-        layout: Some(LayoutChoice::Chunked(ChunkShape::Explicit(vec![64, 64]))),
-        filters: Some(vec![]),
+    let mut options = CopyOptions {
+        changes: StorageChanges {
+            layout: Some(LayoutChoice::Chunked(ChunkShape::Explicit(vec![64, 64]))),
+            filters: Some(vec![]),
+        },
+        ..CopyOptions::default()
     };
     let mut calls = 0;
     let r = h5::copy::copy_path(
