@@ -12,7 +12,8 @@ OPTIONS (JSON object, every key optional):
 
 Walks SRC from the root: every link must exist in DST with the same kind (hard, soft with the
 same target, external), every object the same kind; datasets the same datatype (H5Tequal),
-shape, maximum shape, fill value and values; objects the same attribute names, datatypes,
+shape, maximum shape, fill value and values; committed datatypes the same type (H5Tequal);
+objects the same attribute names, datatypes,
 shapes and values. Object references compare by the path of what they refer to. Prints one
 line per difference and exits 1 if there is any, 0 otherwise.
 """
@@ -159,6 +160,10 @@ def main():
                 elif isinstance(so, h5py.Dataset):
                     attrs(cpath, so, do)
                     dataset(cpath, so, do)
+                elif isinstance(so, h5py.Datatype):
+                    attrs(cpath, so, do)
+                    if not so.id.equal(do.id):
+                        bad(f"{cpath}: committed datatype {so.dtype} vs {do.dtype}")
 
         group("/", s, d)
         if opts.get("shared", True):

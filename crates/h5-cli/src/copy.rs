@@ -77,8 +77,16 @@ fn file_size(p: &Path) -> u64 {
 fn summary(r: &CopyReport, src: &Path, dst: &Path) -> String {
     let plural =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let datatypes = if r.datatypes > 0 {
+        format!(
+            ", {}",
+            plural(r.datatypes, "committed datatype", "committed datatypes")
+        )
+    } else {
+        String::new()
+    };
     let mut s = format!(
-        "copied {} ({}, {}), {}, {}, {}, {} bytes of raw data",
+        "copied {} ({}, {}{datatypes}), {}, {}, {}, {} bytes of raw data",
         plural(r.objects(), "object", "objects"),
         plural(r.groups, "group", "groups"),
         plural(r.datasets, "dataset", "datasets"),

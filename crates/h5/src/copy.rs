@@ -4,8 +4,9 @@
 //!
 //! What is copied: groups (nested), their hard links (an object reached by several links is
 //! copied once and linked several times: objects are tracked by their source address), soft
-//! links, datasets (datatype, shape, maximum shape, chunk shape, filter pipeline, fill value,
-//! values), the attributes of groups and datasets. Raw data moves in bounded memory: blocks of
+//! links, committed datatypes, datasets (datatype, shape, maximum shape, chunk shape, filter
+//! pipeline, fill value, values), the attributes of groups, datasets and committed datatypes. A
+//! dataset using a committed datatype gets a copy of the type in its own header. Raw data moves in bounded memory: blocks of
 //! whole destination chunks of about [`CopyOptions::slab_bytes`] bytes, copied as file-type
 //! bytes, except for datatypes holding variable-length data or object references, whose
 //! elements are re-encoded (heap objects written again into the destination's global heap,
@@ -14,8 +15,7 @@
 //! Storage that the writer does not produce is converted, never lost: compact, virtual and
 //! externally stored datasets become contiguous (a virtual dataset's values are materialised),
 //! the newer chunk indexes become version 1 B-trees. What cannot be copied (external and
-//! user-defined links, committed datatypes, region references, null dataspaces, attributes
-//! needing dense storage) is an [`Error::Unsupported`] naming the object, or, with
+//! user-defined links, region references, null dataspaces, attributes needing dense storage) is an [`Error::Unsupported`] naming the object, or, with
 //! [`CopyOptions::skip_unsupported`], listed in [`CopyReport::skipped`]. Group creation order and
 //! object times are not kept.
 //!
@@ -40,7 +40,7 @@ use h5_format::datatype::{Datatype, ReferenceKind, VarLenKind};
 use ndarray::SliceInfoElem;
 
 use crate::types::EncodeCtx;
-use crate::{Dataset, Error, File, FilterInfo, Group, LinkKind, ObjectKind, Result};
+use crate::{Dataset, Error, File, FilterInfo, Group, LinkKind, NamedDatatype, ObjectKind, Result};
 
 /// Default size of the blocks raw data is copied in.
 pub const DEFAULT_SLAB_BYTES: usize = 16 << 20;
@@ -153,7 +153,7 @@ pub struct Progress {
     pub bytes_done: u64,
     /// Bytes of raw data to copy in all.
     pub bytes_total: u64,
-    /// Objects (groups and datasets) finished so far.
+    /// Objects (groups, datasets, committed datatypes) finished so far.
     pub objects_done: usize,
     /// Objects to copy in all.
     pub objects_total: usize,
@@ -177,6 +177,8 @@ pub struct CopyReport {
     pub groups: usize,
     /// Datasets copied.
     pub datasets: usize,
+    /// Committed (named) datatypes copied.
+    pub datatypes: usize,
     /// Extra hard links to objects already copied.
     pub hard_links: usize,
     /// Soft links copied.
@@ -190,9 +192,9 @@ pub struct CopyReport {
 }
 
 impl CopyReport {
-    /// Objects copied (groups and datasets).
+    /// Objects copied (groups, datasets and committed datatypes).
     pub fn objects(&self) -> usize {
-        self.groups + self.datasets
+        self.groups + self.datasets + self.datatypes
     }
 }
 
@@ -294,6 +296,7 @@ impl From<Error> for CopyError {
 /// A source object and its copy.
 enum Pair {
     Group(Group, Group),
+    Datatype(NamedDatatype, NamedDatatype),
     Dataset(Box<Dataset>, Box<Dataset>),
 }
 
@@ -404,7 +407,23 @@ impl Copier<'_> {
                 Ok(())
             }
             ObjectKind::Datatype => {
-                self.unsupported(path, "committed datatypes are not written yet".into())
+                let t = src.named_datatype(name)?;
+                if let Some(Pair::Datatype(_, target)) = self.copy_of(t.address()) {
+                    let target = target.clone();
+                    dst.link_hard_datatype(name, &target)?;
+                    self.report.hard_links += 1;
+                    return Ok(());
+                }
+                let r = t.dtype().and_then(|dt| {
+                    check_datatype(&dt)?;
+                    check_unused_bits(&dt, self.dst.superblock().version)?;
+                    dst.commit_datatype(name, &dt)
+                });
+                if let Some(d) = self.tolerate(path, r)? {
+                    self.add(t.address(), Pair::Datatype(t, d));
+                    self.report.datatypes += 1;
+                }
+                Ok(())
             }
             ObjectKind::Unknown => self.unsupported(path, "an object of unknown kind".into()),
         }
@@ -414,6 +433,7 @@ impl Copier<'_> {
     fn add(&mut self, addr: u64, pair: Pair) {
         let to = match &pair {
             Pair::Group(_, d) => d.address(),
+            Pair::Datatype(_, d) => d.address(),
             Pair::Dataset(_, d) => d.address(),
         };
         self.map.insert(addr, to);
@@ -481,7 +501,7 @@ impl Copier<'_> {
                     Pair::Dataset(s, _) => {
                         (s.size() as u64).saturating_mul(s.element_size() as u64)
                     }
-                    Pair::Group(..) => 0,
+                    Pair::Group(..) | Pair::Datatype(..) => 0,
                 })
                 .sum(),
             objects_done: 0,
@@ -491,6 +511,14 @@ impl Copier<'_> {
         for o in &objects {
             match o {
                 Pair::Group(s, d) => {
+                    p.path = s.path().to_owned();
+                    self.current = s.path().to_owned();
+                    let attrs = s.attrs()?;
+                    self.attributes(s.file_shared(), s.path(), attrs, |n, t, sh, b| {
+                        d.write_attr_raw(n, t, sh, b)
+                    })?;
+                }
+                Pair::Datatype(s, d) => {
                     p.path = s.path().to_owned();
                     self.current = s.path().to_owned();
                     let attrs = s.attrs()?;

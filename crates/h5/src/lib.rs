@@ -44,7 +44,7 @@ pub use h5_core::{Error, Result};
 pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
-pub use raw::RawDatasetBuilder;
+pub use raw::{NamedDatatype, RawDatasetBuilder};
 #[doc(hidden)]
 pub use types::__private;
 pub use types::{

@@ -1,6 +1,6 @@
 //! Raw element access for tools that move data without knowing its Rust type (`h5 copy`,
 //! `h5 repack`): datasets of any [`Datatype`], hyperslabs read and written as file-type bytes,
-//! attributes from bytes, hard links to groups.
+//! attributes from bytes, hard links to groups, committed datatypes.
 //!
 //! Bytes are the file representation in C order. Variable-length elements and references in
 //! such bytes point into the file they were read from: they are only meaningful there (see
@@ -26,7 +26,65 @@ use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::filter_pipeline::Filter;
 use ndarray::SliceInfoElem;
 
-use crate::{Dataset, Datatype, Error, FilterInfo, Group, Result};
+use std::sync::Arc;
+
+use h5_core::file::FileShared;
+use h5_core::nav::ObjectKind as CoreKind;
+use h5_core::object::ObjectHeader;
+use h5_format::message::Message;
+
+use crate::{Attribute, Dataset, Datatype, Error, FilterInfo, Group, Result};
+
+/// A committed (named) datatype: a datatype stored as an object of its own, which datasets and
+/// attributes may share.
+#[derive(Clone, Debug)]
+pub struct NamedDatatype {
+    file: Arc<FileShared>,
+    header: Arc<ObjectHeader>,
+    path: String,
+}
+
+impl NamedDatatype {
+    /// The object header's address (relative to the superblock): the object's identity.
+    pub fn address(&self) -> u64 {
+        self.header.address
+    }
+
+    pub(crate) fn file_shared(&self) -> &Arc<FileShared> {
+        &self.file
+    }
+
+    /// The path it was opened at.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The datatype.
+    pub fn dtype(&self) -> Result<Datatype> {
+        self.header
+            .find(|m| match m {
+                Message::Datatype(t) => Some(t.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| Error::NotFound(format!("{}: datatype message", self.path)))
+    }
+
+    /// The attributes, sorted by name.
+    pub fn attrs(&self) -> Result<Vec<Attribute>> {
+        Attribute::all(&self.file, &self.header)
+    }
+
+    /// Writes (or replaces) an attribute from raw bytes, as [`Group::write_attr_raw`] does.
+    pub fn write_attr_raw(
+        &self,
+        name: &str,
+        datatype: &Datatype,
+        shape: Option<&[usize]>,
+        bytes: &[u8],
+    ) -> Result<()> {
+        write_attr_raw(&self.file, self.address(), name, datatype, shape, bytes)
+    }
+}
 
 /// A new dataset of an arbitrary datatype whose elements are written as raw bytes
 /// ([`Group::new_dataset_raw`]).
@@ -152,6 +210,37 @@ impl Group {
             shape,
             bytes,
         )
+    }
+
+    /// The committed datatype at `name` (relative or absolute).
+    pub fn named_datatype(&self, name: &str) -> Result<NamedDatatype> {
+        let r = h5_core::nav::resolve(self.file_shared(), self.address(), self.path(), name)?;
+        let kind = CoreKind::of(&r.header);
+        if kind != CoreKind::Datatype {
+            return Err(Error::WrongKind {
+                path: r.path,
+                expected: "datatype",
+                found: kind.name(),
+            });
+        }
+        Ok(NamedDatatype {
+            file: r.file,
+            header: r.header,
+            path: r.path,
+        })
+    }
+
+    /// Commits `datatype` as the named datatype `name` of this group.
+    pub fn commit_datatype(&self, name: &str, datatype: &Datatype) -> Result<NamedDatatype> {
+        self.file_shared()
+            .commit_datatype(self.address(), name, datatype)?;
+        self.named_datatype(name)
+    }
+
+    /// Adds a hard link `name` to an existing committed datatype of this file.
+    pub fn link_hard_datatype(&self, name: &str, target: &NamedDatatype) -> Result<()> {
+        self.file_shared()
+            .link_hard(self.address(), name, target.address())
     }
 
     /// Adds a hard link `name` to an existing group of this file; the group gains one

@@ -1,6 +1,6 @@
 //! The raw element API (`h5/src/raw.rs`): datasets of any datatype written and read as
-//! file-type bytes by hyperslab, attributes from bytes, hard links to groups; checked by h5 and
-//! h5py.
+//! file-type bytes by hyperslab, attributes from bytes, hard links to groups, committed datatypes;
+//! checked by h5 and h5py.
 
 use h5_testkit::verify::{AttrExpect, DatasetExpect, Expectations, check_with_h5py, run_python};
 use ndarray::SliceInfoElem as S;
@@ -74,6 +74,13 @@ fn raw_datasets_attributes_and_group_links() {
         let g = f.create_group("g").expect("group");
         root.link_hard_group("g2", &g)
             .expect("hard link to a group");
+        let t = g.commit_datatype("t", &dt).expect("commit");
+        assert_eq!(t.dtype().expect("dtype"), dt);
+        root.link_hard_datatype("t2", &t)
+            .expect("hard link to a datatype");
+        t.write_attr_raw("on_type", &dt, None, &bytes[..4])
+            .expect("attr");
+        assert!(root.named_datatype("x").is_err());
         f.close().expect("close");
     }
     let f = h5::File::open(&path).expect("open");
@@ -109,8 +116,11 @@ fn raw_datasets_attributes_and_group_links() {
     }
     let out = run_python(
         "import sys, h5py\nf = h5py.File(sys.argv[1])\n\
-         print(h5py.h5o.get_info(f['g'].id).addr == h5py.h5o.get_info(f['g2'].id).addr)",
+         print(h5py.h5o.get_info(f['g'].id).addr == h5py.h5o.get_info(f['g2'].id).addr)\n\
+         t = f['g/t']\n\
+         print(isinstance(t, h5py.Datatype), t.dtype == 'i4', t.attrs['on_type'] == -7)\n\
+         print(h5py.h5o.get_info(t.id).addr == h5py.h5o.get_info(f['t2'].id).addr)",
         &[path.as_os_str()],
     );
-    assert_eq!(out.trim(), "True");
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["True"; 5]);
 }

@@ -322,6 +322,20 @@ impl FileShared {
 }
 
 impl FileShared {
+    /// Creates the committed (named) datatype `name` in the group at `parent`: an object
+    /// header holding only the datatype message. Returns its header address.
+    pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
+        if self.written_link(parent, name).flatten().is_some() {
+            return Err(Error::Exists(name.into()));
+        }
+        let m = msg(&Message::Datatype(datatype.clone()), self.sizes)?;
+        let addr = ohdr::create(self, 1, vec![m])?;
+        self.link_new(parent, name, addr)?;
+        Ok(addr)
+    }
+}
+
+impl FileShared {
     /// Deletes the attribute `name` of the object at `obj` (an error if it has none of that
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
