@@ -15,9 +15,10 @@
 //! Storage that the writer does not produce is converted, never lost: compact, virtual and
 //! externally stored datasets become contiguous (a virtual dataset's values are materialised),
 //! the newer chunk indexes become version 1 B-trees. What cannot be copied (external and
-//! user-defined links, region references, null dataspaces, attributes needing dense storage) is an [`Error::Unsupported`] naming the object, or, with
-//! [`CopyOptions::skip_unsupported`], listed in [`CopyReport::skipped`]. Group creation order and
-//! object times are not kept.
+//! user-defined links, region references, datasets with a null dataspace, attributes needing
+//! dense storage) is an error naming the object ([`CopyError`], mostly
+//! [`Error::Unsupported`]), or, with [`CopyOptions::skip_unsupported`], listed in
+//! [`CopyReport::skipped`]. Group creation order and object times are not kept.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -533,6 +534,7 @@ impl Copier<'_> {
                     self.attributes(s.file_shared(), s.path(), attrs, |n, t, sh, b| {
                         d.write_attr_raw(n, t, sh, b)
                     })?;
+                    self.current = s.path().to_owned();
                     self.values(s, d, &mut p, progress)?;
                 }
             }
@@ -568,14 +570,12 @@ impl Copier<'_> {
         a: &crate::Attribute,
         write: &mut impl FnMut(&str, &Datatype, Option<&[usize]>, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        if a.is_null() {
-            return Err(Error::Unsupported(
-                "an attribute with a null dataspace is not written yet".into(),
-            ));
-        }
         let dt = a.dtype();
         check_datatype(dt)?;
         check_unused_bits(dt, self.dst.superblock().version)?;
+        if a.is_null() {
+            return write(a.name(), dt, None, &[]);
+        }
         let shape = a.shape();
         let shape = (!shape.is_empty()).then_some(shape.as_slice());
         if !needs_recode(dt) {

@@ -194,7 +194,8 @@ impl Group {
     }
 
     /// Writes (or replaces) the attribute `name` of `datatype` and `shape` (`None`: a scalar)
-    /// from `bytes`, its elements in the file representation.
+    /// from `bytes`, its elements in the file representation. No shape and no bytes make an
+    /// attribute with a null dataspace (no elements, like h5py's `h5py.Empty`).
     pub fn write_attr_raw(
         &self,
         name: &str,
@@ -259,6 +260,9 @@ fn write_attr_raw(
     shape: Option<&[usize]>,
     bytes: &[u8],
 ) -> Result<()> {
+    if shape.is_none() && bytes.is_empty() && datatype.size() > 0 {
+        return file.write_attribute_null(obj, name, datatype);
+    }
     let dims: Option<Vec<u64>> = shape.map(|s| s.iter().map(|d| *d as u64).collect());
     file.write_attribute(obj, name, datatype, dims.as_deref(), bytes)
 }

@@ -77,20 +77,13 @@ fn every_readable_fixture_copies_and_h5py_sees_the_same() {
         ),
         ("dtypes_earliest.h5", &["/ref_region"]),
         ("dtypes_latest.h5", &["/ref_region"]),
-        (
-            "attributes.h5",
-            &[
-                "/compact_attrs@null_attr",
-                "/large_attr@big",
-                "/typed_dense@null_dataspace",
-            ],
-        ),
-        ("attributes_earliest.h5", &["/g@null_dataspace"]),
+        ("attributes.h5", &["/large_attr@big"]),
+        ("attributes_earliest.h5", &[]),
         ("layouts_earliest.h5", &[]),
         ("layouts_latest.h5", &[]),
         ("filters.h5", &["/nbit_i32_p12_o2"]),
         ("filters_plugins.h5", &[]),
-        ("empty_scalar.h5", &["/null_dataspace", "/@null_attr"]),
+        ("empty_scalar.h5", &["/null_dataspace"]),
         ("netcdf4_like.h5", &[]),
         ("netcdf4_classic.nc", &[]),
         ("netcdf4_lib.nc", &[]),
@@ -128,7 +121,7 @@ fn an_unreadable_dataset_is_an_error_naming_it() {
         },
     )
     .expect_err("blosc2 cannot be read");
-    assert!(e.path.starts_with('/') && e.path.len() > 1, "{e}");
+    assert_eq!(e.path, "/carray_blosc2", "{e}");
     assert!(e.to_string().contains("blosc2"), "{e}");
 }
 

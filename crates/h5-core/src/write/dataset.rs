@@ -322,6 +322,39 @@ impl FileShared {
 }
 
 impl FileShared {
+    /// Adds (or replaces) the attribute `name` of the object at `obj` with a null dataspace
+    /// (a datatype but no elements, h5py's `h5py.Empty`).
+    pub fn write_attribute_null(&self, obj: u64, name: &str, datatype: &Datatype) -> Result<()> {
+        if name.is_empty() || name.contains('\0') {
+            return Err(Error::Invalid(format!("attribute name {name:?}")));
+        }
+        let m = AttributeMessage {
+            version: 1,
+            name: name.to_owned(),
+            name_charset: h5_format::datatype::Charset::Ascii,
+            datatype: MaybeShared::Inline(datatype.clone()),
+            // Null dataspaces exist from version 2 on; libhdf5 writes them so in earliest
+            // files too.
+            dataspace: MaybeShared::Inline(Dataspace {
+                version: 2,
+                kind: DataspaceKind::Null,
+                dims: Vec::new(),
+                max_dims: None,
+                permutation: None,
+            }),
+            data: Vec::new(),
+        };
+        let body = encode_message(&Message::Attribute(m), self.sizes)?;
+        let sizes = self.sizes;
+        ohdr::update(self, obj, |msgs| {
+            msgs.retain(|m| attribute_named(m, name, sizes, obj).is_none());
+            msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
+            Ok(())
+        })
+    }
+}
+
+impl FileShared {
     /// Creates the committed (named) datatype `name` in the group at `parent`: an object
     /// header holding only the datatype message. Returns its header address.
     pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
