@@ -14,7 +14,8 @@ Walks SRC from the root: every link must exist in DST with the same kind (hard, 
 same target, external), every object the same kind; datasets the same datatype (H5Tequal),
 shape, maximum shape, fill value and values; committed datatypes the same type (H5Tequal);
 objects the same attribute names, datatypes,
-shapes and values. Object references compare by the path of what they refer to. Prints one
+shapes and values. Object references compare by the path of what they refer to, region
+references by that path and the selection. Prints one
 line per difference and exits 1 if there is any, 0 otherwise.
 """
 
@@ -29,7 +30,18 @@ import numpy as np
 def norm(v, f):
     """A comparable form of a value read by h5py from file f."""
     if isinstance(v, h5py.RegionReference):
-        return ("regionref",)
+        if not v:
+            return ("regionref", None)
+        ds = f[v]
+        sel = h5py.h5r.get_region(v, ds.id)
+        kind = sel.get_select_type()
+        if kind == h5py.h5s.SEL_HYPERSLABS:
+            what = sel.get_select_hyper_blocklist().tolist()
+        elif kind == h5py.h5s.SEL_POINTS:
+            what = sel.get_select_elem_pointlist().tolist()
+        else:
+            what = kind
+        return ("regionref", ds.name, kind, what)
     if isinstance(v, h5py.Reference):
         return ("ref", f[v].name if v else None)
     if isinstance(v, np.ndarray):

@@ -10,13 +10,13 @@
 //! whole destination chunks of about [`CopyOptions::slab_bytes`] bytes, copied as file-type
 //! bytes, except for datatypes holding variable-length data or object references, whose
 //! elements are re-encoded (heap objects written again into the destination's global heap,
-//! references pointing at the copies of their objects).
+//! object and dataset region references pointing at the copies of their objects).
 //!
 //! Storage that the writer does not produce is converted, never lost: compact, virtual and
 //! externally stored datasets become contiguous (a virtual dataset's values are materialised),
 //! the newer chunk indexes become version 1 B-trees. What cannot be copied (external and
-//! user-defined links, region references, datasets with a null dataspace, attributes needing
-//! dense storage) is an error naming the object ([`CopyError`], mostly
+//! user-defined links, revised (1.12) references, datasets with a null dataspace, attributes
+//! needing dense storage) is an error naming the object ([`CopyError`], mostly
 //! [`Error::Unsupported`]), or, with [`CopyOptions::skip_unsupported`], listed in
 //! [`CopyReport::skipped`]. Group creation order and object times are not kept.
 //!
@@ -841,16 +841,24 @@ fn needs_recode(dt: &Datatype) -> bool {
     }
 }
 
-/// Refuses what cannot be re-encoded: references other than object references.
+/// Refuses what cannot be re-encoded: references other than object and dataset region
+/// references of the earliest encoding.
 fn check_datatype(dt: &Datatype) -> Result<()> {
     match dt {
-        Datatype::Reference(r) if r.kind != ReferenceKind::Object => Err(Error::Unsupported(
-            format!("{:?} references are not written yet", r.kind),
-        )),
-        Datatype::Reference(r) if r.size != 8 => Err(Error::Unsupported(format!(
-            "object references of {} bytes",
-            r.size
-        ))),
+        Datatype::Reference(r)
+            if !matches!(r.kind, ReferenceKind::Object | ReferenceKind::DatasetRegion) =>
+        {
+            Err(Error::Unsupported(format!(
+                "{:?} references are not written yet",
+                r.kind
+            )))
+        }
+        Datatype::Reference(r) if r.kind == ReferenceKind::Object && r.size != 8 => Err(
+            Error::Unsupported(format!("object references of {} bytes", r.size)),
+        ),
+        Datatype::Reference(r) if r.kind == ReferenceKind::DatasetRegion && r.size != 12 => Err(
+            Error::Unsupported(format!("region references of {} bytes", r.size)),
+        ),
         Datatype::Compound(c) => c
             .members
             .iter()
@@ -887,6 +895,44 @@ struct Recoder<'a, 'c> {
 }
 
 impl Recoder<'_, '_> {
+    /// The copy's address of the source object at `addr`.
+    fn target(&self, addr: u64) -> Result<u64> {
+        self.map.get(&addr).copied().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "a reference to the object at {addr:#x}, which is not copied"
+            ))
+        })
+    }
+
+    /// A dataset region reference (version 1): a global heap ID whose object is the dataset's
+    /// address followed by the serialized selection; the object is written again with the
+    /// copy's address.
+    fn region(&mut self, input: &[u8], out: &mut [u8]) -> Result<()> {
+        let Some(obj) = h5_core::values::global_heap_object(self.src, input)? else {
+            out.copy_from_slice(input);
+            return Ok(());
+        };
+        let sizes = self.src.superblock().sizes;
+        let mut r = h5_format::Reader::new(&obj, "region reference", u64::MAX);
+        let addr = r.offset(sizes)?;
+        let selection = r.bytes(r.remaining())?;
+        let to = self.ctx.sizes();
+        let mut w = h5_format::Writer::with_capacity(8 + selection.len());
+        w.offset(to, self.target(addr)?);
+        w.bytes(selection);
+        let id = self.ctx.heap_insert(w.as_slice())?;
+        let mut w = h5_format::Writer::with_capacity(out.len());
+        id.encode(to, &mut w);
+        if w.as_slice().len() != out.len() {
+            return Err(Error::Unsupported(format!(
+                "a region reference of {} bytes",
+                out.len()
+            )));
+        }
+        out.copy_from_slice(w.as_slice());
+        Ok(())
+    }
+
     /// Every element of `raw`.
     fn all(&mut self, dt: &Datatype, raw: &[u8]) -> Result<Vec<u8>> {
         let size = dt.size() as usize;
@@ -924,6 +970,9 @@ impl Recoder<'_, '_> {
                     self.ctx.put_vlen(out, n, data, string)
                 }
             }
+            Datatype::Reference(r) if r.kind == ReferenceKind::DatasetRegion => {
+                self.region(input, out)
+            }
             Datatype::Reference(_) => {
                 let mut r = h5_format::Reader::new(input, "object reference", u64::MAX);
                 let addr = r.offset(self.src.superblock().sizes)?;
@@ -931,13 +980,8 @@ impl Recoder<'_, '_> {
                     out.copy_from_slice(input);
                     return Ok(());
                 }
-                let to = self.map.get(&addr).ok_or_else(|| {
-                    Error::Unsupported(format!(
-                        "a reference to the object at {addr:#x}, which is not copied"
-                    ))
-                })?;
                 let mut w = h5_format::Writer::with_capacity(8);
-                w.u64(*to);
+                w.u64(self.target(addr)?);
                 out.copy_from_slice(w.as_slice());
                 Ok(())
             }
