@@ -138,8 +138,8 @@ struct CopyFlags {
     /// No progress bar and no summary line.
     #[arg(short, long)]
     quiet: bool,
-    /// Leave out what cannot be copied yet (external links, datasets with a null
-    /// dataspace, ...), listing each on standard error, instead of failing.
+    /// Leave out what cannot be copied yet (external links, attributes over 64 KiB,
+    /// ...), listing each on standard error, instead of failing.
     #[arg(long)]
     skip_unsupported: bool,
 }

@@ -15,8 +15,7 @@
 //! Storage that the writer does not produce is converted, never lost: compact, virtual and
 //! externally stored datasets become contiguous (a virtual dataset's values are materialised),
 //! the newer chunk indexes become version 1 B-trees. What cannot be copied (external and
-//! user-defined links, revised (1.12) references, datasets with a null dataspace, attributes
-//! needing dense storage) is an error naming the object ([`CopyError`], mostly
+//! user-defined links, revised (1.12) references, attributes needing dense storage) is an error naming the object ([`CopyError`], mostly
 //! [`Error::Unsupported`]), or, with [`CopyOptions::skip_unsupported`], listed in
 //! [`CopyReport::skipped`]. Group creation order and object times are not kept.
 //!
@@ -448,14 +447,12 @@ impl Copier<'_> {
     }
 
     fn create_dataset(&mut self, s: &Dataset, dst: &Group, name: &str) -> Result<Dataset> {
-        if s.is_null() {
-            return Err(Error::Unsupported(
-                "a dataset with a null dataspace is not written yet".into(),
-            ));
-        }
         let dt = s.dtype().clone();
         check_datatype(&dt)?;
         check_unused_bits(&dt, self.dst.superblock().version)?;
+        if s.is_null() {
+            return dst.new_dataset_raw(dt).create_null(name);
+        }
         let (changes, explicit) = match self.overrides.get(&s.address()) {
             Some(c) => (c.clone(), true),
             None => (self.options.changes.clone(), false),

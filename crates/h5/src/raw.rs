@@ -147,6 +147,15 @@ impl RawDatasetBuilder {
         self
     }
 
+    /// Creates the dataset `name` in the group with a null dataspace (no elements at all,
+    /// h5py's `h5py.Empty`); shape, chunks, filters and fill value are not used.
+    pub fn create_null(self, name: &str) -> Result<Dataset> {
+        self.group
+            .file_shared()
+            .create_dataset_null(self.group.address(), name, &self.datatype)?;
+        self.group.dataset(name)
+    }
+
     /// Creates the dataset `name` in the group.
     pub fn create(self, name: &str) -> Result<Dataset> {
         let layout = match self.chunk {

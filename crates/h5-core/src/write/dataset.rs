@@ -322,6 +322,54 @@ impl FileShared {
 }
 
 impl FileShared {
+    /// Creates the dataset `name` in the group at `parent` with a null dataspace (a datatype
+    /// but no elements, h5py's `h5py.Empty`): contiguous storage that is never allocated, as
+    /// libhdf5 writes it. Returns its header address.
+    pub fn create_dataset_null(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
+        if self.written_link(parent, name).flatten().is_some() {
+            return Err(Error::Exists(name.into()));
+        }
+        if datatype.size() == 0 {
+            return Err(Error::Invalid("a datatype of size 0".into()));
+        }
+        let sizes = self.sizes;
+        let fill = FillValue {
+            version: 2,
+            alloc_time: Some(AllocTime::Late),
+            fill_time: Some(FillTime::IfSet),
+            defined: FillDefined::Default,
+            value: None,
+        };
+        let messages = vec![
+            // Null dataspaces exist from version 2 on.
+            msg(
+                &Message::Dataspace(Dataspace {
+                    version: 2,
+                    kind: DataspaceKind::Null,
+                    dims: Vec::new(),
+                    max_dims: None,
+                    permutation: None,
+                }),
+                sizes,
+            )?,
+            msg(&Message::Datatype(datatype.clone()), sizes)?,
+            msg(&Message::FillValue(fill), sizes)?,
+            msg(
+                &Message::Layout(Layout {
+                    version: 3,
+                    class: LayoutClass::Contiguous {
+                        address: UNDEFINED_ADDRESS,
+                        size: Some(0),
+                    },
+                }),
+                sizes,
+            )?,
+        ];
+        let addr = ohdr::create(self, 1, messages)?;
+        self.link_new(parent, name, addr)?;
+        Ok(addr)
+    }
+
     /// Adds (or replaces) the attribute `name` of the object at `obj` with a null dataspace
     /// (a datatype but no elements, h5py's `h5py.Empty`).
     pub fn write_attribute_null(&self, obj: u64, name: &str, datatype: &Datatype) -> Result<()> {
