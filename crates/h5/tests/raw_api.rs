@@ -81,6 +81,13 @@ fn raw_datasets_attributes_and_group_links() {
         t.write_attr_raw("on_type", &dt, None, &bytes[..4])
             .expect("attr");
         assert!(root.named_datatype("x").is_err());
+        let e = root
+            .new_dataset_raw(dt.clone())
+            .create_null("empty")
+            .expect("null dataset");
+        assert!(e.is_null() && e.read_raw().expect("read").is_empty());
+        root.write_attr_raw("none", &dt, None, &[])
+            .expect("null attribute");
         f.close().expect("close");
     }
     let f = h5::File::open(&path).expect("open");
@@ -119,8 +126,9 @@ fn raw_datasets_attributes_and_group_links() {
          print(h5py.h5o.get_info(f['g'].id).addr == h5py.h5o.get_info(f['g2'].id).addr)\n\
          t = f['g/t']\n\
          print(isinstance(t, h5py.Datatype), t.dtype == 'i4', t.attrs['on_type'] == -7)\n\
-         print(h5py.h5o.get_info(t.id).addr == h5py.h5o.get_info(f['t2'].id).addr)",
+         print(h5py.h5o.get_info(t.id).addr == h5py.h5o.get_info(f['t2'].id).addr)\n\
+         print(f['empty'].shape is None and f['empty'].dtype == 'i4', f.attrs['none'].shape is None)",
         &[path.as_os_str()],
     );
-    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["True"; 5]);
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["True"; 7]);
 }
