@@ -128,10 +128,19 @@ impl Default for CopyOptions {
 
 /// The changes for each dataset of `per_path` (by source object address, so that every
 /// path of a hard-linked dataset gets them), merged over the global ones.
-fn overrides(src: &File, options: &CopyOptions) -> Result<HashMap<u64, StorageChanges>> {
+fn overrides(
+    src: &File,
+    options: &CopyOptions,
+) -> std::result::Result<HashMap<u64, StorageChanges>, CopyError> {
     let mut out: HashMap<u64, StorageChanges> = HashMap::new();
     for (path, o) in &options.per_path {
-        let addr = src.dataset(path)?.address();
+        let addr = src
+            .dataset(path)
+            .map_err(|error| CopyError {
+                path: path.clone(),
+                error,
+            })?
+            .address();
         let c = out.entry(addr).or_insert_with(|| options.changes.clone());
         if o.layout.is_some() {
             c.layout.clone_from(&o.layout);
@@ -223,16 +232,7 @@ pub fn copy_file(
     options: &CopyOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> std::result::Result<CopyReport, CopyError> {
-    let overrides = overrides(src, options).map_err(|error| CopyError {
-        path: options
-            .per_path
-            .iter()
-            .map(|(p, _)| p.as_str())
-            .find(|p| src.dataset(p).is_err())
-            .unwrap_or("/")
-            .to_owned(),
-        error,
-    })?;
+    let overrides = overrides(src, options)?;
     let mut c = Copier {
         options,
         overrides,

@@ -368,6 +368,11 @@ fn repack_to_contiguous_with_per_path_overrides() {
     )];
     let e = copy(&src, &dst, &options).expect_err("rank mismatch");
     assert_eq!(e.path, "/g/grow");
+    // A path that names no dataset is an error naming it.
+    options.per_path = vec![("/nothing".into(), StorageChanges::default())];
+    let e = copy(&src, &dst, &options).expect_err("no such dataset");
+    assert_eq!(e.path, "/nothing");
+    assert!(matches!(e.error, h5::Error::NotFound(_)), "{e}");
     options.changes.layout = Some(LayoutChoice::Compact);
     options.per_path.clear();
     let e = copy(&src, &dst, &options).expect_err("compact is not written");
