@@ -9,7 +9,11 @@
 //! * `h5 dump [--json] FILE [PATH]` — h5dump's DDL, or a JSON description with the data.
 //! * `h5 stat FILE` — object counts, metadata against raw bytes, file space (strategy, persisted
 //!   free space), chunks, cache statistics.
+//! * `h5 copy SRC DST` — copy every object into a new file as it is.
+//! * `h5 repack SRC DST [--chunk 64x64|auto] [--contiguous] [--deflate N] [--shuffle]
+//!   [--fletcher32] [--no-filters] [--bounds B]` — copy, changing how datasets are stored.
 
+mod copy;
 mod dump;
 mod ls;
 mod stat;
@@ -69,11 +73,86 @@ enum Command {
         /// The HDF5 file.
         file: PathBuf,
     },
+    /// Copy every object of a file into a new file (groups, links, datasets with their
+    /// storage, attributes), with a progress bar on a terminal and a summary line.
+    Copy {
+        /// The HDF5 file to copy.
+        src: PathBuf,
+        /// The new file (replaced if it exists).
+        dst: PathBuf,
+        #[command(flatten)]
+        common: CopyFlags,
+    },
+    /// Copy a file changing how datasets are stored: layout, chunk shape, filters, format
+    /// bounds. Any filter option replaces a dataset's whole pipeline.
+    Repack {
+        /// The HDF5 file to copy.
+        src: PathBuf,
+        /// The new file (replaced if it exists).
+        dst: PathBuf,
+        /// Chunk every dataset: dimensions like 64x64 (datasets of another rank get automatic
+        /// chunks), or `auto` (about 1 MiB, whole along the last dimensions).
+        #[arg(long, value_name = "64x64|auto", value_parser = copy::parse_chunk)]
+        chunk: Option<h5::copy::ChunkShape>,
+        /// Store datasets contiguously (drops their filters; growing datasets are an error).
+        #[arg(long)]
+        contiguous: bool,
+        /// Store datasets in their object headers (not written yet: an error).
+        #[arg(long)]
+        compact: bool,
+        /// Deflate (gzip) at this level, 0-9.
+        #[arg(long, value_name = "N")]
+        deflate: Option<u8>,
+        /// Byte shuffle before compression.
+        #[arg(long)]
+        shuffle: bool,
+        /// Fletcher-32 checksums.
+        #[arg(long)]
+        fletcher32: bool,
+        /// Remove every filter.
+        #[arg(long)]
+        no_filters: bool,
+        /// Another filter by registered id and client data, e.g. 32015:3 (zstd level 3);
+        /// repeatable.
+        #[arg(long, value_name = "ID[:V,V...]", value_parser = copy::parse_filter)]
+        filter: Vec<h5::copy::FilterChoice>,
+        /// Changes for one dataset, replacing the global ones it names: PATH:SPEC with SPEC a
+        /// comma-separated list of chunk=64x64|auto, contiguous, deflate=N, shuffle,
+        /// fletcher32, no-filters, filter=ID:V;V. Repeatable.
+        #[arg(long = "dataset", value_name = "PATH:SPEC", value_parser = copy::parse_override)]
+        datasets: Vec<(String, h5::copy::StorageChanges)>,
+        /// Format versions of the new file: earliest, v18, v110, v112, v114, v200 or latest.
+        #[arg(long, value_name = "BOUNDS", value_parser = copy::parse_bounds, default_value = "earliest")]
+        bounds: h5::FormatBounds,
+        #[command(flatten)]
+        common: CopyFlags,
+    },
     /// Metadata cache tools.
     Metacache {
         #[command(subcommand)]
         command: MetacacheCommand,
     },
+}
+
+/// Options of both `copy` and `repack`.
+#[derive(clap::Args, Debug)]
+struct CopyFlags {
+    /// No progress bar and no summary line.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Leave out what cannot be copied yet (external links, attributes over 64 KiB,
+    /// ...), listing each on standard error, instead of failing.
+    #[arg(long)]
+    skip_unsupported: bool,
+}
+
+impl CopyFlags {
+    fn options(&self) -> h5::copy::CopyOptions {
+        h5::copy::CopyOptions {
+            skip_unsupported: self.skip_unsupported,
+            ..h5::copy::CopyOptions::default()
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -132,6 +211,50 @@ fn main() -> ExitCode {
                 .len();
             print!("{}", stat::stat(&f, size)?);
             Ok(())
+        }),
+        Command::Copy { src, dst, common } => copy::run(copy::CopyArgs {
+            src: &src,
+            dst: &dst,
+            bounds: h5::FormatBounds::Earliest,
+            options: common.options(),
+            quiet: common.quiet,
+        }),
+        Command::Repack {
+            src,
+            dst,
+            chunk,
+            contiguous,
+            compact,
+            deflate,
+            shuffle,
+            fletcher32,
+            no_filters,
+            filter,
+            datasets,
+            bounds,
+            common,
+        } => copy::StorageFlags {
+            chunk,
+            contiguous,
+            compact,
+            deflate,
+            shuffle,
+            fletcher32,
+            no_filters,
+            filters: filter,
+        }
+        .changes()
+        .and_then(|changes| {
+            let mut options = common.options();
+            options.changes = changes;
+            options.per_path = datasets;
+            copy::run(copy::CopyArgs {
+                src: &src,
+                dst: &dst,
+                bounds,
+                options,
+                quiet: common.quiet,
+            })
         }),
         Command::Metacache { command } => match command {
             MetacacheCommand::Replay {

@@ -75,6 +75,16 @@ pub fn vlen_element(file: &FileShared, raw: &[u8]) -> Result<Option<(u32, Vec<u8
     Ok(Some((len, walk::global_object(file, id)?)))
 }
 
+/// The global heap object a heap ID (`raw`: collection address then object index, in the
+/// file's representation; a region reference's element) names, or `None` for a null ID.
+pub fn global_heap_object(file: &FileShared, raw: &[u8]) -> Result<Option<Vec<u8>>> {
+    let id = GlobalHeapId::decode(raw, file.sizes, u64::MAX)?;
+    if id.collection_address == 0 || id.collection_address == h5_format::UNDEFINED_ADDRESS {
+        return Ok(None);
+    }
+    Ok(Some(walk::global_object(file, id)?))
+}
+
 /// Converts raw elements of `dt` to `T` (lossless conversions only unless `lossy`).
 pub fn numbers<T: NativeNum>(dt: &Datatype, raw: &[u8], lossy: bool) -> Result<Vec<T>> {
     let from = num_type(dt)

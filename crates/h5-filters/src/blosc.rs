@@ -103,10 +103,13 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
         if flags & 0x01 != 0 && ts > 1 {
             out.extend(crate::shuffle::unshuffle(&tmp, ts));
         } else if flags & 0x04 != 0 && ts > 0 {
-            let n = bsize / ts;
-            let body = (n - n % 8) * ts;
-            crate::bitshuffle::untrans_block(&tmp[..body], ts, &mut out);
-            out.extend_from_slice(&tmp[body..]);
+            // Format version 2 (c-blosc 1): a block of a multiple of 8 elements is bit
+            // shuffled whole, any other block is stored as it is.
+            if (bsize / ts).is_multiple_of(8) && bsize.is_multiple_of(ts) {
+                crate::bitshuffle::untrans_block(&tmp, ts, &mut out);
+            } else {
+                out.extend_from_slice(&tmp);
+            }
         } else {
             out.extend_from_slice(&tmp);
         }
@@ -139,13 +142,12 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
             flags |= 0x01;
             crate::shuffle::shuffle(buf, ts)
         }
-        2 => {
+        // c-blosc 1 bit shuffles only blocks of a multiple of 8 elements (others are
+        // stored as they are whatever the flag says), so other blocks go unshuffled.
+        2 if (buf.len() / ts).is_multiple_of(8) && buf.len().is_multiple_of(ts) => {
             flags |= 0x04;
-            let n = buf.len() / ts;
-            let body = (n - n % 8) * ts;
             let mut out = Vec::with_capacity(buf.len());
-            crate::bitshuffle::trans_block(&buf[..body], ts, &mut out);
-            out.extend_from_slice(&buf[body..]);
+            crate::bitshuffle::trans_block(buf, ts, &mut out);
             out
         }
         _ => buf.to_vec(),
@@ -293,6 +295,24 @@ mod tests {
             limit: 1000,
         };
         assert!(encode(&noise, &[2, 2, 1, 1000, 5, 0, 1], &ctx).is_err());
+    }
+
+    #[test]
+    fn bitshuffle_only_whole_multiples_of_eight_elements() {
+        // c-blosc 1 stores a block of 100 doubles unshuffled even when asked to bit shuffle
+        // (h5py read back bit-shuffled bytes otherwise).
+        let data: Vec<u8> = (0..100u64).flat_map(|i| (i * 3).to_le_bytes()).collect();
+        let ctx = Ctx {
+            elem_size: 8,
+            chunk_elems: 100,
+            limit: 800,
+        };
+        let e = encode(&data, &[2, 2, 8, 800, 5, 2, 5], &ctx).unwrap();
+        assert_eq!(e[2] & 0x04, 0);
+        assert_eq!(decode(&e, &ctx).unwrap(), data);
+        let mut flagged = e.clone();
+        flagged[2] |= 0x04;
+        assert_eq!(decode(&flagged, &ctx).unwrap(), data);
     }
 
     #[test]

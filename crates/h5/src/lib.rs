@@ -23,9 +23,11 @@
 extern crate self as h5;
 
 mod attribute;
+pub mod copy;
 mod dataset;
 mod file;
 mod group;
+mod raw;
 mod rawio;
 pub mod slice;
 pub mod types;
@@ -52,6 +54,7 @@ pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
 pub use h5_format::message::fill_value::{AllocTime, FillTime};
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
+pub use raw::{NamedDatatype, RawDatasetBuilder};
 #[doc(hidden)]
 pub use types::__private;
 pub use types::{

@@ -531,36 +531,6 @@ impl Dataset {
         })
     }
 
-    /// Writes every element from `bytes`, already in the dataset's file datatype (C order, as
-    /// [`Dataset::read_raw`] returns them): no conversion, so any datatype the filters accept can
-    /// be written, for example reduced-precision integers for the n-bit filter. Datatypes with
-    /// variable-length parts are refused (their elements point into the global heap).
-    pub fn write_raw(&self, bytes: &[u8]) -> Result<()> {
-        if has_varlen(self.dtype()) {
-            return Err(Error::Invalid(format!(
-                "raw bytes for {}: variable-length data needs its heap objects",
-                self.dtype().describe()
-            )));
-        }
-        let want = self.size().checked_mul(self.element_size());
-        if want != Some(bytes.len()) {
-            return Err(Error::Invalid(format!(
-                "{} bytes written to a dataset of {} elements of {} bytes",
-                bytes.len(),
-                self.size(),
-                self.element_size()
-            )));
-        }
-        h5_core::write::dataset::write(
-            self.file_shared(),
-            self.info(),
-            &Selection::All,
-            None,
-            None,
-            bytes,
-        )
-    }
-
     /// Writes `data` (C order) into the hyperslab `slice` (ndarray's `s![..]`).
     pub fn write_slice<T: H5Type>(
         &self,
@@ -636,15 +606,5 @@ impl Dataset {
     pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
         self.file_shared()
             .rename_attribute(self.address(), name, new_name)
-    }
-}
-
-/// Whether elements of `t` hold variable-length data anywhere.
-fn has_varlen(t: &Datatype) -> bool {
-    match t {
-        Datatype::VarLen(_) => true,
-        Datatype::Array(a) => has_varlen(&a.base),
-        Datatype::Compound(c) => c.members.iter().any(|m| has_varlen(&m.datatype)),
-        _ => false,
     }
 }

@@ -371,6 +371,106 @@ impl FileShared {
 }
 
 impl FileShared {
+    /// Creates the dataset `name` in the group at `parent` with a null dataspace (a datatype
+    /// but no elements, h5py's `h5py.Empty`): contiguous storage that is never allocated, as
+    /// libhdf5 writes it. Returns its header address.
+    pub fn create_dataset_null(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
+        self.check_usable()?;
+        if self.written_link(parent, name).flatten().is_some() {
+            return Err(Error::Exists(name.into()));
+        }
+        if datatype.size() == 0 {
+            return Err(Error::Invalid("a datatype of size 0".into()));
+        }
+        let sizes = self.sizes;
+        let bounds = self.bounds();
+        let fill = FillValue {
+            version: bounds.fill_value_version(),
+            alloc_time: Some(AllocTime::Late),
+            fill_time: Some(FillTime::IfSet),
+            defined: FillDefined::Default,
+            value: None,
+        };
+        let class = LayoutClass::Contiguous {
+            address: UNDEFINED_ADDRESS,
+            size: Some(0),
+        };
+        let layout = Layout {
+            version: crate::write::chunk_index::create::layout_version(self, &class),
+            class,
+        };
+        let messages = vec![
+            // Null dataspaces exist from version 2 on.
+            msg(
+                &Message::Dataspace(Dataspace {
+                    version: 2,
+                    kind: DataspaceKind::Null,
+                    dims: Vec::new(),
+                    max_dims: None,
+                    permutation: None,
+                }),
+                sizes,
+                bounds,
+            )?,
+            msg(&Message::Datatype(datatype.clone()), sizes, bounds)?,
+            msg(&Message::FillValue(fill), sizes, bounds)?,
+            msg(&Message::Layout(layout), sizes, bounds)?,
+        ];
+        let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
+        self.link_new(parent, name, addr)?;
+        Ok(addr)
+    }
+
+    /// Adds (or replaces) the attribute `name` of the object at `obj` with a null dataspace
+    /// (a datatype but no elements, h5py's `h5py.Empty`).
+    pub fn write_attribute_null(&self, obj: u64, name: &str, datatype: &Datatype) -> Result<()> {
+        self.check_usable()?;
+        if name.is_empty() || name.contains('\0') {
+            return Err(Error::Invalid(format!("attribute name {name:?}")));
+        }
+        let bounds = self.bounds();
+        let m = AttributeMessage {
+            version: bounds.attribute_version(),
+            name: name.to_owned(),
+            name_charset: if name.is_ascii() || !bounds.new_style() {
+                h5_format::datatype::Charset::Ascii
+            } else {
+                h5_format::datatype::Charset::Utf8
+            },
+            datatype: MaybeShared::Inline(datatype.clone()),
+            // Null dataspaces exist from version 2 on; libhdf5 writes them so in earliest
+            // files too.
+            dataspace: MaybeShared::Inline(Dataspace {
+                version: 2,
+                kind: DataspaceKind::Null,
+                dims: Vec::new(),
+                max_dims: None,
+                permutation: None,
+            }),
+            data: Vec::new(),
+        };
+        let body = m.encode(self.sizes, bounds.datatype_version(datatype))?;
+        attrs::store(self, obj, name, body)
+    }
+}
+
+impl FileShared {
+    /// Creates the committed (named) datatype `name` in the group at `parent`: an object
+    /// header holding only the datatype message. Returns its header address.
+    pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
+        self.check_usable()?;
+        if self.written_link(parent, name).flatten().is_some() {
+            return Err(Error::Exists(name.into()));
+        }
+        let bounds = self.bounds();
+        let m = msg(&Message::Datatype(datatype.clone()), self.sizes, bounds)?;
+        let addr = ohdr::create(self, bounds.object_header_version(), vec![m])?;
+        self.link_new(parent, name, addr)?;
+        Ok(addr)
+    }
+}
+
+impl FileShared {
     /// Deletes the attribute `name` of the object at `obj` (an error if it has none of that
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {

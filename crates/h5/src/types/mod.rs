@@ -221,7 +221,14 @@ impl<'a> EncodeCtx<'a> {
         Ok(())
     }
 
-    fn heap_insert(&mut self, data: &[u8]) -> Result<GlobalHeapId> {
+    /// Sizes of addresses and lengths in the file written (8 and 8 without a file).
+    pub(crate) fn sizes(&self) -> h5_format::Sizes {
+        self.file
+            .map_or(h5_format::Sizes::EIGHT, |f| f.superblock().sizes)
+    }
+
+    /// Stores `data` as a new object of the file's global heap.
+    pub(crate) fn heap_insert(&mut self, data: &[u8]) -> Result<GlobalHeapId> {
         if self.heap.is_none() {
             let file = self
                 .file
