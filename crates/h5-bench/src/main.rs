@@ -73,6 +73,9 @@ struct AllArgs {
     /// 4l).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Internal: run the h5 side of one workload once and print its peak memory (JSON).
+    #[arg(long, hide = true)]
+    mem_child: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -139,6 +142,7 @@ fn main() {
                 dir: a.dir,
                 no_thp: a.no_thp,
                 only: a.only,
+                mem_child: a.mem_child,
             };
             match all::run(&opts) {
                 Ok(true) => {}

@@ -57,8 +57,18 @@ pub(crate) struct AllOptions {
     pub(crate) dir: Option<PathBuf>,
     /// Do not re-run under `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`.
     pub(crate) no_thp: bool,
-    /// Workload ids to run (`1`, `2a`, `2b`, `3`, `4`, `4l`, `5`, `6`, `7`); empty: all.
+    /// Workload ids to run (`1`, `2a`, `2b`, `3`, `3m`, `4`, `4l`, `5`, `6`, `6m`, `7`; an id
+    /// without its letter selects every variant); empty: all.
     pub(crate) only: Vec<String>,
+    /// Internal: run only the h5 side of this workload once, in this fresh process, and print
+    /// its phases as one JSON line (the parent's peak-memory measurement).
+    pub(crate) mem_child: Option<String>,
+}
+
+/// Whether workload `id` is selected by `only`: by its id or by the id without its trailing
+/// letters (`2` selects `2a` and `2b`).
+pub(crate) fn chosen(only: &[String], id: &str) -> bool {
+    selected(only, id) || selected(only, id.trim_end_matches(|c: char| c.is_ascii_alphabetic()))
 }
 
 /// The sizes of every workload at a scale (1: full, 16: `--quick`).
@@ -362,6 +372,8 @@ struct Series {
     fsync: Vec<Vec<f64>>,
     size: Option<u64>,
     na: Option<String>,
+    /// Peaks per phase from a fresh process; replace the in-process ones when present.
+    fresh_peaks: Option<Vec<Option<u64>>>,
 }
 
 impl Series {
@@ -402,19 +414,96 @@ impl Series {
             return Cell::Na("n/a".to_owned());
         };
         let peaks = self.peaks.get(i).cloned().unwrap_or_default();
+        let in_process = if peaks.is_empty() {
+            None
+        } else {
+            Some(median(peaks.iter().map(|&p| p as f64).collect()) as u64)
+        };
         Cell::Measured {
             secs: median(secs.clone()),
-            peak: if peaks.is_empty() {
-                None
-            } else {
-                Some(median(peaks.iter().map(|&p| p as f64).collect()) as u64)
+            peak: match &self.fresh_peaks {
+                Some(f) => f.get(i).copied().flatten(),
+                None => in_process,
             },
             fsync: median(self.fsync.get(i).cloned().unwrap_or_default()),
         }
     }
 }
 
-fn measure(w: &mut Workload<'_>, py: &mut PySide, reps: usize) -> BenchResult<Vec<Row>> {
+/// Runs the h5 side of workload `id` once (this process is a fresh memory child) and prints
+/// its phases' peak RSS growths as one JSON line.
+fn mem_child(workloads: &mut [Workload<'_>], id: &str) -> BenchResult<bool> {
+    let w = workloads
+        .iter_mut()
+        .find(|w| w.id == id)
+        .ok_or_else(|| format!("no workload {id}"))?;
+    let peaks: Vec<Option<u64>> = match (w.h5)()? {
+        RunOut::Done { phases, .. } => phases.iter().map(|s| s.peak).collect(),
+        RunOut::NotAvailable(_) => Vec::new(),
+    };
+    println!("{}", json!({ "peaks": peaks }));
+    Ok(true)
+}
+
+/// What a fresh process needs to repeat a workload for its peak memory.
+struct Fresh<'a> {
+    python: &'a std::path::Path,
+    dir: &'a std::path::Path,
+    quick: bool,
+    side: usize,
+}
+
+impl Fresh<'_> {
+    /// h5's peaks per phase: this program again, running the workload's h5 side once.
+    fn h5(&self, id: &str) -> BenchResult<Vec<Option<u64>>> {
+        let exe = std::env::current_exe().map_err(crate::common::err)?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("all").arg("--dir").arg(self.dir).args([
+            "--only",
+            id,
+            "--mem-child",
+            id,
+            "--no-thp",
+        ]);
+        if self.quick {
+            cmd.arg("--quick");
+        }
+        let out = cmd.output().map_err(crate::common::err)?;
+        if !out.status.success() {
+            return Err(format!(
+                "the memory run of W{id} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Value = serde_json::from_str(text.lines().last().unwrap_or(""))
+            .map_err(|e| format!("bad answer from the memory run of W{id}: {e}"))?;
+        Ok(v["peaks"]
+            .as_array()
+            .map(|a| a.iter().map(Value::as_u64).collect())
+            .unwrap_or_default())
+    }
+
+    /// h5py's peaks per phase: a new helper process running the workload's command once.
+    fn py(&self, id: &str, cmd: &Value) -> BenchResult<Vec<Option<u64>>> {
+        let mut py = PySide::start(self.python, &self.dir.join("h5py_all.py"))?;
+        if FIELD_IDS.contains(&id) {
+            py.call(&json!({"op": "field", "side": self.side}))?;
+        }
+        let v = py.call(cmd)?;
+        Ok(v["phases"]
+            .as_array()
+            .map(|a| a.iter().map(|p| p["peak"].as_u64()).collect())
+            .unwrap_or_default())
+    }
+}
+
+fn measure(
+    w: &mut Workload<'_>,
+    py: &mut PySide,
+    reps: usize,
+    fresh: &Fresh<'_>,
+) -> BenchResult<Vec<Row>> {
     print!("  W{} warm-up", w.id);
     let _ = std::io::stdout().flush();
     let mut h5s = Series::default();
@@ -472,6 +561,14 @@ fn measure(w: &mut Workload<'_>, py: &mut PySide, reps: usize) -> BenchResult<Ve
         print!(".");
         let _ = std::io::stdout().flush();
     }
+    // Peak memory: one more run per system, each in a fresh process (memory freed by earlier
+    // runs but kept by the allocators would otherwise hide the growth).
+    print!(" + fresh-process memory runs");
+    let _ = std::io::stdout().flush();
+    if h5s.na.is_none() {
+        h5s.fresh_peaks = Some(fresh.h5(w.id)?);
+    }
+    pys.fresh_peaks = Some(fresh.py(w.id, &w.py)?);
     let rows: Vec<Row> = w
         .phases
         .iter()
@@ -521,6 +618,61 @@ fn access_with_limit(limit: usize) -> FileAccess {
     })
 }
 
+/// Workloads that use the W1/W2 field.
+const FIELD_IDS: [&str; 5] = ["1", "2a", "2b", "3", "3m"];
+
+/// Prints the run's header: versions, format bounds, allocation and memory notes, load.
+fn print_header(
+    opts: &AllOptions,
+    reps: usize,
+    py: &mut PySide,
+    python: &std::path::Path,
+    dir: &std::path::Path,
+    bounds: FormatBounds,
+) -> BenchResult<()> {
+    let v = py.call(&json!({"op": "versions"}))?;
+    println!(
+        "h5-bench{}: standard workloads, {reps} timed repetitions per system, alternating, medians",
+        if opts.quick {
+            " --quick (volumes / 16)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  h5py {} (HDF5 {}), numpy {}, Python {} at {}",
+        v["h5py"].as_str().unwrap_or("?"),
+        v["hdf5"].as_str().unwrap_or("?"),
+        v["numpy"].as_str().unwrap_or("?"),
+        v["python"].as_str().unwrap_or("?"),
+        python.display()
+    );
+    println!(
+        "  format bounds: h5 default {bounds:?} vs h5py libver={}; latest: h5 {:?} vs h5py \
+         libver={}",
+        h5py_libver(bounds),
+        FormatBounds::LATEST,
+        h5py_libver(FormatBounds::LATEST)
+    );
+    let thp = std::env::var(THP_TUNABLE.0).unwrap_or_default();
+    println!(
+        "  h5 allocations: {}",
+        if thp.contains("hugetlb=1") {
+            "glibc.malloc.hugetlb=1 (transparent huge pages for large buffers, as numpy asks)"
+        } else {
+            "no huge pages (--no-thp); numpy still asks for them"
+        }
+    );
+    println!(
+        "  peak memory: one extra untimed run per workload and system in a fresh process; RSS \
+         growth during each phase (VmHWM after resetting it via /proc/self/clear_refs, minus \
+         VmRSS at the phase's start); the ratio counts growths below 1 MiB as 1 MiB"
+    );
+    println!("  load average at start: {}", loadavg());
+    println!("  files in {}", dir.display());
+    Ok(())
+}
+
 /// Runs the standard workloads; returns whether every check passed.
 #[allow(clippy::too_many_lines)]
 pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
@@ -540,66 +692,46 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         Some(p) => p.clone(),
         None => default_python(&std::env::current_dir().map_err(crate::common::err)?),
     };
-    let mut py = PySide::start(&python, &dir.join("h5py_all.py"))?;
-    let v = py.call(&json!({"op": "versions"}))?;
+    let child = opts.mem_child.clone();
     let bounds = FormatBounds::default();
     let libver = h5py_libver(bounds);
     let latest_libver = h5py_libver(FormatBounds::LATEST);
-    println!(
-        "h5-bench{}: standard workloads, {reps} timed repetitions per system, alternating, medians",
-        if opts.quick {
-            " --quick (volumes / 16)"
-        } else {
-            ""
-        }
-    );
-    println!(
-        "  h5py {} (HDF5 {}), numpy {}, Python {} at {}",
-        v["h5py"].as_str().unwrap_or("?"),
-        v["hdf5"].as_str().unwrap_or("?"),
-        v["numpy"].as_str().unwrap_or("?"),
-        v["python"].as_str().unwrap_or("?"),
-        python.display()
-    );
-    println!(
-        "  format bounds: h5 default {bounds:?} vs h5py libver={libver}; latest: h5 {:?} vs h5py \
-         libver={latest_libver}",
-        FormatBounds::LATEST
-    );
-    let thp = std::env::var(THP_TUNABLE.0).unwrap_or_default();
-    println!(
-        "  h5 allocations: {}",
-        if thp.contains("hugetlb=1") {
-            "glibc.malloc.hugetlb=1 (transparent huge pages for large buffers, as numpy asks)"
-        } else {
-            "no huge pages (--no-thp); numpy still asks for them"
-        }
-    );
-    println!(
-        "  peak memory: RSS growth during the phase (VmHWM after resetting it via \
-         /proc/self/clear_refs, minus VmRSS at the start), per process"
-    );
-    println!("  load average at start: {}", loadavg());
-    println!("  files in {}", dir.display());
+    // The h5py process (none in a memory child, which runs h5 only on existing inputs).
+    let mut py = match child {
+        Some(_) => None,
+        None => Some(PySide::start(&python, &dir.join("h5py_all.py"))?),
+    };
+    if let Some(py) = py.as_mut() {
+        print_header(opts, reps, py, &python, &dir, bounds)?;
+    }
     let t_start = Instant::now();
 
-    // The W1/W2 field, generated on both sides; the checksums must agree.
+    // The W1/W2 field, generated on both sides when a workload needs it; the checksums must
+    // agree.
+    let need_field = FIELD_IDS.iter().any(|id| chosen(&opts.only, id));
     let t0 = Instant::now();
-    let values = field::make(p.side, 0);
+    let values = if need_field {
+        field::make(p.side, 0)
+    } else {
+        Vec::new()
+    };
     let field_cs = crate::common::checksum(values.iter().map(|x| u64::from(x.to_bits())));
     let fld = Field {
         values,
         side: p.side,
         checksum: field_cs,
     };
-    let py_field = py.call(&json!({"op": "field", "side": p.side}))?;
-    let mut all_ok = py_field["checksum"].as_u64() == Some(field_cs);
-    println!(
-        "  field {n}x{n} f32 generated on both sides in {}: checksums {}",
-        format_secs(t0.elapsed().as_secs_f64()),
-        if all_ok { "agree" } else { "DIFFER" },
-        n = p.side
-    );
+    let mut all_ok = true;
+    if let (Some(py), true) = (py.as_mut(), need_field) {
+        let py_field = py.call(&json!({"op": "field", "side": p.side}))?;
+        all_ok = py_field["checksum"].as_u64() == Some(field_cs);
+        println!(
+            "  field {n}x{n} f32 generated on both sides in {}: checksums {}",
+            format_secs(t0.elapsed().as_secs_f64()),
+            if all_ok { "agree" } else { "DIFFER" },
+            n = p.side
+        );
+    }
 
     let at = |name: &str| dir.join(name);
     let field_mb = (p.side * p.side * 4) as f64 / 1e6;
@@ -611,8 +743,12 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         .map(|(r, c)| (0, r, c))
         .collect();
     let w3_json: Vec<[usize; 3]> = w3_reads.iter().map(|&(j, r, c)| [j, r, c]).collect();
-    let w3_expected =
-        h5side::slabs_expected(&w3_reads, p.w3_block, |_, r, c| fld.values[r * p.side + c]);
+    // The field is only generated when a workload needs it.
+    let w3_expected = if need_field {
+        h5side::slabs_expected(&w3_reads, p.w3_block, |_, r, c| fld.values[r * p.side + c])
+    } else {
+        0
+    };
     let data_name = vec!["data".to_owned()];
     let order = permutation(p.w5_members, W5_SEED);
     let w6_file = at("w6.h5");
@@ -640,7 +776,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
             grid.clone(),
         ),
     ] {
-        if !selected(&opts.only, id) {
+        if !chosen(&opts.only, id) {
             continue;
         }
         let h5_path = at(&format!("h5_w{id}.h5"));
@@ -681,21 +817,27 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
 
     // W3: random hyperslabs of h5py's W2(b) file, read by both.
-    if selected(&opts.only, "3") {
-        let t0 = Instant::now();
-        py.call(&json!({"op": "w2b_gen", "path": w3_file, "chunk": p.chunk, "libver": libver}))?;
-        println!(
-            "  W3 input (W2b's layout, written by h5py) in {}",
-            format_secs(t0.elapsed().as_secs_f64())
-        );
-        for (label, access, nbytes, nslots) in [
+    if chosen(&opts.only, "3") || chosen(&opts.only, "3m") {
+        if let Some(py) = py.as_mut() {
+            let t0 = Instant::now();
+            py.call(
+                &json!({"op": "w2b_gen", "path": w3_file, "chunk": p.chunk, "libver": libver}),
+            )?;
+            println!(
+                "  W3 input (W2b's layout, written by h5py) in {}",
+                format_secs(t0.elapsed().as_secs_f64())
+            );
+        }
+        for (id, label, access, nbytes, nslots) in [
             (
+                "3",
                 "W3 random 64x64, default caches",
                 FileAccess::new(),
                 None,
                 None,
             ),
             (
+                "3m",
                 "W3 random 64x64, 256 MiB caches",
                 access_with_limit(256 << 20),
                 Some(256u64 << 20),
@@ -704,8 +846,11 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         ] {
             let (path, names, reads) = (&w3_file, &data_name, &w3_reads);
             let k = p.w3_block;
+            if !chosen(&opts.only, id) {
+                continue;
+            }
             workloads.push(Workload {
-                id: "3",
+                id,
                 phases: vec![phase(
                     label,
                     &format!("{} reads of W2b", p.w3_reads),
@@ -737,8 +882,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
             "latest bounds",
         ),
     ] {
-        let chosen = selected(&opts.only, id) || (id == "4l" && selected(&opts.only, "4"));
-        if !chosen {
+        if !chosen(&opts.only, id) {
             continue;
         }
         let h5_path = at(&format!("h5_w{id}.h5"));
@@ -779,7 +923,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
 
     // W5: one group of many tiny datasets.
-    if selected(&opts.only, "5") {
+    if chosen(&opts.only, "5") {
         let h5_path = at("h5_w5.h5");
         let py_path = at("py_w5.h5");
         let size = format!("{} members", p.w5_members);
@@ -811,37 +955,41 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
 
     // W6: many deflated datasets read in their hot corners through one shared cache.
-    if selected(&opts.only, "6") {
-        let t0 = Instant::now();
-        let g = py.call(
-            &json!({"op": "w6_gen", "path": w6_file, "dsets": p.w6_dsets,
-                                "side": p.w6_side, "chunk": p.w6_chunk}),
-        )?;
-        println!(
-            "  W6 input ({} datasets {s}x{s} f32, {c}x{c} chunks, shuffle+deflate(1); {}) {} in {}",
-            p.w6_dsets,
-            format_mib(g["size"].as_u64()),
-            if g["generated"].as_bool() == Some(true) {
-                "written by h5py"
-            } else {
-                "reused"
-            },
-            format_secs(t0.elapsed().as_secs_f64()),
-            s = p.w6_side,
-            c = p.w6_chunk
-        );
+    if chosen(&opts.only, "6") || chosen(&opts.only, "6m") {
+        if let Some(py) = py.as_mut() {
+            let t0 = Instant::now();
+            let g = py.call(
+                &json!({"op": "w6_gen", "path": w6_file, "dsets": p.w6_dsets,
+                                    "side": p.w6_side, "chunk": p.w6_chunk}),
+            )?;
+            println!(
+                "  W6 input ({} datasets {s}x{s} f32, {c}x{c} chunks, shuffle+deflate(1); {}) {} in {}",
+                p.w6_dsets,
+                format_mib(g["size"].as_u64()),
+                if g["generated"].as_bool() == Some(true) {
+                    "written by h5py"
+                } else {
+                    "reused"
+                },
+                format_secs(t0.elapsed().as_secs_f64()),
+                s = p.w6_side,
+                c = p.w6_chunk
+            );
+        }
         let w6_json: Vec<[usize; 3]> = w6_reads.iter().map(|&(j, r, c)| [j, r, c]).collect();
         let w6_expected = h5side::slabs_expected(&w6_reads, p.w6_block, |j, r, c| {
             field::value(p.w6_side, j as u64 + 1, r, c)
         });
         let default_mib = ChunkCacheConfig::default().limit >> 20;
-        for (label, access, per_ds) in [
+        for (id, label, access, per_ds) in [
             (
+                "6",
                 format!("W6 hot corners, h5 default ({default_mib} MiB) vs h5py 1 MiB/dataset"),
                 FileAccess::new(),
                 1u64 << 20,
             ),
             (
+                "6m",
                 "W6 hot corners, h5 64 MiB vs h5py 8 MiB/dataset".to_owned(),
                 access_with_limit(64 << 20),
                 8 << 20,
@@ -849,8 +997,11 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         ] {
             let (path, names, reads) = (&w6_file, &w6_names, &w6_reads);
             let k = p.w6_block;
+            if !chosen(&opts.only, id) {
+                continue;
+            }
             workloads.push(Workload {
-                id: "6",
+                id,
                 phases: vec![Phase {
                     label,
                     size: format!(
@@ -869,16 +1020,28 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         }
     }
 
+    if let Some(id) = &child {
+        return mem_child(&mut workloads, id);
+    }
+    let Some(mut py) = py else {
+        return Err("no h5py process".to_owned());
+    };
+    let fresh = Fresh {
+        python: &python,
+        dir: &dir,
+        quick: opts.quick,
+        side: p.side,
+    };
     println!();
     let mut rows = Vec::new();
     for w in &mut workloads {
-        let r = measure(w, &mut py, reps)?;
+        let r = measure(w, &mut py, reps, &fresh)?;
         all_ok &= r.iter().all(|r| r.ok != Some(false));
         rows.extend(r);
     }
     drop(workloads);
     drop(py);
-    if selected(&opts.only, "7") {
+    if chosen(&opts.only, "7") && child.is_none() {
         let na = Cell::Na("n/a (VFD SWMR not implemented)".to_owned());
         rows.push(Row {
             phase: phase("W7 SWMR write-to-visibility", "-", None, false),
@@ -890,8 +1053,8 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         });
     }
     println!(
-        "\nResults ({}; medians; ratios h5/h5py below 1 = h5 better; peak = RSS growth; \
-         load average at end: {}; total {}):\n",
+        "\nResults ({}; medians; ratios h5/h5py below 1 = h5 better; peak = RSS growth in a \
+         fresh process; load average at end: {}; total {}):\n",
         if opts.quick { "--quick" } else { "full sizes" },
         loadavg(),
         format_secs(t_start.elapsed().as_secs_f64())
