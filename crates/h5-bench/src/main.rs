@@ -69,8 +69,8 @@ struct AllArgs {
     /// Do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1.
     #[arg(long)]
     no_thp: bool,
-    /// Run only these workloads (comma-separated ids: 1, 2a, 2b, 3, 4, 4l, 5, 6, 7; 4 includes
-    /// 4l).
+    /// Run only these workloads (comma-separated ids: 1, 2a, 2b, 3, 3m, 4, 4l, 5, 6, 6m, 6e, 7;
+    /// an id without its letter selects its variants).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Internal: run the h5 side of one workload once and print its peak memory (JSON).

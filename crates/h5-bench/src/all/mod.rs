@@ -57,7 +57,7 @@ pub(crate) struct AllOptions {
     pub(crate) dir: Option<PathBuf>,
     /// Do not re-run under `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`.
     pub(crate) no_thp: bool,
-    /// Workload ids to run (`1`, `2a`, `2b`, `3`, `3m`, `4`, `4l`, `5`, `6`, `6m`, `7`; an id
+    /// Workload ids to run (`1`, `2a`, `2b`, `3`, `3m`, `4`, `4l`, `5`, `6`, `6m`, `6e`, `7`; an id
     /// without its letter selects every variant); empty: all.
     pub(crate) only: Vec<String>,
     /// Internal: run only the h5 side of this workload once, in this fresh process, and print
@@ -460,7 +460,17 @@ fn mem_child(workloads: &mut [Workload<'_>], id: &str) -> BenchResult<bool> {
     let out = (w.h5)()?;
     keep_best(&out);
     let peaks: Vec<Option<u64>> = match out {
-        RunOut::Done { phases, .. } => phases.iter().map(|s| s.peak).collect(),
+        RunOut::Done {
+            phases, checksum, ..
+        } => {
+            if checksum != w.expected {
+                return Err(format!(
+                    "the memory run of W{id} read checksum {checksum}, expected {}",
+                    w.expected
+                ));
+            }
+            phases.iter().map(|s| s.peak).collect()
+        }
         RunOut::NotAvailable(_) => Vec::new(),
     };
     println!("{}", json!({ "peaks": peaks, "best_secs": best }));
@@ -506,13 +516,20 @@ impl Fresh<'_> {
             .unwrap_or_default())
     }
 
-    /// h5py's peaks per phase: a new helper process running the workload's command once.
-    fn py(&self, id: &str, cmd: &Value) -> BenchResult<Vec<Option<u64>>> {
+    /// h5py's peaks per phase: a new helper process running the workload's command once (its
+    /// checksum must be `expected`).
+    fn py(&self, id: &str, cmd: &Value, expected: u64) -> BenchResult<Vec<Option<u64>>> {
         let mut py = PySide::start(self.python, &self.dir.join("h5py_all.py"))?;
         if FIELD_IDS.contains(&id) {
             py.call(&json!({"op": "field", "side": self.side}))?;
         }
         let v = py.call(cmd)?;
+        if v["checksum"].as_u64() != Some(expected) {
+            return Err(format!(
+                "h5py's memory run of W{id} read checksum {}, expected {expected}",
+                v["checksum"]
+            ));
+        }
         Ok(v["phases"]
             .as_array()
             .map(|a| a.iter().map(|p| p["peak"].as_u64()).collect())
@@ -590,7 +607,7 @@ fn measure(
     if h5s.na.is_none() {
         h5s.fresh_peaks = Some(fresh.h5(w.id)?);
     }
-    pys.fresh_peaks = Some(fresh.py(w.id, &w.py)?);
+    pys.fresh_peaks = Some(fresh.py(w.id, &w.py, w.expected)?);
     let rows: Vec<Row> = w
         .phases
         .iter()
@@ -977,7 +994,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
 
     // W6: many deflated datasets read in their hot corners through one shared cache.
-    if chosen(&opts.only, "6") || chosen(&opts.only, "6m") {
+    if ["6", "6m", "6e"].iter().any(|id| chosen(&opts.only, id)) {
         if let Some(py) = py.as_mut() {
             let t0 = Instant::now();
             let g = py.call(
@@ -1014,6 +1031,16 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
                 "6m",
                 "W6 hot corners, h5 64 MiB vs h5py 8 MiB/dataset".to_owned(),
                 access_with_limit(64 << 20),
+                8 << 20,
+            ),
+            (
+                // Equal totals: h5's one budget as large as h5py's 8 MiB times the datasets.
+                "6e",
+                format!(
+                    "W6 hot corners, h5 {} MiB vs h5py 8 MiB/dataset",
+                    8 * p.w6_dsets
+                ),
+                access_with_limit((8 << 20) * p.w6_dsets),
                 8 << 20,
             ),
         ] {
