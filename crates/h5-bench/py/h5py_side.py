@@ -175,7 +175,9 @@ OPS = {
 }
 
 
-def main():
+def main(ops=None):
+    """Answers the commands on stdin with `ops` (default: the read workloads' OPS)."""
+    ops = OPS if ops is None else ops
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -184,7 +186,7 @@ def main():
             c = json.loads(line)
             if c.get("op") == "quit":
                 break
-            r = OPS[c["op"]](c)
+            r = ops[c["op"]](c)
             r["ok"] = True
         except Exception as e:  # reported to the Rust side, which stops
             r = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}

@@ -8,10 +8,18 @@
 //! (encode) and a full read into a fresh cache (decode) of float32 chunks through a real
 //! shuffle + deflate layout, on 1 and 2 codec threads.
 //!
+//! `h5-bench` with no subcommand (or `h5-bench all`) runs the standard workloads W1–W7 on h5 and
+//! on libhdf5 through h5py in the same run, alternating, and prints one table of medians with
+//! the time and peak-memory ratios `h5/h5py` (see `docs/benchmarks.md`); `--quick` divides the
+//! volumes by 16.
+//!
 //! `h5-bench read` runs read workloads on h5 and on libhdf5 through h5py in the same run,
 //! alternating, and reports medians and `h5/h5py` ratios (see `docs/benchmarks.md`).
 
+mod all;
 mod chunkcache;
+mod common;
+mod probe;
 mod read;
 
 use std::hint::black_box;
@@ -30,14 +38,50 @@ use h5_metacache::{
 };
 
 #[derive(Parser)]
-#[command(name = "h5-bench", about = "Benchmarks of h5")]
+#[command(
+    name = "h5-bench",
+    about = "Benchmarks of h5 (no subcommand: the standard workloads, as `all`)",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    all: AllArgs,
+}
+
+/// Arguments of the standard workloads (`h5-bench [all]`).
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+struct AllArgs {
+    /// Volumes divided by 16 (finishes in a few minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Python interpreter with h5py (default: .venv/bin/python if it exists, else python3).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Timed repetitions per system and workload (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Directory of the files written and read (default: a directory under the system's
+    /// temporary directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1.
+    #[arg(long)]
+    no_thp: bool,
+    /// Run only these workloads (comma-separated ids: 1, 2a, 2b, 3, 3m, 4, 4l, 5, 6, 6m, 6e, 7;
+    /// an id without its letter selects its variants).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Internal: run the h5 side of one workload once and print its peak memory (JSON).
+    #[arg(long, hide = true)]
+    mem_child: Option<String>,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// The standard workloads W1–W7 on h5 and h5py (the default).
+    All(AllArgs),
     /// Metadata cache micro-benchmarks.
     Metacache {
         /// Timed repetitions per figure (the median is reported).
@@ -86,7 +130,32 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    match cli.command {
+    match cli.command.unwrap_or(Command::All(cli.all)) {
+        Command::All(a) => {
+            if let Some(code) = common::reexec_with_thp(a.no_thp) {
+                std::process::exit(code);
+            }
+            let opts = all::AllOptions {
+                quick: a.quick,
+                python: a.python,
+                reps: a.reps,
+                dir: a.dir,
+                no_thp: a.no_thp,
+                only: a.only,
+                mem_child: a.mem_child,
+            };
+            match all::run(&opts) {
+                Ok(true) => {}
+                Ok(false) => {
+                    eprintln!("h5-bench: some values did not match (see MISMATCH above)");
+                    std::process::exit(1);
+                }
+                Err(e) => {
+                    eprintln!("h5-bench: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
         Command::Metacache { reps, pairs } => metacache(reps.max(1), pairs.max(1)),
         Command::Chunkcache {
             reps,
@@ -109,7 +178,7 @@ fn main() {
                 no_thp,
                 only,
             };
-            if let Some(code) = read::reexec_with_thp(&opts) {
+            if let Some(code) = common::reexec_with_thp(opts.no_thp) {
                 std::process::exit(code);
             }
             match read::run(&opts) {
@@ -246,10 +315,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn no_subcommand_runs_all() {
+        let cli = Cli::try_parse_from(["h5-bench", "--quick", "--only", "1,4"]).expect("parses");
+        assert!(cli.command.is_none());
+        assert!(cli.all.quick);
+        assert_eq!(cli.all.only, ["1", "4"]);
+        assert_eq!(cli.all.reps, 5);
+        let cli = Cli::try_parse_from(["h5-bench", "all", "--reps", "3"]).expect("parses");
+        match cli.command {
+            Some(Command::All(a)) => {
+                assert_eq!(a.reps, 3);
+                assert!(!a.quick);
+            }
+            _ => panic!("not the all command"),
+        }
+        let cli = Cli::try_parse_from(["h5-bench", "read", "--quick"]).expect("parses");
+        assert!(matches!(
+            cli.command,
+            Some(Command::Read { quick: true, .. })
+        ));
+    }
+
+    #[test]
     fn read_arguments_parse() {
         let cli = Cli::try_parse_from(["h5-bench", "read", "--quick", "--python", "/x/py"])
             .expect("parses");
-        match cli.command {
+        match cli.command.expect("a subcommand") {
             Command::Read {
                 quick,
                 python,
@@ -271,7 +362,7 @@ mod tests {
             "h5-bench", "read", "--reps", "3", "--no-thp", "--only", "1,3b",
         ])
         .expect("parses");
-        match cli.command {
+        match cli.command.expect("a subcommand") {
             Command::Read {
                 quick,
                 reps,
