@@ -438,6 +438,29 @@ fn write_errors_keep_chunks_dirty() {
     assert_eq!(read(&mut c, 1, &slab(&[0], &[4]), 4), [9; 4]);
 }
 
+/// A write touching more chunks than fit is processed in batches that fit (as reads load,
+/// SCC-092): no overshoot, the earlier batches written out.
+#[test]
+fn writes_larger_than_the_cache_are_batched() {
+    // Sixteen 8-byte chunks written in one call under a 24-byte limit: processed three chunks
+    // at a time, earlier batches written out, never more than the limit resident.
+    let s = store();
+    let m = Arc::new(MockLayout::new(1, &[128], &[8], 1, &[]));
+    let mut c = cache(&s, 24);
+    c.register(DatasetId(1), m.clone()).unwrap();
+    let data: Vec<u8> = (0..128).map(|i| (i * 7 % 251) as u8).collect();
+    write(&mut c, 1, &Selection::All, &data);
+    let st = c.stats();
+    assert_eq!(st.overshoots, 0);
+    assert!(st.peak_footprint <= 24, "peak {}", st.peak_footprint);
+    assert!(st.evictions >= 13, "{} evictions", st.evictions);
+    c.flush().unwrap();
+    c.destroy();
+    let mut c = cache(&s, 1 << 20);
+    c.register(DatasetId(1), m.clone()).unwrap();
+    assert_eq!(read(&mut c, 1, &Selection::All, 128), data);
+}
+
 /// A chunk larger than the whole limit is read without being admitted; a read needing more
 /// chunks than fit loads them in batches that fit; every dropped entry drops its udata (SCC-035).
 #[test]

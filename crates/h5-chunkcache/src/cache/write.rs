@@ -1,7 +1,8 @@
 //! The write flow (spec §2.7): resident chunks are updated in place; a chunk the write covers
 //! completely is created without fill (its old location looked up so that insert can reuse it,
 //! SCC-063); any other chunk is read and decoded (SCC-064), or created with fill when it does not
-//! exist (SCC-065). Loads of one call are batched (SCC-066). Written chunks become dirty; nothing
+//! exist (SCC-065). Loads of one call are batched (SCC-066), and a call is processed in batches
+//! of chunks that fit the limit together. Written chunks become dirty; nothing
 //! is written to storage until flush or eviction (SCC-062).
 
 use std::collections::HashSet;
@@ -71,8 +72,33 @@ impl ChunkCache {
                 }
             }
         }
-        if !all.is_empty() {
-            self.write_cached(reqs, &all)?;
+        // In batches whose chunks fit the limit together (as reads load, SCC-092): each batch
+        // ends by making room, which writes the dirty chunks of earlier batches out, so a write
+        // larger than the cache holds about one limit's worth of chunks, not all it touches.
+        let mut start = 0;
+        while start < all.len() {
+            let mut keys: HashSet<ChunkKey> = HashSet::new();
+            let mut bytes = 0usize;
+            let mut end = start;
+            while end < all.len() {
+                let key = ChunkKey {
+                    dataset: reqs[all[end].req].dataset,
+                    coord: all[end].piece.coord,
+                };
+                let b = if keys.contains(&key) {
+                    0
+                } else {
+                    self.state(key.dataset)?.chunk_bytes
+                };
+                if end > start && bytes.saturating_add(b) > self.budget.limit() {
+                    break;
+                }
+                keys.insert(key);
+                bytes = bytes.saturating_add(b);
+                end += 1;
+            }
+            self.write_cached(reqs, &all[start..end])?;
+            start = end;
         }
         if !bypass.is_empty() {
             self.write_bypassed(reqs, &bypass, &mut report)?;

@@ -287,7 +287,7 @@ pub(crate) fn encode_for<T: H5Type, R>(
 
 /// Whether two datatypes describe the same elements: equal encodings (so an array type without
 /// a permutation equals one with the identity permutation, as the file stores it).
-pub(crate) fn same_type(a: &Datatype, b: &Datatype) -> bool {
+pub fn same_type(a: &Datatype, b: &Datatype) -> bool {
     if a == b {
         return true;
     }
