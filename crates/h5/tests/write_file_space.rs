@@ -209,6 +209,9 @@ fn every_strategy_reads_back_with_its_settings_and_free_space() {
                 Some(persisted) => {
                     assert_eq!(persisted.strategy, strategy, "{what}");
                     assert_eq!(persisted.persist, persist, "{what}");
+                    // The message's EOA field is the final end of allocation (libhdf5 1.10.1+).
+                    let eoa = persist.then(|| std::fs::metadata(&path).unwrap().len());
+                    assert_eq!(persisted.eoa_pre_fsm_fsalloc, eoa, "{what}");
                     persisted
                         .sections()
                         .iter()
