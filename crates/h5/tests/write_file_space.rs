@@ -159,7 +159,7 @@ fn populate(f: &h5::File) -> Vec<(&'static str, Vec<i32>)> {
     ]
 }
 
-/// Each strategy, persisted or not, under the earliest and the 1.8 formats, paged with three
+/// Each strategy, persisted or not, under the earliest, 1.8 and 1.10 formats, paged with three
 /// page sizes: libhdf5 reads the settings, the data and exactly the free space h5 persisted; the
 /// paged files' writes keep the paged-allocation invariants; h5dump reads every file.
 #[test]
@@ -175,7 +175,11 @@ fn every_strategy_reads_back_with_its_settings_and_free_space() {
         (SpaceStrategy::Aggr, false, 1, 4096),
         (SpaceStrategy::None, false, 1, 4096),
     ];
-    for bounds in [FormatBounds::Earliest, FormatBounds::V18] {
+    for bounds in [
+        FormatBounds::Earliest,
+        FormatBounds::V18,
+        FormatBounds::V110,
+    ] {
         for &(strategy, persist, threshold, page) in &cases {
             let what = format!(
                 "{strategy:?} persist={persist} threshold={threshold} page={page} {bounds:?}"
@@ -546,4 +550,98 @@ fn libhdf5_files_changed_by_h5_keep_their_settings_and_free_space() {
         }
         h5dump(&["-H"], &path).unwrap_or_else(|e| panic!("{name}: h5dump failed: {e}"));
     }
+}
+
+/// Hundreds of free sections of many sizes (every other dataset of 400 deleted): the managers'
+/// section lists need multi-byte counts and several sets, and are sized right the first time or
+/// after growing; libhdf5 reports exactly the sections h5 persisted.
+#[test]
+fn many_free_sections_persist_exactly() {
+    for (strategy, page) in [(SpaceStrategy::FsmAggr, 4096), (SpaceStrategy::Page, 1024)] {
+        let (_d, path) = tmp("many.h5");
+        let f = h5::File::create_with(
+            &path,
+            &FileAccess::default(),
+            &options(
+                FileSpaceOptions::default()
+                    .strategy(strategy, true, 1)
+                    .page_size(page),
+                FormatBounds::V18,
+            ),
+        )
+        .unwrap();
+        let root = f.root().unwrap();
+        for i in 0..400usize {
+            let n = 1 + (i * 7) % 300;
+            root.new_dataset::<u8>()
+                .shape([n])
+                .create(&format!("d{i:03}"))
+                .unwrap()
+                .write(&vec![i as u8; n])
+                .unwrap();
+        }
+        f.flush().unwrap();
+        for i in (0..400usize).step_by(2) {
+            root.unlink(&format!("d{i:03}")).unwrap();
+        }
+        f.close().unwrap();
+        let persisted = h5::File::open(&path)
+            .unwrap()
+            .persisted_free_space()
+            .unwrap()
+            .unwrap();
+        let ours: Vec<Vec<u64>> = persisted
+            .sections()
+            .iter()
+            .map(|s| vec![s.addr, s.len])
+            .collect();
+        assert!(ours.len() > 100, "{strategy:?}: {} sections", ours.len());
+        let r = report(&path, &["d001", "d399"]);
+        assert_eq!(r["sections"], serde_json::json!(ours), "{strategy:?}");
+        assert_eq!(r["freespace"], persisted.free_bytes(), "{strategy:?}");
+        let n = |i: usize| 1 + (i * 7) % 300;
+        assert_eq!(r["data"]["d001"], serde_json::json!([(n(1)) as f64, n(1)]));
+        assert_eq!(
+            r["data"]["d399"],
+            serde_json::json!([(399 % 256 * n(399)) as f64, n(399)])
+        );
+        h5dump(&["-H"], &path).unwrap();
+    }
+}
+
+/// A small persisting file (its only free space the metadata aggregator's rest, given back
+/// before the raw data's block): libhdf5 reports the same section, then changes the file.
+#[test]
+fn small_persisting_file_changed_by_libhdf5() {
+    let (_d, path) = tmp("empty.h5");
+    let f = persisting(&path, SpaceStrategy::FsmAggr, FormatBounds::V18);
+    f.root()
+        .unwrap()
+        .new_dataset::<i32>()
+        .shape([4])
+        .create("x")
+        .unwrap()
+        .write(&[1, 2, 3, 4])
+        .unwrap();
+    f.close().unwrap();
+    let persisted = h5::File::open(&path)
+        .unwrap()
+        .persisted_free_space()
+        .unwrap()
+        .unwrap();
+    let ours: Vec<Vec<u64>> = persisted
+        .sections()
+        .iter()
+        .map(|s| vec![s.addr, s.len])
+        .collect();
+    let r = report(&path, &["x"]);
+    assert_eq!(r["sections"], serde_json::json!(ours));
+    assert_eq!(r["data"]["x"], serde_json::json!([10.0, 4]));
+    run_python(
+        "import sys, h5py\nwith h5py.File(sys.argv[1], 'r+') as f:\n    f['y'] = [5]\n",
+        &[path.to_str().unwrap()],
+    );
+    let r = report(&path, &["x", "y"]);
+    assert_eq!(r["data"]["y"], serde_json::json!([5.0, 1]));
+    h5dump(&["-H"], &path).unwrap();
 }
