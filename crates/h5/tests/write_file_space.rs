@@ -186,8 +186,8 @@ fn every_strategy_reads_back_with_its_settings_and_free_space() {
             );
             let (_d, path) = tmp("fs.h5");
             let space = FileSpaceOptions::default()
-                .strategy(strategy, persist, threshold)
-                .page_size(page);
+                .with_strategy(strategy, persist, threshold)
+                .with_page_size(page);
             let storage = Arc::new(Metrics::new(
                 FileStorage::open(&path, OpenMode::Create).unwrap(),
             ));
@@ -303,20 +303,20 @@ fn every_strategy_reads_back_with_its_settings_and_free_space() {
 /// superblock extension (superblock 0 under the earliest bound).
 #[test]
 fn settings_follow_libhdf5_rules() {
-    let o = FileSpaceOptions::default().strategy(SpaceStrategy::Aggr, true, 100);
-    assert!(!o.get_persist());
-    assert_eq!(o.get_threshold(), 1);
-    let o = FileSpaceOptions::default().strategy(SpaceStrategy::None, true, 7);
-    assert_eq!((o.get_persist(), o.get_threshold()), (false, 1));
-    let o = FileSpaceOptions::default().strategy(SpaceStrategy::Page, true, 7);
-    assert_eq!((o.get_persist(), o.get_threshold()), (true, 7));
+    let o = FileSpaceOptions::default().with_strategy(SpaceStrategy::Aggr, true, 100);
+    assert!(!o.persist());
+    assert_eq!(o.threshold(), 1);
+    let o = FileSpaceOptions::default().with_strategy(SpaceStrategy::None, true, 7);
+    assert_eq!((o.persist(), o.threshold()), (false, 1));
+    let o = FileSpaceOptions::default().with_strategy(SpaceStrategy::Page, true, 7);
+    assert_eq!((o.persist(), o.threshold()), (true, 7));
     assert!(FileSpaceOptions::default().is_default());
     for bad in [511u64, (1 << 30) + 1, 0] {
         let (_d, path) = tmp("bad.h5");
         let opts = options(
             FileSpaceOptions::default()
-                .strategy(SpaceStrategy::Page, false, 1)
-                .page_size(bad),
+                .with_strategy(SpaceStrategy::Page, false, 1)
+                .with_page_size(bad),
             FormatBounds::V18,
         );
         assert!(
@@ -349,7 +349,7 @@ fn settings_follow_libhdf5_rules() {
         &path,
         &FileAccess::default(),
         &options(
-            FileSpaceOptions::default().strategy(SpaceStrategy::Aggr, false, 1),
+            FileSpaceOptions::default().with_strategy(SpaceStrategy::Aggr, false, 1),
             FormatBounds::Earliest,
         ),
     )
@@ -363,7 +363,7 @@ fn persisting(path: &Path, strategy: SpaceStrategy, bounds: FormatBounds) -> h5:
         path,
         &FileAccess::default(),
         &options(
-            FileSpaceOptions::default().strategy(strategy, true, 1),
+            FileSpaceOptions::default().with_strategy(strategy, true, 1),
             bounds,
         ),
     )
@@ -564,8 +564,8 @@ fn many_free_sections_persist_exactly() {
             &FileAccess::default(),
             &options(
                 FileSpaceOptions::default()
-                    .strategy(strategy, true, 1)
-                    .page_size(page),
+                    .with_strategy(strategy, true, 1)
+                    .with_page_size(page),
                 FormatBounds::V18,
             ),
         )

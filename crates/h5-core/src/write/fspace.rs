@@ -39,6 +39,19 @@ const MAX_SECTION: u64 = (1 << 63) - 1;
 /// free space not persisted, threshold 1, page size 4096. Other settings are recorded in a
 /// file space info message in the superblock extension, so the superblock is at least
 /// version 2 (libhdf5 raises it the same way, whatever the low format bound).
+///
+/// ```
+/// use h5_core::space::SpaceStrategy;
+/// use h5_core::write::fspace::FileSpaceOptions;
+///
+/// let paged = FileSpaceOptions::default()
+///     .with_strategy(SpaceStrategy::Page, true, 1)
+///     .with_page_size(8192);
+/// assert!(paged.validate().is_ok() && paged.persist());
+/// // Strategies that track no free space persist nothing (libhdf5's rule).
+/// let aggr = FileSpaceOptions::default().with_strategy(SpaceStrategy::Aggr, true, 64);
+/// assert_eq!((aggr.persist(), aggr.threshold()), (false, 1));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FileSpaceOptions {
     strategy: SpaceStrategy,
@@ -63,7 +76,7 @@ impl FileSpaceOptions {
     /// space is not tracked (`H5Pset_file_space_strategy`). As in libhdf5, `persist` and
     /// `threshold` are reset to `false` and 1 for [`SpaceStrategy::Aggr`] and
     /// [`SpaceStrategy::None`], which track no free space.
-    pub fn strategy(mut self, strategy: SpaceStrategy, persist: bool, threshold: u64) -> Self {
+    pub fn with_strategy(mut self, strategy: SpaceStrategy, persist: bool, threshold: u64) -> Self {
         self.strategy = strategy;
         if strategy.tracks_free_space() {
             self.persist = persist;
@@ -77,28 +90,28 @@ impl FileSpaceOptions {
 
     /// The page size of the paged strategy, 512 B to 1 GiB (`H5Pset_file_space_page_size`;
     /// recorded whatever the strategy, checked when the file is created).
-    pub fn page_size(mut self, page_size: u64) -> Self {
+    pub fn with_page_size(mut self, page_size: u64) -> Self {
         self.page_size = page_size;
         self
     }
 
     /// The strategy.
-    pub fn get_strategy(&self) -> SpaceStrategy {
+    pub fn strategy(&self) -> SpaceStrategy {
         self.strategy
     }
 
     /// Whether free space is persisted.
-    pub fn get_persist(&self) -> bool {
+    pub fn persist(&self) -> bool {
         self.persist
     }
 
     /// The tracking threshold.
-    pub fn get_threshold(&self) -> u64 {
+    pub fn threshold(&self) -> u64 {
         self.threshold
     }
 
     /// The page size.
-    pub fn get_page_size(&self) -> u64 {
+    pub fn page_size(&self) -> u64 {
         self.page_size
     }
 
@@ -242,8 +255,8 @@ fn by_list(sections: &[FreeSection]) -> Vec<(FreeList, Vec<FreeSection>)> {
         .collect()
 }
 
-/// Bytes of a section list holding `count` sections of the given sizes (at worst every
-/// section in its own set).
+/// Bytes of the section list of the manager whose header is at `header` holding `sections`
+/// (`(offset, size, type)`).
 fn list_len(file: &FileShared, header: u64, sections: &[(u64, u64, u8)]) -> Result<u64> {
     let secs = FreeSpaceSections::from_sections(0, header, sections.iter().copied());
     let mut h = FreeSpaceHeader::file_manager(header, MAX_SECTION);
@@ -299,11 +312,11 @@ pub(crate) fn settle(file: &FileShared) -> Result<u64> {
     // Steps 2 and 4.
     let mut eoa = lock_close(file)?;
     // Sections a list may gain while its manager is placed (each allocation or aggregator rest
-    // can split or add one).
+    // can split or add one); counted as sets of their own, the worst case.
     let mut slack = 4usize;
     let mut placed: Vec<Placed> = Vec::new();
     let mut settled = None;
-    for _ in 0..16 {
+    for _ in 0..10 {
         let before = by_list(&sections_now(file)?);
         placed.clear();
         // Steps 6 and 9: a header, then a list with room for the sections and some slack.
@@ -469,4 +482,89 @@ pub(crate) fn release_loaded(file: &FileShared) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_round_trip_through_the_message() {
+        for strategy in [
+            SpaceStrategy::FsmAggr,
+            SpaceStrategy::Page,
+            SpaceStrategy::Aggr,
+            SpaceStrategy::None,
+        ] {
+            let o = FileSpaceOptions::default()
+                .with_strategy(strategy, true, 9)
+                .with_page_size(1024);
+            let info = o.message();
+            assert_eq!(info.version, 1);
+            assert_eq!(info.eoa_pre_fsm_fsalloc, UNDEFINED_ADDRESS);
+            assert_eq!(FileSpaceOptions::of_message(&info), o);
+            assert_eq!(o.persist(), strategy.tracks_free_space());
+            let c = o.space_config(8);
+            assert_eq!(
+                (c.strategy, c.page_size, c.persist),
+                (strategy, 1024, o.persist())
+            );
+        }
+        assert!(
+            FileSpaceOptions::default()
+                .with_page_size(256)
+                .validate()
+                .is_err()
+        );
+        assert!(
+            FileSpaceOptions::default()
+                .with_page_size(512)
+                .validate()
+                .is_ok()
+        );
+        assert!(
+            FileSpaceOptions::default()
+                .with_page_size(MAX_PAGE_SIZE + 1)
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn lists_map_to_libhdf5_slots_and_section_types() {
+        use SpaceStrategy::{FsmAggr, Page};
+        assert_eq!(slot_of(FsmAggr, FreeList::Metadata), (SLOT_METADATA, 0));
+        assert_eq!(slot_of(FsmAggr, FreeList::RawData), (SLOT_RAW_DATA, 0));
+        assert_eq!(slot_of(Page, FreeList::Metadata), (SLOT_METADATA, 1));
+        assert_eq!(slot_of(Page, FreeList::RawData), (SLOT_RAW_DATA, 1));
+        assert_eq!(slot_of(Page, FreeList::Large), (SLOT_LARGE, 2));
+        // The reader maps the slots back to the same lists.
+        for (s, list) in [
+            (FsmAggr, FreeList::Metadata),
+            (FsmAggr, FreeList::RawData),
+            (Page, FreeList::Metadata),
+            (Page, FreeList::RawData),
+            (Page, FreeList::Large),
+        ] {
+            assert_eq!(crate::free_space::list_of_slot(s, slot_of(s, list).0), list);
+        }
+        let sections = [
+            FreeSection {
+                list: FreeList::Metadata,
+                addr: 10,
+                len: 5,
+            },
+            FreeSection {
+                list: FreeList::RawData,
+                addr: 20,
+                len: 5,
+            },
+        ];
+        let lists: Vec<FreeList> = by_list(&sections).iter().map(|(l, _)| *l).collect();
+        assert_eq!(
+            lists,
+            [FreeList::RawData, FreeList::Metadata],
+            "raw data's manager first"
+        );
+    }
 }
