@@ -294,8 +294,76 @@ fn every_strategy_reads_back_with_its_settings_and_free_space() {
                 assert!(r["data"][gone].is_null(), "{what}: {gone}");
             }
             h5dump(&["-H"], &path).unwrap_or_else(|e| panic!("{what}: h5dump failed: {e}"));
+            back_and_forth(&path, &what);
         }
     }
+}
+
+/// libhdf5 changes the file (a dataset deleted, one added), then h5 does (one more added):
+/// both read everything, libhdf5 reports the free sections h5 persisted last, and the
+/// settings are unchanged.
+fn back_and_forth(path: &Path, what: &str) {
+    let before = report(path, &[]);
+    run_python(
+        r#"
+import sys, h5py, numpy as np
+path = sys.argv[1]
+fid = h5py.h5f.open(path.encode(), h5py.h5f.ACC_RDONLY)
+fcpl = fid.get_create_plist()
+kw = {"page_buf_size": 8 * fcpl.get_file_space_page_size()} if fcpl.get_file_space_strategy()[0] == 1 else {}
+fid.close()
+with h5py.File(path, "r+", **kw) as f:
+    del f["d0"]
+    f.create_dataset("py", data=np.arange(300, dtype="<i4"))
+"#,
+        &[path.to_str().unwrap()],
+    );
+    let v = values(123, 7);
+    {
+        let f = h5::File::open_rw(path).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let py: Vec<i32> = f
+            .dataset("py")
+            .unwrap()
+            .read::<i32>()
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(py, (0..300).collect::<Vec<i32>>(), "{what}");
+        f.root()
+            .unwrap()
+            .new_dataset::<i32>()
+            .shape([123])
+            .create("h5b")
+            .unwrap()
+            .write(&v)
+            .unwrap();
+        f.close().unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    let r = report(path, &["py", "h5b", "d0", "d3"]);
+    for key in ["strategy", "persist", "threshold", "page_size"] {
+        assert_eq!(r[key], before[key], "{what}: {key}");
+    }
+    assert_eq!(r["data"]["py"], serde_json::json!([44850.0, 300]), "{what}");
+    assert_eq!(
+        r["data"]["h5b"],
+        serde_json::json!([sum(&v), 123]),
+        "{what}"
+    );
+    assert!(r["data"]["d0"].is_null(), "{what}");
+    assert_eq!(
+        r["data"]["d3"],
+        serde_json::json!([sum(&values(20, 3)), 20]),
+        "{what}"
+    );
+    let ours: Vec<Vec<u64>> = h5::File::open(path)
+        .unwrap()
+        .persisted_free_space()
+        .unwrap()
+        .filter(|p| p.persist)
+        .map(|p| p.sections().iter().map(|s| vec![s.addr, s.len]).collect())
+        .unwrap_or_default();
+    assert_eq!(r["sections"], serde_json::json!(ours), "{what}");
+    h5dump(&["-H"], path).unwrap_or_else(|e| panic!("{what}: h5dump failed: {e}"));
 }
 
 /// libhdf5's `H5Pset_file_space_*` rules: persist and threshold reset for strategies that track
