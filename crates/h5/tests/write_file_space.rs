@@ -208,7 +208,8 @@ fn every_strategy_reads_back_with_its_settings_and_free_space() {
                     .filter(|r| matches!(r.op, IoOp::Write | IoOp::WriteVectored))
                     .map(|r| (r.offset, r.len))
                     .collect();
-                assert!(!ops.is_empty());
+                // Superblock, extension, headers, heaps, nodes, managers and raw data.
+                assert!(ops.len() > 20, "{what}: {} writes", ops.len());
                 check_paged_writes(&ops, page);
             }
             drop(storage);
@@ -712,4 +713,13 @@ fn small_persisting_file_changed_by_libhdf5() {
     let r = report(&path, &["x", "y"]);
     assert_eq!(r["data"]["y"], serde_json::json!([5.0, 1]));
     h5dump(&["-H"], &path).unwrap();
+}
+
+/// The paged-write check itself catches both violations.
+#[test]
+fn the_paged_write_check_catches_violations() {
+    check_paged_writes(&[(0, 48), (4000, 96), (8192, 4096), (16384, 9000)], 4096);
+    for bad in [(4090, 10), (100, 4096)] {
+        assert!(std::panic::catch_unwind(|| check_paged_writes(&[bad], 4096)).is_err());
+    }
 }
