@@ -208,7 +208,7 @@ pub(crate) struct SpaceInfoState {
 }
 
 /// Creates the superblock extension of a new file: an object header of `version` holding the
-/// file space info message for `options`. Returns its relative address.
+/// file space info message for `options` (its relative address is the state's `extension`).
 pub(crate) fn create_extension(
     file: &FileShared,
     options: &FileSpaceOptions,
