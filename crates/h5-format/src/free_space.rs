@@ -403,7 +403,9 @@ impl FreeSpaceSections {
         let mut sets = Vec::new();
         let mut stored = 0u64;
         if header.serial_sections > 0 {
-            while r.remaining() > 4 {
+            // libhdf5 stops at the header's count: the used length may leave a gap before the
+            // checksum (files libhdf5 changed after h5 wrote them have one).
+            while stored < header.serial_sections && r.remaining() > 4 {
                 let count = r.uint(count_len)?;
                 let size = r.uint(size_len)?;
                 if count == 0 {
@@ -440,6 +442,8 @@ impl FreeSpaceSections {
                 )));
             }
         }
+        // The gap (unused bytes, covered by the checksum).
+        r.skip(r.remaining().saturating_sub(4))?;
         verify_checksum(&mut r)?;
         if !r.is_empty() {
             return Err(r.corrupted(format!("{} bytes after the checksum", r.remaining())));
@@ -657,6 +661,24 @@ mod tests {
         let mut bad = list;
         bad.sets[0].records[1].data.pop();
         assert!(bad.encode(&h, S, format).is_err());
+    }
+
+    #[test]
+    fn a_gap_before_the_checksum_is_skipped() {
+        let (mut h, list) = pair(&[(0x400, 64, 0), (0x800, 64, 0)]);
+        let b = list.encode(&h, S, SectionFormat::File).unwrap();
+        // Seven unused bytes before the checksum, as libhdf5 leaves when its list shrank.
+        let mut g = b[..b.len() - 4].to_vec();
+        g.extend([0u8; 7]);
+        let sum = crate::checksum::lookup3(&g, 0);
+        g.extend(sum.to_le_bytes());
+        h.sections_len = g.len() as u64;
+        h.sections_alloc_len = h.sections_len;
+        let back = FreeSpaceSections::decode(&g, &h, S, 0x2000, SectionFormat::File).unwrap();
+        assert_eq!(back.sets, list.sets);
+        let mut bad = g.clone();
+        bad[b.len() - 2] = 1;
+        assert!(FreeSpaceSections::decode(&bad, &h, S, 0x2000, SectionFormat::File).is_err());
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub use h5_core::free_space::{PersistedManager, PersistedSpace};
 pub use h5_core::space::{FreeList, FreeSection, SpaceStrategy};
 pub use h5_core::values::Value;
 pub use h5_core::write::chunk_index::ChunkIndexKind;
+pub use h5_core::write::fspace::FileSpaceOptions;
 pub use h5_core::write::links::GroupOptions;
 pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_core::{Error, Result};

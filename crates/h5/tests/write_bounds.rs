@@ -299,6 +299,7 @@ fn creation_order_tracked_groups_list_in_creation_order() {
             let options = CreateOptions {
                 bounds,
                 root_group: GroupOptions::tracked(),
+                ..CreateOptions::default()
             };
             let f = h5::File::create_with(&path, &h5::FileAccess::default(), &options).unwrap();
             for n in [40usize, 5] {

@@ -6,7 +6,9 @@
 //! Invariant: the end of allocation bounds every live allocation; free space never overlaps live
 //! space (the manager checks frees against both).
 
-use crate::space::{CloseReport, SpaceConfig, SpaceError, SpaceManager, SpaceStats};
+use crate::space::{
+    CloseReport, FreeSection, PersistentSpace, SpaceConfig, SpaceError, SpaceManager, SpaceStats,
+};
 
 /// What a range of file space holds (the allocator keeps raw data and metadata apart).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -60,6 +62,27 @@ impl FileAlloc {
         Ok(FileAlloc {
             space: SpaceManager::new(config, eoa)?,
         })
+    }
+
+    /// An allocator for a file whose persisted free space (sections and end of allocation)
+    /// was read at open.
+    pub fn from_persistent(
+        config: SpaceConfig,
+        persisted: &PersistentSpace,
+    ) -> Result<Self, AllocError> {
+        Ok(FileAlloc {
+            space: SpaceManager::from_persistent(config, persisted)?,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SpaceConfig {
+        self.space.config()
+    }
+
+    /// Every free section, in address order.
+    pub fn free_sections(&self) -> Vec<FreeSection> {
+        self.space.free_sections()
     }
 
     /// The end of allocated space.

@@ -14,6 +14,7 @@ pub(crate) mod chunks;
 pub mod compact;
 pub mod dataset;
 pub(crate) mod dense;
+pub mod fspace;
 pub mod gheap;
 pub mod io;
 pub mod links;
@@ -133,6 +134,9 @@ pub struct CreateOptions {
     pub bounds: FormatBounds,
     /// Creation options of the root group (new-style groups only).
     pub root_group: links::GroupOptions,
+    /// File-space strategy, persistence, threshold and page size (libhdf5's defaults unless
+    /// set; other settings raise the superblock to at least version 2).
+    pub file_space: fspace::FileSpaceOptions,
 }
 
 /// What a writable file keeps besides the caches.
@@ -160,6 +164,9 @@ pub(crate) struct WriteState {
     pub(crate) failed: Option<String>,
     /// The global heap collection being filled with variable-length data.
     pub(crate) heap: gheap::HeapState,
+    /// The file space info message and the persisted managers (files with non-default
+    /// file-space settings).
+    pub(crate) space_info: Option<fspace::SpaceInfoState>,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached
@@ -220,11 +227,21 @@ impl FileShared {
         options: &CreateOptions,
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
+        options.file_space.validate()?;
         storage.set_len(0)?;
         let sizes = Sizes::EIGHT;
-        let sb_version = options.bounds.superblock_version();
+        // Non-default file-space settings live in the superblock extension (version 2 and
+        // up), whatever the low bound: libhdf5 raises the superblock the same way.
+        let custom_space = !options.file_space.is_default();
+        let mut sb_version = options.bounds.superblock_version();
+        if custom_space {
+            sb_version = sb_version.max(2);
+        }
         let sb_len = encoded_len(sb_version, sizes)?;
-        let alloc = Arc::new(Mutex::new(FileAlloc::new(sb_len as u64, sizes.offset)?));
+        let alloc = Arc::new(Mutex::new(FileAlloc::with_config(
+            options.file_space.space_config(sizes.offset),
+            sb_len as u64,
+        )?));
         let ctx = FileSpace {
             eoa: 0,
             alloc: Some(Arc::clone(&alloc)),
@@ -274,6 +291,15 @@ impl FileShared {
         };
         let (root, scratch) = create_group_object(&file, &options.root_group)?;
         file.root = root;
+        if custom_space {
+            let ext = fspace::create_extension(
+                &file,
+                &options.file_space,
+                options.bounds.object_header_version(),
+            )?;
+            file.superblock.extension_address = ext.extension;
+            file.state()?.space_info = Some(ext);
+        }
         file.superblock.root = if old {
             Root::SymbolTableEntry(SymbolTableEntry {
                 link_name_offset: 0,
@@ -314,7 +340,9 @@ impl FileShared {
         // included (what libhdf5 writes and checks), unlike every other address.
         let end = file.storage.len()?.saturating_sub(file.base);
         let eoa = sb.eof_address.saturating_sub(file.base).max(end);
-        let alloc = Arc::new(Mutex::new(FileAlloc::new(eoa, file.sizes.offset)?));
+        // The file's own file-space settings and persisted free space, if any.
+        let (alloc, space_info) = fspace::open_alloc(&file, eoa)?;
+        let alloc = Arc::new(Mutex::new(alloc));
         {
             let meta = file.meta.get_mut().map_err(|_| Error::Poisoned)?;
             let ctx = meta.ctx_mut();
@@ -324,16 +352,23 @@ impl FileShared {
         file.alloc = Some(alloc);
         // New objects use the formats the superblock's version implies (libhdf5 raises its low
         // bound the same way when it opens a newer file).
+        // A superblock 2 file whose root group has a version 1 header was written in the
+        // earliest formats (its superblock was raised for file-space settings only).
         let bounds = match sb.version {
             0 | 1 => FormatBounds::Earliest,
+            2 if crate::object::ObjectHeader::load(&file, file.root)?.version == 1 => {
+                FormatBounds::Earliest
+            }
             2 => FormatBounds::V18,
             _ => FormatBounds::V110,
         };
         file.write = Some(Mutex::new(WriteState {
             superblock_at: at,
             bounds,
+            space_info,
             ..WriteState::default()
         }));
+        fspace::release_loaded(&file)?;
         {
             let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
             if meta.contains(at) {
@@ -844,11 +879,9 @@ impl FileShared {
         self.lay_out_dirty(|w| &mut w.link_tables)?;
         self.lay_out_dirty(|w| &mut w.attr_tables)?;
         // Everything is placed: the aggregators give their unused space back and the end of
-        // allocation shrinks over free space at the end, before the superblock records it.
-        let eoa = match &self.alloc {
-            Some(a) => a.lock().map_err(|_| Error::Poisoned)?.close()?.eoa,
-            None => 0,
-        };
+        // allocation shrinks over free space at the end, before the superblock records it;
+        // persisted free space gets its managers (§5.3).
+        let eoa = fspace::settle(self)?;
         let at = self.state()?.superblock_at;
         {
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;

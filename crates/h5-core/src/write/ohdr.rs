@@ -284,6 +284,129 @@ fn gather(
     Ok((all, blocks))
 }
 
+/// `body` padded with zeros to a stored body of `stored` bytes (version 1 headers align
+/// bodies to 8 bytes), or `None` when it is longer.
+fn padded(body: &[u8], stored: usize) -> Option<Vec<u8>> {
+    (body.len() <= stored).then(|| {
+        let mut b = body.to_vec();
+        b.resize(stored, 0);
+        b
+    })
+}
+
+/// Replaces, where it is stored, the body of the first message of `kind` in the header at
+/// relative `addr` by `body` of the same length (or shorter, padded): nothing moves and no space is allocated or
+/// freed (the file-space close sequence needs that). Returns `false`, changing nothing, when
+/// the header has no such message or its body has another length.
+pub(crate) fn replace_in_place(
+    file: &FileShared,
+    addr: u64,
+    kind: u16,
+    body: &[u8],
+) -> Result<bool> {
+    let sizes = file.sizes;
+    let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
+    let matches = |m: &StoredMessage| m.kind == kind;
+    let abs = file.abs(addr)?;
+    let h = meta
+        .protect(
+            MetadataKind::ObjectHeader.id(),
+            abs,
+            &first_chunk_load(addr),
+            ProtectFlags::NONE,
+        )
+        .map_err(cache_error)?;
+    let first = meta
+        .icr(&h)
+        .map(|d| d.value.downcast_ref::<FirstChunkImage>().cloned());
+    let first = match first {
+        Ok(Some(f)) => f,
+        _ => {
+            let _ = meta.unprotect(h, UnprotectFlags::NONE);
+            return Err(Error::Unsupported(
+                "object header cached as another type".into(),
+            ));
+        }
+    };
+    if let Some(i) = first.messages.iter().position(matches) {
+        let Some(padded) = padded(body, first.messages[i].body.len()) else {
+            let _ = meta.unprotect(h, UnprotectFlags::NONE);
+            return Ok(false);
+        };
+        let mut img = first;
+        img.messages[i].body = padded;
+        let entry = first_chunk_entry(img);
+        if let Ok(icr) = meta.icr_mut(&h) {
+            *icr = entry;
+        }
+        meta.unprotect(h, UnprotectFlags::DIRTIED)
+            .map_err(|e| Error::Cache(e.error))?;
+        return Ok(true);
+    }
+    meta.unprotect(h, UnprotectFlags::NONE)
+        .map_err(|e| Error::Cache(e.error))?;
+    let continuations = |msgs: &[StoredMessage]| -> Result<Vec<Continuation>> {
+        msgs.iter()
+            .filter(|m| m.kind == kind::CONTINUATION)
+            .map(|m| {
+                Ok(Continuation::decode(
+                    &mut h5_format::reader::Reader::new(&m.body, "continuation message", addr),
+                    sizes,
+                )?)
+            })
+            .collect()
+    };
+    let mut pending = continuations(&first.messages)?;
+    let mut seen = 0usize;
+    while let Some(c) = pending.pop() {
+        seen += 1;
+        if seen > 4096 {
+            return Err(Error::Unsupported("continuation blocks form a loop".into()));
+        }
+        let len = usize::try_from(c.length)
+            .map_err(|_| Error::Unsupported("continuation block length does not fit".into()))?;
+        let h = meta
+            .protect(
+                MetadataKind::ObjectHeaderChunk.id(),
+                file.abs(c.address)?,
+                &block_load(first.prefix, c.address, len),
+                ProtectFlags::NONE,
+            )
+            .map_err(cache_error)?;
+        let msgs = match meta
+            .icr(&h)
+            .map(|d| d.value.downcast_ref::<Vec<StoredMessage>>().cloned())
+        {
+            Ok(Some(m)) => m,
+            _ => {
+                let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                return Err(Error::Unsupported(
+                    "object header block cached as another type".into(),
+                ));
+            }
+        };
+        if let Some(i) = msgs.iter().position(matches) {
+            let Some(padded) = padded(body, msgs[i].body.len()) else {
+                let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                return Ok(false);
+            };
+            let mut msgs = msgs;
+            msgs[i].body = padded;
+            let entry = block_entry(first.prefix, msgs, len);
+            if let Ok(icr) = meta.icr_mut(&h) {
+                *icr = entry;
+            }
+            meta.unprotect(h, UnprotectFlags::DIRTIED)
+                .map_err(|e| Error::Cache(e.error))?;
+            return Ok(true);
+        }
+        meta.unprotect(h, UnprotectFlags::NONE)
+            .map_err(|e| Error::Cache(e.error))?;
+        pending.extend(continuations(&msgs)?);
+    }
+    Ok(false)
+}
+
 /// [`update`] with access to the header's prefix too (reference count, flags).
 pub(crate) fn update_with_prefix<R>(
     file: &FileShared,
