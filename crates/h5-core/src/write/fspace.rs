@@ -5,7 +5,7 @@
 //! non-empty free list) written through the metadata cache. The close order and the managers
 //! per strategy are those of `docs/design.md` §5.3.
 //!
-//! Invariants: after [`settle`] returns, nothing allocates or frees until the cache has been
+//! Invariants: after `settle` returns, nothing allocates or frees until the cache has been
 //! flushed, so the sections written are exactly the allocator's free sections and the EOA in
 //! the message is the superblock's end of file; the file space info message never changes
 //! size, so it is rewritten where it is stored.

@@ -33,9 +33,19 @@ pub(crate) fn bounds_of(file: &FileShared) -> FormatBounds {
 }
 
 /// The layout message version libhdf5 writes for `class` in `file`: 4 for every class from the
-/// 1.10 bound on, else the lowest version that expresses it (3, or 4 for the new indexes).
+/// 1.10 bound on (but 3 for a version 1 B-tree index), else the lowest version that expresses it
+/// (3, or 4 for the new indexes).
 pub(crate) fn layout_version(file: &FileShared, class: &LayoutClass) -> u8 {
-    if bounds_of(file) >= FormatBounds::V110 {
+    // A version 1 B-tree index (asked for explicitly under newer bounds) exists only in
+    // layout versions up to 3.
+    let btree_v1 = matches!(
+        class,
+        LayoutClass::Chunked {
+            index: ChunkIndex::BtreeV1 { .. },
+            ..
+        }
+    );
+    if bounds_of(file) >= FormatBounds::V110 && !btree_v1 {
         4
     } else {
         Layout {
