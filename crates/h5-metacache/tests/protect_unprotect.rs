@@ -466,13 +466,8 @@ fn mdc_038_e18_other_load_failures_insert_nothing() {
         })
     ));
 
-    // A failing read (beyond the storage's end, inside the allocated space).
-    h.cache.ctx_mut().eoa = 2 * STORAGE_LEN;
-    let r = h
-        .cache
-        .protect(0, STORAGE_LEN + 0x100, &64, ProtectFlags::NONE);
-    assert!(matches!(r, Err(CacheError::Io(_))), "{r:?}");
-    h.cache.ctx_mut().eoa = STORAGE_LEN;
+    // (Space past the storage's end but inside the allocated space is not a failure: it reads
+    // as zeros, see `allocated_space_past_the_storage_end_reads_as_zeros`.)
 
     // image_len failing in a speculative load: the decoded object is freed, not indexed.
     h.classes[1].knobs().fail.insert(Callback::ImageLen);
@@ -505,6 +500,29 @@ fn mdc_038_e18_other_load_failures_insert_nothing() {
     assert_eq!(h.cache.totals(), before);
     assert_eq!(h.cache.cached_addrs(), vec![0x100]);
     assert_eq!(h.cache.hit_rate_counters(), (1, 0));
+    h.check();
+}
+
+/// Allocated space past the storage's end (allocated, never written) reads as zeros, as
+/// libhdf5's POSIX driver reads past the end of file: the load succeeds and the storage does not
+/// grow; past the end of allocation the read is still refused.
+#[test]
+fn allocated_space_past_the_storage_end_reads_as_zeros() {
+    let mut h = harness(1, fixed(64 * KIB, 0.0));
+    h.cache.ctx_mut().eoa = 2 * STORAGE_LEN;
+    let handle = h
+        .cache
+        .protect(0, STORAGE_LEN + 0x100, &64, ProtectFlags::NONE)
+        .expect("zeros past the storage's end");
+    h.cache.unprotect(handle, UnprotectFlags::NONE).unwrap();
+    assert_eq!(h.storage.len().unwrap(), STORAGE_LEN);
+    let r = h
+        .cache
+        .protect(0, 2 * STORAGE_LEN - 0x10, &64, ProtectFlags::NONE);
+    assert!(
+        matches!(r, Err(CacheError::PastEndOfAllocation { .. })),
+        "{r:?}"
+    );
     h.check();
 }
 
