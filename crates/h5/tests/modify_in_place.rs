@@ -507,3 +507,60 @@ with h5py.File(sys.argv[1], "w", libver="latest") as f:
         );
     check(&path, &exp);
 }
+
+/// Attributes libhdf5 stored densely (more than 8; one object tracking creation order) are
+/// deleted, renamed, overwritten and added to by h5.
+#[test]
+fn dense_attributes_of_an_h5py_file_change_in_place() {
+    let (_d, path) = tmp("dense_attrs.h5");
+    let code = r#"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w", libver="latest") as f:
+    g = f.create_group("g")
+    for i in range(20):
+        g.attrs[f"a{i:02}"] = np.int32(i)
+    t = f.create_group("t", track_order=True)
+    for i in range(12):
+        t.attrs[f"z{11 - i:02}"] = np.float64(i)
+"#;
+    run_python(code, &[path.to_str().unwrap()]);
+    {
+        let f = h5::File::open_rw(&path).unwrap();
+        let g = f.group("g").unwrap();
+        g.delete_attr("a03").unwrap();
+        g.rename_attr("a04", "renamed").unwrap();
+        g.write_attr_scalar("a05", -5i32).unwrap();
+        g.write_attr_scalar("new", 99i32).unwrap();
+        assert!(matches!(g.delete_attr("a03"), Err(h5::Error::NotFound(_))));
+        let t = f.group("t").unwrap();
+        t.delete_attr("z05").unwrap();
+        t.write_attr_scalar("last", 1.5f64).unwrap();
+        f.close().unwrap();
+    }
+    let mut g_names: Vec<String> = (0..20)
+        .filter(|i| *i != 3 && *i != 4)
+        .map(|i| format!("a{i:02}"))
+        .collect();
+    g_names.push("renamed".into());
+    g_names.push("new".into());
+    let g_names: Vec<&str> = g_names.iter().map(String::as_str).collect();
+    let exp = Expectations::new()
+        .attr_names("/g", &g_names)
+        .attr("/g", "renamed", AttrExpect::new("<i4", json!(4)))
+        .attr("/g", "a05", AttrExpect::new("<i4", json!(-5)))
+        .attr("/g", "new", AttrExpect::new("<i4", json!(99)))
+        .attr("/g", "a19", AttrExpect::new("<i4", json!(19)))
+        .attr("/t", "last", AttrExpect::new("<f8", json!(1.5)));
+    check(&path, &exp);
+    // The tracked object lists its attributes in creation order, the new one last.
+    let order = run_python(
+        "import sys, h5py\nprint(','.join(h5py.File(sys.argv[1])['t'].attrs))",
+        &[path.to_str().unwrap()],
+    );
+    let mut want: Vec<String> = (0..12)
+        .map(|i| format!("z{:02}", 11 - i))
+        .filter(|n| n != "z05")
+        .collect();
+    want.push("last".into());
+    assert_eq!(order.trim(), want.join(","));
+}

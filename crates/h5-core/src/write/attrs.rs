@@ -84,13 +84,13 @@ pub(crate) fn store(file: &FileShared, obj: u64, name: &str, body: Vec<u8>) -> R
             Ok(())
         });
     }
+    load_existing_dense(file, obj)?;
     {
         let mut w = file.state()?;
         if let Some(t) = w.attr_tables.get_mut(&obj) {
             return t.put(name, body);
         }
     }
-    refuse_unloaded_dense(file, obj)?;
     // Compact while at most MAX_COMPACT attributes fit as header messages; otherwise every
     // attribute moves to dense storage (laid out at flush). An object tracking attribute
     // creation order has an attribute info message from its creation: each new attribute
@@ -167,22 +167,59 @@ pub(crate) fn store(file: &FileShared, obj: u64, name: &str, body: Vec<u8>) -> R
     Ok(())
 }
 
-/// Refuses to change the attributes of an object whose dense attribute storage was written
-/// before this session (h5 does not load it for changes yet).
-pub(crate) fn refuse_unloaded_dense(file: &FileShared, obj: u64) -> Result<()> {
-    let oh = crate::object::ObjectHeader::load(file, obj)?;
-    let dense = oh
-        .find(|m| match m {
-            Message::AttributeInfo(i) => Some(i.fractal_heap_address),
-            _ => None,
-        })
-        .is_some_and(|heap| heap != h5_format::UNDEFINED_ADDRESS);
-    if dense {
-        return Err(Error::Unsupported(format!(
-            "changing the dense attribute storage of the object at {obj:#x}, written before this \
-             file was opened"
-        )));
+/// Loads the dense attribute storage of the object at `obj`, written before the file was
+/// opened, into an [`AttrTable`] (once): later changes go through the table, laid out anew at
+/// flush (the old heap and indexes are left unused: their extent is not tracked).
+pub(crate) fn load_existing_dense(file: &FileShared, obj: u64) -> Result<()> {
+    if file.state()?.attr_tables.contains_key(&obj) {
+        return Ok(());
     }
+    let oh = crate::object::ObjectHeader::load(file, obj)?;
+    let Some(info) = oh.find(|m| match m {
+        Message::AttributeInfo(i) => Some(*i),
+        _ => None,
+    }) else {
+        return Ok(());
+    };
+    if info.fractal_heap_address == h5_format::UNDEFINED_ADDRESS {
+        return Ok(());
+    }
+    let sizes = file.sizes;
+    let heap = crate::walk::fractal_header(file, info.fractal_heap_address)?;
+    let mut table = AttrTable::new(&info);
+    let records = crate::walk::btree2_records(
+        file,
+        info.name_index_address,
+        h5_format::btree2::RecordContext::new(sizes),
+    )?;
+    for r in records {
+        let h5_format::btree2::Record::AttributeName {
+            heap_id,
+            flags,
+            creation_order,
+            ..
+        } = r
+        else {
+            continue;
+        };
+        if flags & h5_format::object_header::msg_flags::SHARED != 0 {
+            return Err(Error::Unsupported(format!(
+                "changing the attributes of the object at {obj:#x}: one is a shared message"
+            )));
+        }
+        let body = crate::walk::fractal_object(file, &heap, &heap_id)?;
+        let Message::Attribute(a) =
+            h5_format::message::decode_message(kind::ATTRIBUTE, 0, &body, sizes, obj)?
+        else {
+            return Err(Error::Unsupported(
+                "a dense attribute record that holds no attribute".into(),
+            ));
+        };
+        let order = u16::try_from(creation_order).unwrap_or(u16::MAX);
+        table.restore(&a.name, order, body);
+    }
+    table.dirty = false;
+    file.state()?.attr_tables.entry(obj).or_insert(table);
     Ok(())
 }
 

@@ -475,10 +475,10 @@ impl FileShared {
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
         self.check_usable()?;
+        attrs::load_existing_dense(self, obj)?;
         if let Some(t) = self.state()?.attr_tables.get_mut(&obj) {
             return t.remove(name);
         }
-        attrs::refuse_unloaded_dense(self, obj)?;
         let sizes = self.sizes;
         ohdr::update(self, obj, |msgs| {
             let before = msgs.len();
@@ -497,10 +497,10 @@ impl FileShared {
             return Err(Error::Invalid(format!("attribute name {new_name:?}")));
         }
         let sizes = self.sizes;
+        attrs::load_existing_dense(self, obj)?;
         if let Some(t) = self.state()?.attr_tables.get_mut(&obj) {
             return t.rename(name, new_name, sizes, obj);
         }
-        attrs::refuse_unloaded_dense(self, obj)?;
         ohdr::update(self, obj, |msgs| {
             if msgs
                 .iter()
