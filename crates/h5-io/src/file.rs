@@ -434,6 +434,11 @@ impl Storage for FileStorage {
 /// bounce buffer; bigger segments are transferred alone.
 const MERGE_LIMIT: usize = 1 << 20;
 
+/// Segments of at least this many bytes are transferred alone, never merged: one
+/// system call per such segment costs less than copying it through a bounce buffer
+/// (whole raw chunks of a few hundred KiB went through two copies before).
+const ALONE_MIN: usize = 64 << 10;
+
 /// Indices of the non-empty segments (given as `(offset, len)`), sorted by
 /// offset; segments with equal offsets keep their slice order.
 fn file_order(extents: impl Iterator<Item = (u64, usize)>) -> Vec<usize> {
@@ -450,7 +455,8 @@ fn file_order(extents: impl Iterator<Item = (u64, usize)>) -> Vec<usize> {
 /// `i`'s `(offset, len)`, whose end does not overflow) into runs to transfer
 /// with one system call each: maximal runs where every segment starts exactly
 /// where the previous one ends, cut so that a run of several segments holds at
-/// most [`MERGE_LIMIT`] bytes.
+/// most [`MERGE_LIMIT`] bytes; a segment of [`ALONE_MIN`] bytes or more is a
+/// run of its own.
 fn adjacent_runs(order: &[usize], extent: impl Fn(usize) -> (u64, usize)) -> Vec<Range<usize>> {
     let mut runs = Vec::new();
     let mut start = 0;
@@ -460,12 +466,16 @@ fn adjacent_runs(order: &[usize], extent: impl Fn(usize) -> (u64, usize)) -> Vec
         let mut total = len;
         let mut end = start + 1;
         while let Some(&next) = order.get(end) {
-            let (offset, len) = extent(next);
-            if offset != run_end || total.saturating_add(len) > MERGE_LIMIT {
+            let (offset, next_len) = extent(next);
+            if len >= ALONE_MIN
+                || next_len >= ALONE_MIN
+                || offset != run_end
+                || total.saturating_add(next_len) > MERGE_LIMIT
+            {
                 break;
             }
-            run_end += len_u64(len);
-            total += len;
+            run_end += len_u64(next_len);
+            total += next_len;
             end += 1;
         }
         runs.push(start..end);
@@ -660,24 +670,40 @@ mod tests {
     }
 
     #[test]
-    fn runs_merge_only_exact_neighbours_up_to_the_limit() {
+    fn runs_merge_only_exact_small_neighbours() {
         let extents = [
-            (100, 10),                         // 0
-            (0, 50),                           // 1
-            (50, 50),                          // 2: 1, 2, 0 are adjacent in file order
-            (200, 0),                          // 3: empty, dropped
-            (111, 5),                          // 4: gap of one byte after 0
-            (116, MERGE_LIMIT - 5),            // 5: 4 and 5 fill the limit exactly
-            (116 + MERGE_LIMIT as u64 - 5, 1), // 6: adjacent, but over the limit
-            (1 << 40, 8),                      // 7
+            (100, 10),                   // 0
+            (0, 50),                     // 1
+            (50, 50),                    // 2: 1, 2, 0 are adjacent in file order
+            (200, 0),                    // 3: empty, dropped
+            (111, 5),                    // 4: gap of one byte after 0
+            (116, ALONE_MIN),            // 5: adjacent to 4, but large: alone
+            (116 + ALONE_MIN as u64, 1), // 6: adjacent to 5, which stays alone
+            (117 + ALONE_MIN as u64, 7), // 7: merges with 6
+            (1 << 40, 8),                // 8
         ];
         let order = file_order(extents.iter().copied());
-        assert_eq!(order, [1, 2, 0, 4, 5, 6, 7]);
+        assert_eq!(order, [1, 2, 0, 4, 5, 6, 7, 8]);
         let runs: Vec<Vec<usize>> = adjacent_runs(&order, |i| extents[i])
             .into_iter()
             .map(|r| order[r].to_vec())
             .collect();
-        assert_eq!(runs, [vec![1, 2, 0], vec![4, 5], vec![6], vec![7]]);
+        assert_eq!(runs, [vec![1, 2, 0], vec![4], vec![5], vec![6, 7], vec![8]]);
+    }
+
+    #[test]
+    fn runs_of_small_segments_stop_at_the_limit() {
+        // 17 adjacent segments just below the size that travels alone: the first 16 fill
+        // the limit, the 17th starts a new run.
+        let small = ALONE_MIN - 1;
+        let extents: Vec<(u64, usize)> = (0..17u64).map(|i| (i * small as u64, small)).collect();
+        assert!(16 * small <= MERGE_LIMIT && 17 * small > MERGE_LIMIT);
+        let order = file_order(extents.iter().copied());
+        let runs: Vec<usize> = adjacent_runs(&order, |i| extents[i])
+            .into_iter()
+            .map(|r| r.len())
+            .collect();
+        assert_eq!(runs, [16, 1]);
     }
 
     #[test]
