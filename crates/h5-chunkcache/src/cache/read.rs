@@ -96,6 +96,8 @@ impl ChunkCache {
         let mut misses: Vec<Miss> = Vec::new();
         let mut bypass: Vec<Miss> = Vec::new();
         let mut want: Vec<(ChunkKey, LoadKind)> = Vec::new();
+        // The keys in `want` (a linear search per piece made many-chunk reads quadratic).
+        let mut wanted: std::collections::HashSet<ChunkKey> = std::collections::HashSet::new();
         for (i, req) in reqs.iter_mut().enumerate() {
             let ds = req.dataset;
             if req.skip_io {
@@ -141,7 +143,7 @@ impl ChunkCache {
                     bypass.push(Miss { req: i, piece: p });
                     continue;
                 }
-                if !want.iter().any(|(k, _)| *k == key) {
+                if wanted.insert(key) {
                     want.push((key, LoadKind::Values));
                 }
                 misses.push(Miss { req: i, piece: p });
@@ -150,6 +152,8 @@ impl ChunkCache {
         // Load in batches whose chunks fit the limit together (SCC-092), so a read touching more
         // than fits never holds more than about one limit's worth of chunks in flight.
         let mut batches = Vec::new();
+        let mut batch_of: std::collections::HashMap<ChunkKey, usize> =
+            std::collections::HashMap::with_capacity(want.len());
         let mut start = 0;
         while start < want.len() {
             let mut bytes = 0usize;
@@ -162,21 +166,21 @@ impl ChunkCache {
                 bytes = bytes.saturating_add(b);
                 end += 1;
             }
-            let batch = want[start..end].to_vec();
-            let keys: std::collections::HashSet<ChunkKey> = batch.iter().map(|w| w.0).collect();
-            let mine: Vec<usize> = misses
-                .iter()
-                .enumerate()
-                .filter(|(_, m)| {
-                    keys.contains(&ChunkKey {
-                        dataset: reqs[m.req].dataset,
-                        coord: m.piece.coord,
-                    })
-                })
-                .map(|(i, _)| i)
-                .collect();
-            batches.push((batch, mine));
+            for (k, _) in &want[start..end] {
+                batch_of.insert(*k, batches.len());
+            }
+            batches.push((want[start..end].to_vec(), Vec::new()));
             start = end;
+        }
+        // Each miss goes to the batch that loads its chunk (in miss order).
+        for (i, m) in misses.iter().enumerate() {
+            let key = ChunkKey {
+                dataset: reqs[m.req].dataset,
+                coord: m.piece.coord,
+            };
+            if let Some(&b) = batch_of.get(&key) {
+                batches[b].1.push(i);
+            }
         }
         Ok(ReadPlan {
             report,
@@ -220,13 +224,15 @@ impl ChunkCache {
         misses: &[&Miss],
         res: LoadResult,
     ) -> Result<()> {
+        // A set: `contains` on the list made reads of many absent chunks quadratic.
+        let missing: std::collections::HashSet<ChunkKey> = res.missing.iter().copied().collect();
         for m in misses {
             let r = &mut reqs[m.req];
             let key = ChunkKey {
                 dataset: r.dataset,
                 coord: m.piece.coord,
             };
-            if res.missing.contains(&key) {
+            if missing.contains(&key) {
                 let st = self.state(key.dataset)?;
                 Self::fill_buffer(st, key.dataset, &m.piece.runs, r.buf, r.conversion)?;
             }
@@ -255,7 +261,7 @@ impl ChunkCache {
             }
         }
         if result.is_ok() {
-            result = self.scatter_misses(reqs, misses, &aside, &res.missing);
+            result = self.scatter_misses(reqs, misses, &aside, &missing);
         }
         for id in busy {
             self.policy.set_busy(id, false);
@@ -270,7 +276,7 @@ impl ChunkCache {
         reqs: &mut [ReadRequest<'_>],
         misses: &[&Miss],
         aside: &HashMap<ChunkKey, Chunk>,
-        missing: &[ChunkKey],
+        missing: &std::collections::HashSet<ChunkKey>,
     ) -> Result<()> {
         for m in misses {
             let r = &mut reqs[m.req];
