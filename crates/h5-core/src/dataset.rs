@@ -563,6 +563,50 @@ pub fn read_many(
     Ok(())
 }
 
+/// Looks every chunk of the grid `counts` up in `layout`, in row-major order (in batches of
+/// 4096), and hands each coordinate with its lookup to `visit`. Grids of more than 2^24 chunks
+/// are refused ("too many chunks to `what`").
+pub(crate) fn visit_chunks(
+    layout: &dyn ChunkLayout,
+    counts: &[u64],
+    what: &str,
+    mut visit: impl FnMut(&h5_chunkcache::ChunkCoord, h5_chunkcache::Lookup) -> Result<()>,
+) -> Result<()> {
+    let total = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
+    let Some(total) = total.filter(|&t| t <= 1 << 24) else {
+        return Err(Error::Unsupported(format!("too many chunks to {what}")));
+    };
+    let mut lookup = |batch: &mut Vec<h5_chunkcache::ChunkCoord>| -> Result<()> {
+        let found = layout
+            .lookup(batch)
+            .map_err(|e| Error::Invalid(format!("chunk index: {e}")))?;
+        for (c, l) in batch.iter().zip(found) {
+            visit(c, l)?;
+        }
+        batch.clear();
+        Ok(())
+    };
+    let mut coord = vec![0u64; counts.len()];
+    let mut batch = Vec::new();
+    for _ in 0..total {
+        batch.push(
+            h5_chunkcache::ChunkCoord::new(&coord)
+                .ok_or_else(|| Error::Unsupported("rank too large".into()))?,
+        );
+        for d in (0..coord.len()).rev() {
+            coord[d] += 1;
+            if coord[d] < counts[d] {
+                break;
+            }
+            coord[d] = 0;
+        }
+        if batch.len() == 4096 {
+            lookup(&mut batch)?;
+        }
+    }
+    lookup(&mut batch)
+}
+
 /// Stored (encoded) size in bytes of every allocated chunk of a chunked dataset, in chunk-grid
 /// order, or of the single block of contiguous data in the file (external, compact and virtual
 /// data occupy no raw bytes of the file: empty). For statistics such as `h5 stat`.
@@ -581,41 +625,11 @@ pub fn stored_sizes(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<u6
             let layout = build_layout(file, info)?;
             let chunk_dims = info.chunk_dims().unwrap_or_default();
             let counts = grid(info.dims(), &chunk_dims);
-            let total = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
-            let Some(total) = total.filter(|&t| t <= 1 << 24) else {
-                return Err(Error::Unsupported("too many chunks to list".into()));
-            };
             let mut sizes = Vec::new();
-            let mut coord = vec![0u64; counts.len()];
-            let mut batch = Vec::new();
-            for _ in 0..total {
-                batch.push(
-                    h5_chunkcache::ChunkCoord::new(&coord)
-                        .ok_or_else(|| Error::Unsupported("rank too large".into()))?,
-                );
-                for d in (0..coord.len()).rev() {
-                    coord[d] += 1;
-                    if coord[d] < counts[d] {
-                        break;
-                    }
-                    coord[d] = 0;
-                }
-                if batch.len() == 4096 {
-                    for l in layout
-                        .lookup(&batch)
-                        .map_err(|e| Error::Invalid(format!("chunk index: {e}")))?
-                    {
-                        sizes.extend(l.location.map(|d| d.size));
-                    }
-                    batch.clear();
-                }
-            }
-            for l in layout
-                .lookup(&batch)
-                .map_err(|e| Error::Invalid(format!("chunk index: {e}")))?
-            {
+            visit_chunks(layout.as_ref(), &counts, "list", |_, l| {
                 sizes.extend(l.location.map(|d| d.size));
-            }
+                Ok(())
+            })?;
             Ok(sizes)
         }
         _ => Ok(Vec::new()),

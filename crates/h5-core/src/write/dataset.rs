@@ -22,7 +22,7 @@ use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::alloc_time::{Pending, initialises};
 use crate::write::chunk_index::ChunkIndexKind;
-use crate::write::chunk_index::create::ChunkedSpec;
+use crate::write::chunk_index::create::{ChunkedSpec, rewrite_layout_message};
 use crate::write::chunks::{ChunkTable, ChunkedWriteLayout, ContiguousLayout, IndexShape};
 use crate::write::{attrs, ohdr};
 
@@ -653,22 +653,17 @@ pub(crate) fn existing_layout(
                 // Late allocation: the space comes with the first write, as in libhdf5.
                 let a = file.allocate(SpaceKind::Raw, bytes)?;
                 file.initialise(a, bytes, &fill)?;
-                let body = encode_message(
-                    &Message::Layout(Layout {
+                rewrite_layout_message(
+                    file,
+                    info.address,
+                    Layout {
                         version: info.layout.version,
                         class: LayoutClass::Contiguous {
                             address: a,
                             size: Some(bytes),
                         },
-                    }),
-                    file.sizes,
+                    },
                 )?;
-                ohdr::update(file, info.address, |msgs| {
-                    for m in msgs.iter_mut().filter(|m| m.kind == kind::LAYOUT) {
-                        m.body = body.clone();
-                    }
-                    Ok(())
-                })?;
                 a
             } else {
                 *address
@@ -720,13 +715,7 @@ pub(crate) fn existing_layout(
                 if let LayoutClass::Chunked { index, .. } = &mut layout.class {
                     *index = ChunkIndex::BtreeV1 { address: root };
                 }
-                let body = encode_message(&Message::Layout(layout), file.sizes)?;
-                ohdr::update(file, info.address, |msgs| {
-                    for m in msgs.iter_mut().filter(|m| m.kind == kind::LAYOUT) {
-                        m.body = body.clone();
-                    }
-                    Ok(())
-                })?;
+                rewrite_layout_message(file, info.address, layout)?;
                 Arc::new(ChunkTable::new(
                     space,
                     IndexShape::BtreeV1 { root, k },

@@ -60,8 +60,14 @@ pub(crate) fn layout_version(file: &FileShared, class: &LayoutClass) -> u8 {
 /// (through the object-header update path).
 pub(crate) fn rewrite_layout(file: &FileShared, at: u64, class: LayoutClass) -> Result<()> {
     let version = layout_version(file, &class);
+    rewrite_layout_message(file, at, Layout { version, class })
+}
+
+/// Replaces the layout message of the dataset whose header is at `at` with `layout` (its
+/// version as given: a file opened for writing keeps the version its datasets have).
+pub(crate) fn rewrite_layout_message(file: &FileShared, at: u64, layout: Layout) -> Result<()> {
     let body = h5_format::message::encode_message(
-        &h5_format::message::Message::Layout(Layout { version, class }),
+        &h5_format::message::Message::Layout(layout),
         file.sizes,
     )?;
     crate::write::ohdr::update(file, at, |msgs| {

@@ -3,7 +3,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use h5_chunkcache::ChunkCoord;
 use h5_format::UNDEFINED_ADDRESS;
 use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::layout::{ChunkIndex, LayoutClass};
@@ -18,9 +17,6 @@ use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
 use crate::write::alloc::SpaceKind;
 use crate::write::chunks::{ChunkSpace, ChunkTable, IndexShape};
-
-/// Most chunks whose records are read to take an existing dataset over.
-const MAX_CHUNKS: u64 = 1 << 24;
 
 /// The chunk table of an existing chunked dataset with a layout version 4 index (single chunk,
 /// implicit, fixed array, extensible array, v2 B-tree), or `None` when h5 cannot lay that
@@ -219,45 +215,13 @@ fn read_records(
 ) -> Result<std::collections::BTreeMap<Vec<u64>, ChunkRecord>> {
     let layout = crate::dataset::build_layout(file, info)?;
     let counts = crate::indexes::grid(info.dims(), chunk);
-    let total = counts
-        .iter()
-        .try_fold(1u64, |a, &c| a.checked_mul(c))
-        .filter(|t| *t <= MAX_CHUNKS)
-        .ok_or_else(|| Error::Unsupported("too many chunks to take over for writing".into()))?;
     let mut out = std::collections::BTreeMap::new();
-    let mut coord = vec![0u64; counts.len()];
-    let mut batch: Vec<ChunkCoord> = Vec::new();
-    let mut flush = |batch: &mut Vec<ChunkCoord>| -> Result<()> {
-        let found = layout
-            .lookup(batch)
-            .map_err(|e| Error::Invalid(format!("chunk index: {e}")))?;
-        for (c, l) in batch.iter().zip(found) {
-            if let Some(r) = l.udata.downcast_ref::<ChunkRecord>() {
-                let off = c.as_slice().iter().zip(chunk).map(|(s, d)| s * d).collect();
-                out.insert(off, *r);
-            }
+    crate::dataset::visit_chunks(layout.as_ref(), &counts, "take over for writing", |c, l| {
+        if let Some(r) = l.udata.downcast_ref::<ChunkRecord>() {
+            let off = c.as_slice().iter().zip(chunk).map(|(s, d)| s * d).collect();
+            out.insert(off, *r);
         }
-        batch.clear();
         Ok(())
-    };
-    if counts.contains(&0) {
-        return Ok(out);
-    }
-    for _ in 0..total {
-        batch.push(
-            ChunkCoord::new(&coord).ok_or_else(|| Error::Unsupported("rank too large".into()))?,
-        );
-        for d in (0..coord.len()).rev() {
-            coord[d] += 1;
-            if coord[d] < counts[d] {
-                break;
-            }
-            coord[d] = 0;
-        }
-        if batch.len() == 4096 {
-            flush(&mut batch)?;
-        }
-    }
-    flush(&mut batch)?;
+    })?;
     Ok(out)
 }
