@@ -15,6 +15,32 @@ const WEIGHT_MOD: u64 = 1_000_003;
 /// its large (mmap) allocations, as numpy does for its arrays.
 pub(crate) const THP_TUNABLE: (&str, &str) = ("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1");
 
+/// Options of the side-by-side commands (`all`, `read`): both run workloads on h5 and on h5py.
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+pub(crate) struct SideBySide {
+    /// Volumes divided by 16 (finishes in a few minutes).
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Python interpreter with h5py (default: .venv/bin/python if it exists, else python3).
+    #[arg(long)]
+    pub(crate) python: Option<PathBuf>,
+    /// Timed repetitions per system and workload (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub(crate) reps: usize,
+    /// Directory of the files written and read (default: a directory under the system's
+    /// temporary directory, reused by later runs where inputs match).
+    #[arg(long)]
+    pub(crate) dir: Option<PathBuf>,
+    /// Do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (h5's large buffers then get
+    /// no transparent huge pages, unlike numpy's).
+    #[arg(long)]
+    pub(crate) no_thp: bool,
+    /// Run only these workloads (comma-separated ids; `all`: 1, 2a, 2b, 3, 3m, 4, 4l, 5, 6, 6m,
+    /// 6e, 7, an id without its letter selecting its variants; `read`: 1, 2, 3, 3b, 4, 5).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
+}
+
 /// Whether workload `id` is selected by `only` (empty: every workload).
 pub(crate) fn selected(only: &[String], id: &str) -> bool {
     only.is_empty() || only.iter().any(|o| o.trim().eq_ignore_ascii_case(id))

@@ -23,7 +23,6 @@ mod probe;
 mod read;
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,41 +46,13 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
-    all: AllArgs,
-}
-
-/// Arguments of the standard workloads (`h5-bench [all]`).
-#[derive(clap::Args, Clone, Debug, PartialEq)]
-struct AllArgs {
-    /// Volumes divided by 16 (finishes in a few minutes).
-    #[arg(long)]
-    quick: bool,
-    /// Python interpreter with h5py (default: .venv/bin/python if it exists, else python3).
-    #[arg(long)]
-    python: Option<PathBuf>,
-    /// Timed repetitions per system and workload (the median is reported).
-    #[arg(long, default_value_t = 5)]
-    reps: usize,
-    /// Directory of the files written and read (default: a directory under the system's
-    /// temporary directory).
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    /// Do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1.
-    #[arg(long)]
-    no_thp: bool,
-    /// Run only these workloads (comma-separated ids: 1, 2a, 2b, 3, 3m, 4, 4l, 5, 6, 6m, 6e, 7;
-    /// an id without its letter selects its variants).
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
-    /// Internal: run the h5 side of one workload once and print its peak memory (JSON).
-    #[arg(long, hide = true)]
-    mem_child: Option<String>,
+    all: all::AllOptions,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// The standard workloads W1–W7 on h5 and h5py (the default).
-    All(AllArgs),
+    All(all::AllOptions),
     /// Metadata cache micro-benchmarks.
     Metacache {
         /// Timed repetitions per figure (the median is reported).
@@ -104,46 +75,16 @@ enum Command {
         chunk_kib: u64,
     },
     /// Read workloads on h5 and on libhdf5 through h5py, side by side (medians, h5/h5py ratios).
-    Read {
-        /// Sizes divided by 16 (a 1024x1024 field, 125 reads, 1250 members, 16 MiB).
-        #[arg(long)]
-        quick: bool,
-        /// Python interpreter with h5py (default: .venv/bin/python if it exists, else python3).
-        #[arg(long)]
-        python: Option<PathBuf>,
-        /// Timed repetitions per system and workload (the median is reported).
-        #[arg(long, default_value_t = 5)]
-        reps: usize,
-        /// Directory of the generated input files (default: a directory under the system's
-        /// temporary directory, reused by later runs).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (h5's large buffers then
-        /// get no transparent huge pages, unlike numpy's).
-        #[arg(long)]
-        no_thp: bool,
-        /// Run only these workloads (comma-separated ids: 1, 2, 3, 3b, 4, 5).
-        #[arg(long, value_delimiter = ',')]
-        only: Vec<String>,
-    },
+    Read(read::ReadOptions),
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::All(cli.all)) {
-        Command::All(a) => {
-            if let Some(code) = common::reexec_with_thp(a.no_thp) {
+        Command::All(opts) => {
+            if let Some(code) = common::reexec_with_thp(opts.common.no_thp) {
                 std::process::exit(code);
             }
-            let opts = all::AllOptions {
-                quick: a.quick,
-                python: a.python,
-                reps: a.reps,
-                dir: a.dir,
-                no_thp: a.no_thp,
-                only: a.only,
-                mem_child: a.mem_child,
-            };
             match all::run(&opts) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -162,22 +103,7 @@ fn main() {
             chunks,
             chunk_kib,
         } => chunkcache::run(reps.max(1), chunks.max(1), chunk_kib.max(1)),
-        Command::Read {
-            quick,
-            python,
-            reps,
-            dir,
-            no_thp,
-            only,
-        } => {
-            let opts = read::ReadOptions {
-                quick,
-                python,
-                reps,
-                dir,
-                no_thp,
-                only,
-            };
+        Command::Read(opts) => {
             if let Some(code) = common::reexec_with_thp(opts.no_thp) {
                 std::process::exit(code);
             }
@@ -318,21 +244,21 @@ mod tests {
     fn no_subcommand_runs_all() {
         let cli = Cli::try_parse_from(["h5-bench", "--quick", "--only", "1,4"]).expect("parses");
         assert!(cli.command.is_none());
-        assert!(cli.all.quick);
-        assert_eq!(cli.all.only, ["1", "4"]);
-        assert_eq!(cli.all.reps, 5);
+        assert!(cli.all.common.quick);
+        assert_eq!(cli.all.common.only, ["1", "4"]);
+        assert_eq!(cli.all.common.reps, 5);
         let cli = Cli::try_parse_from(["h5-bench", "all", "--reps", "3"]).expect("parses");
         match cli.command {
             Some(Command::All(a)) => {
-                assert_eq!(a.reps, 3);
-                assert!(!a.quick);
+                assert_eq!(a.common.reps, 3);
+                assert!(!a.common.quick);
             }
             _ => panic!("not the all command"),
         }
         let cli = Cli::try_parse_from(["h5-bench", "read", "--quick"]).expect("parses");
         assert!(matches!(
             cli.command,
-            Some(Command::Read { quick: true, .. })
+            Some(Command::Read(common::SideBySide { quick: true, .. }))
         ));
     }
 
@@ -341,17 +267,17 @@ mod tests {
         let cli = Cli::try_parse_from(["h5-bench", "read", "--quick", "--python", "/x/py"])
             .expect("parses");
         match cli.command.expect("a subcommand") {
-            Command::Read {
+            Command::Read(common::SideBySide {
                 quick,
                 python,
                 reps,
                 dir,
                 no_thp,
                 only,
-            } => {
+            }) => {
                 assert!(quick);
                 assert!(only.is_empty());
-                assert_eq!(python, Some(PathBuf::from("/x/py")));
+                assert_eq!(python, Some(std::path::PathBuf::from("/x/py")));
                 assert_eq!(reps, 5);
                 assert_eq!(dir, None);
                 assert!(!no_thp);
@@ -363,13 +289,13 @@ mod tests {
         ])
         .expect("parses");
         match cli.command.expect("a subcommand") {
-            Command::Read {
+            Command::Read(common::SideBySide {
                 quick,
                 reps,
                 no_thp,
                 only,
                 ..
-            } => {
+            }) => {
                 assert!(!quick);
                 assert_eq!(only, ["1", "3b"]);
                 assert_eq!(reps, 3);

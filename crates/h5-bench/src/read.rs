@@ -36,21 +36,7 @@ const ORDER_SEED: u64 = 0x5EED_0004;
 const SLAB: usize = 64;
 
 /// Options of `h5-bench read`.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ReadOptions {
-    /// Sizes divided by 16.
-    pub(crate) quick: bool,
-    /// The Python interpreter (with h5py) to use; see [`default_python`].
-    pub(crate) python: Option<PathBuf>,
-    /// Timed repetitions per system and workload.
-    pub(crate) reps: usize,
-    /// Where the input files are kept.
-    pub(crate) dir: Option<PathBuf>,
-    /// Do not re-run under `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`.
-    pub(crate) no_thp: bool,
-    /// Workload ids to run (`1`, `2`, `3`, `3b`, `4`, `5`); empty: all.
-    pub(crate) only: Vec<String>,
-}
+pub(crate) type ReadOptions = crate::common::SideBySide;
 
 /// One line of the results table.
 #[derive(Clone, Debug, PartialEq)]

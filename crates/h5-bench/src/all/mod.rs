@@ -16,7 +16,6 @@ mod h5side;
 
 use std::fs;
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use h5::{ChunkCacheConfig, FileAccess, FormatBounds};
@@ -44,24 +43,15 @@ const W6_SEED: u64 = 0x5EED_0606;
 /// chunks, so that hash collisions do not evict (libhdf5's advice for a large cache).
 const W3_BIG_SLOTS: u64 = 10_007;
 
-/// Options of the standard workloads.
-#[derive(Clone, Debug, PartialEq)]
+/// Options of the standard workloads (`h5-bench [all]`).
+#[derive(clap::Args, Clone, Debug, PartialEq)]
 pub(crate) struct AllOptions {
-    /// Volumes divided by 16.
-    pub(crate) quick: bool,
-    /// The Python interpreter (with h5py).
-    pub(crate) python: Option<PathBuf>,
-    /// Timed repetitions per system and workload.
-    pub(crate) reps: usize,
-    /// Where the files are written (default under the system's temporary directory).
-    pub(crate) dir: Option<PathBuf>,
-    /// Do not re-run under `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`.
-    pub(crate) no_thp: bool,
-    /// Workload ids to run (`1`, `2a`, `2b`, `3`, `3m`, `4`, `4l`, `5`, `6`, `6m`, `6e`, `7`; an id
-    /// without its letter selects every variant); empty: all.
-    pub(crate) only: Vec<String>,
+    /// What every side-by-side command takes.
+    #[command(flatten)]
+    pub(crate) common: crate::common::SideBySide,
     /// Internal: run only the h5 side of this workload once, in this fresh process, and print
     /// its phases as one JSON line (the parent's peak-memory measurement).
+    #[arg(long, hide = true)]
     pub(crate) mem_child: Option<String>,
 }
 
@@ -672,7 +662,7 @@ fn print_header(
     let v = py.call(&json!({"op": "versions"}))?;
     println!(
         "h5-bench{}: standard workloads, {reps} timed repetitions per system, alternating, medians",
-        if opts.quick {
+        if opts.common.quick {
             " --quick (volumes / 16)"
         } else {
             ""
@@ -715,19 +705,19 @@ fn print_header(
 /// Runs the standard workloads; returns whether every check passed.
 #[allow(clippy::too_many_lines)]
 pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
-    let p = Params::new(opts.quick);
-    let reps = opts.reps.max(1);
-    let dir = opts.dir.clone().unwrap_or_else(|| {
+    let p = Params::new(opts.common.quick);
+    let reps = opts.common.reps.max(1);
+    let dir = opts.common.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir()
             .join("h5-bench-all")
-            .join(if opts.quick { "quick" } else { "full" })
+            .join(if opts.common.quick { "quick" } else { "full" })
     });
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for (name, text) in [("h5py_side.py", SIDE_HELPER), ("h5py_all.py", HELPER)] {
         let path = dir.join(name);
         fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    let python = match &opts.python {
+    let python = match &opts.common.python {
         Some(p) => p.clone(),
         None => default_python(&std::env::current_dir().map_err(crate::common::err)?),
     };
@@ -747,7 +737,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
 
     // The W1/W2 field, generated on both sides when a workload needs it; the checksums must
     // agree.
-    let need_field = FIELD_IDS.iter().any(|id| chosen(&opts.only, id));
+    let need_field = FIELD_IDS.iter().any(|id| chosen(&opts.common.only, id));
     let t0 = Instant::now();
     let values = if need_field {
         field::make(p.side, 0)
@@ -815,7 +805,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
             grid.clone(),
         ),
     ] {
-        if !chosen(&opts.only, id) {
+        if !chosen(&opts.common.only, id) {
             continue;
         }
         let h5_path = at(&format!("h5_w{id}.h5"));
@@ -856,7 +846,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
 
     // W3: random hyperslabs of h5py's W2(b) file, read by both.
-    if chosen(&opts.only, "3") || chosen(&opts.only, "3m") {
+    if chosen(&opts.common.only, "3") || chosen(&opts.common.only, "3m") {
         if let Some(py) = py.as_mut() {
             let t0 = Instant::now();
             py.call(
@@ -885,7 +875,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         ] {
             let (path, names, reads) = (&w3_file, &data_name, &w3_reads);
             let k = p.w3_block;
-            if !chosen(&opts.only, id) {
+            if !chosen(&opts.common.only, id) {
                 continue;
             }
             workloads.push(Workload {
@@ -921,7 +911,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
             "latest bounds",
         ),
     ] {
-        if !chosen(&opts.only, id) {
+        if !chosen(&opts.common.only, id) {
             continue;
         }
         let h5_path = at(&format!("h5_w{id}.h5"));
@@ -962,7 +952,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
 
     // W5: one group of many tiny datasets.
-    if chosen(&opts.only, "5") {
+    if chosen(&opts.common.only, "5") {
         let h5_path = at("h5_w5.h5");
         let py_path = at("py_w5.h5");
         let size = format!("{} members", p.w5_members);
@@ -994,7 +984,10 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
 
     // W6: many deflated datasets read in their hot corners through one shared cache.
-    if ["6", "6m", "6e"].iter().any(|id| chosen(&opts.only, id)) {
+    if ["6", "6m", "6e"]
+        .iter()
+        .any(|id| chosen(&opts.common.only, id))
+    {
         if let Some(py) = py.as_mut() {
             let t0 = Instant::now();
             let g = py.call(
@@ -1046,7 +1039,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         ] {
             let (path, names, reads) = (&w6_file, &w6_names, &w6_reads);
             let k = p.w6_block;
-            if !chosen(&opts.only, id) {
+            if !chosen(&opts.common.only, id) {
                 continue;
             }
             workloads.push(Workload {
@@ -1078,7 +1071,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     let fresh = Fresh {
         python: &python,
         dir: &dir,
-        quick: opts.quick,
+        quick: opts.common.quick,
         side: p.side,
     };
     println!();
@@ -1090,7 +1083,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
     drop(workloads);
     drop(py);
-    if chosen(&opts.only, "7") && child.is_none() {
+    if chosen(&opts.common.only, "7") && child.is_none() {
         let na = Cell::Na("n/a (VFD SWMR not implemented)".to_owned());
         rows.push(Row {
             phase: phase("W7 SWMR write-to-visibility", "-", None, false),
@@ -1104,7 +1097,11 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     println!(
         "\nResults ({}; medians; ratios h5/h5py below 1 = h5 better; peak = RSS growth in a \
          fresh process; load average at end: {}; total {}):\n",
-        if opts.quick { "--quick" } else { "full sizes" },
+        if opts.common.quick {
+            "--quick"
+        } else {
+            "full sizes"
+        },
         loadavg(),
         format_secs(t_start.elapsed().as_secs_f64())
     );
