@@ -751,7 +751,7 @@ impl FileShared {
         }) {
             self.ensure_table(addr)?;
             let table = self.state()?.groups.remove(&addr);
-            if let Some(table) = table {
+            if let Some(mut table) = table {
                 for t in table.links.values() {
                     if let Target::Hard { addr: child, .. } = t {
                         self.release(*child)?;

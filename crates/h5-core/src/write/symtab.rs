@@ -103,9 +103,10 @@ impl GroupTable {
             .map(|(n, t)| entry(n, t))
     }
 
-    /// Frees the heap's data segment and every node but the root (the group is being deleted).
-    pub(crate) fn free(&self, file: &FileShared) -> Result<()> {
-        for &(addr, len, kind) in &self.placed {
+    /// Frees the heap's data segment and every node but the root (before a new layout, or
+    /// when the group is deleted).
+    pub(crate) fn free(&mut self, file: &FileShared) -> Result<()> {
+        for (addr, len, kind) in std::mem::take(&mut self.placed) {
             drop_entry(file, kind, addr, len)?;
         }
         Ok(())
@@ -114,9 +115,7 @@ impl GroupTable {
     /// Writes the table into the cache: heap, symbol table nodes, B-tree.
     pub(crate) fn lay_out(&mut self, file: &FileShared) -> Result<()> {
         let sizes = file.sizes;
-        for (addr, len, kind) in std::mem::take(&mut self.placed) {
-            drop_entry(file, kind, addr, len)?;
-        }
+        self.free(file)?;
         // Names, then soft-link values, in the heap.
         let mut strings: Vec<&[u8]> = self.links.keys().map(Vec::as_slice).collect();
         let soft: Vec<&[u8]> = self
