@@ -50,8 +50,19 @@ impl ChunkCache {
     /// one [`direct_chunk_read`](ChunkCache::direct_chunk_read) would copy. Same errors as that
     /// call, except the two about the chunk and the buffer.
     pub fn direct_chunk_size(&mut self, ds: DatasetId, offset: &[u64]) -> Result<Option<u64>> {
+        Ok(self
+            .direct_chunk_lookup(ds, offset)?
+            .location
+            .map(|l| l.size))
+    }
+
+    /// The layout's lookup of the chunk starting at element `offset` of `ds`: its disk location
+    /// (`None`: not allocated) and the layout's per-chunk data (for example what the chunk's
+    /// filters recorded). A dirty cached copy is flushed first, as for
+    /// [`direct_chunk_size`](ChunkCache::direct_chunk_size); same errors.
+    pub fn direct_chunk_lookup(&mut self, ds: DatasetId, offset: &[u64]) -> Result<Lookup> {
         let key = self.direct_key(ds, offset)?;
-        Ok(self.direct_location(key)?.map(|l| l.size))
+        self.direct_lookup(key)
     }
 
     /// Writes `bytes` as the disk image of the chunk starting at element `offset` of `ds`, with
@@ -127,13 +138,18 @@ impl ChunkCache {
 
     /// Flushes a dirty cached copy of `key` (that entry only), then looks the chunk up.
     fn direct_location(&mut self, key: ChunkKey) -> Result<Option<DiskLocation>> {
+        Ok(self.direct_lookup(key)?.location)
+    }
+
+    /// The lookup of `key`'s chunk after flushing a dirty cached copy of it.
+    fn direct_lookup(&mut self, key: ChunkKey) -> Result<Lookup> {
         if let Some(id) = self.lookup_id(&key)
             && self.entry(id).is_some_and(|e| e.dirty)
         {
             self.flush_entries(key.dataset, &[id.0])?;
         }
         let layout = Arc::clone(&self.state(key.dataset)?.layout);
-        Ok(lookup_one(&layout, key.dataset, &key.coord)?.location)
+        lookup_one(&layout, key.dataset, &key.coord)
     }
 }
 

@@ -493,6 +493,12 @@ impl ChunkTable {
 /// Per-chunk state: the filter mask of its last encoding.
 struct Mask(u32);
 
+/// The filter mask a writable chunked layout keeps for a chunk in its lookup data (`None`:
+/// the data is another layout's).
+pub(crate) fn udata_mask(udata: &Udata) -> Option<u32> {
+    udata.downcast_ref::<Mask>().map(|m| m.0)
+}
+
 /// Chunked data with a v1 B-tree index and a filter pipeline.
 #[derive(Debug)]
 pub(crate) struct ChunkedWriteLayout {
@@ -511,12 +517,6 @@ pub(crate) struct ChunkedWriteLayout {
 }
 
 impl ChunkedWriteLayout {
-    /// The index record of the chunk at `coord`, if written.
-    pub(crate) fn record(&self, coord: &ChunkCoord) -> Result<Option<ChunkRecord>> {
-        let records = self.index.records.lock().map_err(|_| Error::Poisoned)?;
-        Ok(records.get(&self.index.offsets(coord)).copied())
-    }
-
     /// Sets the filter mask of the written chunk at `coord` (a direct chunk write).
     pub(crate) fn set_filter_mask(&self, coord: &ChunkCoord, mask: u32) -> Result<()> {
         let mut records = self.index.records.lock().map_err(|_| Error::Poisoned)?;

@@ -100,51 +100,28 @@ pub fn read_chunk(
     info: &DatasetInfo,
     offset: &[u64],
 ) -> Result<Option<(u32, Vec<u8>)>> {
-    let coord = chunk_coord(info, offset)?;
+    chunk_coord(info, offset)?;
     let id = crate::dataset::ensure_registered(file, info)?;
-    let size = file
-        .chunks
-        .lock()
-        .map_err(|_| Error::Poisoned)?
-        .direct_chunk_size(id, offset)?;
-    let Some(size) = size else {
+    let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+    let found = chunks.direct_chunk_lookup(id, offset)?;
+    let Some(location) = found.location else {
         return Ok(None);
     };
-    let mask = chunk_record(file, info, &coord)?.map_or(0, |r| r.filter_mask);
+    // The reader's layouts keep the chunk's index record, the writable ones its last mask.
+    let mask = found
+        .udata
+        .downcast_ref::<ChunkRecord>()
+        .map(|r| r.filter_mask)
+        .or_else(|| crate::write::chunks::udata_mask(&found.udata))
+        .unwrap_or(0);
     let mut buf = vec![
         0u8;
-        usize::try_from(size)
+        usize::try_from(location.size)
             .map_err(|_| Error::Unsupported("a chunk too large for memory".into()))?
     ];
-    let n = file
-        .chunks
-        .lock()
-        .map_err(|_| Error::Poisoned)?
-        .direct_chunk_read(id, offset, &mut buf)?;
+    let n = chunks.direct_chunk_read(id, offset, &mut buf)?;
     buf.truncate(n);
     Ok(Some((mask, buf)))
-}
-
-/// The index record of one chunk: from the writable layout of a dataset being written, else
-/// from the file's index.
-fn chunk_record(
-    file: &Arc<FileShared>,
-    info: &DatasetInfo,
-    coord: &ChunkCoord,
-) -> Result<Option<ChunkRecord>> {
-    if file.is_writable()
-        && let Some(l) = file.state()?.chunked.get(&info.address).cloned()
-    {
-        return l.record(coord);
-    }
-    let layout = crate::dataset::build_layout(file, info)?;
-    let found = layout
-        .lookup(std::slice::from_ref(coord))
-        .map_err(|e| Error::Invalid(format!("chunk index: {e}")))?;
-    Ok(found
-        .into_iter()
-        .next()
-        .and_then(|l| l.udata.downcast_ref::<ChunkRecord>().copied()))
 }
 
 /// Writes `bytes` as the stored image of the chunk starting at element `offset` (already
