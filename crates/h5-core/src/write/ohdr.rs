@@ -167,13 +167,20 @@ pub(crate) fn update<R>(
 /// present only while the count is above 1.
 pub(crate) fn adjust_refcount(file: &FileShared, addr: u64, delta: i64) -> Result<u32> {
     update_with_prefix(file, addr, |prefix, msgs| {
-        let current = match prefix.reference_count {
-            Some(n) => n,
-            None => msgs
-                .iter()
-                .find(|m| m.kind == kind::REFERENCE_COUNT)
-                .and_then(|m| m.body.get(1..5))
-                .map_or(1, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        let current = match (
+            prefix.reference_count,
+            msgs.iter().find(|m| m.kind == kind::REFERENCE_COUNT),
+        ) {
+            (Some(n), _) => n,
+            (None, Some(m)) => {
+                h5_format::message::ReferenceCount::decode(&mut h5_format::reader::Reader::new(
+                    &m.body,
+                    "reference count message",
+                    addr,
+                ))?
+                .count
+            }
+            (None, None) => 1,
         };
         let new = i64::from(current)
             .checked_add(delta)
