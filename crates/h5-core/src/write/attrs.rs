@@ -58,6 +58,22 @@ pub(crate) fn header_parts(
     (flags, Some(ohdr::message(kind::ATTRIBUTE_INFO, 0, body)))
 }
 
+/// The attribute `m` holds if it is an attribute message named `name`.
+pub(crate) fn attribute_named(
+    m: &crate::object::StoredMessage,
+    name: &str,
+    sizes: h5_format::Sizes,
+    obj: u64,
+) -> Option<h5_format::message::attribute::AttributeMessage> {
+    if m.kind != kind::ATTRIBUTE {
+        return None;
+    }
+    match h5_format::message::decode_message(kind::ATTRIBUTE, 0, &m.body, sizes, obj) {
+        Ok(Message::Attribute(a)) if a.name == name => Some(a),
+        _ => None,
+    }
+}
+
 /// Stores the encoded attribute message `body` of the attribute `name` on the object at `obj`,
 /// replacing one of that name: in the object header (version 1 headers always; version 2 while
 /// the object has at most [`MAX_COMPACT`] attributes that fit header messages), else in the
@@ -65,11 +81,7 @@ pub(crate) fn header_parts(
 pub(crate) fn store(file: &FileShared, obj: u64, name: &str, body: Vec<u8>) -> Result<()> {
     let bounds = file.bounds();
     let sizes = file.sizes;
-    let same = |b: &[u8]| {
-        h5_format::message::decode_message(kind::ATTRIBUTE, 0, b, sizes, obj)
-            .ok()
-            .is_some_and(|m| matches!(m, Message::Attribute(a) if a.name == name))
-    };
+    let same = |m: &crate::object::StoredMessage| attribute_named(m, name, sizes, obj).is_some();
     if !bounds.new_style() {
         if body.len() > 65_000 {
             return Err(Error::Unsupported(format!(
@@ -79,7 +91,7 @@ pub(crate) fn store(file: &FileShared, obj: u64, name: &str, body: Vec<u8>) -> R
             )));
         }
         return ohdr::update(file, obj, |msgs| {
-            msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
+            msgs.retain(|m| !same(m));
             msgs.push(ohdr::message(kind::ATTRIBUTE, 0, body));
             Ok(())
         });
@@ -107,11 +119,8 @@ pub(crate) fn store(file: &FileShared, obj: u64, name: &str, body: Vec<u8>) -> R
             None => None,
         };
         let tracked = info.is_some_and(|i| i.creation_order_tracked);
-        let old_order = msgs
-            .iter()
-            .find(|m| m.kind == kind::ATTRIBUTE && same(&m.body))
-            .and_then(|m| m.creation_order);
-        msgs.retain(|m| !(m.kind == kind::ATTRIBUTE && same(&m.body)));
+        let old_order = msgs.iter().find(|m| same(m)).and_then(|m| m.creation_order);
+        msgs.retain(|m| !same(m));
         let count = msgs.iter().filter(|m| m.kind == kind::ATTRIBUTE).count();
         if count < MAX_COMPACT && body.len() <= MAX_MESSAGE {
             let mut m = ohdr::message(kind::ATTRIBUTE, 0, body.clone());

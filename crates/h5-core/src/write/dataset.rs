@@ -482,7 +482,7 @@ impl FileShared {
         let sizes = self.sizes;
         ohdr::update(self, obj, |msgs| {
             let before = msgs.len();
-            msgs.retain(|m| attribute_named(m, name, sizes, obj).is_none());
+            msgs.retain(|m| attrs::attribute_named(m, name, sizes, obj).is_none());
             if msgs.len() == before {
                 return Err(Error::NotFound(format!("attribute {name}")));
             }
@@ -504,37 +504,21 @@ impl FileShared {
         ohdr::update(self, obj, |msgs| {
             if msgs
                 .iter()
-                .any(|m| attribute_named(m, new_name, sizes, obj).is_some())
+                .any(|m| attrs::attribute_named(m, new_name, sizes, obj).is_some())
             {
                 return Err(Error::Exists(format!("attribute {new_name}")));
             }
             let m = msgs
                 .iter_mut()
-                .find(|m| attribute_named(m, name, sizes, obj).is_some())
+                .find(|m| attrs::attribute_named(m, name, sizes, obj).is_some())
                 .ok_or_else(|| Error::NotFound(format!("attribute {name}")))?;
-            let Some(mut a) = attribute_named(m, name, sizes, obj) else {
+            let Some(mut a) = attrs::attribute_named(m, name, sizes, obj) else {
                 return Err(Error::NotFound(format!("attribute {name}")));
             };
             a.name = new_name.to_owned();
             m.body = encode_message(&Message::Attribute(a), sizes)?;
             Ok(())
         })
-    }
-}
-
-/// The attribute `m` holds if it is an attribute message named `name`.
-fn attribute_named(
-    m: &crate::object::StoredMessage,
-    name: &str,
-    sizes: h5_format::Sizes,
-    obj: u64,
-) -> Option<AttributeMessage> {
-    if m.kind != kind::ATTRIBUTE {
-        return None;
-    }
-    match h5_format::message::decode_message(kind::ATTRIBUTE, 0, &m.body, sizes, obj) {
-        Ok(Message::Attribute(a)) if a.name == name => Some(a),
-        _ => None,
     }
 }
 
