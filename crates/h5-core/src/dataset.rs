@@ -18,7 +18,7 @@ use crate::file::FileShared;
 use crate::indexes::{BtreeV1Index, BtreeV2Index, ExtensibleArrayIndex, FixedArrayIndex, grid};
 use crate::layouts::{
     ChunkDecoder, ChunkIndex, ChunkRecord, ChunkedLayout, ImplicitIndex, SingleBlockLayout,
-    SingleChunkIndex,
+    SingleChunkIndex, UnallocatedIndex,
 };
 use crate::object::ObjectHeader;
 
@@ -266,6 +266,16 @@ pub(crate) fn build_layout(
             };
             let weak = Arc::downgrade(file);
             let index: Arc<dyn ChunkIndex> = match *index {
+                // Never written: no index structure exists yet (the single-chunk and implicit
+                // indexes say the same with their undefined addresses below).
+                IndexKind::BtreeV1 { address }
+                | IndexKind::FixedArray { address, .. }
+                | IndexKind::ExtensibleArray { address, .. }
+                | IndexKind::BtreeV2 { address, .. }
+                    if address == UNDEFINED_ADDRESS =>
+                {
+                    Arc::new(UnallocatedIndex)
+                }
                 IndexKind::BtreeV1 { address } => Arc::new(BtreeV1Index {
                     file: weak,
                     root: address,
@@ -314,6 +324,11 @@ pub(crate) fn build_layout(
                     header: address,
                     rank: dims.len(),
                     chunk_bytes,
+                    chunk_size_len: h5_format::btree2::filtered_chunk_size_len(
+                        info.layout.version,
+                        file.sizes,
+                        chunk_bytes,
+                    ),
                     map: Mutex::new(None),
                 }),
             };

@@ -1,7 +1,8 @@
 //! The virtual dataset mapping list: the global heap object a virtual layout message (layout
 //! class 3) points at, and the serialized dataspace selections inside it.
 //!
-//! Mapping list (spec "Global Heap Block for Virtual Datasets", encoding version 0):
+//! Mapping list (spec "Global Heap Block for Virtual Datasets"; encoding version 0, and
+//! version 1 which HDF5 2.0 writes when it is shorter):
 //!
 //! | field                         | bytes                 |
 //! |-------------------------------|-----------------------|
@@ -12,6 +13,11 @@
 //! | per entry: source selection   | serialized selection  |
 //! | per entry: virtual selection  | serialized selection  |
 //! | checksum                      | 4 (lookup3 of every byte before it) |
+//!
+//! Version 1 (libhdf5 2.0; layout observed in the files it writes) puts a flags byte before
+//! each entry's names: [`SAME_FILE_FLAG`] leaves the file name out (the source is in the same
+//! file), [`SHARED_FILE_NAME`] / [`SHARED_DATASET_NAME`] replace a name by the index
+//! (`sizes.length` bytes) of an earlier entry holding the same name.
 //!
 //! A serialized selection starts with its type (4 bytes: 0 none, 1 points, 2 hyperslab, 3 all)
 //! and a version (4 bytes), then:
@@ -41,6 +47,30 @@ pub const MAX_RANK: usize = 32;
 
 /// The source file name that means "the virtual dataset's own file".
 pub const SAME_FILE: &str = ".";
+
+/// Mapping flag (encoding version 1): the source file name is an earlier entry's, named by its
+/// index (a length-sized integer) instead of a string.
+pub const SHARED_FILE_NAME: u8 = 0x01;
+/// Mapping flag (encoding version 1): the source dataset name is an earlier entry's, named by its
+/// index.
+pub const SHARED_DATASET_NAME: u8 = 0x02;
+/// Mapping flag (encoding version 1): the source is in the virtual dataset's own file
+/// ([`SAME_FILE`]); no file name is stored.
+pub const SAME_FILE_FLAG: u8 = 0x04;
+
+/// The earlier entry a shared name refers to: its index, a length-sized integer, must name an
+/// entry already decoded.
+fn earlier<'e>(
+    r: &mut Reader<'_>,
+    sizes: Sizes,
+    entries: &'e [VirtualMapping],
+) -> Result<&'e VirtualMapping> {
+    let i = r.length(sizes)?;
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| entries.get(i))
+        .ok_or_else(|| r.corrupted(format!("shared name of entry {i}, before it is defined")))
+}
 
 /// One dataspace selection as stored.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -257,18 +287,35 @@ impl VirtualMappings {
     pub fn decode(bytes: &[u8], sizes: Sizes, address: u64) -> Result<VirtualMappings> {
         let mut r = Reader::new(bytes, STRUCTURE, address);
         let version = r.u8()?;
-        if version != 0 {
+        if version > 1 {
             return Err(r.unsupported(format!("mapping list encoding version {version}")));
         }
         let n = r.length(sizes)?;
-        // Each entry takes at least two one-byte names and two 16-byte selections.
-        if n.saturating_mul(34) > r.remaining() as u64 {
+        // Each entry takes at least two 16-byte selections (and a flags byte or two names).
+        if n.saturating_mul(33) > r.remaining() as u64 {
             return Err(r.corrupted(format!("{n} entries do not fit in {} bytes", bytes.len())));
         }
-        let mut entries = Vec::with_capacity(n as usize);
+        let mut entries: Vec<VirtualMapping> = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            let source_file = String::from_utf8_lossy(r.cstr()?).into_owned();
-            let source_dataset = String::from_utf8_lossy(r.cstr()?).into_owned();
+            let flags = if version == 0 { 0 } else { r.u8()? };
+            if flags & !(SHARED_FILE_NAME | SHARED_DATASET_NAME | SAME_FILE_FLAG) != 0 {
+                return Err(r.corrupted(format!("unknown mapping flags {flags:#04x}")));
+            }
+            if flags & SAME_FILE_FLAG != 0 && flags & SHARED_FILE_NAME != 0 {
+                return Err(r.corrupted("a mapping both in the same file and sharing a file name"));
+            }
+            let source_file = if flags & SAME_FILE_FLAG != 0 {
+                SAME_FILE.to_owned()
+            } else if flags & SHARED_FILE_NAME != 0 {
+                earlier(&mut r, sizes, &entries)?.source_file.clone()
+            } else {
+                String::from_utf8_lossy(r.cstr()?).into_owned()
+            };
+            let source_dataset = if flags & SHARED_DATASET_NAME != 0 {
+                earlier(&mut r, sizes, &entries)?.source_dataset.clone()
+            } else {
+                String::from_utf8_lossy(r.cstr()?).into_owned()
+            };
             let source_selection = SelectionSpec::decode(&mut r)?;
             let virtual_selection = SelectionSpec::decode(&mut r)?;
             entries.push(VirtualMapping {
@@ -315,6 +362,66 @@ mod tests {
             count: vec![1, 1],
             block: vec![1, cols],
         }
+    }
+
+    /// The version 1 mapping list h5py 3.16 / libhdf5 2.0.0 wrote for five mappings: a long
+    /// external file name shared by entries 1 and 2 (entry 2 also shares the dataset name),
+    /// entries 3 and 4 in the same file (entry 4 shares entry 0's dataset name).
+    const VDS_V1_BLOB: &str = "01050000000000000000615f7261746865725f6c6f6e675f736f757263655f66696c655f6e616d655f666f725f\
+        74657374696e672e683500615f6c6f6e675f646174617365745f6e616d655f7800030000000100000000000000\
+        00000000020000000300000001020200000000000100010001000000010001000a000100000000000000006f74\
+        6865725f6e616d6500030000000100000000000000000000000200000003000000010202000000010001000100\
+        01000000010001000a000300000000000000000000000000000000030000000100000000000000000000000200\
+        00000300000001020200000002000100010001000000010001000a00046c6f6300030000000100000000000000\
+        00000000020000000300000001020200000003000100010001000000010001000a000600000000000000000300\
+        0000010000000000000000000000020000000300000001020200000004000100010001000000010001000a00c2\
+        e1d4b6";
+
+    #[test]
+    fn decodes_a_version_1_list_with_shared_names_and_same_file_entries() {
+        let b = hex(VDS_V1_BLOB);
+        let m = VirtualMappings::decode(&b, Sizes::EIGHT, 0).unwrap();
+        let long = "a_rather_long_source_file_name_for_testing.h5";
+        let names: Vec<(&str, &str)> = m
+            .entries
+            .iter()
+            .map(|e| (e.source_file.as_str(), e.source_dataset.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (long, "a_long_dataset_name_x"),
+                (long, "other_name"),
+                (long, "a_long_dataset_name_x"),
+                (SAME_FILE, "loc"),
+                (SAME_FILE, "a_long_dataset_name_x"),
+            ]
+        );
+        for (i, e) in m.entries.iter().enumerate() {
+            assert_eq!(e.source_selection, SelectionSpec::All);
+            assert_eq!(e.virtual_selection, row(i as u64, 10));
+        }
+        // A shared name pointing at the entry itself (or later) is corrupt: entry 1's file
+        // index 0 becomes 1, and the checksum is recomputed.
+        let mut bad = b.clone();
+        let at = 1 + 8 + 1 + long.len() + 1 + "a_long_dataset_name_x".len() + 1 + 16 + 30 + 1;
+        bad[at] = 1;
+        let n = bad.len() - 4;
+        let sum = lookup3(&bad[..n], 0).to_le_bytes();
+        bad[n..].copy_from_slice(&sum);
+        assert!(matches!(
+            VirtualMappings::decode(&bad, Sizes::EIGHT, 0),
+            Err(FormatError::Corrupted { .. })
+        ));
+        // Unknown flags are corrupt too.
+        let mut bad = b.clone();
+        bad[9] = 0x08;
+        let sum = lookup3(&bad[..n], 0).to_le_bytes();
+        bad[n..].copy_from_slice(&sum);
+        assert!(matches!(
+            VirtualMappings::decode(&bad, Sizes::EIGHT, 0),
+            Err(FormatError::Corrupted { .. })
+        ));
     }
 
     #[test]
@@ -366,7 +473,7 @@ mod tests {
         b.extend_from_slice(&[0; 40]);
         assert!(VirtualMappings::decode(&b, Sizes::EIGHT, 0).is_err());
         let mut b = hex(VDS_BLOB);
-        b[0] = 1;
+        b[0] = 2;
         assert!(matches!(
             VirtualMappings::decode(&b, Sizes::EIGHT, 0),
             Err(FormatError::Unsupported { .. })

@@ -113,17 +113,18 @@ impl FormatBounds {
         if self.new_style() { 2 } else { 1 }
     }
 
-    /// Datatype message version for `t`: the lowest that expresses it, raised to the bound's
-    /// (`H5O_dtype_ver_bounds`: 3 from V18, 4 from V112). libhdf5 2.0 raises every type to
-    /// version 5 under its latest bound, which HDF5 1.14 cannot read; h5 keeps 4 there for
-    /// types that do not need 5.
+    /// Datatype message version for `t` (`H5O_dtype_ver_bounds`): the bound's version (3 from
+    /// V18, 4 from V112, 5 from V200) for compound, array and enumeration types and the
+    /// variable-length types holding them, the lowest that expresses it for every other type
+    /// (as libhdf5's upgrade of a type to the file's bound does).
     pub fn datatype_version(self, t: &h5_format::datatype::Datatype) -> u8 {
         let floor = match self {
             FormatBounds::Earliest => 1,
             FormatBounds::V18 | FormatBounds::V110 => 3,
-            _ => 4,
+            FormatBounds::V112 | FormatBounds::V114 => 4,
+            FormatBounds::V200 => 5,
         };
-        t.min_version().max(floor)
+        t.upgraded_version(floor)
     }
 }
 
