@@ -32,10 +32,9 @@ fn raw(file: &Arc<FileShared>, info: &DatasetInfo) -> h5_core::Result<Vec<u8>> {
 }
 
 /// Datasets this engine does not read yet, with the reason (each must fail with a clear
-/// error, never wrong values).
-fn expected_unsupported(file: &str, path: &str) -> bool {
-    // Blosc2 (filter 32026, PyTables' `blosc2:*` complibs) is not in the filter pipeline.
-    (file == "pytables.h5" && path == "/carray_blosc2") || file.starts_with("blosc2_")
+/// error, never wrong values). None today.
+fn expected_unsupported(_file: &str, _path: &str) -> bool {
+    false
 }
 
 #[test]

@@ -378,6 +378,19 @@ impl<T: H5Type> DatasetBuilder<T> {
         })
     }
 
+    /// Adds Blosc2 compression (registered filter 32026, as hdf5plugin's `Blosc2` and PyTables'
+    /// `blosc2:*` write it): a compressor (BloscLZ, LZ4, LZ4HC, zlib or Zstandard), a level 0–9
+    /// and the shuffle applied first. This library's encoder writes one Blosc2 frame per chunk
+    /// holding LZ4 blocks for the BloscLZ, LZ4 and LZ4HC choices (each chunk names its codec, so
+    /// every Blosc2 reader decodes them) and zlib or Zstandard blocks for those. Optional.
+    pub fn blosc2(self, compressor: BloscCompressor, level: u8, shuffle: BloscShuffle) -> Self {
+        self.filter(FilterRequest::Blosc2 {
+            compressor,
+            level: u32::from(level),
+            shuffle,
+        })
+    }
+
     /// Adds the bitshuffle filter (registered filter 32008), alone or followed by LZ4 or
     /// Zstandard per block, with the filter's default block size. Optional.
     pub fn bitshuffle(self, compression: BitshuffleCompression) -> Self {
