@@ -129,6 +129,14 @@ fn ddl_value(dt: &Datatype, v: &Val) -> String {
                 .collect();
             format!("{{ {} }}", parts.join(", "))
         }
+        Val::Seq(items) => {
+            let base = match dt {
+                Datatype::VarLen(v) => v.base.as_ref(),
+                _ => dt,
+            };
+            let parts: Vec<String> = items.iter().map(|x| ddl_value(base, x)).collect();
+            format!("({})", parts.join(", "))
+        }
         Val::Unsupported(what) => format!("<{what}: not printed>"),
     }
 }
@@ -191,7 +199,7 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
             VarLenKind::String { padding, charset } => {
                 string_block("H5T_VARIABLE", padding, charset, level)
             }
-            VarLenKind::Sequence => format!("H5T_VLEN {{ {}}}", ddl_type(&v.base, level + 1)),
+            VarLenKind::Sequence => format!("H5T_VLEN {{ {}}}", ddl_type(&v.base, level)),
         },
         Datatype::Opaque(o) => format!(
             "H5T_OPAQUE {{\n{}OPAQUE_TAG \"{}\";\n{}}}",
@@ -228,7 +236,7 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
                 .members
                 .iter()
                 .map(|m| {
-                    let v = match decode_all(&e.base, &m.value, None).first() {
+                    let v = match decode_all(&e.base, &m.value, None, None).first() {
                         Some(Val::Int(i)) => i.to_string(),
                         _ => hex_bytes(&m.value),
                     };
@@ -337,7 +345,7 @@ impl Ddl<'_> {
     /// The elements, h5dump style: a new line at each row of the fastest dimension and when
     /// the line would pass the width, each line starting with the index of its first element.
     fn data(&mut self, level: usize, dt: &Datatype, dims: &[usize], values: &[Val]) {
-        if matches!(dt, Datatype::Compound(_)) {
+        if matches!(dt, Datatype::Compound(_)) || sequence_of_compounds(dt) {
             self.compound_data(level, dt, dims, values);
             return;
         }
@@ -385,25 +393,7 @@ impl Ddl<'_> {
     }
 
     fn compound_value(&mut self, level: usize, dt: &Datatype, v: &Val) {
-        let (Datatype::Compound(c), Val::Compound(members)) = (dt, v) else {
-            self.out.push_str(&ddl_value(dt, v));
-            return;
-        };
-        self.out.push_str("{\n");
-        let k = members.len();
-        for (j, ((_, mv), m)) in members.iter().zip(&c.members).enumerate() {
-            self.out.push_str(&pad(level + 2));
-            if matches!(m.datatype, Datatype::Compound(_)) {
-                self.compound_value(level + 1, &m.datatype, mv);
-            } else {
-                self.out.push_str(&ddl_value(&m.datatype, mv));
-            }
-            if j + 1 < k {
-                self.out.push(',');
-            }
-            self.out.push('\n');
-        }
-        self.out.push_str(&format!("{}}}", pad(level + 1)));
+        self.out.push_str(&multiline_value(level, dt, v));
     }
 
     fn attributes(&mut self, level: usize, attrs: Result<Vec<Attribute>, h5::Error>) {
@@ -419,7 +409,8 @@ impl Ddl<'_> {
                     } else {
                         Ok(None)
                     };
-                    let values = vstr.map(|v| decode_all(a.dtype(), a.read_raw(), v));
+                    let heap = a.global_heap();
+                    let values = vstr.map(|v| decode_all(a.dtype(), a.read_raw(), v, Some(&heap)));
                     let c = Contents {
                         dtype: a.dtype(),
                         shape,
@@ -562,6 +553,55 @@ impl Ddl<'_> {
     }
 }
 
+/// Whether `dt` is a variable-length sequence whose elements (through nested sequences) are
+/// compounds: h5dump prints each element on its own line then, its compounds member by member.
+fn sequence_of_compounds(dt: &Datatype) -> bool {
+    match dt {
+        Datatype::VarLen(v) if matches!(v.kind, VarLenKind::Sequence) => {
+            matches!(*v.base, Datatype::Compound(_)) || sequence_of_compounds(&v.base)
+        }
+        _ => false,
+    }
+}
+
+/// The DDL text of an element of a compound (member by member, each on its own line at
+/// `level + 2`, the closing brace at `level + 1`) or of a sequence of compounds (`(` the
+/// compounds one level deeper `)`); any other element on one line.
+fn multiline_value(level: usize, dt: &Datatype, v: &Val) -> String {
+    match (dt, v) {
+        (Datatype::Compound(c), Val::Compound(members)) => {
+            let mut out = "{\n".to_owned();
+            let k = members.len();
+            for (j, ((_, mv), m)) in members.iter().zip(&c.members).enumerate() {
+                out.push_str(&pad(level + 2));
+                if matches!(m.datatype, Datatype::Compound(_)) || sequence_of_compounds(&m.datatype)
+                {
+                    out.push_str(&multiline_value(level + 1, &m.datatype, mv));
+                } else {
+                    out.push_str(&ddl_value(&m.datatype, mv));
+                }
+                if j + 1 < k {
+                    out.push(',');
+                }
+                out.push('\n');
+            }
+            out.push_str(&format!("{}}}", pad(level + 1)));
+            out
+        }
+        (Datatype::VarLen(s), Val::Seq(items)) if sequence_of_compounds(dt) => {
+            let parts: Vec<String> = items
+                .iter()
+                .map(|x| match *s.base {
+                    Datatype::Compound(_) => multiline_value(level + 1, &s.base, x),
+                    _ => multiline_value(level, &s.base, x),
+                })
+                .collect();
+            format!("({})", parts.join(", "))
+        }
+        _ => ddl_value(dt, v),
+    }
+}
+
 fn is_null(d: &Dataset) -> bool {
     d.is_null()
 }
@@ -596,7 +636,7 @@ fn dataset_values(d: &Dataset) -> Result<Vec<Val>, String> {
     } else {
         d.read_raw().map_err(|e| e.to_string())?
     };
-    Ok(decode_all(d.dtype(), &raw, vstr))
+    Ok(decode_all(d.dtype(), &raw, vstr, Some(&d.global_heap())))
 }
 
 /// The DDL of `path` (the whole file when `None`), as `h5dump FILE` / `h5dump -g PATH FILE` /
@@ -676,7 +716,7 @@ pub(crate) fn numpy_dtype(dt: &Datatype) -> Value {
             "kind": "enum",
             "base": numpy_dtype(&e.base),
             "members": e.members.iter().map(|m| {
-                let v = match decode_all(&e.base, &m.value, None).first() {
+                let v = match decode_all(&e.base, &m.value, None, None).first() {
                     Some(Val::Int(i)) => json_int(*i),
                     _ => Value::Null,
                 };
@@ -777,6 +817,13 @@ pub(crate) fn json_value(dt: &Datatype, v: &Val) -> Value {
             }
             Value::Object(m)
         }
+        Val::Seq(items) => {
+            let base = match dt {
+                Datatype::VarLen(v) => v.base.as_ref(),
+                _ => dt,
+            };
+            Value::Array(items.iter().map(|x| json_value(base, x)).collect())
+        }
         Val::Unsupported(what) => json!({"unsupported": what}),
     }
 }
@@ -792,7 +839,7 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
                 } else {
                     None
                 };
-                let vals = decode_all(a.dtype(), a.read_raw(), vstr);
+                let vals = decode_all(a.dtype(), a.read_raw(), vstr, Some(&a.global_heap()));
                 let data: Vec<Value> = vals.iter().map(|v| json_value(a.dtype(), v)).collect();
                 m.insert(
                     a.name().to_owned(),
@@ -811,7 +858,7 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
 /// A dataset's JSON description.
 pub(crate) fn json_dataset(d: &Dataset) -> Value {
     let fill = d.fill_value_raw().map_or(Value::Null, |b| {
-        decode_all(d.dtype(), b, None)
+        decode_all(d.dtype(), b, None, None)
             .first()
             .map_or(Value::Null, |v| json_value(d.dtype(), v))
     });

@@ -44,6 +44,12 @@ impl Attribute {
         &self.file
     }
 
+    /// The global heap of the file this attribute belongs to (for variable-length elements read as
+    /// bytes).
+    pub fn global_heap(&self) -> crate::GlobalHeap {
+        crate::GlobalHeap::new(&self.file)
+    }
+
     /// The name.
     pub fn name(&self) -> &str {
         &self.inner.name

@@ -71,6 +71,12 @@ impl Dataset {
         &self.file
     }
 
+    /// The global heap of the file this dataset belongs to (for variable-length elements read as
+    /// bytes).
+    pub fn global_heap(&self) -> crate::GlobalHeap {
+        crate::GlobalHeap::new(&self.file)
+    }
+
     /// The object header's address (relative to the superblock): the dataset's identity.
     pub fn address(&self) -> u64 {
         self.header.address

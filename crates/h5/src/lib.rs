@@ -27,6 +27,7 @@ pub mod copy;
 mod dataset;
 mod file;
 mod group;
+mod heap;
 mod raw;
 mod rawio;
 pub mod slice;
@@ -55,6 +56,7 @@ pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
 pub use h5_format::message::fill_value::{AllocTime, FillTime};
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
+pub use heap::GlobalHeap;
 pub use raw::{NamedDatatype, RawDatasetBuilder};
 #[doc(hidden)]
 pub use types::__private;
