@@ -282,6 +282,8 @@ fn string_block(size: &str, padding: StringPadding, charset: Charset, level: usi
 /// What to print for one dataset or attribute: its type, extent and elements.
 struct Contents<'a> {
     dtype: &'a Datatype,
+    /// The committed datatype the type is (its relative address), if any.
+    committed: Option<u64>,
     /// `None`: a null dataspace.
     shape: Option<Vec<usize>>,
     maxshape: Option<Vec<Option<usize>>>,
@@ -299,6 +301,9 @@ struct Ddl<'f> {
     external: HashMap<String, (usize, File)>,
     /// The number of the file being printed (0: the main file).
     current: usize,
+    /// Committed datatypes of the main file: relative address → first path (depth first by
+    /// name), as h5dump names them in `DATATYPE  "/path"`.
+    named: HashMap<u64, String>,
 }
 
 impl Ddl<'_> {
@@ -307,7 +312,14 @@ impl Ddl<'_> {
     }
 
     fn contents(&mut self, level: usize, c: &Contents<'_>) {
-        let t = ddl_type(c.dtype, level);
+        let named = c
+            .committed
+            .filter(|_| self.current == 0)
+            .and_then(|a| self.named.get(&a));
+        let t = match named {
+            Some(path) => format!("\"{path}\""),
+            None => ddl_type(c.dtype, level),
+        };
         self.line(level, &format!("DATATYPE  {t}"));
         match &c.shape {
             None => self.line(level, "DATASPACE  NULL"),
@@ -413,6 +425,7 @@ impl Ddl<'_> {
                     let values = vstr.map(|v| decode_all(a.dtype(), a.read_raw(), v, Some(&heap)));
                     let c = Contents {
                         dtype: a.dtype(),
+                        committed: a.committed_type_address(),
                         shape,
                         maxshape: None,
                         values,
@@ -438,6 +451,7 @@ impl Ddl<'_> {
         let null = is_null(d);
         let c = Contents {
             dtype: d.dtype(),
+            committed: d.committed_type_address(),
             shape: (!null).then(|| d.shape()),
             maxshape: Some(d.maxshape()),
             values,
@@ -504,7 +518,10 @@ impl Ddl<'_> {
                 Ok(d) => self.dataset(level, name, &d),
                 Err(e) => self.line(level, &format!("<dataset {name:?} not read: {e}>")),
             },
-            Ok(ObjectKind::Datatype) => self.line(level, &format!("DATATYPE \"{name}\"")),
+            Ok(ObjectKind::Datatype) => match g.named_datatype(name) {
+                Ok(t) => self.named_datatype(level, name, &t),
+                Err(e) => self.line(level, &format!("<datatype {name:?} not read: {e}>")),
+            },
             Ok(ObjectKind::Unknown) => self.line(level, &format!("<{name:?}: unknown object>")),
             Err(e) => self.line(level, &format!("<{name:?} not read: {e}>")),
         }
@@ -512,6 +529,26 @@ impl Ddl<'_> {
 
     fn file(&self) -> &File {
         self.file
+    }
+
+    /// A committed datatype as h5dump prints it: `DATATYPE "name" TYPE` (`;` after every type
+    /// but a compound), then its attributes one level deeper.
+    fn named_datatype(&mut self, level: usize, name: &str, t: &h5::NamedDatatype) {
+        match t.dtype() {
+            Ok(dt) => {
+                let semi = if matches!(dt, Datatype::Compound(_)) {
+                    ""
+                } else {
+                    ";"
+                };
+                self.line(
+                    level,
+                    &format!("DATATYPE \"{name}\" {}{semi}", ddl_type(&dt, level)),
+                );
+            }
+            Err(e) => self.line(level, &format!("<datatype {name:?} not read: {e}>")),
+        }
+        self.attributes(level + 1, t.attrs());
     }
 
     /// The object an external link leads to, printed under its path as h5dump does (nothing
@@ -602,6 +639,45 @@ fn multiline_value(level: usize, dt: &Datatype, v: &Val) -> String {
     }
 }
 
+/// Every committed datatype reachable from the root by hard links: relative address → first
+/// path, depth first in link-name order.
+pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
+    fn visit(
+        g: &Group,
+        out: &mut HashMap<u64, String>,
+        groups: &mut std::collections::HashSet<u64>,
+    ) {
+        if !groups.insert(g.address()) {
+            return;
+        }
+        let Ok(links) = g.links() else { return };
+        for link in links {
+            if !matches!(link.kind, LinkKind::Hard) {
+                continue;
+            }
+            match g.kind_of(&link.name) {
+                Ok(ObjectKind::Group) => {
+                    if let Ok(sub) = g.group(&link.name) {
+                        visit(&sub, out, groups);
+                    }
+                }
+                Ok(ObjectKind::Datatype) => {
+                    if let Ok(t) = g.named_datatype(&link.name) {
+                        out.entry(t.address())
+                            .or_insert_with(|| join(g.path(), &link.name));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    if let Ok(root) = file.root() {
+        visit(&root, &mut out, &mut std::collections::HashSet::new());
+    }
+    out
+}
+
 fn is_null(d: &Dataset) -> bool {
     d.is_null()
 }
@@ -652,6 +728,7 @@ pub(crate) fn ddl(file: &File, shown_name: &str, path: Option<&str>) -> Result<S
             .map(std::path::Path::to_path_buf),
         external: HashMap::new(),
         current: 0,
+        named: named_types(file),
     };
     p.out.push_str(&format!("HDF5 \"{shown_name}\" {{\n"));
     let path = path.unwrap_or("/");
@@ -828,7 +905,17 @@ pub(crate) fn json_value(dt: &Datatype, v: &Val) -> Value {
     }
 }
 
-fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
+/// Committed datatypes by relative address → path (see [`named_types`]).
+type Named = HashMap<u64, String>;
+
+/// `"named_dtype": path` for a type that is a committed datatype.
+fn named_field(o: &mut Map<String, Value>, committed: Option<u64>, named: &Named) {
+    if let Some(p) = committed.and_then(|a| named.get(&a)) {
+        o.insert("named_dtype".into(), json!(p));
+    }
+}
+
+fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>, named: &Named) -> Value {
     match attrs {
         Err(e) => json!({"error": e.to_string()}),
         Ok(attrs) => {
@@ -841,14 +928,12 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
                 };
                 let vals = decode_all(a.dtype(), a.read_raw(), vstr, Some(&a.global_heap()));
                 let data: Vec<Value> = vals.iter().map(|v| json_value(a.dtype(), v)).collect();
-                m.insert(
-                    a.name().to_owned(),
-                    json!({
-                        "dtype": numpy_dtype(a.dtype()),
-                        "shape": a.shape(),
-                        "data": data,
-                    }),
-                );
+                let mut o = Map::new();
+                o.insert("dtype".into(), numpy_dtype(a.dtype()));
+                named_field(&mut o, a.committed_type_address(), named);
+                o.insert("shape".into(), json!(a.shape()));
+                o.insert("data".into(), Value::Array(data));
+                m.insert(a.name().to_owned(), Value::Object(o));
             }
             Value::Object(m)
         }
@@ -856,7 +941,7 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
 }
 
 /// A dataset's JSON description.
-pub(crate) fn json_dataset(d: &Dataset) -> Value {
+pub(crate) fn json_dataset(d: &Dataset, named: &Named) -> Value {
     let fill = d.fill_value_raw().map_or(Value::Null, |b| {
         decode_all(d.dtype(), b, None, None)
             .first()
@@ -865,8 +950,9 @@ pub(crate) fn json_dataset(d: &Dataset) -> Value {
     let mut o = Map::new();
     o.insert("path".into(), json!(d.path()));
     o.insert("kind".into(), json!("dataset"));
-    o.insert("attributes".into(), json_attrs(d.attrs()));
+    o.insert("attributes".into(), json_attrs(d.attrs(), named));
     o.insert("dtype".into(), numpy_dtype(d.dtype()));
+    named_field(&mut o, d.committed_type_address(), named);
     let null = is_null(d);
     o.insert(
         "shape".into(),
@@ -907,11 +993,13 @@ pub(crate) fn json_dataset(d: &Dataset) -> Value {
     Value::Object(o)
 }
 
-fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>) {
+fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>, named: &Named) {
     if seen.insert(g.address(), g.path().to_owned()).is_some() {
         return;
     }
-    out.push(json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs())}));
+    out.push(
+        json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs(), named)}),
+    );
     let links = match g.links() {
         Ok(l) => l,
         Err(e) => {
@@ -931,18 +1019,30 @@ fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>) {
             }
             LinkKind::Hard => match g.kind_of(&link.name) {
                 Ok(ObjectKind::Group) => match g.group(&link.name) {
-                    Ok(sub) => json_walk(&sub, out, seen),
+                    Ok(sub) => json_walk(&sub, out, seen, named),
                     Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
                 },
                 Ok(ObjectKind::Dataset) => match g.dataset(&link.name) {
                     Ok(d) => {
                         if seen.insert(d.address(), path.clone()).is_none() {
-                            out.push(json_dataset(&d));
+                            out.push(json_dataset(&d, named));
                         }
                     }
                     Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
                 },
-                Ok(ObjectKind::Datatype) => out.push(json!({"path": path, "kind": "datatype"})),
+                Ok(ObjectKind::Datatype) => match g.named_datatype(&link.name) {
+                    Ok(t) => {
+                        if seen.insert(t.address(), path.clone()).is_none() {
+                            out.push(json!({
+                                "path": path,
+                                "kind": "datatype",
+                                "dtype": t.dtype().map_or(Value::Null, |dt| numpy_dtype(&dt)),
+                                "attributes": json_attrs(t.attrs(), named),
+                            }));
+                        }
+                    }
+                    Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+                },
                 Ok(ObjectKind::Unknown) => out.push(json!({"path": path, "kind": "unknown"})),
                 Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
             },
@@ -963,14 +1063,15 @@ pub(crate) fn json_doc(file: &File, shown_name: &str, path: Option<&str>) -> Res
     let path = path.unwrap_or("/");
     let root = file.root().map_err(|e| e.to_string())?;
     let mut objects = Vec::new();
+    let named = named_types(file);
     match root.kind_of(path).map_err(|e| format!("{path}: {e}"))? {
         ObjectKind::Group => {
             let g = file.group(path).map_err(|e| e.to_string())?;
-            json_walk(&g, &mut objects, &mut HashMap::new());
+            json_walk(&g, &mut objects, &mut HashMap::new(), &named);
         }
         ObjectKind::Dataset => {
             let d = file.dataset(path).map_err(|e| e.to_string())?;
-            objects.push(json_dataset(&d));
+            objects.push(json_dataset(&d, &named));
         }
         other => return Err(format!("{path}: cannot dump a {other:?}")),
     }

@@ -44,6 +44,12 @@ impl Attribute {
         &self.file
     }
 
+    /// The relative address of the committed (named) datatype this attribute's type is, if its
+    /// datatype refers to one (compare with [`crate::NamedDatatype::address`]).
+    pub fn committed_type_address(&self) -> Option<u64> {
+        self.inner.committed_type
+    }
+
     /// The global heap of the file this attribute belongs to (for variable-length elements read as
     /// bytes).
     pub fn global_heap(&self) -> crate::GlobalHeap {

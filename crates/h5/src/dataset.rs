@@ -71,6 +71,12 @@ impl Dataset {
         &self.file
     }
 
+    /// The relative address of the committed (named) datatype this dataset's type is, if its
+    /// datatype message refers to one (compare with [`crate::NamedDatatype::address`]).
+    pub fn committed_type_address(&self) -> Option<u64> {
+        self.header.committed_datatype()
+    }
+
     /// The global heap of the file this dataset belongs to (for variable-length elements read as
     /// bytes).
     pub fn global_heap(&self) -> crate::GlobalHeap {
