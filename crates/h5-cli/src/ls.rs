@@ -191,9 +191,18 @@ fn list_group(
                         let _ = writeln!(out, "{indent}{}  dataset (not read: {e})", link.name);
                     }
                 },
-                Ok(ObjectKind::Datatype) => {
-                    let _ = writeln!(out, "{indent}{}  named datatype", link.name);
-                }
+                Ok(ObjectKind::Datatype) => match g.named_datatype(&link.name) {
+                    Ok(t) => {
+                        let _ = writeln!(out, "{indent}{}  {}", link.name, named_summary(&t));
+                        if opts.verbose {
+                            attr_lines(out, &indent, t.attrs());
+                        }
+                    }
+                    Err(e) => {
+                        let _ =
+                            writeln!(out, "{indent}{}  named datatype (not read: {e})", link.name);
+                    }
+                },
                 Ok(ObjectKind::Unknown) => {
                     let _ = writeln!(out, "{indent}{}  unknown object", link.name);
                 }
@@ -204,6 +213,14 @@ fn list_group(
         }
     }
     Ok(())
+}
+
+/// `named datatype TYPE` for a committed datatype.
+fn named_summary(t: &h5::NamedDatatype) -> String {
+    match t.dtype() {
+        Ok(dt) => format!("named datatype {}", dt.describe()),
+        Err(e) => format!("named datatype (type not read: {e})"),
+    }
 }
 
 /// The listing of `path` (the root group when `None`).
@@ -230,7 +247,14 @@ pub(crate) fn ls(file: &File, path: Option<&str>, opts: LsOptions) -> Result<Str
             }
         }
         ObjectKind::Datatype => {
-            let _ = writeln!(out, "{path}  named datatype");
+            let t = file
+                .root()
+                .and_then(|r| r.named_datatype(path))
+                .map_err(|e| format!("{path}: {e}"))?;
+            let _ = writeln!(out, "{path}  {}", named_summary(&t));
+            if opts.verbose {
+                attr_lines(&mut out, "", t.attrs());
+            }
         }
         ObjectKind::Unknown => {
             let _ = writeln!(out, "{path}  unknown object");

@@ -545,3 +545,46 @@ fn tour_opens_the_bundled_sample() {
         "{sample}"
     );
 }
+
+/// Committed datatypes: `ls -v` lists their type and attributes, `dump --json` gives them their
+/// dtype and attributes and names them where datasets and attributes use them.
+#[test]
+fn committed_datatypes_in_ls_and_json() {
+    for file in [
+        "fixtures/files/named_types_earliest.h5",
+        "fixtures/files/named_types_latest.h5",
+    ] {
+        let out = ok(&["ls", "-r", "-v", file]);
+        assert!(
+            out.contains(
+                "  pair_t  named datatype compound{x: int32 LE, y: float64 LE}\n    \
+                 @units scalar vlen string utf8\n    @version scalar int32 LE\n"
+            ),
+            "{out}"
+        );
+        let doc: Value = serde_json::from_str(&ok(&["dump", "--json", file])).unwrap();
+        let obj = |p: &str| {
+            doc["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["path"] == p)
+                .unwrap()
+                .clone()
+        };
+        let t = obj("/pair_t");
+        assert_eq!(t["kind"], "datatype");
+        assert_eq!(t["dtype"]["kind"], "compound");
+        assert_eq!(t["attributes"]["version"]["data"], serde_json::json!([3]));
+        assert_eq!(t["attributes"]["units"]["data"], serde_json::json!(["m"]));
+        assert_eq!(obj("/points")["named_dtype"], "/pair_t");
+        assert_eq!(obj("/colors")["named_dtype"], "/color_t");
+        assert_eq!(obj("/labels")["named_dtype"], "/label_t");
+        assert_eq!(obj("/")["attributes"]["origin"]["named_dtype"], "/pair_t");
+        assert_eq!(
+            obj("/color_t")["attributes"]["default"]["named_dtype"],
+            "/color_t"
+        );
+        assert!(obj("/points")["attributes"].as_object().unwrap().is_empty());
+    }
+}
