@@ -52,6 +52,8 @@ enum Command {
         /// Also attributes and layout details.
         #[arg(short, long)]
         verbose: bool,
+        #[command(flatten)]
+        open: OpenFlags,
         /// The HDF5 file.
         file: PathBuf,
         /// A group or dataset in it (default: the root group).
@@ -62,6 +64,8 @@ enum Command {
         /// Print JSON instead of DDL.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        open: OpenFlags,
         /// The HDF5 file.
         file: PathBuf,
         /// A group or dataset in it (default: the root group).
@@ -70,6 +74,14 @@ enum Command {
     /// Object counts, metadata against raw data, file space, chunk statistics and cache
     /// statistics.
     Stat {
+        #[command(flatten)]
+        open: OpenFlags,
+        /// The HDF5 file.
+        file: PathBuf,
+    },
+    /// Reset the status flags a writer that died left in the superblock (as `h5clear -s`
+    /// does), so that libhdf5 and h5 open the file again. Only for files no process writes.
+    Clear {
         /// The HDF5 file.
         file: PathBuf,
     },
@@ -134,6 +146,15 @@ enum Command {
     },
 }
 
+/// How the reading commands open a file.
+#[derive(clap::Args, Debug)]
+struct OpenFlags {
+    /// Read a file whose superblock says a writer has it open (a writer still running, or one
+    /// that died without closing it), with a warning, instead of refusing it.
+    #[arg(long)]
+    ignore_open_for_writing: bool,
+}
+
 /// Options of both `copy` and `repack`.
 #[derive(clap::Args, Debug)]
 struct CopyFlags {
@@ -186,14 +207,20 @@ fn main() -> ExitCode {
         Command::Ls {
             recursive,
             verbose,
+            open: flags,
             file,
             path,
-        } => open(&file).and_then(|f| {
+        } => open(&file, &flags).and_then(|f| {
             let text = ls::ls(&f, path.as_deref(), ls::LsOptions { recursive, verbose })?;
             print!("{text}");
             Ok(())
         }),
-        Command::Dump { json, file, path } => open(&file).and_then(|f| {
+        Command::Dump {
+            json,
+            open: flags,
+            file,
+            path,
+        } => open(&file, &flags).and_then(|f| {
             let shown = file.display().to_string();
             if json {
                 let doc = dump::json_doc(&f, &shown, path.as_deref())?;
@@ -205,7 +232,16 @@ fn main() -> ExitCode {
             }
             Ok(())
         }),
-        Command::Stat { file } => open(&file).and_then(|f| {
+        Command::Clear { file } => h5::clear_status_flags(&file)
+            .map(|flags| {
+                if flags == 0 {
+                    println!("{}: no status flags set", file.display());
+                } else {
+                    println!("{}: status flags {flags:#04x} cleared", file.display());
+                }
+            })
+            .map_err(|e| format!("cannot clear {}: {e}", file.display())),
+        Command::Stat { open: flags, file } => open(&file, &flags).and_then(|f| {
             let size = std::fs::metadata(&file)
                 .map_err(|e| format!("{}: {e}", file.display()))?
                 .len();
@@ -275,9 +311,20 @@ fn main() -> ExitCode {
     }
 }
 
-/// Opens an HDF5 file for the reading commands.
-fn open(path: &Path) -> Result<h5::File, String> {
-    h5::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))
+/// Opens an HDF5 file for the reading commands (warning on standard error when it is read
+/// although a writer has it open).
+fn open(path: &Path, flags: &OpenFlags) -> Result<h5::File, String> {
+    let access = h5::FileAccess::default().ignore_open_for_writing(flags.ignore_open_for_writing);
+    let f = h5::File::open_with(path, &access)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    if f.marked_open_for_writing() {
+        eprintln!(
+            "h5: warning: {} is marked open for writing (its writer is running or died without \
+             closing it): values may be inconsistent",
+            path.display()
+        );
+    }
+    Ok(f)
 }
 
 /// Bytes as lowercase hex.

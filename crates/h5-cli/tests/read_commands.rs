@@ -588,3 +588,39 @@ fn committed_datatypes_in_ls_and_json() {
         assert!(obj("/points")["attributes"].as_object().unwrap().is_empty());
     }
 }
+
+/// A file whose writer died: refused with the remedy named, read with a warning when asked,
+/// and `h5 clear` resets its flags.
+#[test]
+fn files_left_open_for_writing_and_h5_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("left_open.h5");
+    std::fs::copy(
+        workspace().join("fixtures/files/open_for_writing_swmr.h5"),
+        &copy,
+    )
+    .unwrap();
+    let path = copy.to_str().unwrap();
+    let o = h5(&["ls", path]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("open for writing") && err.contains("h5 clear"),
+        "{err}"
+    );
+    let o = h5(&["dump", "--json", "--ignore-open-for-writing", path]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning"));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["objects"][1]["shape"], serde_json::json!([4, 4]));
+    assert_eq!(
+        ok(&["clear", path]),
+        format!("{path}: status flags 0x05 cleared\n")
+    );
+    assert_eq!(
+        ok(&["clear", path]),
+        format!("{path}: no status flags set\n")
+    );
+    let o = h5(&["stat", path]);
+    assert!(o.status.success() && o.stderr.is_empty());
+}

@@ -62,6 +62,20 @@ pub enum Error {
     /// file on disk holds what was written before; close, reopen and check it).
     #[error("an earlier write to this file failed ({0}); no further changes are accepted")]
     Failed(String),
+    /// The superblock's status flags say a writer has the file open (or died without closing
+    /// it); libhdf5 refuses it too. `h5 clear FILE` (or `h5clear -s FILE`) resets the flags,
+    /// `FileAccess::ignore_open_for_writing` reads it anyway.
+    #[error(
+        "the file is marked open for writing{} (status flags {flags:#04x}): its writer is still \
+         running or died without closing it; if no process writes it, reset the flags with \
+         `h5 clear FILE`, or read it anyway with FileAccess::ignore_open_for_writing \
+         (`--ignore-open-for-writing` of the h5 command)",
+        if flags & crate::file::STATUS_SWMR_WRITE != 0 { " by a SWMR writer" } else { "" }
+    )]
+    OpenForWriting {
+        /// The superblock's status flags.
+        flags: u32,
+    },
     /// A lock was poisoned by a panic in another thread.
     #[error("internal lock poisoned")]
     Poisoned,

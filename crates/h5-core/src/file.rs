@@ -26,7 +26,17 @@ pub struct CacheSettings {
     /// built with its `extreme-checks` feature, as in the workspace's test builds). Off by
     /// default: the check is O(entries) per call; small-cache tests switch it on.
     pub invariant_checks: bool,
+    /// Open a file whose superblock (version 3) says a writer has it open — or died without
+    /// closing it — instead of refusing it with [`Error::OpenForWriting`] (libhdf5's
+    /// behaviour, which `h5clear -s` / `h5 clear` undoes). The data may be inconsistent if the
+    /// writer is still running or crashed mid-flush.
+    pub ignore_open_for_writing: bool,
 }
+
+/// Superblock (version 3) status flag: a writer has the file open.
+pub const STATUS_WRITE_ACCESS: u32 = 0x01;
+/// Superblock (version 3) status flag: a SWMR writer has the file open.
+pub const STATUS_SWMR_WRITE: u32 = 0x04;
 
 /// One open file.
 pub struct FileShared {
@@ -140,6 +150,14 @@ impl FileShared {
         let sb = *value?
             .downcast::<Superblock>()
             .map_err(|_| Error::Unsupported("superblock cached as another structure".into()))?;
+        // libhdf5 honours the status flags from superblock version 3 on (version 2 writers
+        // set them too, and libhdf5 ignores them there).
+        let status = sb.consistency_flags & (STATUS_WRITE_ACCESS | STATUS_SWMR_WRITE);
+        if sb.version >= 3 && status != 0 && !settings.ignore_open_for_writing {
+            return Err(Error::OpenForWriting {
+                flags: sb.consistency_flags,
+            });
+        }
         // Addresses count from the base address; a file whose base field is 0 while its
         // superblock follows a userblock counts from the superblock (as libhdf5 does).
         let base = if sb.base_address == 0 {
@@ -171,6 +189,13 @@ impl FileShared {
     /// The storage holding the file's bytes.
     pub fn storage(&self) -> &Arc<dyn h5_io::Storage> {
         &self.storage
+    }
+
+    /// Whether the superblock says a writer has the file open (status flags of a version 3
+    /// superblock); such a file opens only with [`CacheSettings::ignore_open_for_writing`].
+    pub fn marked_open_for_writing(&self) -> bool {
+        self.superblock.version >= 3
+            && self.superblock.consistency_flags & (STATUS_WRITE_ACCESS | STATUS_SWMR_WRITE) != 0
     }
 
     /// The superblock.

@@ -21,6 +21,7 @@ pub mod meta;
 pub mod nav;
 pub mod object;
 pub mod space;
+pub mod status;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;

@@ -43,6 +43,17 @@ impl FileAccess {
         self
     }
 
+    /// Open files whose superblock says a writer has them open (a writer that is still running,
+    /// or died without closing the file: libhdf5 leaves version 3 superblocks so) instead of
+    /// refusing them with [`crate::Error::OpenForWriting`], libhdf5's behaviour and the
+    /// default. The values read may be inconsistent when the writer is still running or died
+    /// in the middle of a flush; [`File::marked_open_for_writing`] tells the caller to warn.
+    /// [`crate::clear_status_flags`] (`h5 clear`) resets the flags for good.
+    pub fn ignore_open_for_writing(mut self, on: bool) -> Self {
+        self.settings.ignore_open_for_writing = on;
+        self
+    }
+
     pub(crate) fn settings(&self) -> &CacheSettings {
         &self.settings
     }
@@ -71,6 +82,13 @@ impl File {
             shared: FileShared::open(Arc::new(storage), &access.settings, dir)?,
             path: Some(path.to_path_buf()),
         })
+    }
+
+    /// Whether the superblock says a writer has the file open (only such files opened with
+    /// [`FileAccess::ignore_open_for_writing`] are): a caller may warn that values can be
+    /// inconsistent.
+    pub fn marked_open_for_writing(&self) -> bool {
+        self.shared.marked_open_for_writing()
     }
 
     /// Opens an HDF5 image held by any storage (for example in memory). External links and

@@ -57,6 +57,14 @@ pub use h5_format::datatype::Datatype;
 pub use h5_format::message::fill_value::{AllocTime, FillTime};
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
 pub use heap::GlobalHeap;
+
+/// Resets the status flags of the file at `path` (superblock versions 2 and 3), as `h5clear -s`
+/// does, so that a file whose writer died without closing it opens again; returns the flags
+/// found (0: nothing to do, nothing written). Only for files no process is writing.
+pub fn clear_status_flags(path: impl AsRef<std::path::Path>) -> Result<u32> {
+    let storage = h5_io::FileStorage::open(path.as_ref(), h5_io::OpenMode::ReadWrite)?;
+    h5_core::status::clear_status_flags(&storage)
+}
 pub use raw::{NamedDatatype, RawDatasetBuilder};
 #[doc(hidden)]
 pub use types::__private;
