@@ -84,6 +84,17 @@ fn every_readable_fixture_copies_and_h5py_sees_the_same() {
         ("vds.h5", &[]),
         ("vds_src_a.h5", &[]),
         ("vds_src_b.h5", &[]),
+        ("pytables.h5", &[]),
+        ("unwritten_earliest.h5", &[]),
+        ("unwritten_latest.h5", &[]),
+        ("vlen_earliest.h5", &[]),
+        ("vlen_latest.h5", &[]),
+        ("named_types_earliest.h5", &[]),
+        ("named_types_latest.h5", &[]),
+        ("blosc2_earliest.h5", &[]),
+        ("blosc2_latest.h5", &[]),
+        ("hdf5_2_earliest.h5", &[]),
+        ("hdf5_2_v18.h5", &[]),
     ];
     let dir = tempfile::tempdir().expect("temp dir");
     let options = CopyOptions {
@@ -110,20 +121,32 @@ fn every_readable_fixture_copies_and_h5py_sees_the_same() {
     }
 }
 
-/// A dataset h5 cannot decode (PyTables' blosc2) fails the copy with the dataset's path.
+/// A dataset h5 cannot decode (a damaged Blosc2 chunk) fails the copy with the dataset's path.
 #[test]
 fn an_unreadable_dataset_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("temp dir");
+    let damaged = dir.path().join("damaged.h5");
+    let mut bytes = std::fs::read(fixture("blosc2_latest.h5")).unwrap();
+    let m = h5_testkit::manifest();
+    let obj = m
+        .file("blosc2_latest.h5")
+        .and_then(|f| f.object("/lz4_shuffle"))
+        .unwrap();
+    let chunk = &obj.chunk_list.as_ref().unwrap()[0];
+    // The frame's magic: the chunk no longer decodes.
+    let at = chunk.address as usize + 2;
+    bytes[at..at + 7].copy_from_slice(b"garbage");
+    std::fs::write(&damaged, &bytes).unwrap();
     let e = copy(
-        &fixture("pytables.h5"),
+        &damaged,
         &dir.path().join("p.h5"),
         &CopyOptions {
             skip_unsupported: true,
             ..CopyOptions::default()
         },
     )
-    .expect_err("blosc2 cannot be read");
-    assert_eq!(e.path, "/carray_blosc2", "{e}");
+    .expect_err("a damaged chunk cannot be read");
+    assert_eq!(e.path, "/lz4_shuffle", "{e}");
     assert!(e.to_string().contains("blosc2"), "{e}");
 }
 
