@@ -419,7 +419,7 @@ impl Ddl<'_> {
                     } else {
                         Ok(None)
                     };
-                    let values = vstr.map(|v| decode_all(a.dtype(), a.read_raw(), v));
+                    let values = vstr.map(|v| decode_all(a.dtype(), &a.read_raw(), v));
                     let c = Contents {
                         dtype: a.dtype(),
                         shape,
@@ -792,7 +792,7 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
                 } else {
                     None
                 };
-                let vals = decode_all(a.dtype(), a.read_raw(), vstr);
+                let vals = decode_all(a.dtype(), &a.read_raw(), vstr);
                 let data: Vec<Value> = vals.iter().map(|v| json_value(a.dtype(), v)).collect();
                 m.insert(
                     a.name().to_owned(),

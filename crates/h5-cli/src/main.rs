@@ -511,7 +511,7 @@ fn write_and_read(path: &std::path::Path) -> Result<(), String> {
             .map_err(err)?;
         ds.write(&field).map_err(err)?;
         ds.write_attr_str("units", "V").map_err(err)?;
-        let mut log = run
+        let log = run
             .new_dataset::<i64>()
             .shape([0])
             .max_shape([None])
