@@ -2,8 +2,12 @@
 //!
 //! * `h5 tour` — a guided tour: the built-in trace of a group whose name heap outgrows the initial
 //!   metadata cache, replayed with the default adaptive configuration and with a fixed 2 MiB cache.
-//! * `h5 metacache replay TRACE [--config FILE.json] [--json]` — replay a trace file and report the hit
-//!   rate per epoch, the resize decisions and the I/O.
+//! * `h5 metacache config [--default] [--json] [FILE]` — a metadata cache configuration (the
+//!   default, or a file's), every field explained, ready to edit for `replay --config`.
+//! * `h5 metacache replay [TRACE] [--config FILE.json] [--compare FILE.json] [--json]
+//!   [--plot FILE.svg]` — replay a trace file (default: the tour's, with both of its
+//!   configurations) and report the hit rate per epoch, the resize decisions and the I/O, or
+//!   plot them.
 //! * `h5 metacache trace-tour OUT` — write the tour's trace to a file, as an example trace.
 //! * `h5 ls [-r] [-v] FILE [PATH]` — the tree with kinds, shapes, datatypes, chunks and filters.
 //! * `h5 dump [--json] FILE [PATH]` — h5dump's DDL, or a JSON description with the data.
@@ -16,6 +20,8 @@
 mod copy;
 mod dump;
 mod ls;
+mod metacache;
+mod plot;
 mod stat;
 mod values;
 
@@ -157,20 +163,41 @@ impl CopyFlags {
 
 #[derive(Subcommand, Debug)]
 enum MetacacheCommand {
-    /// Replay a trace file against a fresh cache of synthetic entries.
+    /// Print a metadata cache configuration, every field explained: edit it and pass it to
+    /// `replay --config`.
+    Config {
+        /// Print the default configuration (also what is printed without FILE).
+        #[arg(long)]
+        default: bool,
+        /// Print plain JSON, without the explanations.
+        #[arg(long)]
+        json: bool,
+        /// A configuration file, or a trace whose first set_config record to print.
+        file: Option<PathBuf>,
+    },
+    /// Replay a trace file against a fresh cache of synthetic entries: hit rate per epoch,
+    /// resize decisions, I/O. Without a trace: the tour's trace, with the tour's two
+    /// configurations (adaptive default and a fixed 2 MiB cache).
     Replay {
         /// The trace file (format: `h5 metacache trace-tour` writes an example).
-        trace: PathBuf,
-        /// A configuration (JSON, missing fields take the defaults) replacing the trace's first
-        /// set_config record.
+        trace: Option<PathBuf>,
+        /// A configuration (JSON as `h5 metacache config` prints it; missing fields take the
+        /// defaults) replacing the trace's first set_config record.
         #[arg(long, value_name = "FILE.json")]
         config: Option<PathBuf>,
+        /// A second configuration: the trace is replayed with both, side by side.
+        #[arg(long, value_name = "FILE.json")]
+        compare: Option<PathBuf>,
         /// Epoch length (protects) for the per-epoch lines and every configuration applied.
         #[arg(long, value_name = "PROTECTS")]
         epoch_length: Option<u64>,
-        /// Print the report as JSON.
+        /// Print the report as JSON (one document per configuration).
         #[arg(long)]
         json: bool,
+        /// Also draw the hit rate and the cache size per epoch of every configuration
+        /// replayed into this SVG file.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
     },
     /// Write the built-in tour trace to a file.
     TraceTour {
@@ -257,13 +284,27 @@ fn main() -> ExitCode {
             })
         }),
         Command::Metacache { command } => match command {
+            MetacacheCommand::Config {
+                default,
+                json,
+                file,
+            } => metacache::config_cmd(file.as_deref(), default, json),
             MetacacheCommand::Replay {
                 trace,
                 config,
+                compare,
                 epoch_length,
                 json,
-            } => replay_cmd(&trace, config.as_deref(), epoch_length, json),
-            MetacacheCommand::TraceTour { out } => trace_tour(&out),
+                plot,
+            } => metacache::replay_cmd(&metacache::ReplayArgs {
+                trace: trace.as_deref(),
+                config: config.as_deref(),
+                compare: compare.as_deref(),
+                epoch_length,
+                json,
+                plot,
+            }),
+            MetacacheCommand::TraceTour { out } => metacache::trace_tour(&out),
         },
     };
     match r {
@@ -283,60 +324,6 @@ fn open(path: &Path) -> Result<h5::File, String> {
 /// Bytes as lowercase hex.
 pub(crate) fn dump_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Read and parse a configuration file.
-fn read_config(path: &Path) -> Result<CacheConfig, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-    // serde_json first, for a message with line and column on malformed JSON.
-    if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
-        return Err(format!("config {} is not valid JSON: {e}", path.display()));
-    }
-    let config =
-        CacheConfig::from_json(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
-    config.validate().map_err(|e| {
-        format!(
-            "config {} is not a valid configuration: {e}",
-            path.display()
-        )
-    })?;
-    Ok(config)
-}
-
-fn replay_cmd(
-    trace: &Path,
-    config: Option<&Path>,
-    epoch_length: Option<u64>,
-    json: bool,
-) -> Result<(), String> {
-    let text = std::fs::read_to_string(trace)
-        .map_err(|e| format!("cannot read trace {}: {e}", trace.display()))?;
-    let records =
-        parse_trace(&text).map_err(|e| format!("cannot parse {}: {e}", trace.display()))?;
-    let opts = ReplayOptions {
-        config: config.map(read_config).transpose()?,
-        epoch_length_override: epoch_length,
-    };
-    let report = replay(&records, &opts).map_err(|e| format!("cannot replay: {e}"))?;
-    if json {
-        println!("{}", report.to_json());
-    } else {
-        print!("{}", report.to_text());
-    }
-    Ok(())
-}
-
-fn trace_tour(out: &Path) -> Result<(), String> {
-    let text = tour_trace();
-    std::fs::write(out, &text).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-    let protects = text.lines().filter(|l| l.starts_with("protect ")).count();
-    println!(
-        "wrote the tour trace to {} ({} lines, {protects} protects)",
-        out.display(),
-        text.lines().count()
-    );
-    Ok(())
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
