@@ -9,8 +9,11 @@
 //!   configurations) and report the hit rate per epoch, the resize decisions and the I/O, or
 //!   plot them.
 //! * `h5 metacache trace-tour OUT` — write the tour's trace to a file, as an example trace.
-//! * `h5 ls [-r] [-v] FILE [PATH]` — the tree with kinds, shapes, datatypes, chunks and filters.
-//! * `h5 dump [--json] FILE [PATH]` — h5dump's DDL, or a JSON description with the data.
+//! * `h5 ls [-r] [-v] [-d [--limit N]] FILE [PATH]` — the tree with kinds, shapes, datatypes,
+//!   chunks and filters, and values with `-d`.
+//! * `h5 dump [--json] [-d PATH]... [-g PATH]... [-A] [-H] [-p] [-n] [-s L -S L -c L] FILE
+//!   [PATH]` — h5dump's DDL (with h5dump's options; large datasets stream through in blocks),
+//!   or a JSON description with the data.
 //! * `h5 stat FILE` — object counts, metadata against raw bytes, file space (strategy, persisted
 //!   free space), chunks, cache statistics.
 //! * `h5 copy SRC DST` — copy every object into a new file as it is.
@@ -50,7 +53,7 @@ struct Cli {
 enum Command {
     /// Guided tour: the adaptive metadata cache against a fixed-size one on a growing group.
     Tour,
-    /// List the objects of a file: kinds, shapes, datatypes, chunking and filters.
+    /// List the objects of a file: kinds, shapes, datatypes, chunking and filters (h5ls).
     Ls {
         /// Descend into groups.
         #[arg(short, long)]
@@ -58,16 +61,51 @@ enum Command {
         /// Also attributes and layout details.
         #[arg(short, long)]
         verbose: bool,
+        /// Also print each dataset's values (the first --limit of them), as h5ls -d does.
+        #[arg(short, long)]
+        data: bool,
+        /// Values printed per dataset with --data.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: usize,
         /// The HDF5 file.
         file: PathBuf,
         /// A group or dataset in it (default: the root group).
         path: Option<String>,
     },
-    /// Print a file (or one group or dataset) as h5dump's DDL, or as JSON.
+    /// Print a file (or some of its groups and datasets) as h5dump's DDL, or as JSON. Large
+    /// datasets are read and printed block by block.
     Dump {
         /// Print JSON instead of DDL.
         #[arg(long)]
         json: bool,
+        /// Only this dataset (repeatable), as h5dump -d.
+        #[arg(short = 'd', long = "dataset", value_name = "PATH")]
+        datasets: Vec<String>,
+        /// Only this group (repeatable), as h5dump -g.
+        #[arg(short = 'g', long = "group", value_name = "PATH")]
+        groups: Vec<String>,
+        /// Header and attributes with their values: no dataset data (h5dump -A).
+        #[arg(short = 'A', long = "onlyattr")]
+        attrs_only: bool,
+        /// Header only: types and shapes, no data (h5dump -H).
+        #[arg(short = 'H', long = "header")]
+        header: bool,
+        /// Each dataset's storage layout (with the compression ratio), filters and fill value
+        /// (h5dump -p; fill and allocation times are not printed).
+        #[arg(short = 'p', long = "properties")]
+        properties: bool,
+        /// The list of every object and link in the file (h5dump -n).
+        #[arg(short = 'n', long = "contents")]
+        contents: bool,
+        /// With -d: the first element of the part printed, per dimension ("1,0").
+        #[arg(short = 's', long = "start", value_name = "LIST", value_parser = parse_list)]
+        start: Option<List>,
+        /// With -d: the step per dimension.
+        #[arg(short = 'S', long = "stride", value_name = "LIST", value_parser = parse_list)]
+        stride: Option<List>,
+        /// With -d: how many elements per dimension.
+        #[arg(short = 'c', long = "count", value_name = "LIST", value_parser = parse_list)]
+        count: Option<List>,
         /// The HDF5 file.
         file: PathBuf,
         /// A group or dataset in it (default: the root group).
@@ -213,22 +251,76 @@ fn main() -> ExitCode {
         Command::Ls {
             recursive,
             verbose,
+            data,
+            limit,
             file,
             path,
         } => open(&file).and_then(|f| {
-            let text = ls::ls(&f, path.as_deref(), ls::LsOptions { recursive, verbose })?;
+            let opts = ls::LsOptions {
+                recursive,
+                verbose,
+                data: data.then_some(limit),
+            };
+            let text = ls::ls(&f, path.as_deref(), opts)?;
             print!("{text}");
             Ok(())
         }),
-        Command::Dump { json, file, path } => open(&file).and_then(|f| {
+        Command::Dump {
+            json,
+            datasets,
+            groups,
+            attrs_only,
+            header,
+            properties,
+            contents,
+            start,
+            stride,
+            count,
+            file,
+            path,
+        } => open(&file).and_then(|f| {
             let shown = file.display().to_string();
-            if json {
-                let doc = dump::json_doc(&f, &shown, path.as_deref())?;
+            let mut wanted: Vec<dump::Wanted<'_>> = Vec::new();
+            wanted.extend(path.as_deref().map(dump::Wanted::Any));
+            wanted.extend(datasets.iter().map(|p| dump::Wanted::Dataset(p)));
+            wanted.extend(groups.iter().map(|p| dump::Wanted::Group(p)));
+            let subset =
+                (start.is_some() || stride.is_some() || count.is_some()).then(|| dump::Subset {
+                    start: start.map(|l| l.0).unwrap_or_default(),
+                    stride: stride.map(|l| l.0).unwrap_or_default(),
+                    count: count.map(|l| l.0).unwrap_or_default(),
+                });
+            if subset.is_some() && datasets.is_empty() {
+                return Err("-s, -S and -c select part of the datasets named with -d".into());
+            }
+            if contents {
+                print!("{}", dump::contents(&f, &shown)?);
+            } else if json {
+                let one = match wanted.as_slice() {
+                    [] => None,
+                    [dump::Wanted::Any(p) | dump::Wanted::Dataset(p) | dump::Wanted::Group(p)] => {
+                        Some(*p)
+                    }
+                    _ => return Err("--json dumps one object (or the whole file)".into()),
+                };
+                let doc = dump::json_doc(&f, &shown, one)?;
                 let text = serde_json::to_string_pretty(&doc)
                     .map_err(|e| format!("cannot encode JSON: {e}"))?;
                 println!("{text}");
             } else {
-                print!("{}", dump::ddl(&f, &shown, path.as_deref())?);
+                if wanted.is_empty() {
+                    wanted.push(dump::Wanted::Any("/"));
+                }
+                let options = dump::DumpOptions {
+                    header_only: header,
+                    attrs_only,
+                    properties,
+                    subset,
+                };
+                let stdout = std::io::stdout();
+                let mut lock = std::io::BufWriter::new(stdout.lock());
+                dump::ddl_with(&f, &shown, &wanted, &options, Some(&mut lock))?;
+                std::io::Write::flush(&mut lock).map_err(|e| e.to_string())?;
             }
             Ok(())
         }),
@@ -314,6 +406,23 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A list of numbers per dimension (`-s`, `-S`, `-c`).
+#[derive(Clone, Debug)]
+struct List(Vec<u64>);
+
+/// A list of numbers as h5dump takes them: `1,0`, `1;0`, `[1, 0]` or `(1,0)`.
+fn parse_list(text: &str) -> Result<List, String> {
+    text.trim_matches(|c: char| "[]() ".contains(c))
+        .split([',', ';'])
+        .map(|p| {
+            p.trim()
+                .parse::<u64>()
+                .map_err(|e| format!("{p:?} in {text:?}: {e}"))
+        })
+        .collect::<Result<Vec<u64>, String>>()
+        .map(List)
 }
 
 /// Opens an HDF5 file for the reading commands.
@@ -508,24 +617,15 @@ fn write_and_read(path: &std::path::Path) -> Result<(), String> {
             .map_err(err)?;
         for round in 0..ROUNDS {
             let start = round * APPEND;
-            log.resize([start + APPEND]).map_err(err)?;
             let values: Vec<i64> = (start..start + APPEND).map(|i| (i * i) as i64).collect();
-            log.write_slice(
-                &values,
-                [ndarray::SliceInfoElem::Slice {
-                    start: start as isize,
-                    end: Some((start + APPEND) as isize),
-                    step: 1,
-                }],
-            )
-            .map_err(err)?;
+            log.append(&values).map_err(err)?;
         }
         file.close().map_err(err)?;
     }
     let written = t0.elapsed();
     let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     println!();
-    println!("A file written by h5 (earliest format, as h5py writes by default):");
+    println!("A file written by h5 (HDF5 2.0's default formats, which HDF5 1.8 and later read):");
     println!("  /runs/2026-11-23           a group made with its parent, two attributes");
     println!(
         "  /runs/2026-11-23/field     {SIDE} x {SIDE} float32, chunks 128 x 128, shuffle + deflate 4"
