@@ -102,6 +102,24 @@ impl Group {
         g.create_child_group_with(last, options)
     }
 
+    /// The group at `path` below this one (or absolute), created with any missing
+    /// intermediate groups when it does not exist (h5py's `require_group`).
+    pub fn require_group(&self, path: &str) -> Result<Group> {
+        let mut g = if path.starts_with('/') {
+            Group::root(self.file_shared())
+        } else {
+            self.clone()
+        };
+        for p in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+            g = match g.group(p) {
+                Ok(sub) => sub,
+                Err(Error::NotFound(_)) => g.create_child_group(p)?,
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(g)
+    }
+
     fn create_child_group(&self, name: &str) -> Result<Group> {
         self.create_child_group_with(name, &GroupOptions::default())
     }
@@ -402,8 +420,18 @@ impl<T: H5Type> DatasetBuilder<T> {
         self
     }
 
-    /// Creates the dataset `name` in the group.
-    pub fn create(self, name: &str) -> Result<Dataset> {
+    /// Creates the dataset `name` in the group; a path (`a/b/name`) creates the missing
+    /// groups on the way, as h5py does.
+    pub fn create(mut self, name: &str) -> Result<Dataset> {
+        let name = match name.rsplit_once('/') {
+            Some((dir, leaf)) => {
+                self.group = self
+                    .group
+                    .require_group(if dir.is_empty() { "/" } else { dir })?;
+                leaf
+            }
+            None => name,
+        };
         let file = self.group.file_shared();
         crate::bounds::check_datatype(file, &self.datatype)?;
         if let Some(kind) = self.chunk_index {
