@@ -79,7 +79,11 @@ impl Attribute {
         if self.is_null() {
             return 0;
         }
-        self.shape().iter().product()
+        // Checked by the engine when it read the value; saturating all the same.
+        self.shape()
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .unwrap_or(usize::MAX)
     }
 
     /// Whether the dataspace is null (no elements at all, unlike a scalar's one).

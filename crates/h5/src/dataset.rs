@@ -169,7 +169,14 @@ impl Dataset {
         if self.is_null() {
             return 0;
         }
-        self.info().dims().iter().product::<u64>() as usize
+        // Saturating: a damaged file's dimensions may overflow; reads then refuse to allocate.
+        let n = self
+            .info()
+            .dims()
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d));
+        n.and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(usize::MAX)
     }
 
     /// Bytes per element in the file.

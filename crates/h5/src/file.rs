@@ -156,8 +156,13 @@ impl File {
     pub fn read_many_raw(&self, datasets: &[&Dataset]) -> Result<Vec<Vec<u8>>> {
         let mut bufs: Vec<Vec<u8>> = datasets
             .iter()
-            .map(|d| vec![0u8; d.size() * d.element_size()])
-            .collect();
+            .map(|d| {
+                d.size()
+                    .checked_mul(d.element_size())
+                    .map(|n| vec![0u8; n])
+                    .ok_or_else(|| Error::Invalid(format!("{}: too many elements", d.path())))
+            })
+            .collect::<Result<_>>()?;
         let infos: Vec<_> = datasets.iter().map(|d| d.info()).collect();
         let all = h5_chunkcache::selection::Selection::All;
         let mut reqs: Vec<(
