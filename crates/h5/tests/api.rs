@@ -306,6 +306,14 @@ fn navigation_walks_the_tree_with_link_kinds() {
     assert!(!f.link_exists("a/nope/x").unwrap());
     assert!(!f.link_exists("top/x").unwrap());
     assert!(!b.link_exists("x").unwrap());
+    // A dataset path creates the groups on the way (as h5py does); require_group opens or makes.
+    let deep = b.new_dataset::<u8>().shape([1]).create("p/q/r").unwrap();
+    assert_eq!(deep.path(), "/a/b/p/q/r");
+    assert_eq!(
+        b.require_group("p/q").unwrap().address(),
+        b.group("p/q").unwrap().address()
+    );
+    b.unlink("p").unwrap();
     let walk = f.walk().unwrap();
     let seen: Vec<(&str, Option<ObjectKind>)> =
         walk.iter().map(|e| (e.path.as_str(), e.object)).collect();
