@@ -287,11 +287,84 @@ struct Contents<'a> {
     /// `None`: a null dataspace.
     shape: Option<Vec<usize>>,
     maxshape: Option<Vec<Option<usize>>>,
-    values: Result<Vec<Val>, String>,
+    /// `None`: no DATA block (`-H`, or a dataset under `-A`).
+    values: Option<Result<Vec<Val>, String>>,
 }
+
+/// What `h5 dump` prints (h5dump's options).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DumpOptions {
+    /// `-H`: types and shapes, no data at all.
+    pub(crate) header_only: bool,
+    /// `-A`: attributes with their values, datasets without their data.
+    pub(crate) attrs_only: bool,
+    /// `-p`: each dataset's storage layout, filters and fill value.
+    pub(crate) properties: bool,
+    /// `-s`/`-S`/`-c`: the part of each dataset to print (h5dump's subsetting).
+    pub(crate) subset: Option<Subset>,
+}
+
+/// A hyperslab of a dataset (h5dump's `-s START -S STRIDE -c COUNT`; blocks of one element).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Subset {
+    /// First element per dimension (default 0).
+    pub(crate) start: Vec<u64>,
+    /// Step per dimension (default 1).
+    pub(crate) stride: Vec<u64>,
+    /// Elements per dimension (default: as many as fit).
+    pub(crate) count: Vec<u64>,
+}
+
+/// A resolved subset: start, stride and count per dimension.
+type Slab = (Vec<u64>, Vec<u64>, Vec<u64>);
+
+impl Subset {
+    /// The subset of a dataset of `dims`: missing values take the defaults; checked to fit.
+    fn resolve(&self, dims: &[usize]) -> Result<Slab, String> {
+        let rank = dims.len();
+        if self.start.len() > rank || self.stride.len() > rank || self.count.len() > rank {
+            return Err(format!(
+                "a subset of more than the dataset's {rank} dimensions"
+            ));
+        }
+        let mut start = vec![0u64; rank];
+        let mut stride = vec![1u64; rank];
+        let mut count = vec![0u64; rank];
+        for d in 0..rank {
+            start[d] = self.start.get(d).copied().unwrap_or(0);
+            stride[d] = self.stride.get(d).copied().unwrap_or(1).max(1);
+            let n = dims[d] as u64;
+            let room = if start[d] < n {
+                (n - start[d]).div_ceil(stride[d])
+            } else {
+                0
+            };
+            count[d] = self.count.get(d).copied().unwrap_or(room);
+            if count[d] > room {
+                return Err(format!(
+                    "the subset's dimension {d} (start {}, stride {}, count {}) leaves the \
+                     dataset's {n} elements",
+                    start[d], stride[d], count[d]
+                ));
+            }
+        }
+        Ok((start, stride, count))
+    }
+}
+
+/// Bytes of one dataset read at a time while printing it: large datasets stream through in
+/// blocks of whole rows instead of being read whole.
+const BLOCK_BYTES: usize = 4 << 20;
 
 struct Ddl<'f> {
     out: String,
+    /// Where `out` goes as it fills (`None`: kept in `out`).
+    sink: Option<&'f mut dyn std::io::Write>,
+    /// The first write error to the sink.
+    sink_error: Option<std::io::Error>,
+    options: DumpOptions,
+    /// While a subset is printed: its start and stride, for the element indices.
+    subset_at: Option<(Vec<u64>, Vec<u64>)>,
     file: &'f File,
     /// (file number, object address) → first path printed.
     seen: HashMap<(usize, u64), String>,
@@ -311,7 +384,35 @@ impl Ddl<'_> {
         let _ = writeln!(self.out, "{}{text}", pad(level));
     }
 
+    /// Hands what was printed so far to the sink, if there is one.
+    fn flush_out(&mut self) {
+        if let Some(sink) = self.sink.as_mut() {
+            if self.sink_error.is_none()
+                && let Err(e) = sink.write_all(self.out.as_bytes())
+            {
+                self.sink_error = Some(e);
+            }
+            self.out.clear();
+        }
+    }
+
     fn contents(&mut self, level: usize, c: &Contents<'_>) {
+        self.header(level, c);
+        if let Some(values) = &c.values {
+            self.line(level, "DATA {");
+            match values {
+                Err(e) => self.line(level, &format!("<data not read: {e}>")),
+                Ok(values) => {
+                    let dims = c.shape.clone().unwrap_or_default();
+                    self.data(level, c.dtype, &dims, values, 0, values.len());
+                }
+            }
+            self.line(level, "}");
+        }
+    }
+
+    /// The DATATYPE and DATASPACE lines (a committed datatype shown by its path).
+    fn header(&mut self, level: usize, c: &Contents<'_>) {
         let named = c
             .committed
             .filter(|_| self.current == 0)
@@ -343,33 +444,35 @@ impl Ddl<'_> {
                 );
             }
         }
-        self.line(level, "DATA {");
-        match &c.values {
-            Err(e) => self.line(level, &format!("<data not read: {e}>")),
-            Ok(values) => {
-                let dims = c.shape.clone().unwrap_or_default();
-                self.data(level, c.dtype, &dims, values);
-            }
-        }
-        self.line(level, "}");
     }
 
     /// The elements, h5dump style: a new line at each row of the fastest dimension and when
     /// the line would pass the width, each line starting with the index of its first element.
-    fn data(&mut self, level: usize, dt: &Datatype, dims: &[usize], values: &[Val]) {
+    /// `values` are elements `first..` of `total` (C order over `dims`): a block of whole rows
+    /// of a dataset printed in several calls.
+    fn data(
+        &mut self,
+        level: usize,
+        dt: &Datatype,
+        dims: &[usize],
+        values: &[Val],
+        first: usize,
+        total: usize,
+    ) {
         if matches!(dt, Datatype::Compound(_)) || sequence_of_compounds(dt) {
-            self.compound_data(level, dt, dims, values);
+            self.compound_data(level, dt, dims, values, first, total);
             return;
         }
         let row = dims.last().copied().unwrap_or(1).max(1);
         let indent = pad(level);
         let mut line = String::new();
         let n = values.len();
-        for (i, v) in values.iter().enumerate() {
+        for (k, v) in values.iter().enumerate() {
+            let i = first + k;
             let text = ddl_value(dt, v);
-            let starts_row = i % row == 0;
+            let starts_row = i.is_multiple_of(row);
             // The trailing comma of every element but the last counts against the width.
-            let comma = usize::from(i + 1 < n);
+            let comma = usize::from(i + 1 < total);
             if !line.is_empty() && (starts_row || line.len() + 2 + text.len() + comma > DATA_LIMIT)
             {
                 line.push(',');
@@ -378,26 +481,47 @@ impl Ddl<'_> {
                 line.clear();
             }
             if line.is_empty() {
-                line = format!("{indent}({}): {text}", index_of(i, dims));
+                line = format!("{indent}({}): {}", self.index_text(i, dims), text);
             } else {
                 line.push_str(", ");
                 line.push_str(&text);
             }
-            if i + 1 == n {
+            if k + 1 == n {
+                // A block ends at a row's end: the next block starts a new line.
+                if i + 1 < total {
+                    line.push(',');
+                }
                 self.out.push_str(&line);
                 self.out.push('\n');
             }
         }
     }
 
+    /// The index printed before element `i` of `dims`: in the dataset's coordinates when a
+    /// subset is printed.
+    fn index_text(&self, i: usize, dims: &[usize]) -> String {
+        match &self.subset_at {
+            Some((start, stride)) => index_in(i, dims, start, stride),
+            None => index_of(i, dims),
+        }
+    }
+
     /// Compound elements: each member on its own line, as h5dump prints them.
-    fn compound_data(&mut self, level: usize, dt: &Datatype, dims: &[usize], values: &[Val]) {
-        let n = values.len();
-        for (i, v) in values.iter().enumerate() {
-            self.out
-                .push_str(&format!("{}({}): ", pad(level), index_of(i, dims)));
+    fn compound_data(
+        &mut self,
+        level: usize,
+        dt: &Datatype,
+        dims: &[usize],
+        values: &[Val],
+        first: usize,
+        total: usize,
+    ) {
+        for (k, v) in values.iter().enumerate() {
+            let i = first + k;
+            let index = self.index_text(i, dims);
+            self.out.push_str(&format!("{}({index}): ", pad(level)));
             self.compound_value(level, dt, v);
-            if i + 1 < n {
+            if i + 1 < total {
                 self.out.push(',');
             }
             self.out.push('\n');
@@ -422,13 +546,13 @@ impl Ddl<'_> {
                         Ok(None)
                     };
                     let heap = a.global_heap();
-                    let values = vstr.map(|v| decode_all(a.dtype(), a.read_raw(), v, Some(&heap)));
+                    let values = vstr.map(|v| decode_all(a.dtype(), &a.read_raw(), v, Some(&heap)));
                     let c = Contents {
                         dtype: a.dtype(),
                         committed: a.committed_type_address(),
                         shape,
                         maxshape: None,
-                        values,
+                        values: (!self.options.header_only).then_some(values),
                     };
                     self.contents(level + 1, &c);
                     self.line(level, "}");
@@ -447,17 +571,163 @@ impl Ddl<'_> {
         }
         self.seen
             .insert((self.current, d.address()), d.path().to_owned());
-        let values = dataset_values(d);
         let null = is_null(d);
         let c = Contents {
             dtype: d.dtype(),
             committed: d.committed_type_address(),
             shape: (!null).then(|| d.shape()),
             maxshape: Some(d.maxshape()),
-            values,
+            values: None,
         };
-        self.contents(level + 1, &c);
+        self.header(level + 1, &c);
+        if self.options.properties {
+            self.properties(level + 1, d);
+        }
+        if !self.options.header_only && !self.options.attrs_only {
+            match self.options.subset.clone() {
+                Some(sub) if !null => self.subset(level + 1, d, &sub),
+                _ => {
+                    self.line(level + 1, "DATA {");
+                    self.dataset_data(level + 1, d, None);
+                    self.line(level + 1, "}");
+                }
+            }
+        }
         self.attributes(level + 1, d.attrs());
+        self.line(level, "}");
+        self.flush_out();
+    }
+
+    /// h5dump's SUBSET block: the selection, then its elements indexed by their coordinates in
+    /// the dataset.
+    fn subset(&mut self, level: usize, d: &Dataset, sub: &Subset) {
+        let (start, stride, count) = match sub.resolve(&d.shape()) {
+            Ok(r) => r,
+            Err(e) => {
+                self.line(level, &format!("<subset not printed: {e}>"));
+                return;
+            }
+        };
+        let list = |v: &[u64]| {
+            v.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        self.line(level, "SUBSET {");
+        self.line(level + 1, &format!("START ( {} );", list(&start)));
+        self.line(level + 1, &format!("STRIDE ( {} );", list(&stride)));
+        self.line(level + 1, &format!("COUNT ( {} );", list(&count)));
+        self.line(
+            level + 1,
+            &format!("BLOCK ( {} );", list(&vec![1; start.len()])),
+        );
+        self.line(level + 1, "DATA {");
+        self.subset_at = Some((start.clone(), stride.clone()));
+        self.dataset_data(level + 1, d, Some((start, stride, count)));
+        self.subset_at = None;
+        self.line(level + 1, "}");
+        self.line(level, "}");
+    }
+
+    /// The elements of `d` (or of the hyperslab `sel`: start, stride, count), read and printed
+    /// in blocks of whole rows of at most [`BLOCK_BYTES`], each handed to the sink before the
+    /// next is read.
+    fn dataset_data(&mut self, level: usize, d: &Dataset, sel: Option<Slab>) {
+        if d.is_null() {
+            return;
+        }
+        let dims: Vec<usize> = match &sel {
+            Some((_, _, count)) => count.iter().map(|&c| c as usize).collect(),
+            None => d.shape(),
+        };
+        let total: usize = dims.iter().product();
+        if total == 0 {
+            return;
+        }
+        if dims.is_empty() {
+            // A scalar: one element.
+            match dataset_values(d) {
+                Ok(values) => self.data(level, d.dtype(), &dims, &values, 0, 1),
+                Err(e) => self.line(level, &format!("<data not read: {e}>")),
+            }
+            return;
+        }
+        let outer = dims.first().copied().unwrap_or(1);
+        let per_row = total / outer.max(1);
+        let row_bytes = per_row.saturating_mul(d.element_size()).max(1);
+        let rows_per_block = (BLOCK_BYTES / row_bytes).max(1);
+        let mut row = 0usize;
+        while row < outer {
+            let rows = rows_per_block.min(outer - row);
+            match block_values(d, &dims, sel.as_ref(), row, rows) {
+                Ok(values) => {
+                    self.data(level, d.dtype(), &dims, &values, row * per_row, total);
+                }
+                Err(e) => {
+                    self.line(level, &format!("<data not read: {e}>"));
+                    return;
+                }
+            }
+            self.flush_out();
+            row += rows;
+        }
+    }
+
+    /// h5dump's `-p` blocks: storage layout, filters, fill value.
+    fn properties(&mut self, level: usize, d: &Dataset) {
+        self.line(level, "STORAGE_LAYOUT {");
+        let stored: u64 = d.stored_sizes().map(|s| s.iter().sum()).unwrap_or(0);
+        match d.chunk() {
+            Some(c) => {
+                let c: Vec<String> = c.iter().map(ToString::to_string).collect();
+                self.line(level + 1, &format!("CHUNKED ( {} )", c.join(", ")));
+            }
+            None => self.line(level + 1, &d.layout_name().to_uppercase()),
+        }
+        let raw = (d.size() as u64).saturating_mul(d.element_size() as u64);
+        if d.filters().is_empty() || stored == 0 {
+            self.line(level + 1, &format!("SIZE {stored}"));
+        } else {
+            let ratio = raw as f64 / stored as f64;
+            self.line(
+                level + 1,
+                &format!("SIZE {stored} ({ratio:.3}:1 COMPRESSION)"),
+            );
+        }
+        self.line(level, "}");
+        self.line(level, "FILTERS {");
+        let filters = d.filters();
+        if filters.is_empty() {
+            self.line(level + 1, "NONE");
+        }
+        for f in filters {
+            match (f.id, f.params.first()) {
+                (1, Some(l)) => {
+                    self.line(level + 1, &format!("COMPRESSION DEFLATE {{ LEVEL {l} }}"))
+                }
+                (2, _) => self.line(level + 1, "PREPROCESSING SHUFFLE"),
+                (3, _) => self.line(level + 1, "CHECKSUM FLETCHER32"),
+                _ => {
+                    self.line(level + 1, "USER_DEFINED_FILTER {");
+                    self.line(level + 2, &format!("FILTER_ID {}", f.id));
+                    if let Some(n) = &f.name {
+                        self.line(level + 2, &format!("COMMENT {n}"));
+                    }
+                    if !f.params.is_empty() {
+                        let p: Vec<String> = f.params.iter().map(ToString::to_string).collect();
+                        self.line(level + 2, &format!("PARAMS {{ {} }}", p.join(" ")));
+                    }
+                    self.line(level + 1, "}");
+                }
+            }
+        }
+        self.line(level, "}");
+        self.line(level, "FILLVALUE {");
+        match d.fill_value_raw() {
+            Some(f) => self.line(level + 1, &format!("VALUE  0x{}", crate::dump_hex(f))),
+            None => self.line(level + 1, "VALUE  H5D_FILL_VALUE_DEFAULT"),
+        }
         self.line(level, "}");
     }
 
@@ -698,6 +968,7 @@ fn index_of(mut i: usize, dims: &[usize]) -> String {
         .join(",")
 }
 
+/// Every element of the dataset (for the JSON document).
 fn dataset_values(d: &Dataset) -> Result<Vec<Val>, String> {
     if d.is_null() {
         return Ok(Vec::new());
@@ -715,11 +986,85 @@ fn dataset_values(d: &Dataset) -> Result<Vec<Val>, String> {
     Ok(decode_all(d.dtype(), &raw, vstr, Some(&d.global_heap())))
 }
 
-/// The DDL of `path` (the whole file when `None`), as `h5dump FILE` / `h5dump -g PATH FILE` /
-/// `h5dump -d PATH FILE` print it. `shown_name` is the file name as given on the command line.
-pub(crate) fn ddl(file: &File, shown_name: &str, path: Option<&str>) -> Result<String, String> {
+/// Index `i` of `dims` (a subset) in the coordinates of the dataset it was taken from.
+fn index_in(mut i: usize, dims: &[usize], start: &[u64], stride: &[u64]) -> String {
+    let mut idx = vec![0u64; dims.len()];
+    for (k, &d) in dims.iter().enumerate().rev() {
+        let d = d.max(1);
+        idx[k] = start[k] + (i % d) as u64 * stride[k];
+        i /= d;
+    }
+    idx.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Rows `row..row + rows` (of the first dimension) of the dataset, or of the hyperslab `sel`
+/// (start, stride, count) over it whose shape is `dims`.
+fn block_values(
+    d: &Dataset,
+    dims: &[usize],
+    sel: Option<&Slab>,
+    row: usize,
+    rows: usize,
+) -> Result<Vec<Val>, String> {
+    use ndarray::SliceInfoElem;
+    let slices: Vec<SliceInfoElem> = (0..dims.len())
+        .map(|k| {
+            let (start, stride, count) = match sel {
+                Some((s, t, c)) => (s[k] as usize, t[k] as usize, c[k] as usize),
+                None => (0, 1, dims[k]),
+            };
+            let (first, n) = if k == 0 { (row, rows) } else { (0, count) };
+            let a = start + first * stride;
+            SliceInfoElem::Slice {
+                start: a as isize,
+                end: Some((a + (n.max(1) - 1) * stride + 1) as isize),
+                step: stride as isize,
+            }
+        })
+        .collect();
+    if is_vlen_string(d.dtype()) {
+        let strings = d
+            .read_slice::<String>(&slices)
+            .map_err(|e| e.to_string())?
+            .into_raw_vec_and_offset()
+            .0;
+        return Ok(decode_all(d.dtype(), &[], Some(strings), None));
+    }
+    let raw = d.read_raw_slice(&slices).map_err(|e| e.to_string())?;
+    Ok(decode_all(d.dtype(), &raw, None, Some(&d.global_heap())))
+}
+
+/// What `h5 dump` prints: the whole file, or the objects named (`-d`/`-g`/PATH).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wanted<'a> {
+    /// The object at this path, whatever it is.
+    Any(&'a str),
+    /// `-d PATH`: must be a dataset.
+    Dataset(&'a str),
+    /// `-g PATH`: must be a group.
+    Group(&'a str),
+}
+
+/// The DDL of the `wanted` objects with `options`, as `h5dump FILE` / `h5dump -g PATH FILE` /
+/// `h5dump -d PATH FILE` print them (`shown_name`: the file name as given on the command
+/// line): written to `sink` block by block as it is made (large datasets are read in blocks),
+/// or returned when there is no sink.
+pub(crate) fn ddl_with<'f>(
+    file: &'f File,
+    shown_name: &str,
+    wanted: &[Wanted<'_>],
+    options: &DumpOptions,
+    sink: Option<&'f mut dyn std::io::Write>,
+) -> Result<String, String> {
     let mut p = Ddl {
         out: String::new(),
+        sink,
+        sink_error: None,
+        options: options.clone(),
+        subset_at: None,
         file,
         seen: HashMap::new(),
         dir: file
@@ -731,21 +1076,104 @@ pub(crate) fn ddl(file: &File, shown_name: &str, path: Option<&str>) -> Result<S
         named: named_types(file),
     };
     p.out.push_str(&format!("HDF5 \"{shown_name}\" {{\n"));
-    let path = path.unwrap_or("/");
     let root = p.file().root().map_err(|e| e.to_string())?;
-    match root.kind_of(path).map_err(|e| format!("{path}: {e}"))? {
-        ObjectKind::Group => {
-            let g = file.group(path).map_err(|e| e.to_string())?;
-            p.group(0, path, &g);
+    for w in wanted {
+        let (path, need) = match *w {
+            Wanted::Any(p) => (p, None),
+            Wanted::Dataset(p) => (p, Some(ObjectKind::Dataset)),
+            Wanted::Group(p) => (p, Some(ObjectKind::Group)),
+        };
+        let kind = root.kind_of(path).map_err(|e| format!("{path}: {e}"))?;
+        if need.is_some_and(|n| n != kind) {
+            return Err(format!(
+                "{path}: a {kind:?}, not a {:?}",
+                need.unwrap_or(kind)
+            ));
         }
-        ObjectKind::Dataset => {
-            let d = file.dataset(path).map_err(|e| e.to_string())?;
-            p.dataset(0, path, &d);
+        match kind {
+            ObjectKind::Group => {
+                let g = file.group(path).map_err(|e| e.to_string())?;
+                p.group(0, path, &g);
+            }
+            ObjectKind::Dataset => {
+                let d = file.dataset(path).map_err(|e| e.to_string())?;
+                p.dataset(0, path, &d);
+            }
+            other => return Err(format!("{path}: cannot dump a {other:?}")),
         }
-        other => return Err(format!("{path}: cannot dump a {other:?}")),
     }
     p.out.push_str("}\n");
+    p.flush_out();
+    if let Some(e) = p.sink_error {
+        return Err(format!("cannot write the dump: {e}"));
+    }
     Ok(p.out)
+}
+
+/// The first `limit` elements of `d` in DDL data lines at `level` (for `h5 ls --data`), and
+/// a line saying how many more there are.
+pub(crate) fn data_preview(file: &File, d: &Dataset, limit: usize, level: usize) -> String {
+    let mut p = Ddl {
+        out: String::new(),
+        sink: None,
+        sink_error: None,
+        options: DumpOptions::default(),
+        subset_at: None,
+        file,
+        seen: HashMap::new(),
+        dir: None,
+        external: HashMap::new(),
+        current: 0,
+        named: HashMap::new(),
+    };
+    let dims = d.shape();
+    let total = d.size();
+    if d.is_null() || total == 0 {
+        p.line(level, "(no elements)");
+        return p.out;
+    }
+    let values = if dims.is_empty() {
+        dataset_values(d)
+    } else {
+        let per_row = total / dims[0].max(1);
+        let rows = limit.div_ceil(per_row.max(1)).clamp(1, dims[0]);
+        block_values(d, &dims, None, 0, rows)
+    };
+    match values {
+        Ok(mut values) => {
+            values.truncate(limit);
+            let n = values.len();
+            p.data(level, d.dtype(), &dims, &values, 0, n);
+            if total > n {
+                p.line(level, &format!("... ({} more elements)", total - n));
+            }
+        }
+        Err(e) => p.line(level, &format!("<data not read: {e}>")),
+    }
+    p.out
+}
+
+/// h5dump's `-n`: every object and link of the file, one per line.
+pub(crate) fn contents(file: &File, shown_name: &str) -> Result<String, String> {
+    let mut out = format!("HDF5 \"{shown_name}\" {{\nFILE_CONTENTS {{\n group      /\n");
+    for e in file.walk().map_err(|e| e.to_string())? {
+        let path = format!("/{}", e.path);
+        let line = match (&e.link.kind, e.object) {
+            (LinkKind::Soft(t), _) => format!(" link       {path} -> {t}"),
+            (LinkKind::External { file, path: p }, _) => {
+                format!(" ext link   {path} -> {file} {p}")
+            }
+            (LinkKind::UserDefined(k), _) => format!(" udlink     {path} (class {k})"),
+            (LinkKind::Hard, Some(ObjectKind::Group)) => format!(" group      {path}"),
+            (LinkKind::Hard, Some(ObjectKind::Dataset)) => format!(" dataset    {path}"),
+            (LinkKind::Hard, Some(ObjectKind::Datatype)) => format!(" datatype   {path}"),
+            (LinkKind::Hard, _) => format!(" unknown    {path}"),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(" }\n}\n");
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -926,7 +1354,7 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>, named: &Named) -> Value 
                 } else {
                     None
                 };
-                let vals = decode_all(a.dtype(), a.read_raw(), vstr, Some(&a.global_heap()));
+                let vals = decode_all(a.dtype(), &a.read_raw(), vstr, Some(&a.global_heap()));
                 let data: Vec<Value> = vals.iter().map(|v| json_value(a.dtype(), v)).collect();
                 let mut o = Map::new();
                 o.insert("dtype".into(), numpy_dtype(a.dtype()));

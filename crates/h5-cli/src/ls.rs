@@ -13,6 +13,8 @@ pub(crate) struct LsOptions {
     pub(crate) recursive: bool,
     /// Also attributes and layout details.
     pub(crate) verbose: bool,
+    /// Also each dataset's values, at most this many (`h5 ls --data`).
+    pub(crate) data: Option<usize>,
 }
 
 fn shape_text(shape: &[usize]) -> String {
@@ -136,8 +138,16 @@ fn dataset_details(out: &mut String, indent: &str, d: &Dataset) {
     }
 }
 
+/// The dataset's values under its line (`--data`).
+fn data_lines(out: &mut String, file: &File, depth: usize, d: &Dataset, opts: LsOptions) {
+    if let Some(limit) = opts.data {
+        out.push_str(&crate::dump::data_preview(file, d, limit, depth + 1));
+    }
+}
+
 fn list_group(
     out: &mut String,
+    file: &File,
     g: &Group,
     depth: usize,
     opts: LsOptions,
@@ -176,7 +186,7 @@ fn list_group(
                     }
                     if opts.recursive && !again {
                         seen.push(sub.address());
-                        list_group(out, &sub, depth + 1, opts, seen)?;
+                        list_group(out, file, &sub, depth + 1, opts, seen)?;
                     }
                 }
                 Ok(ObjectKind::Dataset) => match g.dataset(&link.name) {
@@ -186,6 +196,7 @@ fn list_group(
                             dataset_details(out, &indent, &d);
                             attr_lines(out, &indent, d.attrs());
                         }
+                        data_lines(out, file, depth, &d, opts);
                     }
                     Err(e) => {
                         let _ = writeln!(out, "{indent}{}  dataset (not read: {e})", link.name);
@@ -236,7 +247,7 @@ pub(crate) fn ls(file: &File, path: Option<&str>, opts: LsOptions) -> Result<Str
                 attr_lines(&mut out, "", g.attrs());
             }
             let mut seen = vec![g.address()];
-            list_group(&mut out, &g, 1, opts, &mut seen)?;
+            list_group(&mut out, file, &g, 1, opts, &mut seen)?;
         }
         ObjectKind::Dataset => {
             let d = file.dataset(path).map_err(|e| format!("{path}: {e}"))?;
@@ -245,6 +256,7 @@ pub(crate) fn ls(file: &File, path: Option<&str>, opts: LsOptions) -> Result<Str
                 dataset_details(&mut out, "", &d);
                 attr_lines(&mut out, "", d.attrs());
             }
+            data_lines(&mut out, file, 0, &d, opts);
         }
         ObjectKind::Datatype => {
             let t = file

@@ -124,6 +124,36 @@ impl DatasetInfo {
     }
 }
 
+/// The current description of every dataset of a file that a handle opened, by object header
+/// address. A handle keeps only the address and reads its dataset's shape from here, so a resize
+/// through one handle is seen by every other (the dataspace message in the metadata cache is
+/// updated at the same time; opening a dataset decodes it from there again).
+#[derive(Debug, Default)]
+pub struct Descriptions(Mutex<std::collections::HashMap<u64, Arc<DatasetInfo>>>);
+
+impl Descriptions {
+    /// The description of the dataset at `address`, if recorded.
+    pub fn get(&self, address: u64) -> Option<Arc<DatasetInfo>> {
+        self.0.lock().ok()?.get(&address).cloned()
+    }
+
+    /// Records `info` (replacing what was recorded for its address) and returns it shared.
+    pub fn put(&self, info: DatasetInfo) -> Arc<DatasetInfo> {
+        let info = Arc::new(info);
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(info.address, Arc::clone(&info));
+        }
+        info
+    }
+
+    /// Forgets the dataset at `address` (deleted: its address may be reused).
+    pub fn remove(&self, address: u64) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(&address);
+        }
+    }
+}
+
 /// The datatype of a header whose datatype message is shared (a committed datatype).
 fn shared_datatype(file: &FileShared, oh: &ObjectHeader) -> Result<Option<Datatype>> {
     let Some(r) = oh.find(|m| match m {

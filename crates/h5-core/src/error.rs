@@ -79,17 +79,66 @@ pub enum Error {
     /// A lock was poisoned by a panic in another thread.
     #[error("internal lock poisoned")]
     Poisoned,
+    /// An error of the layers below (damaged bytes, storage, caches, filters, file space) with
+    /// the file and the object it happened in; [`Error::inner`] is the error itself.
+    #[error("{file}: {object}: {source}")]
+    Context {
+        /// The file's path (or a description of its storage).
+        file: String,
+        /// The object's path in the file.
+        object: String,
+        /// What went wrong.
+        source: Box<Error>,
+    },
 }
 
 impl Error {
     /// The filter error behind this one, when a filter failed on a chunk (for example a
     /// mandatory filter that could not encode it while writing or flushing).
     pub fn filter_failure(&self) -> Option<&h5_filters::FilterError> {
-        match self {
+        match self.inner() {
             Error::Chunks(h5_chunkcache::ChunkCacheError::Layout { source, .. }) => {
                 source.downcast_ref::<h5_filters::FilterError>()
             }
             _ => None,
+        }
+    }
+
+    /// The error without the file and object [`Error::Context`] adds (itself for every other
+    /// variant): what to match on.
+    pub fn inner(&self) -> &Error {
+        match self {
+            Error::Context { source, .. } => source.inner(),
+            other => other,
+        }
+    }
+
+    /// Whether the error comes from the layers below the API (bytes, storage, caches,
+    /// filters, file space): those are the ones [`Error::Context`] wraps.
+    pub fn is_from_below(&self) -> bool {
+        matches!(
+            self,
+            Error::Format(_)
+                | Error::Cache(_)
+                | Error::Chunks(_)
+                | Error::Io(_)
+                | Error::Filter(_)
+                | Error::Alloc(_)
+        )
+    }
+
+    /// This error with the file and object it happened in, when it comes from the layers below
+    /// and has no context yet; other errors already say what they are about and stay matchable
+    /// as they are.
+    pub fn in_object(self, file: impl FnOnce() -> String, object: &str) -> Error {
+        if self.is_from_below() {
+            Error::Context {
+                file: file(),
+                object: object.to_owned(),
+                source: Box::new(self),
+            }
+        } else {
+            self
         }
     }
 }

@@ -2,7 +2,8 @@
 //! cache and the superblock's constants.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use h5_chunkcache::{ChunkCache, ChunkCacheConfig};
 use h5_format::Sizes;
@@ -59,6 +60,11 @@ pub struct FileShared {
     /// The shared object header message table, once looked up (`Some(None)`: the file has
     /// none).
     pub(crate) sohm: Mutex<Option<Option<Arc<h5_format::sohm::SohmTable>>>>,
+    /// Where the file was opened from, for error messages (unset: storage without a path).
+    pub(crate) path: OnceLock<PathBuf>,
+    /// The current description of every dataset opened, by object header address: what every
+    /// handle of the dataset reads its shape from (see [`crate::dataset::Descriptions`]).
+    pub(crate) descriptions: crate::dataset::Descriptions,
     /// The space allocator of a writable file (`None`: read-only).
     pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
     /// What a writable file keeps besides the caches (`None`: read-only).
@@ -180,10 +186,43 @@ impl FileShared {
             root,
             dir,
             sohm: Mutex::new(None),
+            path: OnceLock::new(),
+            descriptions: Default::default(),
             alloc: None,
             write: None,
         };
         Ok((file, at))
+    }
+
+    /// Records the path the file was opened from (for error messages); only the first call
+    /// counts.
+    pub fn set_path(&self, path: &Path) {
+        let _ = self.path.set(path.to_path_buf());
+    }
+
+    /// The path the file was opened from, if known.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.get().map(PathBuf::as_path)
+    }
+
+    /// The file's name for messages: its path, or "(storage)" for storage without one.
+    pub fn display_name(&self) -> String {
+        self.path()
+            .map_or_else(|| "(storage)".to_owned(), |p| p.display().to_string())
+    }
+
+    /// The current description of the dataset at `address`, as the last handle opened or
+    /// resized it (`None`: no handle opened it yet).
+    pub fn dataset_info(&self, address: u64) -> Option<Arc<crate::dataset::DatasetInfo>> {
+        self.descriptions.get(address)
+    }
+
+    /// Records `info` as the current description of its dataset and returns it shared.
+    pub fn set_dataset_info(
+        &self,
+        info: crate::dataset::DatasetInfo,
+    ) -> Arc<crate::dataset::DatasetInfo> {
+        self.descriptions.put(info)
     }
 
     /// The storage holding the file's bytes.

@@ -188,5 +188,7 @@ fn open_external(from: &FileShared, name: &str) -> Result<Arc<FileShared>> {
     };
     let storage = FileStorage::open(&path, OpenMode::ReadOnly)?;
     let dir = path.parent().map(std::path::Path::to_path_buf);
-    FileShared::open(Arc::new(storage), &CacheSettings::default(), dir)
+    let file = FileShared::open(Arc::new(storage), &CacheSettings::default(), dir)?;
+    file.set_path(&path);
+    Ok(file)
 }

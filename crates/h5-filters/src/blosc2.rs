@@ -740,7 +740,12 @@ fn b2nd_for(cd: &[u32]) -> Option<Vec<u8>> {
             push_be(&mut m, u64::from(d), 4);
         }
     }
-    m.extend_from_slice(&[0x00, 0xa0]);
+    // dtype format 0 (NumPy) and the dtype as a str 32 (0xdb), as hdf5plugin's filter writes
+    // them ("|V" and the element size): c-blosc2 reads the dtype only in that encoding.
+    let dtype = format!("|V{}", cd.get(2).copied().unwrap_or(1));
+    m.extend_from_slice(&[0x00, 0xdb]);
+    push_be(&mut m, dtype.len() as u64, 4);
+    m.extend_from_slice(dtype.as_bytes());
     Some(m)
 }
 
@@ -820,6 +825,22 @@ mod tests {
         let out = from_blocks(&blocks, &meta, 1).unwrap();
         assert_eq!(out, (0..15).collect::<Vec<u8>>());
         assert!(from_blocks(&blocks[1..], &meta, 1).is_err());
+    }
+
+    #[test]
+    fn b2nd_metalayer_is_encoded_as_hdf5plugin_encodes_it() {
+        // Client data of a 16 x 8 chunk of 8-byte elements; the expected bytes are those
+        // hdf5plugin 5.0 (c-blosc2) wrote into fixtures/files/blosc2_earliest.h5
+        // (lz4hc_i8_2d): the dtype is a str 32 ("|V8"), which c-blosc2 requires.
+        let cd = [1, 0, 8, 1024, 4, 1, 2, 2, 16, 8];
+        let meta = b2nd_for(&cd).unwrap();
+        let expected = "97000292d30000000000000010d3000000000000000892d200000010d20000000892\
+                        d200000010d20000000800db000000037c5638";
+        let hex: String = meta.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, expected.replace(' ', ""));
+        let parsed = b2nd_meta(&meta).unwrap();
+        assert_eq!(parsed.shape, vec![16, 8]);
+        assert_eq!(parsed.block, vec![16, 8]);
     }
 
     #[test]

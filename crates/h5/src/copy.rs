@@ -586,7 +586,7 @@ impl Copier<'_> {
         let shape = a.shape();
         let shape = (!shape.is_empty()).then_some(shape.as_slice());
         if !needs_recode(dt) {
-            return write(a.name(), dt, shape, a.read_raw());
+            return write(a.name(), dt, shape, &a.read_raw());
         }
         let mut ctx = EncodeCtx::new(&self.dst);
         let out = Recoder {
@@ -594,7 +594,7 @@ impl Copier<'_> {
             map: &self.map,
             ctx: &mut ctx,
         }
-        .all(dt, a.read_raw())?;
+        .all(dt, &a.read_raw())?;
         ctx.finish()?;
         write(a.name(), dt, shape, &out)
     }

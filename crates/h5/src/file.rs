@@ -1,5 +1,6 @@
 //! Opening files.
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -9,7 +10,12 @@ use h5_core::free_space::PersistedSpace;
 use h5_io::{FileStorage, OpenMode, Storage};
 use h5_metacache::{CacheConfig, Stats};
 
-use crate::{Dataset, Group, Result};
+use crate::{Dataset, Error, Group, Result};
+
+/// `e`, from opening the file at `path`, naming the file when it comes from the layers below.
+fn in_file(e: Error, path: &Path) -> Error {
+    e.in_object(|| path.display().to_string(), "/")
+}
 
 /// How to open a file: cache configurations (the seed's defaults otherwise).
 #[derive(Clone, Debug, Default)]
@@ -59,12 +65,43 @@ impl FileAccess {
     }
 }
 
-/// An open HDF5 file (read-only for now). Cheap to clone; `Send + Sync`: several threads may
-/// read at once.
+/// An open HDF5 file.
+///
+/// Dereferences to its root [`Group`], so every group call works on the file itself
+/// (`file.dataset("a/b")`, `file.create_group("g")`, `file.new_dataset::<T>()`,
+/// `file.attr("title")`, `file.walk()`), as hdf5-metno's `File` does.
+///
+/// Cheap to clone: clones share the open file (its caches and, for a writable file, its
+/// changes); the file is flushed when the last handle to it, including every group and
+/// dataset handle, is dropped. `Send + Sync`: handles may move to and be used from several
+/// threads at once. Reads of the same or of different datasets overlap (the chunk cache's
+/// lock is released while chunks are read and decoded); changes (writes, resizes, new
+/// objects) are serialised by the file's locks, each one applied whole.
+///
+/// ```
+/// # fn main() -> h5::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("file.h5");
+/// let file = h5::File::create(&path)?;
+/// file.new_dataset::<i32>().shape([3]).create("x")?.write(&[1, 2, 3])?;
+/// file.close()?;
+/// let file = h5::File::open(&path)?;
+/// assert_eq!(file.dataset("x")?.read_vec::<i64>()?, [1, 2, 3]);
+/// assert_eq!(file.member_names()?, ["x"]);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct File {
-    shared: Arc<FileShared>,
+    root: Group,
     path: Option<PathBuf>,
+}
+
+impl Deref for File {
+    type Target = Group;
+
+    fn deref(&self) -> &Group {
+        &self.root
+    }
 }
 
 impl File {
@@ -78,17 +115,16 @@ impl File {
         let path = path.as_ref();
         let storage = FileStorage::open(path, OpenMode::ReadOnly)?;
         let dir = path.parent().map(Path::to_path_buf);
-        Ok(File {
-            shared: FileShared::open(Arc::new(storage), &access.settings, dir)?,
-            path: Some(path.to_path_buf()),
-        })
+        let shared = FileShared::open(Arc::new(storage), &access.settings, dir)
+            .map_err(|e| in_file(e, path))?;
+        Ok(File::from_shared(shared, Some(path.to_path_buf())))
     }
 
     /// Whether the superblock says a writer has the file open (only such files opened with
     /// [`FileAccess::ignore_open_for_writing`] are): a caller may warn that values can be
     /// inconsistent.
     pub fn marked_open_for_writing(&self) -> bool {
-        self.shared.marked_open_for_writing()
+        self.shared().marked_open_for_writing()
     }
 
     /// Opens an HDF5 image held by any storage (for example in memory). External links and
@@ -98,48 +134,39 @@ impl File {
         access: &FileAccess,
         dir: Option<PathBuf>,
     ) -> Result<File> {
-        Ok(File {
-            shared: FileShared::open(storage, &access.settings, dir)?,
-            path: None,
-        })
+        Ok(File::from_shared(
+            FileShared::open(storage, &access.settings, dir)?,
+            None,
+        ))
     }
 
     pub(crate) fn from_shared(shared: Arc<FileShared>, path: Option<PathBuf>) -> File {
-        File { shared, path }
+        if let Some(p) = &path {
+            shared.set_path(p);
+        }
+        File {
+            root: Group::root(&shared),
+            path,
+        }
     }
 
     pub(crate) fn shared(&self) -> &Arc<FileShared> {
-        &self.shared
+        self.root.file_shared()
     }
 
-    /// The path the file was opened from.
+    /// The path the file was opened from (`None` for other storage).
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
     /// The superblock version (0–3).
     pub fn superblock_version(&self) -> u8 {
-        self.shared.superblock().version
+        self.shared().superblock().version
     }
 
-    /// The root group.
+    /// The root group (the group `File` dereferences to).
     pub fn root(&self) -> Result<Group> {
-        Group::open(&self.shared, "/")
-    }
-
-    /// The group at `path`.
-    pub fn group(&self, path: &str) -> Result<Group> {
-        Group::open(&self.shared, path)
-    }
-
-    /// The dataset at `path`.
-    pub fn dataset(&self, path: &str) -> Result<Dataset> {
-        Dataset::open(&self.shared, path)
-    }
-
-    /// Names of the root group's members, sorted.
-    pub fn member_names(&self) -> Result<Vec<String>> {
-        self.root()?.member_names()
+        Ok(self.root.clone())
     }
 
     /// Reads several datasets in one chunk-cache call, returning each one's elements (file
@@ -147,36 +174,42 @@ impl File {
     pub fn read_many_raw(&self, datasets: &[&Dataset]) -> Result<Vec<Vec<u8>>> {
         let mut bufs: Vec<Vec<u8>> = datasets
             .iter()
-            .map(|d| vec![0u8; d.size() * d.element_size()])
-            .collect();
+            .map(|d| {
+                d.size()
+                    .checked_mul(d.element_size())
+                    .map(|n| vec![0u8; n])
+                    .ok_or_else(|| Error::Invalid(format!("{}: too many elements", d.path())))
+            })
+            .collect::<Result<_>>()?;
+        let infos: Vec<_> = datasets.iter().map(|d| d.info()).collect();
         let all = h5_chunkcache::selection::Selection::All;
         let mut reqs: Vec<(
             &h5_core::dataset::DatasetInfo,
             &h5_chunkcache::selection::Selection,
             &mut [u8],
-        )> = datasets
+        )> = infos
             .iter()
             .zip(bufs.iter_mut())
-            .map(|(d, b)| (d.info(), &all, b.as_mut_slice()))
+            .map(|(d, b)| (&**d, &all, b.as_mut_slice()))
             .collect();
-        h5_core::dataset::read_many(&self.shared, &mut reqs)?;
+        h5_core::dataset::read_many(self.shared(), &mut reqs).map_err(|e| self.wrap(e))?;
         Ok(bufs)
     }
 
     /// The metadata cache's statistics so far.
     pub fn metadata_cache_stats(&self) -> Result<Stats> {
-        self.shared.metadata_cache_stats()
+        self.shared().metadata_cache_stats()
     }
 
     /// The chunk cache's statistics so far.
     pub fn chunk_cache_stats(&self) -> Result<ChunkCacheStats> {
-        self.shared.chunk_cache_stats()
+        self.shared().chunk_cache_stats()
     }
 
     /// The file's file-space settings (strategy, threshold, page size) and the free space
     /// libhdf5 persisted in it, by free list; `None` for a file with libhdf5's default
     /// settings (FSM_AGGR, nothing persisted), which records none.
     pub fn persisted_free_space(&self) -> Result<Option<PersistedSpace>> {
-        self.shared.persisted_free_space()
+        self.shared().persisted_free_space()
     }
 }

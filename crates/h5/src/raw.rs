@@ -71,7 +71,8 @@ impl NamedDatatype {
 
     /// The attributes, sorted by name.
     pub fn attrs(&self) -> Result<Vec<Attribute>> {
-        Attribute::all(&self.file, &self.header)
+        let owner = crate::Location::new(Arc::clone(&self.file), self.address(), self.path.clone());
+        Attribute::all(&owner, &self.header)
     }
 
     /// Writes (or replaces) an attribute from raw bytes, as [`Group::write_attr_raw`] does.
@@ -283,7 +284,8 @@ impl Dataset {
     /// The elements of the hyperslab `slice` (ndarray's `s![..]`) in the file representation,
     /// C order.
     pub fn read_raw_slice(&self, slice: impl AsRef<[SliceInfoElem]>) -> Result<Vec<u8>> {
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info().dims())?;
+        let info = self.info();
+        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
         let n: usize = shape.iter().product();
         let len = n
             .checked_mul(self.element_size())
@@ -292,7 +294,7 @@ impl Dataset {
         if len > 0 {
             h5_core::dataset::read(
                 self.file_shared(),
-                self.info(),
+                &info,
                 &Selection::Hyperslab(slab),
                 None,
                 None,
@@ -311,7 +313,7 @@ impl Dataset {
         self.check_raw_len(bytes, self.size())?;
         h5_core::write::dataset::write(
             self.file_shared(),
-            self.info(),
+            &self.info(),
             &Selection::All,
             None,
             None,
@@ -322,14 +324,15 @@ impl Dataset {
     /// Writes the elements in `bytes` (file representation, C order) into the hyperslab
     /// `slice`.
     pub fn write_raw_slice(&self, bytes: &[u8], slice: impl AsRef<[SliceInfoElem]>) -> Result<()> {
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info().dims())?;
+        let info = self.info();
+        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
         self.check_raw_len(bytes, shape.iter().product())?;
         if bytes.is_empty() {
             return Ok(());
         }
         h5_core::write::dataset::write(
             self.file_shared(),
-            self.info(),
+            &info,
             &Selection::Hyperslab(slab),
             None,
             None,

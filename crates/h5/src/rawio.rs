@@ -27,9 +27,13 @@ impl File {
     /// encoded together on the cache's worker threads): each pair is a dataset and all its
     /// elements in the file's representation, C order (what [`File::read_many_raw`] returns).
     pub fn write_many_raw(&self, datasets: &[(&Dataset, &[u8])]) -> Result<()> {
-        let reqs: Vec<(&h5_core::dataset::DatasetInfo, &[u8])> =
-            datasets.iter().map(|(d, b)| (d.info(), *b)).collect();
-        h5_core::write::io::write_many(self.shared(), &reqs)
+        let infos: Vec<_> = datasets.iter().map(|(d, _)| d.info()).collect();
+        let reqs: Vec<(&h5_core::dataset::DatasetInfo, &[u8])> = infos
+            .iter()
+            .zip(datasets)
+            .map(|(i, (_, b))| (&**i, *b))
+            .collect();
+        h5_core::write::io::write_many(self.shared(), &reqs).map_err(|e| self.wrap(e))
     }
 }
 
@@ -52,26 +56,33 @@ impl Dataset {
         if points.is_empty() {
             return Ok(());
         }
-        self.check_type::<T>()?;
+        let conv = self.write_conversion::<T>()?;
         let flat: Vec<u64> = points.iter().flatten().copied().collect();
         let sel =
             Selection::Points(Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?);
-        encode_for(self.file_shared(), values, |b| {
-            h5_core::write::dataset::write(self.file_shared(), self.info(), &sel, None, None, b)
-        })
+        let info = self.info();
+        let r = encode_for(self.file_shared(), values, |b| {
+            let c = conv.as_ref().map(|c| c as &dyn h5_chunkcache::Conversion);
+            h5_core::write::dataset::write(self.file_shared(), &info, &sel, None, c, b)
+        });
+        self.ctx(r)
     }
 
     /// The stored image of the chunk starting at element `offset` and its filter mask (bit `i`
     /// set: filter `i` of the pipeline was skipped), or `None` if the chunk was never written.
     /// The bytes are as on disk: compressed, checksummed.
     pub fn read_chunk(&self, offset: &[u64]) -> Result<Option<(u32, Vec<u8>)>> {
-        h5_core::write::io::read_chunk(self.file_shared(), self.info(), offset)
+        let r = h5_core::write::io::read_chunk(self.file_shared(), &self.info(), offset);
+        self.ctx(r)
     }
 
     /// Writes `bytes` as the stored image of the chunk starting at element `offset`, bypassing
     /// the filters (the caller encoded it; `filter_mask` bit `i` set says filter `i` was
     /// skipped). libhdf5's `H5Dwrite_chunk`.
     pub fn write_chunk(&self, offset: &[u64], filter_mask: u32, bytes: &[u8]) -> Result<()> {
-        h5_core::write::io::write_chunk(self.file_shared(), self.info(), offset, filter_mask, bytes)
+        let info = self.info();
+        let r =
+            h5_core::write::io::write_chunk(self.file_shared(), &info, offset, filter_mask, bytes);
+        self.ctx(r)
     }
 }

@@ -55,7 +55,7 @@ fn every_attribute_reads_back_what_h5py_read() {
                 };
                 match &want.type_desc {
                     TypeDesc::Integer { .. } | TypeDesc::Float { .. } | TypeDesc::Enum { .. } => {
-                        let got = h5_core::values::numbers::<f64>(a.dtype(), a.read_raw(), true);
+                        let got = h5_core::values::numbers::<f64>(a.dtype(), &a.read_raw(), true);
                         let got = match got {
                             Ok(g) => g,
                             Err(e) => {
@@ -85,7 +85,7 @@ fn every_attribute_reads_back_what_h5py_read() {
                                     ..
                                 }
                             )
-                            && &sha256_hex(a.read_raw()) != h
+                            && &sha256_hex(&a.read_raw()) != h
                         {
                             failures.push(format!("{what}: sha256 differs"));
                         }

@@ -302,7 +302,7 @@ fn apply(model: &mut Node, file: h5::File, path: &Path, op: &Op) -> h5::File {
             {
                 let old = data.len();
                 let new = values(seed, n);
-                let mut d = file.dataset(at).expect("dataset");
+                let d = file.dataset(at).expect("dataset");
                 d.resize([old + n]).expect("resize");
                 d.write_slice(
                     &new,

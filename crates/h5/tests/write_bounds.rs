@@ -516,7 +516,7 @@ fn datasets_for_every_bound() {
                     .fill_value(-1.0)
                     .create("fill")
                     .unwrap();
-                let mut grow = root
+                let grow = root
                     .new_dataset::<u16>()
                     .shape([2])
                     .max_shape([None])

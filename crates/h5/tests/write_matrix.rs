@@ -179,7 +179,7 @@ fn case<T: Elem>(g: &h5::Group, kind: Kind, filters: Filters) -> Option<(String,
         Filters::ShuffleDeflate => b.shuffle().deflate(4),
         Filters::Fletcher => b.fletcher32(),
     };
-    let mut ds = b
+    let ds = b
         .create(&name)
         .unwrap_or_else(|e| panic!("create {name}: {e}"));
     let fill = |shape: &[usize]| -> Vec<T> { (0..shape.iter().product()).map(T::make).collect() };

@@ -608,6 +608,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
     layout.refill_cleared(file)?;
     let mut info = info.clone();
     info.dataspace = space;
+    file.set_dataset_info(info.clone());
     Ok(info)
 }
 

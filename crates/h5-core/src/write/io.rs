@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use h5_chunkcache::selection::Selection;
-use h5_chunkcache::{ChunkCacheError, ChunkCoord, WriteRequest};
+use h5_chunkcache::{ChunkCacheError, ChunkCoord, Lookup, WriteRequest};
 use h5_format::message::layout::LayoutClass;
 
 use crate::dataset::DatasetInfo;
@@ -107,13 +107,7 @@ pub fn read_chunk(
     let Some(location) = found.location else {
         return Ok(None);
     };
-    // The reader's layouts keep the chunk's index record, the writable ones its last mask.
-    let mask = found
-        .udata
-        .downcast_ref::<ChunkRecord>()
-        .map(|r| r.filter_mask)
-        .or_else(|| crate::write::chunks::udata_mask(&found.udata))
-        .unwrap_or(0);
+    let mask = filter_mask_of(&found);
     let mut buf = vec![
         0u8;
         usize::try_from(location.size)
@@ -122,6 +116,72 @@ pub fn read_chunk(
     let n = chunks.direct_chunk_read(id, offset, &mut buf)?;
     buf.truncate(n);
     Ok(Some((mask, buf)))
+}
+
+/// The filter mask a chunk lookup found: the reader's layouts keep the chunk's index record,
+/// the writable ones its last mask.
+fn filter_mask_of(found: &Lookup) -> u32 {
+    found
+        .udata
+        .downcast_ref::<ChunkRecord>()
+        .map(|r| r.filter_mask)
+        .or_else(|| crate::write::chunks::udata_mask(&found.udata))
+        .unwrap_or(0)
+}
+
+/// One allocated chunk of a chunked dataset.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct StoredChunk {
+    /// The chunk's first element.
+    pub offset: Vec<u64>,
+    /// Bytes stored (after the filters).
+    pub size: u64,
+    /// Bit `i` set: filter `i` was skipped.
+    pub filter_mask: u32,
+    /// Absolute file offset of the stored bytes.
+    pub address: u64,
+}
+
+/// Grids of more chunks than this are not listed (as [`crate::dataset::stored_sizes`]).
+const MAX_LISTED_CHUNKS: u64 = 1 << 24;
+
+/// Every allocated chunk of a chunked dataset in chunk-grid (row-major) order, each looked up
+/// through the chunk cache (a dirty cached copy is written first, so the answer is what the
+/// file holds); empty for other layouts.
+pub fn stored_chunks(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<StoredChunk>> {
+    let Some(chunk) = info.chunk_dims() else {
+        return Ok(Vec::new());
+    };
+    let counts = crate::indexes::grid(info.dims(), &chunk);
+    let total = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
+    let Some(total) = total.filter(|&t| t <= MAX_LISTED_CHUNKS) else {
+        return Err(Error::Unsupported("too many chunks to list".into()));
+    };
+    let id = crate::dataset::ensure_registered(file, info)?;
+    let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+    let mut out = Vec::new();
+    let mut coord = vec![0u64; counts.len()];
+    for _ in 0..total {
+        let offset: Vec<u64> = coord.iter().zip(&chunk).map(|(i, c)| i * c).collect();
+        let found = chunks.direct_chunk_lookup(id, &offset)?;
+        if let Some(location) = found.location {
+            out.push(StoredChunk {
+                filter_mask: filter_mask_of(&found),
+                offset,
+                size: location.size,
+                address: location.addr,
+            });
+        }
+        // The next coordinate in row-major order.
+        for d in (0..coord.len()).rev() {
+            coord[d] += 1;
+            if coord[d] < counts[d] {
+                break;
+            }
+            coord[d] = 0;
+        }
+    }
+    Ok(out)
 }
 
 /// Writes `bytes` as the stored image of the chunk starting at element `offset` (already

@@ -129,10 +129,15 @@ impl FormatBounds {
 }
 
 /// Options for a new file.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CreateOptions {
-    /// Format versions of new objects.
+    /// The low format bound: the versions new objects are written in (see [`FormatBounds`]).
     pub bounds: FormatBounds,
+    /// The high format bound: no object is written in a format newer than this one allows
+    /// (libhdf5's `high` of `H5Pset_libver_bounds`); a feature that needs a newer format is an
+    /// error. Default [`FormatBounds::LATEST`]; at least [`FormatBounds::V18`] and at least the
+    /// low bound.
+    pub high: FormatBounds,
     /// Creation options of the root group (new-style groups only).
     pub root_group: links::GroupOptions,
     /// File-space strategy, persistence, threshold and page size (libhdf5's defaults unless
@@ -140,11 +145,50 @@ pub struct CreateOptions {
     pub file_space: fspace::FileSpaceOptions,
 }
 
+impl Default for CreateOptions {
+    /// HDF5 2.0's defaults: bounds ([`FormatBounds::V18`], [`FormatBounds::LATEST`]), libhdf5's
+    /// root group and file-space settings.
+    fn default() -> Self {
+        CreateOptions {
+            bounds: FormatBounds::default(),
+            high: FormatBounds::LATEST,
+            root_group: links::GroupOptions::default(),
+            file_space: fspace::FileSpaceOptions::default(),
+        }
+    }
+}
+
+impl CreateOptions {
+    /// The defaults with the format bounds `(low, high)`, as libhdf5's
+    /// `H5Pset_libver_bounds(fapl, low, high)`; checked when the file is created.
+    pub fn with_bounds(low: FormatBounds, high: FormatBounds) -> Self {
+        CreateOptions {
+            bounds: low,
+            high,
+            ..CreateOptions::default()
+        }
+    }
+
+    /// Checks the bounds as libhdf5 does: `low <= high` and `high >= V18`.
+    pub fn check_bounds(&self) -> Result<()> {
+        if self.high < FormatBounds::V18 || self.bounds > self.high {
+            return Err(Error::Invalid(format!(
+                "format bounds ({:?}, {:?}): the high bound must be V18 or newer and not below \
+                 the low bound",
+                self.bounds, self.high
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// What a writable file keeps besides the caches.
 #[derive(Debug, Default)]
 pub(crate) struct WriteState {
     /// Format versions of new objects.
     pub(crate) bounds: FormatBounds,
+    /// The newest formats objects may be written in (`None`: the latest).
+    pub(crate) high: Option<FormatBounds>,
     /// Old-style groups created or changed, by object header address.
     pub(crate) groups: HashMap<u64, GroupTable>,
     /// New-style groups created or changed, by object header address.
@@ -229,6 +273,7 @@ impl FileShared {
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
         options.file_space.validate()?;
+        options.check_bounds()?;
         storage.set_len(0)?;
         let sizes = Sizes::EIGHT;
         // Non-default file-space settings live in the superblock extension (version 2 and
@@ -284,9 +329,12 @@ impl FileShared {
             root: UNDEFINED_ADDRESS,
             dir,
             sohm: Mutex::new(Some(None)),
+            path: std::sync::OnceLock::new(),
+            descriptions: Default::default(),
             alloc: Some(alloc),
             write: Some(Mutex::new(WriteState {
                 bounds: options.bounds,
+                high: Some(options.high),
                 ..WriteState::default()
             })),
         };
@@ -458,6 +506,15 @@ impl FileShared {
             .as_ref()
             .and_then(|w| w.lock().ok().map(|w| w.bounds))
             .unwrap_or(FormatBounds::Earliest)
+    }
+
+    /// The high format bound of new objects (the latest for a file opened for writing, which
+    /// records none).
+    pub fn high_bound(&self) -> FormatBounds {
+        self.write
+            .as_ref()
+            .and_then(|w| w.lock().ok().and_then(|w| w.high))
+            .unwrap_or(FormatBounds::LATEST)
     }
 
     /// The links of a group being written (`None`: not a group created here).
@@ -730,6 +787,7 @@ impl FileShared {
     /// or a group's table (releasing every member).
     fn delete_object(&self, addr: u64) -> Result<()> {
         use h5_format::message::Message;
+        self.descriptions.remove(addr);
         // Members and raw data first, while the header still describes them. Tables kept for
         // the object must not be laid out into its freed header at the next flush.
         let (links, _attrs) = {

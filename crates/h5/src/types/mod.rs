@@ -148,6 +148,18 @@ pub trait H5Type: Sized {
         Ok(Cow::Owned(out))
     }
 
+    /// Reads `n` plain numbers straight into a new `Vec<Self>` (no intermediate buffer):
+    /// `fill` gets the vector's bytes and the number type they hold. `None` for types that are
+    /// not plain numbers, which are decoded element by element. Support code of the read
+    /// path, not a stable interface.
+    #[doc(hidden)]
+    fn h5_read_numbers(
+        _n: usize,
+        _fill: &mut dyn FnMut(NumType, &mut [u8]) -> Result<()>,
+    ) -> Option<Result<Vec<Self>>> {
+        None
+    }
+
     /// Decodes every element of `raw` (elements of `dt`).
     fn h5_decode_all(dt: &Datatype, raw: &[u8], ctx: &DecodeCtx<'_>) -> Result<Vec<Self>> {
         let size = dt.size() as usize;
@@ -343,6 +355,19 @@ macro_rules! numbers {
             }
             fn h5_decode_all(dt: &Datatype, raw: &[u8], _ctx: &DecodeCtx<'_>) -> Result<Vec<Self>> {
                 h5_core::values::numbers::<$t>(dt, raw, false)
+            }
+            fn h5_read_numbers(
+                n: usize,
+                fill: &mut dyn FnMut(NumType, &mut [u8]) -> Result<()>,
+            ) -> Option<Result<Vec<Self>>> {
+                let mut out: Vec<$t> = Vec::new();
+                if out.try_reserve_exact(n).is_err() {
+                    return Some(Err(Error::Invalid(format!(
+                        "{n} elements do not fit in memory"
+                    ))));
+                }
+                out.resize(n, <$t>::default());
+                Some(fill(<$t as NativeNum>::TYPE, bytemuck::cast_slice_mut(&mut out)).map(|()| out))
             }
         }
     )*};
