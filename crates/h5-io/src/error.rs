@@ -170,6 +170,10 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// The storage was closed by its owner: no further calls are served.
+    #[error("the storage was closed")]
+    Closed,
+
     /// An earlier write/sync/set_len failed; this handle refuses work until
     /// reopened (see [`Sticky`](crate::Sticky)).
     #[error("an earlier write, set_len or sync failed; the storage must be reopened")]

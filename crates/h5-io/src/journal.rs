@@ -529,6 +529,33 @@ fn scan<J: Storage + ?Sized>(
     Ok(found)
 }
 
+/// Whether `journal` is hot for `data`: a complete header, at least one complete record, and
+/// the header's marker (if any) on `data`. Reads only: a reader can tell whether the file
+/// needs [`recover`] without write access.
+pub fn is_hot<S, J>(data: &S, journal: &J) -> Result<bool>
+where
+    S: Storage + ?Sized,
+    J: Storage + ?Sized,
+{
+    let journal_len = journal.len()?;
+    if journal_len < HEADER_LEN {
+        return Ok(false);
+    }
+    let mut hb = [0u8; HEADER_LEN as usize];
+    journal.read_at(0, &mut hb)?;
+    let Some(header) = Header::decode(&hb) else {
+        return Ok(false);
+    };
+    if let Some(m) = &header.marker {
+        let mut seen = vec![0u8; m.bytes.len()];
+        data.read_at_zero_fill(m.offset, &mut seen)?;
+        if seen != m.bytes {
+            return Ok(false);
+        }
+    }
+    Ok(!scan(journal, &header, journal_len)?.is_empty())
+}
+
 /// Rolls `data` back to the state its journal was protecting, if the journal is hot (see the
 /// module documentation), and empties the journal. The caller must have `data` to itself (an
 /// exclusive lock): rolling back under a live writer would destroy its work. Idempotent: a
@@ -749,6 +776,20 @@ mod tests {
         s.write_at(10, &[2; 4]).unwrap();
         commit_with(&s, vec![], marker(0));
         assert_eq!(&data.snapshot()[..2], &[1, 1]);
+    }
+
+    #[test]
+    fn hot_only_with_the_marker_and_a_record() {
+        let data = MemoryStorage::with_data(vec![1; 64]);
+        let journal = MemoryStorage::new();
+        assert!(!is_hot(&data, &journal).unwrap());
+        let (s, _) =
+            Journaled::open(data.clone(), journal.clone(), JournalOptions::default()).unwrap();
+        commit_with(&s, vec![], marker(0));
+        s.write_at(10, &[2; 4]).unwrap();
+        assert!(is_hot(&data, &journal).unwrap());
+        s.write_at(0, &[3; 2]).unwrap();
+        assert!(!is_hot(&data, &journal).unwrap(), "the marker is gone");
     }
 
     #[test]

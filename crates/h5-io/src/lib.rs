@@ -64,7 +64,7 @@ pub use error::{Error, IoOp, Result};
 pub use fault::{FaultInjection, FaultPlan, FaultRule};
 #[cfg(any(unix, windows))]
 pub use file::{FileOptions, FileStorage, Locking, OpenMode};
-pub use journal::{JournalOptions, Journaled, MAX_RECORD, Recovery, recover};
+pub use journal::{JournalOptions, Journaled, MAX_RECORD, Recovery, is_hot, recover};
 pub use logging::Logging;
 pub use memory::MemoryStorage;
 pub use metrics::{Metrics, MetricsSnapshot, OpRecord};

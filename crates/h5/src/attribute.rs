@@ -76,12 +76,14 @@ impl Attribute {
 
     /// The value as an array of `T` (lossless conversions only).
     pub fn read<T: H5Num>(&self) -> Result<ArrayD<T>> {
+        self.file.check_open()?;
         let v = numbers::<T>(&self.inner.datatype, &self.inner.data, false)?;
         ArrayD::from_shape_vec(IxDyn(&self.shape()), v).map_err(|e| Error::Invalid(e.to_string()))
     }
 
     /// A scalar (or one-element) value.
     pub fn read_scalar<T: H5Num>(&self) -> Result<T> {
+        self.file.check_open()?;
         let v = numbers::<T>(&self.inner.datatype, &self.inner.data, false)?;
         match v.as_slice() {
             [x] => Ok(*x),
@@ -95,11 +97,13 @@ impl Attribute {
 
     /// Every element as a [`Value`](crate::Value), whatever the datatype, in C order.
     pub fn read_values(&self) -> Result<Vec<crate::Value>> {
+        self.file.check_open()?;
         h5_core::values::values(&self.file, &self.inner.datatype, &self.inner.data)
     }
 
     /// The value as strings (fixed or variable length).
     pub fn read_strings(&self) -> Result<Vec<String>> {
+        self.file.check_open()?;
         strings(&self.file, &self.inner.datatype, &self.inner.data)
     }
 }

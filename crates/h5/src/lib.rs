@@ -27,6 +27,7 @@ pub mod copy;
 mod dataset;
 mod file;
 mod group;
+mod open;
 mod raw;
 mod rawio;
 pub mod slice;
@@ -35,7 +36,7 @@ mod write;
 
 pub use attribute::Attribute;
 pub use dataset::{Dataset, FilterInfo};
-pub use file::{File, FileAccess};
+pub use file::{File, FileAccess, StorageDecorator};
 pub use group::{Group, Link, LinkKind, ObjectKind};
 pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
@@ -55,6 +56,7 @@ pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
 pub use h5_format::message::fill_value::{AllocTime, FillTime};
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
+pub use open::journal_path;
 pub use raw::{NamedDatatype, RawDatasetBuilder};
 #[doc(hidden)]
 pub use types::__private;
