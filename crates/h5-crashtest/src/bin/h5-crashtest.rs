@@ -3,7 +3,8 @@
 //! * `h5-crashtest write FILE SEED FLUSH_EVERY [--sync] [--no-journal] [--latest] [--ops N]`
 //!   runs the workload on FILE (continuing what it holds, or creating it), flushing every
 //!   FLUSH_EVERY operations and appending the flushed [`Checkpoint`](h5_crashtest::Checkpoint)
-//!   to `FILE.progress` after each flush returns; forever, or N operations then close.
+//!   to `FILE.progress` after each flush returns; forever, or N operations then close. It
+//!   prints `started` once the file is open.
 //! * `h5-crashtest hold FILE r|rw|create [--no-locking]` opens FILE, prints `ready` (or
 //!   `refused: <error>`), then holds it until its standard input closes.
 
@@ -54,6 +55,8 @@ fn write(args: &[String], sync: bool, no_journal: bool, latest: bool) -> Result<
         }
         Err(e) => return Err(format!("open: {e}")),
     };
+    println!("started");
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
     let mut progress = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
