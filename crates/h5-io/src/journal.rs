@@ -35,7 +35,10 @@
 //!
 //! A commit may name a [`Marker`]: bytes that the journal writes over the committed state (after
 //! journaling what they cover) just before the first in-place change of an interval, and that
-//! the caller's final write of the next commit overwrites. While the marker is on the storage,
+//! the caller's final write of the next commit overwrites. A write over the marker is split:
+//! its other bytes first, the marker's range last, so that the marker's disappearance is the
+//! commit point; a marker that differs from the committed bytes in one byte makes that point a
+//! one-byte write, which no crash tears. While the marker is on the storage,
 //! readers that know nothing of the journal refuse it (for HDF5, the marker spoils the
 //! superblock signature, so libhdf5 reports "file signature not found" instead of reading a mix
 //! of two states). The marker is also what makes a journal *hot*: [`recover`] rolls back only
@@ -314,13 +317,14 @@ impl<S: Storage, J: Storage> Journaled<S, J> {
         Ok(())
     }
 
-    /// Journals what a change of the ranges `extents` would change of the committed state,
-    /// writes the marker when the interval's first in-place change comes, and, when the
-    /// change overwrites the marker, makes everything before it durable (with `sync`).
-    fn before_change(&self, extents: &[Range<u64>]) -> Result<()> {
+    /// Journals what a change of the ranges `extents` would change of the committed state and
+    /// writes the marker when the interval's first in-place change comes. Returns the marker's
+    /// range when the change overwrites the marker that is on the storage (the caller then
+    /// writes it with [`write_clearing_marker`](Self::write_clearing_marker)).
+    fn before_change(&self, extents: &[Range<u64>]) -> Result<Option<Range<u64>>> {
         let mut st = self.lock_state();
         if !extents.iter().any(|r| st.touches_committed(r.clone())) {
-            return Ok(());
+            return Ok(None);
         }
         let mut needed: Vec<Range<u64>> = Vec::new();
         if !st.marker_on_disk
@@ -366,17 +370,62 @@ impl<S: Storage, J: Storage> Journaled<S, J> {
             }
             st.marker_on_disk = true;
         }
-        if let Some(m) = st.marker_range()
-            && st.marker_on_disk
-            && extents.iter().any(|r| r.start < m.end && m.start < r.end)
-        {
-            // This write removes the marker: the state it completes must be whole first.
-            if self.options.sync {
-                self.inner.sync()?;
-            }
-            st.marker_on_disk = false;
+        Ok(st.marker_range().filter(|m| {
+            st.marker_on_disk && extents.iter().any(|r| r.start < m.end && m.start < r.end)
+        }))
+    }
+
+    /// One `write_at` for one segment, a vector write for several, nothing for none.
+    fn write_segments(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        match segments {
+            [] => Ok(()),
+            [one] => self.inner.write_at(one.offset, one.data),
+            more => self.inner.write_vectored(more),
         }
-        Ok(())
+    }
+
+    /// Writes `segments`, one of which overlaps the marker that is on the storage: everything
+    /// outside the marker's range first (synced, with `sync`), then the bytes over the marker,
+    /// whose completion is the commit point. A failure there puts the marker back (best
+    /// effort), so that an unknown outcome reads as "roll back" rather than as a half-written
+    /// state.
+    fn write_clearing_marker(&self, m: Range<u64>, segments: &[WriteSegment<'_>]) -> Result<()> {
+        let mut outside = Vec::new();
+        let mut inside = Vec::new();
+        for seg in segments {
+            let end = seg.offset + len_u64(seg.data.len());
+            let cut =
+                |a: u64, b: u64| &seg.data[(a - seg.offset) as usize..(b - seg.offset) as usize];
+            let (a, b) = (seg.offset.max(m.start), end.min(m.end));
+            if a < b {
+                if seg.offset < a {
+                    outside.push(WriteSegment::new(seg.offset, cut(seg.offset, a)));
+                }
+                if b < end {
+                    outside.push(WriteSegment::new(b, cut(b, end)));
+                }
+                inside.push(WriteSegment::new(a, cut(a, b)));
+            } else {
+                outside.push(*seg);
+            }
+        }
+        self.write_segments(&outside)?;
+        if self.options.sync {
+            self.inner.sync()?;
+        }
+        match self.write_segments(&inside) {
+            Ok(()) => {
+                self.lock_state().marker_on_disk = false;
+                Ok(())
+            }
+            Err(e) => {
+                let st = self.lock_state();
+                if let Some(marker) = &st.marker {
+                    let _ = self.inner.write_at(marker.offset, &marker.bytes);
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -398,8 +447,10 @@ impl<S: Storage, J: Storage> Storage for Journaled<S, J> {
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         let end = checked_end(offset, len_u64(data.len()))?;
-        self.before_change(std::slice::from_ref(&(offset..end)))?;
-        self.inner.write_at(offset, data)
+        match self.before_change(std::slice::from_ref(&(offset..end)))? {
+            None => self.inner.write_at(offset, data),
+            Some(m) => self.write_clearing_marker(m, &[WriteSegment::new(offset, data)]),
+        }
     }
 
     fn len(&self) -> Result<u64> {
@@ -408,6 +459,9 @@ impl<S: Storage, J: Storage> Storage for Journaled<S, J> {
 
     fn set_len(&self, len: u64) -> Result<()> {
         let cut = len..self.inner.len()?.max(len);
+        // A cut never removes the marker: it is a write's business (a cut over it would leave
+        // zeros, which read as "no marker", only after a truncation below the committed state's
+        // first bytes, which no HDF5 flush does).
         self.before_change(std::slice::from_ref(&cut))?;
         self.inner.set_len(len)
     }
@@ -433,8 +487,10 @@ impl<S: Storage, J: Storage> Storage for Journaled<S, J> {
         for s in segments {
             extents.push(s.offset..checked_end(s.offset, len_u64(s.data.len()))?);
         }
-        self.before_change(&extents)?;
-        self.inner.write_vectored(segments)
+        match self.before_change(&extents)? {
+            None => self.inner.write_vectored(segments),
+            Some(m) => self.write_clearing_marker(m, segments),
+        }
     }
 
     /// Empties the journal (after making the storage durable, with `sync`) and takes the
@@ -790,6 +846,54 @@ mod tests {
         assert!(is_hot(&data, &journal).unwrap());
         s.write_at(0, &[3; 2]).unwrap();
         assert!(!is_hot(&data, &journal).unwrap(), "the marker is gone");
+    }
+
+    #[test]
+    fn a_write_over_the_marker_writes_the_marker_last_and_restores_it_on_failure() {
+        let data = crate::Metrics::new(MemoryStorage::with_data(vec![1; 64]));
+        data.record_ops(true);
+        let journal = MemoryStorage::new();
+        let (s, _) = Journaled::open(&data, journal.clone(), JournalOptions::default()).unwrap();
+        commit_with(&s, vec![], marker(4));
+        s.write_at(20, &[2; 4]).unwrap();
+        data.clear_ops();
+        // A superblock-like write covering the marker: its other bytes go first.
+        s.write_at(0, &[3; 10]).unwrap();
+        let ops: Vec<(IoOp, u64, u64)> = data
+            .ops()
+            .iter()
+            .filter(|o| matches!(o.op, IoOp::Write | IoOp::WriteVectored))
+            .map(|o| (o.op, o.offset, o.len))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                (IoOp::WriteVectored, 0, 4),
+                (IoOp::WriteVectored, 6, 4),
+                (IoOp::Write, 4, 2)
+            ]
+        );
+        assert!(
+            !is_hot(&data, &journal).unwrap(),
+            "committed by the last byte"
+        );
+
+        // The same write failing on the marker's bytes: the marker stays, the file rolls back.
+        let data = MemoryStorage::with_data(vec![1; 64]);
+        let flaky = FaultInjection::new(data.clone()).fail_nth(IoOp::Write, 3);
+        let journal = MemoryStorage::new();
+        let (s, _) = Journaled::open(flaky, journal.clone(), JournalOptions::default()).unwrap();
+        commit_with(&s, vec![], marker(4));
+        s.write_at(20, &[2; 4]).unwrap(); // call 1: marker, 2: the change
+        // The outside parts go as one vector write; call 3 is the marker's bytes.
+        assert!(s.write_at(0, &[3; 10]).is_err());
+        assert!(is_hot(&data, &journal).unwrap());
+        drop(s);
+        assert!(matches!(
+            recover(&data, &journal, false).unwrap(),
+            Recovery::RolledBack { .. }
+        ));
+        assert_eq!(data.snapshot(), vec![1; 64]);
     }
 
     #[test]

@@ -959,9 +959,10 @@ impl FileShared {
 }
 
 /// The bytes written over the superblock signature while a flushed file is being changed in
-/// place (`\x89HDF\r\n\x1a\n` with `HDF` spoiled): libhdf5 and h5 then find no HDF5
-/// file there until the change is complete or rolled back (docs/design.md §6).
-pub const IN_PLACE_MARKER: [u8; 8] = *b"\x89H5J\r\n\x1a\n";
+/// place (`\x89HDF\r\n\x1a\n` with its last byte spoiled): libhdf5 and h5 then find no HDF5
+/// file there until the change is complete or rolled back (docs/design.md §6). One byte
+/// differs, so writing the signature back, the commit point, is a one-byte change.
+pub const IN_PLACE_MARKER: [u8; 8] = *b"\x89HDF\r\n\x1aJ";
 
 /// A commit of the storage's current bytes minus `unused` (absolute ranges), with the
 /// signature of the superblock at absolute `superblock_at` as the in-place marker.
