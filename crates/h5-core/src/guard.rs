@@ -58,12 +58,6 @@ impl GuardedStorage {
         })
     }
 
-    /// The guarded storage, for reading it outside the engine. Writing through it bypasses
-    /// the guard: don't.
-    pub fn inner(&self) -> &Arc<dyn Storage> {
-        &self.inner
-    }
-
     fn state(&self) -> u8 {
         self.state.load(Ordering::Acquire)
     }
@@ -282,10 +276,10 @@ mod tests {
     #[test]
     fn close_refuses_everything_and_runs_the_hook_once() {
         let mem = MemoryStorage::new();
-        let g = GuardedStorage::new(Arc::new(mem.clone()));
+        let inner = Arc::new(mem.clone());
+        let g = GuardedStorage::new(Arc::clone(&inner) as Arc<dyn Storage>);
         let ran = Arc::new(Mutex::new(0));
         let r = Arc::clone(&ran);
-        let inner = Arc::clone(g.inner());
         g.set_on_close(Box::new(move || {
             *r.lock().unwrap() += 1;
             inner.unlock().unwrap();

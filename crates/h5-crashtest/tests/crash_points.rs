@@ -129,7 +129,7 @@ fn record(
     let mut commits = Vec::new();
     for op in 1..=ops {
         w.step().unwrap();
-        if op % every == 0 {
+        if op.is_multiple_of(every) {
             let c = w.flush().unwrap();
             commits.push((len(&log), c));
         }

@@ -73,8 +73,8 @@ fn wait_started(child: &mut Child) -> bool {
         return false;
     };
     let mut line = String::new();
-    let started = BufReader::new(out).read_line(&mut line).is_ok() && line.trim() == "started";
-    started
+    let mut reader = BufReader::new(out);
+    reader.read_line(&mut line).is_ok() && line.trim() == "started"
 }
 
 /// Copies the file (an empty one when the writer died before creating it) and its journal.

@@ -69,7 +69,7 @@ fn write(args: &[String], sync: bool, no_journal: bool, latest: bool) -> Result<
         }
         w.step().map_err(|e| format!("op {done}: {e}"))?;
         done += 1;
-        if done % every == 0 {
+        if done.is_multiple_of(every) {
             let c = w.flush().map_err(|e| format!("flush: {e}"))?;
             writeln!(progress, "{}", c.to_line()).map_err(|e| format!("progress: {e}"))?;
         }
