@@ -87,7 +87,9 @@ fn hold(path: &Path, mode: &str, no_locking: bool) -> Result<(), String> {
     let opened = match mode {
         "r" => h5::File::open_with(path, &access),
         "rw" => h5::File::open_rw_with(path, &access),
-        "create" => h5::File::create_with(path, &access, &h5::CreateOptions::default()),
+        // Flushed at once, so that a reader let in (locking off) finds a whole file.
+        "create" => h5::File::create_with(path, &access, &h5::CreateOptions::default())
+            .and_then(|f| f.flush().map(|()| f)),
         _ => return Err(format!("mode {mode:?}")),
     };
     let stdout = std::io::stdout();
