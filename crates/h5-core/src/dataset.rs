@@ -574,6 +574,7 @@ pub fn read(
     conv: Option<&dyn Conversion>,
     buf: &mut [u8],
 ) -> Result<()> {
+    file.check_open()?;
     let id = ensure_registered(file, info)?;
     let mut req = ReadRequest::new(id, sel, buf);
     if let Some(m) = memory {
@@ -595,6 +596,7 @@ pub fn read_many(
     file: &Arc<FileShared>,
     reqs: &mut [(&DatasetInfo, &Selection, &mut [u8])],
 ) -> Result<()> {
+    file.check_open()?;
     let mut ids = Vec::with_capacity(reqs.len());
     for (info, _, _) in reqs.iter() {
         ids.push(ensure_registered(file, info)?);

@@ -15,6 +15,7 @@ pub mod file;
 pub mod filters;
 pub mod free_space;
 pub mod group;
+pub mod guard;
 pub mod indexes;
 pub mod layouts;
 pub mod meta;

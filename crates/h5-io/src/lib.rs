@@ -16,8 +16,9 @@
 //! **Decorators** wrap any storage and are storages themselves, so they
 //! compose: [`Metrics`] counts calls and bytes and can log the exact op
 //! sequence, [`FaultInjection`] fails chosen calls or tears writes,
-//! [`Logging`] writes a text line per call, and [`Sticky`] refuses all work
-//! after a failed write. `Arc<S>`, `Box<S>` and `&S` are storages too, so
+//! [`Logging`] writes a text line per call, [`Sticky`] refuses all work
+//! after a failed write, and [`Journaled`] keeps a rollback journal so that a
+//! crash at any instant comes back to the last [`Storage::commit`] ([`recover`]). `Arc<S>`, `Box<S>` and `&S` are storages too, so
 //! `Metrics<Arc<dyn Storage>>` works.
 //!
 //! **Errors are typed**: every failure is an [`Error`] variant carrying the
@@ -48,9 +49,11 @@ mod error;
 mod fault;
 #[cfg(any(unix, windows))]
 mod file;
+mod journal;
 mod logging;
 mod memory;
 mod metrics;
+mod ranges;
 mod sticky;
 mod storage;
 
@@ -61,8 +64,10 @@ pub use error::{Error, IoOp, Result};
 pub use fault::{FaultInjection, FaultPlan, FaultRule};
 #[cfg(any(unix, windows))]
 pub use file::{FileOptions, FileStorage, Locking, OpenMode};
+pub use journal::{JournalOptions, Journaled, MAX_RECORD, Recovery, is_hot, recover};
 pub use logging::Logging;
 pub use memory::MemoryStorage;
 pub use metrics::{Metrics, MetricsSnapshot, OpRecord};
+pub use ranges::RangeSet;
 pub use sticky::Sticky;
-pub use storage::{LockMode, ReadSegment, Storage, StorageExt, WriteSegment};
+pub use storage::{CommitPoint, LockMode, Marker, ReadSegment, Storage, StorageExt, WriteSegment};
