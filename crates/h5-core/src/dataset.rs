@@ -494,7 +494,10 @@ fn external_layout(
 ) -> Result<(Arc<dyn ChunkLayout>, Arc<dyn h5_io::Storage>)> {
     let mut segments = Vec::with_capacity(ext.slots.len());
     for slot in &ext.slots {
-        let name = crate::walk::local_heap_string(file, ext.heap_address, slot.name_offset)?;
+        let name = crate::lheap::LocalHeap {
+            addr: ext.heap_address,
+        }
+        .string(&mut file.cache()?, slot.name_offset)?;
         let name = String::from_utf8_lossy(&name).into_owned();
         let path = match &file.dir {
             Some(d) if !std::path::Path::new(&name).is_absolute() => d.join(&name),

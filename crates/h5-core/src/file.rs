@@ -8,12 +8,10 @@ use h5_chunkcache::{ChunkCache, ChunkCacheConfig};
 use h5_format::Sizes;
 use h5_format::superblock::{self, Root, Superblock};
 use h5_io::{Storage, StorageExt};
-use h5_metacache::{
-    CacheBuilder, CacheConfig, MetadataCache, MetadataKind, ProtectFlags, UnprotectFlags,
-};
+use h5_metacache::{CacheBuilder, CacheConfig, MetadataKind, ProtectFlags, UnprotectFlags};
 
 use crate::error::{Error, Result};
-use crate::meta::{FileSpace, Load, Meta, classes};
+use crate::meta::{CacheAccess, CacheHandle, FileSpace, Load, SharedCache, classes};
 
 /// Cache settings of an open file.
 #[derive(Clone, Debug, Default)]
@@ -32,8 +30,8 @@ pub struct CacheSettings {
 pub struct FileShared {
     /// The file's bytes.
     pub(crate) storage: Arc<dyn h5_io::Storage>,
-    /// Every metadata structure goes through this cache.
-    pub(crate) meta: Mutex<MetadataCache<Meta>>,
+    /// Every metadata structure goes through this cache (shared with the chunk-index layouts).
+    pub(crate) meta: SharedCache,
     /// All raw data goes through this cache.
     pub(crate) chunks: Mutex<ChunkCache>,
     /// Sizes of addresses and lengths.
@@ -154,7 +152,7 @@ impl FileShared {
         let chunks = ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
         let file = FileShared {
             storage,
-            meta: Mutex::new(meta),
+            meta: Arc::new(Mutex::new(meta)),
             chunks: Mutex::new(chunks),
             sizes: sb.sizes,
             base,
@@ -204,21 +202,18 @@ impl FileShared {
         addr: u64,
         load: Load,
     ) -> Result<Arc<T>> {
-        let abs = self.abs(addr)?;
-        let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
-        let h = meta
-            .protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
-            .map_err(cache_error)?;
-        let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
-        meta.unprotect(h, UnprotectFlags::NONE)
-            .map_err(|e| Error::Cache(e.error))?;
-        let value = value?;
-        value.downcast::<T>().map_err(|_| {
-            Error::Unsupported(format!(
-                "{} at {addr:#x} was already cached as another structure",
-                kind.name()
-            ))
-        })
+        self.cache()?.read(kind, addr, &load)
+    }
+
+    /// The metadata cache locked for one operation on the file's structures.
+    pub(crate) fn cache(&self) -> Result<CacheAccess<'_>> {
+        CacheAccess::locked(&self.meta, self.sizes, self.base)
+    }
+
+    /// A handle on the metadata cache for structures reached from outside the file (chunk-index
+    /// layouts in the chunk cache).
+    pub(crate) fn cache_handle(&self) -> CacheHandle {
+        CacheHandle::new(Arc::clone(&self.meta), self.sizes, self.base)
     }
 
     /// The absolute file offset of relative address `addr`.

@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod attribute;
+pub(crate) mod btree1;
 pub mod convert;
 pub mod dataset;
 pub mod error;
@@ -17,10 +18,12 @@ pub mod free_space;
 pub mod group;
 pub mod indexes;
 pub mod layouts;
+pub(crate) mod lheap;
 pub mod meta;
 pub mod nav;
 pub mod object;
 pub mod space;
+pub(crate) mod stab;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;

@@ -95,7 +95,7 @@ impl FileShared {
         spec: &NewDataset,
     ) -> Result<u64> {
         self.check_usable()?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         let sizes = self.sizes;
@@ -376,7 +376,7 @@ impl FileShared {
     /// libhdf5 writes it. Returns its header address.
     pub fn create_dataset_null(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         if datatype.size() == 0 {
@@ -459,7 +459,7 @@ impl FileShared {
     /// header holding only the datatype message. Returns its header address.
     pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         let bounds = self.bounds();
