@@ -249,7 +249,11 @@ pub(crate) fn build_layout(
                 location,
             }))
         }
-        LayoutClass::Chunked { index, .. } => {
+        LayoutClass::Chunked {
+            index,
+            dims: layout_dims,
+            ..
+        } => {
             let chunk_dims = info.chunk_dims().unwrap_or_default();
             if chunk_dims.len() != dims.len() || chunk_dims.contains(&0) {
                 return Err(Error::Format(h5_format::FormatError::Corrupted {
@@ -266,12 +270,9 @@ pub(crate) fn build_layout(
             };
             let weak = Arc::downgrade(file);
             let index: Arc<dyn ChunkIndex> = match *index {
-                IndexKind::BtreeV1 { address } => Arc::new(BtreeV1Index {
-                    file: weak,
-                    root: address,
-                    chunk_dims: chunk_dims.clone(),
-                    map: Mutex::new(None),
-                }),
+                IndexKind::BtreeV1 { address } => {
+                    Arc::new(BtreeV1Index::new(file, address, layout_dims.clone()))
+                }
                 IndexKind::SingleChunk { address, filtered } => {
                     Arc::new(SingleChunkIndex(if address == UNDEFINED_ADDRESS {
                         None

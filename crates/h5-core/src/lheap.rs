@@ -118,12 +118,6 @@ impl LocalHeap {
         )
     }
 
-    /// `len` bytes at `offset` of the data segment.
-    pub(crate) fn bytes(self, c: &mut CacheAccess, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let hdr = self.header(c)?;
-        read(c, &hdr, offset, len)
-    }
-
     /// The null-terminated string at `offset` (without its terminator): a link name or a soft
     /// link's value.
     pub(crate) fn string(self, c: &mut CacheAccess, offset: u64) -> Result<Vec<u8>> {

@@ -268,7 +268,7 @@ impl Class for Remove {
 /// A version 1 B-tree chunk index, reached through the metadata cache (which a file being
 /// dropped still has, so its chunk cache can still insert chunks while it flushes).
 #[derive(Clone, Debug)]
-pub struct ChunkBtree {
+pub(crate) struct ChunkBtree {
     cache: CacheHandle,
     tree: Tree,
     /// Chunk dimensions with the element size last (the layout message's).

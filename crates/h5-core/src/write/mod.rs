@@ -817,12 +817,18 @@ impl FileShared {
                 dims,
                 ..
             } if *address != UNDEFINED_ADDRESS => {
-                let space = chunks::ChunkSpace {
-                    alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
-                    base: self.base,
-                };
-                let chunk = dims[..dims.len().saturating_sub(1)].to_vec();
-                chunks::ChunkTable::load_btree(self, space, *address, chunk)?.free(self)?;
+                let tree = crate::btree1::chunk::ChunkBtree::open(
+                    self.cache_handle(),
+                    *address,
+                    self.chunk_btree_k(),
+                    dims.clone(),
+                );
+                for r in tree.delete()? {
+                    let at = r.addr.checked_sub(self.base).ok_or_else(|| {
+                        Error::Unsupported("a chunk below the base address".into())
+                    })?;
+                    self.free(SpaceKind::Raw, at, r.size)?;
+                }
             }
             _ => {}
         }
