@@ -10,7 +10,6 @@
 //! and removals change the nodes in place.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use h5_format::btree1::{BtreeV1Node, ChunkKey, Keys, NodeType};
@@ -323,10 +322,11 @@ impl ChunkBtree {
     }
 
     /// The record of the chunk at each of `coords` (scaled coordinates), absolute addresses.
-    /// The batch shares the nodes it reads.
+    /// Consecutive lookups share the nodes of the path they have in common (the batch keeps
+    /// the last node read at each depth, nothing more).
     pub(crate) fn lookup(&self, coords: &[&[u64]]) -> Result<Vec<Option<ChunkRecord>>> {
         let mut c = self.cache.lock()?;
-        let mut seen: HashMap<u64, Arc<BtreeV1Node>> = HashMap::new();
+        let mut path: Vec<(u64, Arc<BtreeV1Node>)> = Vec::new();
         let mut out = Vec::with_capacity(coords.len());
         for scaled in coords {
             if scaled.len() != self.rank() {
@@ -337,7 +337,7 @@ impl ChunkBtree {
                 at: At::new(scaled, &self.dims)?,
                 found: None,
             };
-            self.descend(&mut c, &mut seen, &mut find)?;
+            self.descend(&mut c, &mut path, &mut find)?;
             out.push(match find.found {
                 Some(f) => Some(Self::record(&c, f)?),
                 None => None,
@@ -346,28 +346,27 @@ impl ChunkBtree {
         Ok(out)
     }
 
-    /// One lookup through the nodes of `seen` (and those it reads into it).
+    /// One lookup, reusing the nodes of `path` (the previous lookup's path, by depth) where
+    /// this one passes through them, and leaving its own path there.
     fn descend(
         &self,
         c: &mut CacheAccess,
-        seen: &mut HashMap<u64, Arc<BtreeV1Node>>,
+        path: &mut Vec<(u64, Arc<BtreeV1Node>)>,
         find: &mut Find,
     ) -> Result<()> {
         let t = &self.tree;
         let mut addr = t.root;
         let mut level = None;
-        loop {
-            let node = match seen.get(&addr) {
-                Some(n) => Arc::clone(n),
-                None => {
+        for depth in 0.. {
+            let node = match path.get(depth) {
+                Some((a, n)) if *a == addr => Arc::clone(n),
+                _ => {
                     let n = t.read_at(c, addr, level)?;
-                    seen.insert(addr, Arc::clone(&n));
+                    path.truncate(depth);
+                    path.push((addr, Arc::clone(&n)));
                     n
                 }
             };
-            if level.is_some_and(|l| l != node.level) {
-                return Err(super::corrupt(addr, "node at an unexpected level"));
-            }
             let keys = super::keys_of::<Find>(&node, addr)?;
             let (idx, cmp) = super::search(c, find, keys, node.children.len(), Ordering::Greater)?;
             if cmp != Ordering::Equal {
@@ -380,6 +379,7 @@ impl ChunkBtree {
             addr = node.children[idx];
             level = Some(node.level - 1);
         }
+        Ok(())
     }
 
     /// Inserts the chunk at `scaled`, or changes its record, to `record` (absolute address).
@@ -408,6 +408,7 @@ impl ChunkBtree {
     }
 
     /// Every chunk's scaled coordinates and record, in key order.
+    #[cfg(test)]
     pub(crate) fn records(&self) -> Result<Vec<(Vec<u64>, ChunkRecord)>> {
         let mut c = self.cache.lock()?;
         let mut out = Vec::new();

@@ -36,6 +36,8 @@ use crate::meta::{CacheAccess, Decoded, Load};
 
 pub(crate) mod chunk;
 pub(crate) mod group;
+#[cfg(test)]
+mod tests;
 
 /// libhdf5's default split ratios (`H5D_XFER_BTREE_SPLIT_RATIO_DEF`): the share of a full
 /// node's children the old node keeps when it is the leftmost of its level, in the middle, or
