@@ -229,7 +229,7 @@ impl LocalHeap {
         let fl = free_len(sizes);
         let mut hdr = self.header(c)?;
         let size = align(len);
-        if offset % LOCAL_HEAP_ALIGN as u64 != 0
+        if !offset.is_multiple_of(LOCAL_HEAP_ALIGN as u64)
             || offset
                 .checked_add(size)
                 .is_none_or(|e| e > hdr.data_segment_size)
@@ -488,7 +488,7 @@ fn write(c: &mut CacheAccess, hdr: &LocalHeapHeader, offset: u64, data: &[u8]) -
 fn new_pages(c: &mut CacheAccess, hdr: &LocalHeapHeader, from: u64) -> Result<()> {
     let size = hdr.data_segment_size;
     let mut at = from;
-    if at % PAGE != 0 {
+    if !at.is_multiple_of(PAGE) {
         let page = at / PAGE * PAGE;
         let old = page_len(at, page)?;
         let new = page_len(size, page)?;
@@ -546,7 +546,8 @@ fn free_list(c: &mut CacheAccess, hdr: &LocalHeapHeader) -> Result<Vec<FreeBlock
                 "free list has a cycle or too many blocks",
             ));
         }
-        if offset % LOCAL_HEAP_ALIGN as u64 != 0 || offset.checked_add(fl).is_none_or(|e| e > size)
+        if !offset.is_multiple_of(LOCAL_HEAP_ALIGN as u64)
+            || offset.checked_add(fl).is_none_or(|e| e > size)
         {
             return Err(corrupt(
                 hdr.data_segment_address,

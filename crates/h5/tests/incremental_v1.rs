@@ -4,6 +4,7 @@
 //! (libhdf5 1.14.4, earliest format) in the test itself, so they are also files libhdf5 wrote
 //! being changed in place. These tests need `scripts/setup-tools` and fail loudly without it.
 
+use std::collections::btree_map::Entry;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -442,22 +443,24 @@ fn run(ops: &[Op]) {
             Op::Hard(n) => {
                 let name = link_name(n);
                 let r = g.link_hard(&name, &f.dataset("target").unwrap());
-                if links.contains_key(&name) {
-                    assert!(r.is_err(), "{name} linked twice");
-                } else {
-                    r.unwrap();
-                    links.insert(name, Points::Hard(0));
+                match links.entry(name) {
+                    Entry::Occupied(e) => assert!(r.is_err(), "{} linked twice", e.key()),
+                    Entry::Vacant(e) => {
+                        r.unwrap();
+                        e.insert(Points::Hard(0));
+                    }
                 }
             }
             Op::Soft(n, l) => {
                 let name = link_name(n);
                 let target = format!("/{}", "s".repeat(usize::from(l)));
                 let r = g.link_soft(&name, &target);
-                if links.contains_key(&name) {
-                    assert!(r.is_err(), "{name} linked twice");
-                } else {
-                    r.unwrap();
-                    links.insert(name, Points::Soft(target));
+                match links.entry(name) {
+                    Entry::Occupied(e) => assert!(r.is_err(), "{} linked twice", e.key()),
+                    Entry::Vacant(e) => {
+                        r.unwrap();
+                        e.insert(Points::Soft(target));
+                    }
                 }
             }
             Op::Remove(n) => {

@@ -42,6 +42,13 @@ impl Leaves {
 
     /// The symbol table node at `addr`.
     pub(crate) fn read(self, c: &mut CacheAccess, addr: u64) -> Result<Arc<SymbolTableNode>> {
+        if self.k == 0 {
+            return Err(Error::Format(h5_format::FormatError::Corrupted {
+                structure: "symbol table node",
+                address: addr,
+                reason: "group leaf node K of 0".into(),
+            }));
+        }
         let load = self.load(c, addr);
         let node: Arc<SymbolTableNode> = c.read(K::SymbolTableNode, addr, &load)?;
         if node.entries.len() > 2 * usize::from(self.k) {

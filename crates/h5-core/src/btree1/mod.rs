@@ -130,6 +130,9 @@ impl Tree {
     }
 
     fn read(&self, c: &mut CacheAccess, addr: u64) -> Result<Arc<BtreeV1Node>> {
+        if self.k == 0 {
+            return Err(corrupt(addr, "node K of 0"));
+        }
         let load = self.load(c, addr)?;
         let node: Arc<BtreeV1Node> = c.read(K::BTreeV1Node, addr, &load)?;
         if node.children.len() > self.two_k() {
@@ -770,13 +773,16 @@ fn remove_helper<C: Class>(
     Ok(ret)
 }
 
+/// A callback on one leaf child: `(cache, left key, child, right key)`.
+pub(crate) type LeafVisit<'a, K, R> = dyn FnMut(&mut CacheAccess, &K, u64, &K) -> Result<R> + 'a;
+
 /// Visits every leaf child in key order: `visit(c, lt, child, rt)` (its bounding keys); stops
 /// early when `visit` returns `false`. Each node is visited once: a node reached twice (a
 /// damaged file) is an error.
 pub(crate) fn visit<C: Class>(
     c: &mut CacheAccess,
     t: &Tree,
-    visit: &mut dyn FnMut(&mut CacheAccess, &C::Key, u64, &C::Key) -> Result<bool>,
+    visit: &mut LeafVisit<'_, C::Key, bool>,
 ) -> Result<()> {
     let mut seen = HashSet::new();
     visit_node::<C>(c, t, t.root, None, &mut seen, visit)?;
@@ -789,7 +795,7 @@ fn visit_node<C: Class>(
     addr: u64,
     level: Option<u8>,
     seen: &mut HashSet<u64>,
-    visit: &mut dyn FnMut(&mut CacheAccess, &C::Key, u64, &C::Key) -> Result<bool>,
+    visit: &mut LeafVisit<'_, C::Key, bool>,
 ) -> Result<bool> {
     if !seen.insert(addr) {
         return Err(corrupt(addr, "node reached twice"));
@@ -814,7 +820,7 @@ fn visit_node<C: Class>(
 pub(crate) fn delete<C: Class>(
     c: &mut CacheAccess,
     t: &Tree,
-    leaf: &mut dyn FnMut(&mut CacheAccess, &C::Key, u64, &C::Key) -> Result<()>,
+    leaf: &mut LeafVisit<'_, C::Key, ()>,
 ) -> Result<()> {
     let mut seen = HashSet::new();
     delete_node::<C>(c, t, t.root, None, &mut seen, leaf)
@@ -826,7 +832,7 @@ fn delete_node<C: Class>(
     addr: u64,
     level: Option<u8>,
     seen: &mut HashSet<u64>,
-    leaf: &mut dyn FnMut(&mut CacheAccess, &C::Key, u64, &C::Key) -> Result<()>,
+    leaf: &mut LeafVisit<'_, C::Key, ()>,
 ) -> Result<()> {
     if !seen.insert(addr) {
         return Err(corrupt(addr, "node reached twice"));

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree1::{BtreeV1Node, ChunkKey, NodeType};
+use h5_format::btree1::{BtreeV1Node, NodeType};
 use h5_format::symbol_node::ScratchPad;
 use h5_io::{MemoryStorage, Storage};
 use h5_metacache::CacheConfig;
@@ -224,11 +224,14 @@ fn run_group_ops(ops: &[GroupOp], ks: GroupKs) {
                     },
                 };
                 let r = st.insert(&mut file.cache().expect("cache"), ks, &name, &target);
-                if model.contains_key(&name) {
-                    assert!(matches!(r, Err(crate::Error::Exists(_))), "{r:?}");
-                } else {
-                    r.expect("insert");
-                    model.insert(name, target);
+                match model.entry(name) {
+                    std::collections::btree_map::Entry::Occupied(_) => {
+                        assert!(matches!(r, Err(crate::Error::Exists(_))), "{r:?}");
+                    }
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        r.expect("insert");
+                        e.insert(target);
+                    }
                 }
             }
             GroupOp::Remove(n) => {
