@@ -72,24 +72,13 @@ fn from_stab(l: StabLink) -> LinkEntry {
     }
 }
 
-/// The symbol table of an old-style group, if `oh` is one.
-fn symbol_table(oh: &ObjectHeader) -> Option<SymbolTable> {
-    oh.find(|m| match m {
-        Message::SymbolTable(s) => Some(SymbolTable {
-            btree: s.btree_address,
-            heap: s.heap_address,
-        }),
-        _ => None,
-    })
-}
-
 /// Every link of the group whose header is `oh`, sorted by name.
 pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
     if let Some(links) = file.written_links(oh.address) {
         return Ok(links);
     }
     let mut out: Vec<LinkEntry> = Vec::new();
-    if let Some(st) = symbol_table(oh) {
+    if let Some(st) = SymbolTable::of(oh) {
         let links = st.links(&mut file.cache()?, file.group_ks())?;
         out.extend(links.into_iter().map(from_stab));
     }
@@ -136,7 +125,7 @@ pub fn find(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<L
             return Ok(Some(from_message(&l)));
         }
     }
-    if let Some(st) = symbol_table(oh) {
+    if let Some(st) = SymbolTable::of(oh) {
         let found = st.find(&mut file.cache()?, file.group_ks(), name.as_bytes())?;
         return Ok(found.map(from_stab));
     }

@@ -77,6 +77,17 @@ fn with_nul(bytes: &[u8]) -> Vec<u8> {
 }
 
 impl SymbolTable {
+    /// The symbol table of the group whose header is `oh`, if it is an old-style group.
+    pub(crate) fn of(oh: &crate::object::ObjectHeader) -> Option<SymbolTable> {
+        oh.find(|m| match m {
+            h5_format::message::Message::SymbolTable(s) => Some(SymbolTable {
+                btree: s.btree_address,
+                heap: s.heap_address,
+            }),
+            _ => None,
+        })
+    }
+
     fn tree(self, ks: GroupKs) -> Tree {
         Tree {
             root: self.btree,

@@ -7,16 +7,17 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::btree1::chunk::ChunkBtree;
-use crate::error::{Error, Result};
-use crate::file::FileShared;
-use crate::layouts::ChunkRecord;
-use crate::write::alloc::SpaceKind;
 use h5_chunkcache::selection::CopyRun;
 use h5_chunkcache::{
     Capabilities, Chunk, ChunkCoord, ChunkLayout, DirectPlan, DiskLocation, Encoded, InsertRequest,
     LayoutError, LayoutInfo, Lookup, Udata,
 };
+
+use crate::btree1::chunk::ChunkBtree;
+use crate::error::{Error, Result};
+use crate::file::FileShared;
+use crate::layouts::ChunkRecord;
+use crate::write::alloc::SpaceKind;
 
 /// Indexed storage K of chunk B-trees in new files (children per node: twice this).
 pub(crate) const CHUNK_BTREE_K: u16 = 32;
@@ -345,8 +346,8 @@ impl ChunkTable {
         self.mark_dirty()
     }
 
-    /// Writes the index into the cache: leaves of up to 2K chunks, then internal levels up to the
-    /// root at its fixed address.
+    /// Writes a table-kept index into the cache (a version 1 B-tree has nothing to lay out:
+    /// it was changed in place).
     pub(crate) fn lay_out(&self, file: &FileShared) -> Result<()> {
         if let IndexShape::Compact(data) = &self.shape {
             return data.lay_out(file);

@@ -414,7 +414,7 @@ impl FileShared {
         self.write.is_some()
     }
 
-    /// The file's group K values: (symbol table node K, group B-tree K).
+    /// The file's group K values (symbol table nodes, group B-trees).
     pub(crate) fn group_ks(&self) -> GroupKs {
         GroupKs {
             leaf: self.superblock.group_leaf_k.unwrap_or(GROUP_LEAF_K),
@@ -510,13 +510,7 @@ impl FileShared {
     /// The symbol table of the group at `group`, when it is an old-style group.
     fn symbol_table(&self, group: u64) -> Result<Option<SymbolTable>> {
         let oh = crate::object::ObjectHeader::load(self, group)?;
-        Ok(oh.find(|m| match m {
-            h5_format::message::Message::SymbolTable(st) => Some(SymbolTable {
-                btree: st.btree_address,
-                heap: st.heap_address,
-            }),
-            _ => None,
-        }))
+        Ok(SymbolTable::of(&oh))
     }
 
     /// Creates a group named `name` in the group whose header is at `parent`; returns the new
@@ -618,11 +612,7 @@ impl FileShared {
         }
         // Loaded outside the state lock: loading goes through the metadata cache.
         let oh = crate::object::ObjectHeader::load(self, parent)?;
-        let old_style = oh.find(|m| match m {
-            h5_format::message::Message::SymbolTable(_) => Some(()),
-            _ => None,
-        });
-        if old_style.is_none() {
+        if SymbolTable::of(&oh).is_none() {
             let table = links::LinkTable::load(self, &oh)?;
             self.state()?.link_tables.entry(parent).or_insert(table);
         }
@@ -748,13 +738,7 @@ impl FileShared {
             }
         }
         let oh = crate::object::ObjectHeader::load(self, addr)?;
-        if let Some(st) = oh.find(|m| match m {
-            Message::SymbolTable(st) => Some(SymbolTable {
-                btree: st.btree_address,
-                heap: st.heap_address,
-            }),
-            _ => None,
-        }) {
+        if let Some(st) = SymbolTable::of(&oh) {
             // Its nodes and heap go first (libhdf5's `H5G__stab_delete`), then its members
             // lose a reference each.
             let members = st.delete(&mut self.cache()?, self.group_ks())?;
