@@ -279,7 +279,11 @@ pub(crate) fn build_layout(
                 location,
             }))
         }
-        LayoutClass::Chunked { index, .. } => {
+        LayoutClass::Chunked {
+            index,
+            dims: layout_dims,
+            ..
+        } => {
             let chunk_dims = info.chunk_dims().unwrap_or_default();
             if chunk_dims.len() != dims.len() || chunk_dims.contains(&0) {
                 return Err(Error::Format(h5_format::FormatError::Corrupted {
@@ -306,12 +310,9 @@ pub(crate) fn build_layout(
                 {
                     Arc::new(UnallocatedIndex)
                 }
-                IndexKind::BtreeV1 { address } => Arc::new(BtreeV1Index {
-                    file: weak,
-                    root: address,
-                    chunk_dims: chunk_dims.clone(),
-                    map: Mutex::new(None),
-                }),
+                IndexKind::BtreeV1 { address } => {
+                    Arc::new(BtreeV1Index::new(file, address, layout_dims.clone()))
+                }
                 IndexKind::SingleChunk { address, filtered } => {
                     Arc::new(SingleChunkIndex(if address == UNDEFINED_ADDRESS {
                         None
@@ -539,7 +540,10 @@ fn external_layout(
 ) -> Result<(Arc<dyn ChunkLayout>, Arc<dyn h5_io::Storage>)> {
     let mut segments = Vec::with_capacity(ext.slots.len());
     for slot in &ext.slots {
-        let name = crate::walk::local_heap_string(file, ext.heap_address, slot.name_offset)?;
+        let name = crate::lheap::LocalHeap {
+            addr: ext.heap_address,
+        }
+        .string(&mut file.cache()?, slot.name_offset)?;
         let name = String::from_utf8_lossy(&name).into_owned();
         let path = match &file.dir {
             Some(d) if !std::path::Path::new(&name).is_absolute() => d.join(&name),

@@ -15,7 +15,7 @@ use h5_metacache::{
 
 use crate::error::{Error, Result};
 use crate::guard::GuardedStorage;
-use crate::meta::{FileSpace, Load, Meta, classes};
+use crate::meta::{CacheAccess, CacheHandle, FileSpace, Load, Meta, SharedCache, classes};
 
 /// Cache settings of an open file.
 #[derive(Clone, Debug, Default)]
@@ -49,8 +49,8 @@ pub struct FileShared {
     /// The file's bytes: every read and write of the engine and its caches goes through this
     /// one guard (failed and closed states, `guard.rs`).
     pub(crate) storage: Arc<GuardedStorage>,
-    /// Every metadata structure goes through this cache.
-    pub(crate) meta: Mutex<MetadataCache<Meta>>,
+    /// Every metadata structure goes through this cache (shared with the chunk-index layouts).
+    pub(crate) meta: SharedCache,
     /// All raw data goes through this cache.
     pub(crate) chunks: Mutex<ChunkCache>,
     /// Sizes of addresses and lengths.
@@ -204,7 +204,7 @@ impl FileShared {
         )?;
         let file = FileShared {
             storage,
-            meta: Mutex::new(meta),
+            meta: Arc::new(Mutex::new(meta)),
             chunks: Mutex::new(chunks),
             sizes: sb.sizes,
             base,
@@ -301,21 +301,19 @@ impl FileShared {
         load: Load,
     ) -> Result<Arc<T>> {
         self.check_open()?;
-        let abs = self.abs(addr)?;
-        let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
-        let h = meta
-            .protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
-            .map_err(cache_error)?;
-        let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
-        meta.unprotect(h, UnprotectFlags::NONE)
-            .map_err(|e| Error::Cache(e.error))?;
-        let value = value?;
-        value.downcast::<T>().map_err(|_| {
-            Error::Unsupported(format!(
-                "{} at {addr:#x} was already cached as another structure",
-                kind.name()
-            ))
-        })
+        self.cache()?.read(kind, addr, &load)
+    }
+
+    /// The metadata cache locked for one operation on the file's structures.
+    pub(crate) fn cache(&self) -> Result<CacheAccess<'_>> {
+        self.check_open()?;
+        CacheAccess::locked(&self.meta, self.sizes, self.base)
+    }
+
+    /// A handle on the metadata cache for structures reached from outside the file (chunk-index
+    /// layouts in the chunk cache).
+    pub(crate) fn cache_handle(&self) -> CacheHandle {
+        CacheHandle::new(Arc::clone(&self.meta), self.sizes, self.base)
     }
 
     /// The absolute file offset of relative address `addr`.

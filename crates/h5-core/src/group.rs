@@ -4,11 +4,11 @@
 use h5_format::btree2::{Record, RecordContext};
 use h5_format::message::link::{Link, LinkTarget};
 use h5_format::message::{Message, decode_message, kind};
-use h5_format::symbol_node::ScratchPad;
 
 use crate::error::Result;
 use crate::file::FileShared;
 use crate::object::ObjectHeader;
+use crate::stab::{StabLink, SymbolTable, Target};
 use crate::walk;
 
 /// Where a link points.
@@ -60,19 +60,16 @@ fn from_message(l: &Link) -> LinkEntry {
     }
 }
 
-/// Where a symbol table entry of an old-style group points (soft-link values are in the group's
-/// local heap).
-fn entry_value(
-    file: &FileShared,
-    heap: u64,
-    e: &h5_format::symbol_node::SymbolTableEntry,
-) -> Result<LinkValue> {
-    Ok(match e.scratch {
-        ScratchPad::SoftLink { link_value_offset } => LinkValue::Soft(text(
-            &walk::local_heap_string(file, heap, u64::from(link_value_offset))?,
-        )),
-        _ => LinkValue::Hard(e.object_header_address),
-    })
+/// An old-style group's link as the reader reports it.
+fn from_stab(l: StabLink) -> LinkEntry {
+    LinkEntry {
+        name: text(&l.name),
+        creation_order: None,
+        value: match l.target {
+            Target::Soft(p) => LinkValue::Soft(text(&p)),
+            Target::Hard { addr, .. } => LinkValue::Hard(addr),
+        },
+    }
 }
 
 /// Every link of the group whose header is `oh`, sorted by name.
@@ -82,18 +79,9 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
         return Ok(links);
     }
     let mut out: Vec<LinkEntry> = Vec::new();
-    if let Some(st) = oh.find(|m| match m {
-        Message::SymbolTable(s) => Some(*s),
-        _ => None,
-    }) {
-        for (name, e) in walk::symbol_table(file, st.btree_address, st.heap_address)? {
-            let value = entry_value(file, st.heap_address, &e)?;
-            out.push(LinkEntry {
-                name: text(&name),
-                creation_order: None,
-                value,
-            });
-        }
+    if let Some(st) = SymbolTable::of(oh) {
+        let links = st.links(&mut file.cache()?, file.group_ks())?;
+        out.extend(links.into_iter().map(from_stab));
     }
     for l in oh.all(|m| match m {
         Message::Link(l) => Some(l.clone()),
@@ -138,18 +126,9 @@ pub fn find(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<L
             return Ok(Some(from_message(&l)));
         }
     }
-    if let Some(st) = oh.find(|m| match m {
-        Message::SymbolTable(s) => Some(*s),
-        _ => None,
-    }) && let Some(e) =
-        walk::symbol_table_find(file, st.btree_address, st.heap_address, name.as_bytes())?
-    {
-        let value = entry_value(file, st.heap_address, &e)?;
-        return Ok(Some(LinkEntry {
-            name: name.to_owned(),
-            creation_order: None,
-            value,
-        }));
+    if let Some(st) = SymbolTable::of(oh) {
+        let found = st.find(&mut file.cache()?, file.group_ks(), name.as_bytes())?;
+        return Ok(found.map(from_stab));
     }
     if let Some(info) = oh.find(|m| match m {
         Message::LinkInfo(i) => Some(*i),

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, Weak};
 
 use h5_chunkcache::{ChunkCoord, LayoutError};
 use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree1::{BtreeV1Node, Keys, NodeType, node_len};
 use h5_format::btree2::{Record, RecordContext};
 use h5_format::extensible_array::{
     DataBlockParent, ExtensibleArrayDataBlock, ExtensibleArrayHeader, ExtensibleArrayIndexBlock,
@@ -20,6 +19,7 @@ use h5_format::fixed_array::{
 };
 use h5_metacache::MetadataKind as K;
 
+use crate::btree1::chunk::ChunkBtree;
 use crate::file::FileShared;
 use crate::layouts::{ChunkIndex, ChunkRecord};
 use crate::meta::Load;
@@ -88,85 +88,30 @@ fn absolute(file: &FileShared, r: Option<ChunkRecord>) -> Result<Option<ChunkRec
     }
 }
 
-/// v1 B-tree chunk index (layouts v1–v3): the whole tree is read once and kept as a map from
-/// scaled coordinates to records.
+/// v1 B-tree chunk index (layouts v1–v3): every lookup descends the tree through the metadata
+/// cache (a batch of lookups shares the nodes it reads); nothing is kept besides the cache.
 #[derive(Debug)]
 pub struct BtreeV1Index {
-    /// The file.
-    pub file: Weak<FileShared>,
-    /// Root node address.
-    pub root: u64,
-    /// Chunk dimensions.
-    pub chunk_dims: Vec<u64>,
-    /// The map, built on first use.
-    pub map: ChunkMap,
+    tree: ChunkBtree,
 }
 
 impl BtreeV1Index {
-    fn build(&self, file: &FileShared) -> Result<HashMap<Vec<u64>, ChunkRecord>, LayoutError> {
-        Ok(read_chunk_btree(file, self.root, &self.chunk_dims)?.0)
+    /// The index of `file` whose root node is at relative `root`, for a layout with chunk
+    /// dimensions `dims` (the element size last, as in the layout message).
+    pub fn new(file: &FileShared, root: u64, dims: Vec<u64>) -> Self {
+        BtreeV1Index {
+            tree: ChunkBtree::open(file.cache_handle(), root, file.chunk_btree_k(), dims),
+        }
     }
 }
 
-/// Chunk records by scaled chunk coordinates.
-pub(crate) type ChunkRecords = HashMap<Vec<u64>, ChunkRecord>;
-
-/// Reads a whole v1 B-tree chunk index (root at relative `root`, chunks of `chunk_dims`):
-/// every record by scaled coordinates, and the relative address and length of every node but
-/// the root (what a rewrite of the index frees).
-pub(crate) fn read_chunk_btree(
-    file: &FileShared,
-    root: u64,
-    chunk_dims: &[u64],
-) -> Result<(ChunkRecords, Vec<(u64, u64)>), LayoutError> {
-    let sizes = file.sizes;
-    let k = file.superblock.indexed_storage_k.unwrap_or(32);
-    let rank1 = chunk_dims.len() + 1;
-    let len = node_len(sizes, k, NodeType::RawData, rank1)?;
-    let mut map = HashMap::new();
-    let mut nodes = Vec::new();
-    let mut stack = vec![(root, 0usize)];
-    while let Some((addr, depth)) = stack.pop() {
-        if depth > 64 {
-            return Err("chunk B-tree too deep (a cycle?)".into());
-        }
-        let node: Arc<BtreeV1Node> = file
-            .load(
-                K::BTreeV1Node,
-                addr,
-                Load::exact(len, move |b| {
-                    BtreeV1Node::decode(b, sizes, addr, Some(rank1))
-                }),
-            )
-            .map_err(|e| Box::new(e) as LayoutError)?;
-        if addr != root {
-            nodes.push((addr, len as u64));
-        }
-        if node.level > 0 {
-            stack.extend(node.children.iter().map(|&c| (c, depth + 1)));
-            continue;
-        }
-        let Keys::RawData(keys) = &node.keys else {
-            return Err("group node in a chunk B-tree".into());
-        };
-        for (key, &child) in keys.iter().zip(&node.children) {
-            let scaled: Vec<u64> = key
-                .offsets
-                .iter()
-                .zip(chunk_dims)
-                .map(|(&o, &c)| o / c.max(1))
-                .collect();
-            map.insert(
-                scaled,
-                ChunkRecord {
-                    addr: file.abs(child).map_err(|e| Box::new(e) as LayoutError)?,
-                    size: u64::from(key.chunk_size),
-                    filter_mask: key.filter_mask,
-                },
-            );
-        }
+impl ChunkIndex for BtreeV1Index {
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
+        let scaled: Vec<&[u64]> = coords.iter().map(ChunkCoord::as_slice).collect();
+        self.tree
+            .lookup(&scaled)
+            .map_err(|e| Box::new(e) as LayoutError)
     }
-    Ok((map, nodes))
 }
 
 /// A B-tree index read once into a map from scaled coordinates to records.
@@ -187,13 +132,6 @@ fn lookup_in_map(
         .iter()
         .map(|c| map.get(c.as_slice()).copied())
         .collect())
-}
-
-impl ChunkIndex for BtreeV1Index {
-    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
-        let file = file_of(&self.file)?;
-        lookup_in_map(&self.map, coords, || self.build(&file))
-    }
 }
 
 /// v2 B-tree chunk index (layout v4, several unlimited dimensions): read once into a map.

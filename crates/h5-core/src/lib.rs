@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod attribute;
+pub(crate) mod btree1;
 pub mod convert;
 pub mod dataset;
 pub mod error;
@@ -18,10 +19,12 @@ pub mod group;
 pub mod guard;
 pub mod indexes;
 pub mod layouts;
+pub(crate) mod lheap;
 pub mod meta;
 pub mod nav;
 pub mod object;
 pub mod space;
+pub(crate) mod stab;
 pub mod status;
 pub mod values;
 pub mod virtual_ds;

@@ -7,13 +7,17 @@
 //! the value out and unprotect at once (read-only access never holds the cache).
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use h5_format::FormatError;
+use h5_format::{FormatError, Sizes};
 use h5_metacache::{
-    CacheTypes, Class, ClassFlags, ClassInfo, ClientError, Deserialized, FileContext, MemType,
-    MetadataCache, MetadataKind,
+    CacheTypes, Class, ClassFlags, ClassInfo, ClientError, Deserialized, ExpungeFlags, FileContext,
+    InsertFlags, MemType, MetadataCache, MetadataKind, ProtectFlags, UnprotectFlags,
 };
+
+use crate::error::{Error, Result};
+use crate::file::cache_error;
+use crate::write::alloc::SpaceKind;
 
 /// The engine's cache types.
 #[derive(Debug)]
@@ -104,6 +108,25 @@ impl Load {
                     value: Arc::new(v),
                     encode: None,
                 })
+            }),
+        }
+    }
+
+    /// A structure of exactly `len` bytes that can be changed and written back: decoded by
+    /// `decode`, encoded by `encode` (which must produce `len` bytes, or the entry's new length
+    /// after a resize).
+    pub fn codec<T: Any + Send + Sync>(
+        len: usize,
+        decode: impl Fn(&[u8]) -> Result<T, FormatError> + Send + Sync + 'static,
+        encode: impl Fn(&T) -> Result<Vec<u8>, FormatError> + Send + Sync + 'static,
+    ) -> Self {
+        let encode = Arc::new(encode);
+        Self {
+            initial: len,
+            final_len: None,
+            decode: Box::new(move |b| {
+                let e = Arc::clone(&encode);
+                Ok(Decoded::writable(len, decode(b)?, move |v: &T| e(v)))
             }),
         }
     }
@@ -276,4 +299,266 @@ pub fn classes() -> Vec<Arc<dyn Class<Meta>>> {
             }) as Arc<dyn Class<Meta>>
         })
         .collect()
+}
+
+/// A file's metadata cache, shared by the file and by the chunk-index layouts that change index
+/// nodes while the chunk cache flushes (even as the file is dropped).
+pub(crate) type SharedCache = Arc<Mutex<MetadataCache<Meta>>>;
+
+/// What structure code needs to reach one file's metadata: the cache, the address and length
+/// sizes, and the base address relative addresses count from. Cheap to clone.
+#[derive(Clone)]
+pub struct CacheHandle {
+    cache: SharedCache,
+    sizes: Sizes,
+    base: u64,
+}
+
+impl std::fmt::Debug for CacheHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheHandle")
+            .field("sizes", &self.sizes)
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CacheHandle {
+    pub(crate) fn new(cache: SharedCache, sizes: Sizes, base: u64) -> Self {
+        CacheHandle { cache, sizes, base }
+    }
+
+    /// Locks the cache for one operation.
+    pub(crate) fn lock(&self) -> Result<CacheAccess<'_>> {
+        CacheAccess::locked(&self.cache, self.sizes, self.base)
+    }
+}
+
+/// The metadata cache locked for one operation on a file's structures. A change is protect →
+/// change → unprotect(dirtied) on each entry it touches ([`CacheAccess::modify`]); the lock is
+/// held for the whole operation, so other threads see it whole. Addresses are relative (as
+/// stored in the file).
+///
+/// Code holding a `CacheAccess` must not call anything that locks the cache again.
+pub(crate) struct CacheAccess<'a> {
+    meta: MutexGuard<'a, MetadataCache<Meta>>,
+    /// Sizes of addresses and lengths.
+    pub(crate) sizes: Sizes,
+    base: u64,
+}
+
+fn wrong_type(kind: MetadataKind, addr: u64) -> Error {
+    Error::Unsupported(format!(
+        "{} at {addr:#x} was already cached as another structure",
+        kind.name()
+    ))
+}
+
+impl<'a> CacheAccess<'a> {
+    pub(crate) fn locked(cache: &'a SharedCache, sizes: Sizes, base: u64) -> Result<Self> {
+        Ok(CacheAccess {
+            meta: cache.lock().map_err(|_| Error::Poisoned)?,
+            sizes,
+            base,
+        })
+    }
+
+    /// The absolute file offset of relative address `addr`.
+    pub(crate) fn abs(&self, addr: u64) -> Result<u64> {
+        self.base.checked_add(addr).ok_or_else(|| {
+            Error::Format(FormatError::Corrupted {
+                structure: "address",
+                address: addr,
+                reason: "address overflows the file".into(),
+            })
+        })
+    }
+
+    /// The relative address of absolute file offset `abs`.
+    pub(crate) fn rel(&self, abs: u64) -> Result<u64> {
+        abs.checked_sub(self.base)
+            .ok_or_else(|| Error::Unsupported(format!("{abs:#x} lies below the base address")))
+    }
+
+    /// The value of the structure of `kind` at `addr` (loaded with `load` when not cached),
+    /// which must be a `T`; protected read-only only while the value is cloned out.
+    pub(crate) fn read<T: Any + Send + Sync>(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: &Load,
+    ) -> Result<Arc<T>> {
+        let abs = self.abs(addr)?;
+        let meta = &mut *self.meta;
+        let h = meta
+            .protect(kind.id(), abs, load, ProtectFlags::READ_ONLY)
+            .map_err(cache_error)?;
+        let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
+        meta.unprotect(h, UnprotectFlags::NONE)
+            .map_err(|e| Error::Cache(e.error))?;
+        value?.downcast::<T>().map_err(|_| wrong_type(kind, addr))
+    }
+
+    /// Protects the structure at `addr` for writing, lets `change` change its value (a `T`)
+    /// and unprotects it dirtied. The change works on a copy, so an error leaves the entry
+    /// unchanged and clean.
+    pub(crate) fn modify<T: Any + Send + Sync + Clone, R>(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: &Load,
+        change: impl FnOnce(&mut T) -> Result<R>,
+    ) -> Result<R> {
+        self.modify_sized(kind, addr, load, |v: &mut T, _| change(v))
+    }
+
+    /// [`CacheAccess::modify`] where `change` may also change the entry's length in the file
+    /// (the cache entry is resized; the encoder must produce the new length).
+    pub(crate) fn modify_sized<T: Any + Send + Sync + Clone, R>(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: &Load,
+        change: impl FnOnce(&mut T, &mut usize) -> Result<R>,
+    ) -> Result<R> {
+        let abs = self.abs(addr)?;
+        let meta = &mut *self.meta;
+        let h = meta
+            .protect(kind.id(), abs, load, ProtectFlags::NONE)
+            .map_err(cache_error)?;
+        let changed = (|| -> Result<(R, Arc<T>, usize, usize)> {
+            let icr = meta.icr(&h)?;
+            let current = Arc::clone(&icr.value)
+                .downcast::<T>()
+                .map_err(|_| wrong_type(kind, addr))?;
+            let mut value = T::clone(&current);
+            let mut len = icr.len;
+            let old_len = len;
+            let r = change(&mut value, &mut len)?;
+            if len == 0 {
+                return Err(Error::Unsupported(format!(
+                    "{} at {addr:#x} changed to zero bytes",
+                    kind.name()
+                )));
+            }
+            Ok((r, Arc::new(value), old_len, len))
+        })();
+        let (r, value, old_len, len) = match changed {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                return Err(e);
+            }
+        };
+        let stored = (|| -> Result<()> {
+            if len != old_len {
+                meta.resize(abs, len).map_err(cache_error)?;
+            }
+            let icr = meta.icr_mut(&h)?;
+            icr.value = value;
+            icr.len = len;
+            Ok(())
+        })();
+        match stored {
+            Ok(()) => {
+                meta.unprotect(h, UnprotectFlags::DIRTIED)
+                    .map_err(|e| Error::Cache(e.error))?;
+                Ok(r)
+            }
+            Err(e) => {
+                let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                Err(e)
+            }
+        }
+    }
+
+    /// Replaces the value of the structure at `addr` by `value` (same length), or inserts it
+    /// when not cached: a new structure, or a whole new value for one whose old value need not
+    /// be read.
+    pub(crate) fn put(&mut self, kind: MetadataKind, addr: u64, value: Decoded) -> Result<()> {
+        let abs = self.abs(addr)?;
+        let meta = &mut *self.meta;
+        if !meta.contains(abs) {
+            return meta
+                .insert(kind.id(), abs, value, InsertFlags::NONE)
+                .map_err(cache_error);
+        }
+        let never = Load::exact(value.len, move |_| -> Result<(), FormatError> {
+            Err(FormatError::Unsupported {
+                structure: "metadata entry",
+                address: abs,
+                what: "reloading an entry being replaced".into(),
+            })
+        });
+        let h = meta
+            .protect(kind.id(), abs, &never, ProtectFlags::NONE)
+            .map_err(cache_error)?;
+        let replaced = match meta.icr_mut(&h) {
+            Ok(icr) if icr.len == value.len => {
+                *icr = value;
+                Ok(())
+            }
+            Ok(icr) => Err(Error::Unsupported(format!(
+                "{} at {abs:#x} changed size from {} to {}",
+                kind.name(),
+                icr.len,
+                value.len
+            ))),
+            Err(e) => Err(e.into()),
+        };
+        match replaced {
+            Ok(()) => meta
+                .unprotect(h, UnprotectFlags::DIRTIED)
+                .map(|_| ())
+                .map_err(|e| Error::Cache(e.error)),
+            Err(e) => {
+                let _ = meta.unprotect(h, UnprotectFlags::NONE);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes the structure at `addr` from the cache without writing it (nothing happens
+    /// when it is not cached); its file space is not freed.
+    pub(crate) fn forget(&mut self, kind: MetadataKind, addr: u64) -> Result<()> {
+        let abs = self.abs(addr)?;
+        let meta = &mut *self.meta;
+        if meta.contains(abs) {
+            meta.expunge(kind.id(), abs, ExpungeFlags::NONE)
+                .map_err(cache_error)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the structure of `len` bytes at `addr`: out of the cache, its space freed.
+    pub(crate) fn delete(&mut self, kind: MetadataKind, addr: u64, len: u64) -> Result<()> {
+        self.forget(kind, addr)?;
+        self.free(SpaceKind::Meta, addr, len)
+    }
+
+    fn alloc(&self) -> Result<Arc<Mutex<crate::write::alloc::FileAlloc>>> {
+        self.meta.ctx().alloc.clone().ok_or(Error::ReadOnly)
+    }
+
+    /// `len` bytes of new metadata space (relative address).
+    pub(crate) fn allocate(&mut self, len: u64) -> Result<u64> {
+        let a = self.alloc()?;
+        let mut a = a.lock().map_err(|_| Error::Poisoned)?;
+        Ok(a.allocate(SpaceKind::Meta, len)?)
+    }
+
+    /// Gives `len` bytes of file space at `addr` back.
+    pub(crate) fn free(&mut self, kind: SpaceKind, addr: u64, len: u64) -> Result<()> {
+        let a = self.alloc()?;
+        let mut a = a.lock().map_err(|_| Error::Poisoned)?;
+        Ok(a.free(kind, addr, len)?)
+    }
+
+    /// Grows the metadata block `addr..addr + len` by `extra` bytes in place when the space
+    /// after it is free; `false` when it cannot grow there.
+    pub(crate) fn try_extend(&mut self, addr: u64, len: u64, extra: u64) -> Result<bool> {
+        let a = self.alloc()?;
+        let mut a = a.lock().map_err(|_| Error::Poisoned)?;
+        Ok(a.try_extend(SpaceKind::Meta, addr, len, extra)?)
+    }
 }

@@ -23,6 +23,18 @@ impl File {
         Ok(File::from_shared(shared, None))
     }
 
+    /// Opens the HDF5 file held by `storage` for reading and writing (any storage, for example
+    /// one wrapped in a counting decorator). External links and external raw data resolve
+    /// against `dir` when given.
+    pub fn open_rw_in(
+        storage: Arc<dyn h5_io::Storage>,
+        access: &FileAccess,
+        dir: Option<std::path::PathBuf>,
+    ) -> Result<File> {
+        let shared = FileShared::open_rw(storage, access.settings(), dir)?;
+        Ok(File::from_shared(shared, None))
+    }
+
     /// Writes several whole datasets of this file in one chunk-cache call (their chunks are
     /// encoded together on the cache's worker threads): each pair is a dataset and all its
     /// elements in the file's representation, C order (what [`File::read_many_raw`] returns).

@@ -176,6 +176,19 @@ impl FileAlloc {
         Ok(released)
     }
 
+    /// Grows the live block `addr..addr + len` of `kind` by `extra` bytes in place when the space
+    /// after it is free (the end of allocation, an aggregator's rest or a free section); returns
+    /// whether it grew (nothing changes otherwise).
+    pub fn try_extend(
+        &mut self,
+        kind: SpaceKind,
+        addr: u64,
+        len: u64,
+        extra: u64,
+    ) -> Result<bool, AllocError> {
+        Ok(self.space.try_extend(kind.space_kind(), addr, len, extra)?)
+    }
+
     /// Bytes free below the end of allocation (in free lists, not in aggregators).
     pub fn free_bytes(&self) -> u64 {
         self.space.stats().free_bytes.iter().sum()

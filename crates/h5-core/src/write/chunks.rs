@@ -1,6 +1,8 @@
 //! Writable chunk-cache layouts: contiguous data at one block (allocated at creation or at the
-//! first write), and chunked data kept as an ordered chunk table that reaches the file through
-//! its index at flush (the v1 B-tree here; the layout version 4 indexes in `chunk_index/`).
+//! first write), and chunked data whose records reach the file through its index: a version 1
+//! B-tree is changed in place as chunks are inserted and deleted (`crate::btree1::chunk`); the
+//! layout version 4 indexes are kept as an ordered chunk table laid out at flush
+//! (`chunk_index/`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -10,19 +12,19 @@ use h5_chunkcache::{
     Capabilities, Chunk, ChunkCoord, ChunkLayout, DirectPlan, DiskLocation, Encoded, InsertRequest,
     LayoutError, LayoutInfo, Lookup, Udata,
 };
-use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree1::{BtreeV1Node, ChunkKey, Keys, NodeType, node_len};
-use h5_metacache::MetadataKind as K;
 
+use crate::btree1::chunk::ChunkBtree;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
-use crate::meta::Decoded;
 use crate::write::alloc::SpaceKind;
-use crate::write::put;
 
 /// Indexed storage K of chunk B-trees in new files (children per node: twice this).
 pub(crate) const CHUNK_BTREE_K: u16 = 32;
+
+fn layout_error(e: Error) -> LayoutError {
+    Box::new(e)
+}
 
 /// The direct-I/O plan of a chunk: the caller's runs address the stored image itself when it
 /// is the raw elements (no filters), otherwise the transfer must go through the cache.
@@ -176,14 +178,9 @@ impl ChunkLayout for ContiguousLayout {
 /// How a chunk table reaches the file.
 #[derive(Debug)]
 pub(crate) enum IndexShape {
-    /// A version 1 B-tree whose root is at this relative address (fixed: the layout message
-    /// points at it).
-    BtreeV1 {
-        /// Relative root address.
-        root: u64,
-        /// Node K (the file's indexed storage K: children per node are twice this).
-        k: u16,
-    },
+    /// A version 1 B-tree, changed in place (its root is fixed: the layout message points at
+    /// it); the table keeps no records for it.
+    BtreeV1(ChunkBtree),
     /// The one chunk's address (and filtered size and mask) is in the layout message, which
     /// is rewritten at flush.
     Single {
@@ -207,8 +204,9 @@ pub(crate) enum IndexShape {
     Compact(Arc<crate::write::compact::CompactData>),
 }
 
-/// The chunks of one dataset by element offset (row-major order of their scaled
-/// coordinates), and how they reach the file.
+/// The chunks of one dataset and how they reach the file: a version 1 B-tree holds its own
+/// records; the other indexes are a table by element offset (row-major order of the scaled
+/// coordinates) laid out at flush.
 #[derive(Debug)]
 pub(crate) struct ChunkTable {
     pub(crate) space: ChunkSpace,
@@ -235,55 +233,19 @@ impl ChunkTable {
         }
     }
 
-    /// The table of an existing dataset's version 1 B-tree index (root node at relative
-    /// `root`): its records, and the nodes a new layout replaces.
-    pub(crate) fn load_btree(
-        file: &FileShared,
-        space: ChunkSpace,
-        root: u64,
-        chunk_dims: Vec<u64>,
-    ) -> Result<Self> {
-        let (map, nodes) =
-            crate::indexes::read_chunk_btree(file, root, &chunk_dims).map_err(|e| {
-                match e.downcast::<Error>() {
-                    Ok(e) => *e,
-                    Err(e) => Error::Unsupported(format!("reading the chunk index: {e}")),
-                }
-            })?;
-        let records = map
-            .into_iter()
-            .map(|(scaled, r)| {
-                let off = scaled.iter().zip(&chunk_dims).map(|(s, d)| s * d).collect();
-                (off, r)
-            })
-            .collect();
-        let table = ChunkTable {
-            space,
-            shape: IndexShape::BtreeV1 {
-                root,
-                k: file.chunk_btree_k(),
-            },
-            chunk_dims,
-            records: Mutex::new(records),
-            placed: Mutex::new(
-                nodes
-                    .into_iter()
-                    .map(|(a, l)| (K::BTreeV1Node, a, l))
-                    .collect(),
-            ),
-            deps: Mutex::new(Vec::new()),
-            dirty: Mutex::new(false),
-        };
-        Ok(table)
-    }
-
     /// Frees every chunk and every index block below the root or header, and a version 1
     /// B-tree's root (the dataset is being deleted; other indexes' headers and an implicit
     /// block's unwritten chunks are left unused).
     pub(crate) fn free(&self, file: &FileShared) -> Result<()> {
-        let records = std::mem::take(&mut *self.records.lock().map_err(|_| Error::Poisoned)?);
+        let mut records: Vec<ChunkRecord> =
+            std::mem::take(&mut *self.records.lock().map_err(|_| Error::Poisoned)?)
+                .into_values()
+                .collect();
+        if let IndexShape::BtreeV1(tree) = &self.shape {
+            records.extend(tree.delete()?);
+        }
         if !matches!(self.shape, IndexShape::Compact(_)) {
-            for r in records.values() {
+            for r in &records {
                 if r.size > 0 {
                     self.space
                         .free(r.addr, r.size)
@@ -295,11 +257,6 @@ impl ChunkTable {
         crate::write::chunk_index::undepend(file, &deps)?;
         let placed = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
         crate::write::chunk_index::remove(file, placed)?;
-        if let IndexShape::BtreeV1 { root, k } = &self.shape {
-            let rank1 = self.chunk_dims.len() + 1;
-            let nlen = node_len(file.sizes, *k, NodeType::RawData, rank1)? as u64;
-            crate::write::drop_entry(file, K::BTreeV1Node, *root, nlen)?;
-        }
         *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
         Ok(())
     }
@@ -351,22 +308,46 @@ impl ChunkTable {
             .collect()
     }
 
-    fn key(&self, offsets: &[u64], r: Option<&ChunkRecord>) -> Result<ChunkKey> {
-        let mut o = offsets.to_vec();
-        o.push(0);
-        Ok(ChunkKey {
-            chunk_size: match r {
-                Some(r) => u32::try_from(r.size)
-                    .map_err(|_| Error::Unsupported("a chunk of 4 GiB or more".into()))?,
-                None => 0,
-            },
-            filter_mask: r.map_or(0, |r| r.filter_mask),
-            offsets: o,
-        })
+    /// The records of the chunks at `coords` (absolute addresses).
+    pub(crate) fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>> {
+        if let IndexShape::BtreeV1(tree) = &self.shape {
+            let scaled: Vec<&[u64]> = coords.iter().map(ChunkCoord::as_slice).collect();
+            return tree.lookup(&scaled);
+        }
+        let records = self.records.lock().map_err(|_| Error::Poisoned)?;
+        Ok(coords
+            .iter()
+            .map(|c| records.get(&self.offsets(c)).copied())
+            .collect())
     }
 
-    /// Writes the index into the cache: leaves of up to 2K chunks, then internal levels up to the
-    /// root at its fixed address.
+    /// Records (or changes) the chunk at `coord`: in place in a version 1 B-tree, else in the
+    /// table, laid out at the next flush.
+    pub(crate) fn set(&self, coord: &ChunkCoord, record: ChunkRecord) -> Result<()> {
+        if let IndexShape::BtreeV1(tree) = &self.shape {
+            return tree.insert(coord.as_slice(), record);
+        }
+        self.records
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .insert(self.offsets(coord), record);
+        self.mark_dirty()
+    }
+
+    /// Forgets the chunk at `coord` (its space is the caller's to free).
+    pub(crate) fn unset(&self, coord: &ChunkCoord) -> Result<()> {
+        if let IndexShape::BtreeV1(tree) = &self.shape {
+            return tree.remove(coord.as_slice()).map(|_| ());
+        }
+        self.records
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .remove(&self.offsets(coord));
+        self.mark_dirty()
+    }
+
+    /// Writes a table-kept index into the cache (a version 1 B-tree has nothing to lay out:
+    /// it was changed in place).
     pub(crate) fn lay_out(&self, file: &FileShared) -> Result<()> {
         if let IndexShape::Compact(data) = &self.shape {
             return data.lay_out(file);
@@ -383,8 +364,7 @@ impl ChunkTable {
         let old = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
         crate::write::chunk_index::remove(file, old)?;
         match &self.shape {
-            IndexShape::BtreeV1 { root, k } => self.lay_out_btree(file, *root, *k),
-            IndexShape::Implicit { .. } | IndexShape::Compact(_) => Ok(()),
+            IndexShape::BtreeV1(_) | IndexShape::Implicit { .. } | IndexShape::Compact(_) => Ok(()),
             IndexShape::Single { layout, header } => {
                 let Some(at) = *header.lock().map_err(|_| Error::Poisoned)? else {
                     return Ok(());
@@ -400,93 +380,6 @@ impl ChunkTable {
                 Ok(())
             }
         }
-    }
-
-    /// Lays out the v1 B-tree under the root at `root`.
-    fn lay_out_btree(&self, file: &FileShared, root_addr: u64, k: u16) -> Result<()> {
-        let sizes = file.sizes;
-        let rank1 = self.chunk_dims.len() + 1;
-        let nlen = node_len(sizes, k, NodeType::RawData, rank1)? as u64;
-        let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
-        // (child address, first key, right key) per child of the level being built.
-        let mut level: Vec<(u64, ChunkKey, ChunkKey)> = Vec::with_capacity(records.len());
-        for (off, r) in &records {
-            let right: Vec<u64> = off
-                .iter()
-                .zip(&self.chunk_dims)
-                .map(|(o, d)| o + d)
-                .collect();
-            let addr = r
-                .addr
-                .checked_sub(file.base)
-                .ok_or(Error::Unsupported("a chunk below the base address".into()))?;
-            level.push((addr, self.key(off, Some(r))?, self.key(&right, None)?));
-        }
-        let fanout = 2 * usize::from(k);
-        let mut depth = 0u8;
-        let mut placed = Vec::new();
-        loop {
-            let empty = [(
-                0u64,
-                self.key(&vec![0; rank1 - 1], None)?,
-                self.key(&vec![0; rank1 - 1], None)?,
-            )];
-            let groups: Vec<&[(u64, ChunkKey, ChunkKey)]> = if level.is_empty() {
-                vec![&empty[..0]]
-            } else {
-                level.chunks(fanout).collect()
-            };
-            let root = groups.len() == 1;
-            let mut addrs = Vec::with_capacity(groups.len());
-            if root {
-                addrs.push(root_addr);
-            } else {
-                for _ in &groups {
-                    let a = file.allocate(SpaceKind::Meta, nlen)?;
-                    placed.push((K::BTreeV1Node, a, nlen));
-                    addrs.push(a);
-                }
-            }
-            let mut next = Vec::with_capacity(groups.len());
-            for (i, g) in groups.iter().enumerate() {
-                let mut keys: Vec<ChunkKey> = g.iter().map(|c| c.1.clone()).collect();
-                let right = g.last().map_or_else(|| empty[0].2.clone(), |c| c.2.clone());
-                keys.push(right.clone());
-                let node = BtreeV1Node {
-                    node_type: NodeType::RawData,
-                    level: depth,
-                    left_sibling: if i == 0 {
-                        UNDEFINED_ADDRESS
-                    } else {
-                        addrs[i - 1]
-                    },
-                    right_sibling: addrs.get(i + 1).copied().unwrap_or(UNDEFINED_ADDRESS),
-                    keys: Keys::RawData(keys.clone()),
-                    children: g.iter().map(|c| c.0).collect(),
-                };
-                put(
-                    file,
-                    K::BTreeV1Node,
-                    addrs[i],
-                    Decoded::writable(nlen as usize, node, move |n: &BtreeV1Node| {
-                        n.encode(sizes, k)
-                    }),
-                )?;
-                let first = g
-                    .first()
-                    .map_or_else(|| empty[0].1.clone(), |c| c.1.clone());
-                next.push((addrs[i], first, right));
-            }
-            if root {
-                break;
-            }
-            level = next;
-            depth = depth
-                .checked_add(1)
-                .ok_or_else(|| Error::Unsupported("chunk B-tree too deep".into()))?;
-        }
-        *self.placed.lock().map_err(|_| Error::Poisoned)? = placed;
-        Ok(())
     }
 }
 
@@ -519,13 +412,14 @@ pub(crate) struct ChunkedWriteLayout {
 impl ChunkedWriteLayout {
     /// Sets the filter mask of the written chunk at `coord` (a direct chunk write).
     pub(crate) fn set_filter_mask(&self, coord: &ChunkCoord, mask: u32) -> Result<()> {
-        let mut records = self.index.records.lock().map_err(|_| Error::Poisoned)?;
-        let r = records
-            .get_mut(&self.index.offsets(coord))
+        let mut record = self
+            .index
+            .lookup(std::slice::from_ref(coord))?
+            .pop()
+            .flatten()
             .ok_or_else(|| Error::Invalid("the chunk written directly has no record".into()))?;
-        r.filter_mask = mask;
-        drop(records);
-        self.index.mark_dirty()
+        record.filter_mask = mask;
+        self.index.set(coord, record)
     }
 
     /// Writes the fill value over the implicit chunks a shrink deleted (their space stays
@@ -566,15 +460,12 @@ impl ChunkLayout for ChunkedWriteLayout {
     }
 
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
-        let records = self
-            .index
-            .records
-            .lock()
-            .map_err(|_| "index lock poisoned")?;
+        let records = self.index.lookup(coords).map_err(layout_error)?;
         let hint = self.chunk_elems() * self.elem_size;
         Ok(coords
             .iter()
-            .map(|c| match records.get(&self.index.offsets(c)) {
+            .zip(records)
+            .map(|(c, r)| match r {
                 // Implicit chunks all exist from creation (holding the fill value).
                 None if self.index.implicit(c).is_some() => {
                     Lookup::dense(self.index.implicit(c), hint, Box::new(Mask(0)))
@@ -634,11 +525,6 @@ impl ChunkLayout for ChunkedWriteLayout {
 
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
         let space = &self.index.space;
-        let mut records = self
-            .index
-            .records
-            .lock()
-            .map_err(|_| "index lock poisoned")?;
         let mut out = Vec::with_capacity(reqs.len());
         for r in reqs.iter_mut() {
             let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
@@ -656,17 +542,18 @@ impl ChunkLayout for ChunkedWriteLayout {
                     }
                 }
             };
-            records.insert(
-                self.index.offsets(&r.coord),
-                ChunkRecord {
-                    addr: loc.addr,
-                    size: loc.size,
-                    filter_mask: mask,
-                },
-            );
+            self.index
+                .set(
+                    &r.coord,
+                    ChunkRecord {
+                        addr: loc.addr,
+                        size: loc.size,
+                        filter_mask: mask,
+                    },
+                )
+                .map_err(layout_error)?;
             out.push(loc);
         }
-        *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;
         Ok(out)
     }
 
@@ -676,11 +563,7 @@ impl ChunkLayout for ChunkedWriteLayout {
         location: Option<DiskLocation>,
         _: &mut Udata,
     ) -> Result<(), LayoutError> {
-        self.index
-            .records
-            .lock()
-            .map_err(|_| "index lock poisoned")?
-            .remove(&self.index.offsets(coord));
+        self.index.unset(coord).map_err(layout_error)?;
         match self.index.implicit(coord) {
             // An implicit chunk keeps its space: it is refilled (`take_cleared`) so that a
             // later growth shows fill values there.
@@ -695,7 +578,6 @@ impl ChunkLayout for ChunkedWriteLayout {
                 }
             }
         }
-        *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;
         Ok(())
     }
 

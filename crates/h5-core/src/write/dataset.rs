@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use h5_chunkcache::selection::{MemorySelection, Selection};
 use h5_chunkcache::{ChunkLayout, Conversion, DiskLocation, WriteRequest};
 use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree1::{NodeType, node_len};
 use h5_format::datatype::Datatype;
 use h5_format::message::attribute::{AttributeMessage, MaybeShared};
 use h5_format::message::dataspace::{Dataspace, DataspaceKind, UNLIMITED};
@@ -15,6 +14,7 @@ use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass};
 use h5_format::message::{Message, encode_message, kind};
 use h5_format::object_header::msg_flags;
 
+use crate::btree1::chunk::ChunkBtree;
 use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
@@ -95,7 +95,7 @@ impl FileShared {
         spec: &NewDataset,
     ) -> Result<u64> {
         self.check_usable()?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         let sizes = self.sizes;
@@ -380,7 +380,7 @@ impl FileShared {
     /// libhdf5 writes it. Returns its header address.
     pub fn create_dataset_null(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         if datatype.size() == 0 {
@@ -463,7 +463,7 @@ impl FileShared {
     /// header holding only the datatype message. Returns its header address.
     pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         let bounds = self.bounds();
@@ -686,28 +686,32 @@ pub(crate) fn existing_layout(
             } else if let ChunkIndex::BtreeV1 { address } = index
                 && *address != UNDEFINED_ADDRESS
             {
-                Arc::new(ChunkTable::load_btree(
-                    file,
-                    space,
+                let tree = ChunkBtree::open(
+                    file.cache_handle(),
                     *address,
+                    file.chunk_btree_k(),
+                    cdims.clone(),
+                );
+                Arc::new(ChunkTable::new(
+                    space,
+                    IndexShape::BtreeV1(tree),
                     chunk.clone(),
-                )?)
+                ))
             } else {
                 // Never written (libhdf5 creates the index with the first chunk): a new empty
-                // root, recorded in the layout message, laid out at flush.
-                let k = file.chunk_btree_k();
-                let root = file.allocate(
-                    SpaceKind::Meta,
-                    node_len(file.sizes, k, NodeType::RawData, chunk.len() + 1)? as u64,
-                )?;
+                // root, recorded in the layout message.
+                let tree =
+                    ChunkBtree::create(file.cache_handle(), file.chunk_btree_k(), cdims.clone())?;
                 let mut layout = info.layout.clone();
                 if let LayoutClass::Chunked { index, .. } = &mut layout.class {
-                    *index = ChunkIndex::BtreeV1 { address: root };
+                    *index = ChunkIndex::BtreeV1 {
+                        address: tree.root(),
+                    };
                 }
                 rewrite_layout_message(file, info.address, layout)?;
                 Arc::new(ChunkTable::new(
                     space,
-                    IndexShape::BtreeV1 { root, k },
+                    IndexShape::BtreeV1(tree),
                     chunk.clone(),
                 ))
             };

@@ -3,8 +3,8 @@
 //! Every structure written goes into the metadata cache as an entry whose value knows how to
 //! encode itself ([`Decoded::writable`]); the cache writes them in address order on flush, the
 //! superblock last. Raw data goes through the shared chunk cache with writable layouts
-//! (`chunks.rs`). Structures that libhdf5 updates node by node (old-style group tables, v1 B-tree
-//! chunk indexes) are kept as ordered tables here and laid out at flush; see `docs/design.md` §5.
+//! (`chunks.rs`). Old-style groups and version 1 B-tree chunk indexes are changed in place, node
+//! by node, through the cache (`crate::stab`, `crate::btree1`); see `docs/design.md` §5.
 
 pub mod alloc;
 pub(crate) mod alloc_time;
@@ -19,15 +19,12 @@ pub mod gheap;
 pub mod io;
 pub mod links;
 pub(crate) mod ohdr;
-pub(crate) mod symtab;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use h5_format::Sizes;
 use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree1::{NodeType, node_len};
-use h5_format::heap::local::LocalHeapHeader;
 use h5_format::message::kind;
 use h5_format::message::link::LinkTarget;
 use h5_format::message::symbol_table::SymbolTableMessage;
@@ -41,8 +38,13 @@ use crate::error::{Error, Result};
 use crate::file::{CacheSettings, FileShared, build_metadata_cache, cache_error};
 use crate::guard::GuardedStorage;
 use crate::meta::{Decoded, FileSpace, Load};
+use crate::stab::{GroupKs, SymbolTable, Target};
 use alloc::{FileAlloc, SpaceKind};
-use symtab::{GROUP_INTERNAL_K, GROUP_LEAF_K, GroupTable, Target};
+
+/// Group leaf node K (entries per symbol table node: twice this) written in new files.
+const GROUP_LEAF_K: u16 = 4;
+/// Group internal node K (children per B-tree node: twice this) written in new files.
+const GROUP_INTERNAL_K: u16 = 16;
 
 /// Which format versions new objects use (libhdf5's low library-version bound,
 /// `H5Pset_libver_bounds`). Ordered oldest to newest. The default is [`FormatBounds::V18`],
@@ -191,8 +193,6 @@ pub(crate) struct WriteState {
     pub(crate) bounds: FormatBounds,
     /// The newest formats objects may be written in (`None`: the latest).
     pub(crate) high: Option<FormatBounds>,
-    /// Old-style groups created or changed, by object header address.
-    pub(crate) groups: HashMap<u64, GroupTable>,
     /// New-style groups created or changed, by object header address.
     pub(crate) link_tables: HashMap<u64, links::LinkTable>,
     /// Dense attribute storage of objects written here, by object header address.
@@ -321,7 +321,7 @@ impl FileShared {
         };
         let mut file = FileShared {
             storage,
-            meta: Mutex::new(meta),
+            meta: Arc::new(Mutex::new(meta)),
             chunks: Mutex::new(chunks),
             sizes,
             base: 0,
@@ -405,7 +405,7 @@ impl FileShared {
         }
         let alloc = Arc::new(Mutex::new(alloc));
         {
-            let meta = file.meta.get_mut().map_err(|_| Error::Poisoned)?;
+            let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
             let ctx = meta.ctx_mut();
             ctx.alloc = Some(Arc::clone(&alloc));
             ctx.base = file.base;
@@ -475,12 +475,12 @@ impl FileShared {
         self.write.is_some()
     }
 
-    /// The file's group K values: (symbol table node K, group B-tree K).
-    pub(crate) fn group_ks(&self) -> (u16, u16) {
-        (
-            self.superblock.group_leaf_k.unwrap_or(GROUP_LEAF_K),
-            self.superblock.group_internal_k.unwrap_or(GROUP_INTERNAL_K),
-        )
+    /// The file's group K values (symbol table nodes, group B-trees).
+    pub(crate) fn group_ks(&self) -> GroupKs {
+        GroupKs {
+            leaf: self.superblock.group_leaf_k.unwrap_or(GROUP_LEAF_K),
+            internal: self.superblock.group_internal_k.unwrap_or(GROUP_INTERNAL_K),
+        }
     }
 
     /// The file's chunk B-tree K.
@@ -532,10 +532,7 @@ impl FileShared {
     /// The links of a group being written (`None`: not a group created here).
     pub(crate) fn written_links(&self, group: u64) -> Option<Vec<crate::group::LinkEntry>> {
         let w = self.write.as_ref()?.lock().ok()?;
-        if let Some(t) = w.link_tables.get(&group) {
-            return Some(t.entries());
-        }
-        w.groups.get(&group).map(GroupTable::entries)
+        w.link_tables.get(&group).map(|t| t.entries())
     }
 
     /// The encoded attribute messages of an object whose attributes are dense and written
@@ -568,10 +565,22 @@ impl FileShared {
         name: &str,
     ) -> Option<Option<crate::group::LinkEntry>> {
         let w = self.write.as_ref()?.lock().ok()?;
-        if let Some(t) = w.link_tables.get(&group) {
-            return Some(t.find(name));
+        w.link_tables.get(&group).map(|t| t.find(name))
+    }
+
+    /// Whether the group at `group` has a link `name` (as of the last change).
+    pub(crate) fn has_link(&self, group: u64, name: &str) -> Result<bool> {
+        if let Some(found) = self.written_link(group, name) {
+            return Ok(found.is_some());
         }
-        w.groups.get(&group).map(|g| g.find(name))
+        let oh = crate::object::ObjectHeader::load(self, group)?;
+        Ok(crate::group::find(self, &oh, name)?.is_some())
+    }
+
+    /// The symbol table of the group at `group`, when it is an old-style group.
+    fn symbol_table(&self, group: u64) -> Result<Option<SymbolTable>> {
+        let oh = crate::object::ObjectHeader::load(self, group)?;
+        Ok(SymbolTable::of(&oh))
     }
 
     /// Creates a group named `name` in the group whose header is at `parent`; returns the new
@@ -590,7 +599,7 @@ impl FileShared {
     ) -> Result<u64> {
         self.check_usable()?;
         check_name(name)?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         let (addr, scratch) = create_group_object(self, options)?;
@@ -635,7 +644,7 @@ impl FileShared {
     pub fn link_hard(&self, parent: u64, name: &str, target: u64) -> Result<()> {
         self.check_usable()?;
         check_name(name)?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         ohdr::adjust_refcount(self, target, 1)?;
@@ -664,28 +673,19 @@ impl FileShared {
         )
     }
 
-    /// Makes sure the group at `parent` has a table in the write state: new-style groups made
-    /// here have one; an existing old-style group's links are loaded from the file.
+    /// Makes sure a new-style group at `parent` has a table in the write state: groups made
+    /// here have one; an existing group's links are loaded from the file. Old-style groups are
+    /// changed in place and have none.
     fn ensure_table(&self, parent: u64) -> Result<()> {
-        {
-            let w = self.state()?;
-            if w.groups.contains_key(&parent) || w.link_tables.contains_key(&parent) {
-                return Ok(());
-            }
+        if self.state()?.link_tables.contains_key(&parent) {
+            return Ok(());
         }
         // Loaded outside the state lock: loading goes through the metadata cache.
         let oh = crate::object::ObjectHeader::load(self, parent)?;
-        let st = oh.find(|m| match m {
-            h5_format::message::Message::SymbolTable(st) => Some(*st),
-            _ => None,
-        });
-        let Some(st) = st else {
+        if SymbolTable::of(&oh).is_none() {
             let table = links::LinkTable::load(self, &oh)?;
             self.state()?.link_tables.entry(parent).or_insert(table);
-            return Ok(());
-        };
-        let table = GroupTable::load(self, st.btree_address, st.heap_address)?;
-        self.state()?.groups.entry(parent).or_insert(table);
+        }
         Ok(())
     }
 
@@ -698,58 +698,51 @@ impl FileShared {
         target: LinkTarget,
         scratch: ScratchPad,
     ) -> Result<()> {
+        if let Some(st) = self.symbol_table(parent)? {
+            let t = match target {
+                LinkTarget::Hard(addr) => Target::Hard { addr, scratch },
+                LinkTarget::Soft(p) => Target::Soft(p),
+                _ => {
+                    return Err(Error::Unsupported(format!(
+                        "{name}: old-style (symbol table) groups hold only hard and soft links"
+                    )));
+                }
+            };
+            return st.insert(&mut self.cache()?, self.group_ks(), name.as_bytes(), &t);
+        }
         self.ensure_table(parent)?;
         let mut w = self.state()?;
-        if let Some(t) = w.link_tables.get_mut(&parent) {
-            if t.links.contains_key(name.as_bytes()) {
-                return Err(Error::Exists(name.into()));
-            }
-            t.insert(name, target);
-            return Ok(());
-        }
-        let g = w
-            .groups
+        let t = w
+            .link_tables
             .get_mut(&parent)
             .ok_or_else(|| Error::Unsupported(format!("group {parent:#x} has no table")))?;
-        if g.links.contains_key(name.as_bytes()) {
+        if t.links.contains_key(name.as_bytes()) {
             return Err(Error::Exists(name.into()));
         }
-        let t = match target {
-            LinkTarget::Hard(addr) => Target::Hard { addr, scratch },
-            LinkTarget::Soft(p) => Target::Soft(p),
-            _ => {
-                return Err(Error::Unsupported(format!(
-                    "{name}: old-style (symbol table) groups hold only hard and soft links"
-                )));
-            }
-        };
-        g.links.insert(name.as_bytes().to_vec(), t);
-        g.dirty = true;
+        t.insert(name, target);
         Ok(())
     }
 
     /// Takes the link `name` out of the group at `parent` (no reference count changes):
     /// its target and, from an old-style group, the entry's scratch pad.
     fn take_link(&self, parent: u64, name: &str) -> Result<(LinkTarget, ScratchPad)> {
+        if let Some(st) = self.symbol_table(parent)? {
+            let link = st
+                .remove(&mut self.cache()?, self.group_ks(), name.as_bytes())?
+                .ok_or_else(|| Error::NotFound(name.into()))?;
+            return Ok(match link.target {
+                Target::Hard { addr, scratch } => (LinkTarget::Hard(addr), scratch),
+                Target::Soft(p) => (LinkTarget::Soft(p), ScratchPad::None),
+            });
+        }
         self.ensure_table(parent)?;
         let mut w = self.state()?;
-        if let Some(t) = w.link_tables.get_mut(&parent) {
-            let link = t.remove(name).ok_or_else(|| Error::NotFound(name.into()))?;
-            return Ok((link.target, ScratchPad::None));
-        }
-        let g = w
-            .groups
+        let t = w
+            .link_tables
             .get_mut(&parent)
             .ok_or_else(|| Error::Unsupported(format!("group {parent:#x} has no table")))?;
-        let t = g
-            .links
-            .remove(name.as_bytes())
-            .ok_or_else(|| Error::NotFound(name.into()))?;
-        g.dirty = true;
-        Ok(match t {
-            Target::Hard { addr, scratch } => (LinkTarget::Hard(addr), scratch),
-            Target::Soft(p) => (LinkTarget::Soft(p), ScratchPad::None),
-        })
+        let link = t.remove(name).ok_or_else(|| Error::NotFound(name.into()))?;
+        Ok((link.target, ScratchPad::None))
     }
 
     /// Removes the link `name` from the group at `parent`. A hard link's object loses one
@@ -775,7 +768,7 @@ impl FileShared {
         self.check_usable()?;
         check_name(new_name)?;
         self.ensure_table(new_parent)?;
-        if self.written_link(new_parent, new_name).flatten().is_some() {
+        if self.has_link(new_parent, new_name)? {
             return Err(Error::Exists(new_name.into()));
         }
         let (t, scratch) = self.take_link(parent, name)?;
@@ -816,33 +809,15 @@ impl FileShared {
             }
         }
         let oh = crate::object::ObjectHeader::load(self, addr)?;
-        if let Some(st) = oh.find(|m| match m {
-            Message::SymbolTable(st) => Some(*st),
-            _ => None,
-        }) {
-            self.ensure_table(addr)?;
-            let table = self.state()?.groups.remove(&addr);
-            if let Some(mut table) = table {
-                for t in table.links.values() {
-                    if let Target::Hard { addr: child, .. } = t {
-                        self.release(*child)?;
-                    }
+        if let Some(st) = SymbolTable::of(&oh) {
+            // Its nodes and heap go first (libhdf5's `H5G__stab_delete`), then its members
+            // lose a reference each.
+            let members = st.delete(&mut self.cache()?, self.group_ks())?;
+            for m in members {
+                if let Target::Hard { addr: child, .. } = m.target {
+                    self.release(child)?;
                 }
-                table.free(self)?;
             }
-            let (_, internal_k) = self.group_ks();
-            drop_entry(
-                self,
-                MetadataKind::BTreeV1Node,
-                st.btree_address,
-                node_len(self.sizes, internal_k, NodeType::Group, 0)? as u64,
-            )?;
-            drop_entry(
-                self,
-                MetadataKind::LocalHeapPrefix,
-                st.heap_address,
-                LocalHeapHeader::encoded_len(self.sizes) as u64,
-            )?;
         }
         if let Some(layout) = oh.find(|m| match m {
             Message::Layout(l) => Some(l.clone()),
@@ -897,12 +872,18 @@ impl FileShared {
                 dims,
                 ..
             } if *address != UNDEFINED_ADDRESS => {
-                let space = chunks::ChunkSpace {
-                    alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
-                    base: self.base,
-                };
-                let chunk = dims[..dims.len().saturating_sub(1)].to_vec();
-                chunks::ChunkTable::load_btree(self, space, *address, chunk)?.free(self)?;
+                let tree = crate::btree1::chunk::ChunkBtree::open(
+                    self.cache_handle(),
+                    *address,
+                    self.chunk_btree_k(),
+                    dims.clone(),
+                );
+                for r in tree.delete()? {
+                    let at = r.addr.checked_sub(self.base).ok_or_else(|| {
+                        Error::Unsupported("a chunk below the base address".into())
+                    })?;
+                    self.free(SpaceKind::Raw, at, r.size)?;
+                }
             }
             _ => {}
         }
@@ -951,28 +932,6 @@ impl FileShared {
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
             ix.lay_out(self)?;
-        }
-        let mut tables: Vec<u64> = {
-            let w = self.state()?;
-            w.groups
-                .iter()
-                .filter(|(_, g)| g.dirty)
-                .map(|(a, _)| *a)
-                .collect()
-        };
-        tables.sort_unstable();
-        for addr in tables {
-            // Lay out outside the state lock (laying out allocates and uses the cache).
-            let mut g = {
-                let mut w = self.state()?;
-                match w.groups.remove(&addr) {
-                    Some(g) => g,
-                    None => continue,
-                }
-            };
-            let r = g.lay_out(self);
-            self.state()?.groups.insert(addr, g);
-            r?;
         }
         self.lay_out_dirty(|w| &mut w.link_tables)?;
         self.lay_out_dirty(|w| &mut w.attr_tables)?;
@@ -1151,25 +1110,18 @@ fn create_group_object(
             .insert(addr, links::LinkTable::new(*options));
         return Ok((addr, ScratchPad::None));
     }
-    let heap = file.allocate(SpaceKind::Meta, LocalHeapHeader::encoded_len(sizes) as u64)?;
-    let btree = file.allocate(
-        SpaceKind::Meta,
-        node_len(sizes, file.group_ks().1, NodeType::Group, 0)? as u64,
-    )?;
+    let st = SymbolTable::create(&mut file.cache()?, file.group_ks())?;
     let body = SymbolTableMessage {
-        btree_address: btree,
-        heap_address: heap,
+        btree_address: st.btree,
+        heap_address: st.heap,
     }
     .encode(sizes);
     let addr = ohdr::create(file, 1, vec![ohdr::message(kind::SYMBOL_TABLE, 0, body)])?;
-    file.state()?
-        .groups
-        .insert(addr, GroupTable::new(file, btree, heap));
     Ok((
         addr,
         ScratchPad::SymbolTable {
-            btree_address: btree,
-            heap_address: heap,
+            btree_address: st.btree,
+            heap_address: st.heap,
         },
     ))
 }

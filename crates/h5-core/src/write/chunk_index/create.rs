@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use h5_format::btree1::{NodeType, node_len};
+use h5_chunkcache::ChunkCoord;
 use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
@@ -11,6 +11,7 @@ use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass, SINGLE_INDEX_W
 
 use super::{ArrayIndex, ChunkIndexKind, EA_PARAMS, FA_PAGE_BITS};
 use super::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
+use crate::btree1::chunk::ChunkBtree;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
@@ -112,7 +113,6 @@ impl FileShared {
     /// allocating its chunks when allocation is early.
     pub(crate) fn new_chunked(&self, spec: &ChunkedSpec<'_>) -> Result<NewChunked> {
         let sizes = self.sizes;
-        let rank = spec.dims.len();
         let filtered = !spec.filters.is_empty();
         let early = spec.alloc == AllocTime::Early;
         if filtered && spec.fill_time == FillTime::Never {
@@ -182,16 +182,13 @@ impl FileShared {
         };
         let (index, shape, flags) = match kind {
             ChunkIndexKind::BtreeV1 => {
-                let root = self.allocate(
-                    SpaceKind::Meta,
-                    node_len(sizes, self.chunk_btree_k(), NodeType::RawData, rank + 1)? as u64,
-                )?;
+                let tree =
+                    ChunkBtree::create(self.cache_handle(), self.chunk_btree_k(), cdims.clone())?;
                 (
-                    ChunkIndex::BtreeV1 { address: root },
-                    IndexShape::BtreeV1 {
-                        root,
-                        k: self.chunk_btree_k(),
+                    ChunkIndex::BtreeV1 {
+                        address: tree.root(),
                     },
+                    IndexShape::BtreeV1(tree),
                     0,
                 )
             }
@@ -345,31 +342,28 @@ impl FileShared {
         let zeros = layout.pipeline.is_none() && image.iter().all(|b| *b == 0);
         let end = self.storage.len()?;
         let table = &layout.index;
-        let mut records = table.records.lock().map_err(|_| Error::Poisoned)?;
         let mut scaled = vec![0u64; counts.len()];
         loop {
-            let off: Vec<u64> = scaled
-                .iter()
-                .zip(&layout.chunk_dims)
-                .map(|(s, c)| s * c)
-                .collect();
-            if let std::collections::btree_map::Entry::Vacant(slot) = records.entry(off) {
+            let coord = ChunkCoord::new(&scaled)
+                .ok_or_else(|| Error::Invalid("dataset rank too large".into()))?;
+            if table.lookup(std::slice::from_ref(&coord))?[0].is_none() {
                 let rel = self.allocate(SpaceKind::Raw, image.len() as u64)?;
                 let addr = self.abs(rel)?;
                 if write && !(zeros && addr >= end) {
                     self.storage.write_at(addr, &image)?;
                 }
-                slot.insert(ChunkRecord {
-                    addr,
-                    size: image.len() as u64,
-                    filter_mask: mask,
-                });
+                table.set(
+                    &coord,
+                    ChunkRecord {
+                        addr,
+                        size: image.len() as u64,
+                        filter_mask: mask,
+                    },
+                )?;
             }
             let mut d = counts.len();
             loop {
                 if d == 0 {
-                    drop(records);
-                    table.mark_dirty()?;
                     return Ok(());
                 }
                 d -= 1;
