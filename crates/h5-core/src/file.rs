@@ -13,7 +13,7 @@ use h5_metacache::{
 };
 
 use crate::error::{Error, Result};
-use crate::meta::{FileSpace, Load, Meta, classes};
+use crate::meta::{Decoded, FileSpace, Load, Meta, classes};
 
 /// Cache settings of an open file.
 #[derive(Clone, Debug, Default)]
@@ -32,8 +32,9 @@ pub struct CacheSettings {
 pub struct FileShared {
     /// The file's bytes.
     pub(crate) storage: Arc<dyn h5_io::Storage>,
-    /// Every metadata structure goes through this cache.
-    pub(crate) meta: Mutex<MetadataCache<Meta>>,
+    /// Every metadata structure goes through this cache (shared with the chunk indexes of
+    /// datasets being written, which must reach it while the file flushes as it is dropped).
+    pub(crate) meta: Arc<Mutex<MetadataCache<Meta>>>,
     /// All raw data goes through this cache.
     pub(crate) chunks: Mutex<ChunkCache>,
     /// Sizes of addresses and lengths.
@@ -154,7 +155,7 @@ impl FileShared {
         let chunks = ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
         let file = FileShared {
             storage,
-            meta: Mutex::new(meta),
+            meta: Arc::new(Mutex::new(meta)),
             chunks: Mutex::new(chunks),
             sizes: sb.sizes,
             base,
@@ -204,31 +205,299 @@ impl FileShared {
         addr: u64,
         load: Load,
     ) -> Result<Arc<T>> {
-        let abs = self.abs(addr)?;
-        let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
-        let h = meta
-            .protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
-            .map_err(cache_error)?;
-        let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
-        meta.unprotect(h, UnprotectFlags::NONE)
-            .map_err(|e| Error::Cache(e.error))?;
-        let value = value?;
-        value.downcast::<T>().map_err(|_| {
-            Error::Unsupported(format!(
-                "{} at {addr:#x} was already cached as another structure",
-                kind.name()
-            ))
-        })
+        load_from(&self.meta, self.abs(addr)?, kind, addr, load)
+    }
+
+    /// The file's metadata cache with its address base and sizes, for structures that keep
+    /// their own way to it (chunk indexes).
+    pub(crate) fn meta_file(&self) -> MetaFile {
+        MetaFile {
+            cache: Arc::clone(&self.meta),
+            sizes: self.sizes,
+            base: self.base,
+        }
     }
 
     /// The absolute file offset of relative address `addr`.
     pub(crate) fn abs(&self, addr: u64) -> Result<u64> {
-        self.base.checked_add(addr).ok_or_else(|| {
-            Error::Format(h5_format::FormatError::Corrupted {
-                structure: "address",
-                address: addr,
-                reason: "address overflows the file".into(),
-            })
+        absolute(self.base, addr)
+    }
+}
+
+/// Loads the structure of `kind` at absolute `abs` (relative `rel`, for messages) through
+/// `cache` and returns its value as a `T` (see [`FileShared::load`]).
+fn load_from<T: Any + Send + Sync>(
+    cache: &Mutex<MetadataCache<Meta>>,
+    abs: u64,
+    kind: MetadataKind,
+    rel: u64,
+    load: Load,
+) -> Result<Arc<T>> {
+    let mut meta = cache.lock().map_err(|_| Error::Poisoned)?;
+    let h = meta
+        .protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
+        .map_err(cache_error)?;
+    let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
+    meta.unprotect(h, UnprotectFlags::NONE)
+        .map_err(|e| Error::Cache(e.error))?;
+    downcast(value?, kind, rel)
+}
+
+/// The cached `value` of the `kind` entry at relative `rel` as a `T`.
+fn downcast<T: Any + Send + Sync>(
+    value: Arc<dyn Any + Send + Sync>,
+    kind: MetadataKind,
+    rel: u64,
+) -> Result<Arc<T>> {
+    value.downcast::<T>().map_err(|_| {
+        Error::Unsupported(format!(
+            "{} at {rel:#x} was already cached as another structure",
+            kind.name()
+        ))
+    })
+}
+
+/// One file's metadata cache and how relative addresses reach it; cheap to clone. A chunk
+/// index keeps one: its layout must reach the cache even while the file is dropped (and
+/// flushed), when no handle to the file is left.
+#[derive(Clone)]
+pub(crate) struct MetaFile {
+    /// The cache.
+    pub(crate) cache: Arc<Mutex<MetadataCache<Meta>>>,
+    /// Sizes of addresses and lengths.
+    pub(crate) sizes: Sizes,
+    /// Absolute offset of relative address 0.
+    pub(crate) base: u64,
+}
+
+impl std::fmt::Debug for MetaFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaFile")
+            .field("sizes", &self.sizes)
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetaFile {
+    /// The absolute file offset of relative address `addr`.
+    pub(crate) fn abs(&self, addr: u64) -> Result<u64> {
+        absolute(self.base, addr)
+    }
+
+    /// [`FileShared::load`] through this handle.
+    pub(crate) fn load<T: Any + Send + Sync>(
+        &self,
+        kind: MetadataKind,
+        addr: u64,
+        load: Load,
+    ) -> Result<Arc<T>> {
+        load_from(&self.cache, self.abs(addr)?, kind, addr, load)
+    }
+
+    /// Locks the cache for a change of several entries.
+    pub(crate) fn txn(&self) -> Result<MetaTxn<'_>> {
+        Ok(MetaTxn {
+            cache: self.cache.lock().map_err(|_| Error::Poisoned)?,
+            base: self.base,
+            held: Vec::new(),
         })
+    }
+}
+
+fn absolute(base: u64, addr: u64) -> Result<u64> {
+    base.checked_add(addr).ok_or_else(|| {
+        Error::Format(h5_format::FormatError::Corrupted {
+            structure: "address",
+            address: addr,
+            reason: "address overflows the file".into(),
+        })
+    })
+}
+
+/// A protection held by a [`MetaTxn`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot(usize);
+
+struct Held {
+    abs: u64,
+    handle: Option<h5_metacache::ProtectHandle>,
+    dirtied: bool,
+}
+
+/// A change of several entries of the locked metadata cache (protect → change →
+/// unprotect(dirtied)). Invariants: an entry is protected read-write at most once (protecting
+/// it again returns the same [`Slot`]); every protection is released when the transaction ends
+/// ([`MetaTxn::finish`], or a drop, which loses errors), with `DIRTIED` exactly when its value
+/// was changed.
+pub(crate) struct MetaTxn<'a> {
+    cache: std::sync::MutexGuard<'a, MetadataCache<Meta>>,
+    base: u64,
+    held: Vec<Held>,
+}
+
+impl MetaTxn<'_> {
+    /// The absolute offset of relative `addr`.
+    fn abs(&self, addr: u64) -> Result<u64> {
+        absolute(self.base, addr)
+    }
+
+    fn handle(&self, slot: Slot) -> Result<&h5_metacache::ProtectHandle> {
+        self.held
+            .get(slot.0)
+            .and_then(|h| h.handle.as_ref())
+            .ok_or_else(|| Error::Unsupported("a released metadata protection".into()))
+    }
+
+    /// Protects the `kind` entry at relative `addr` read-write (loaded with `load` on a miss)
+    /// and returns its slot and current value.
+    pub(crate) fn protect<T: Any + Send + Sync>(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: &Load,
+    ) -> Result<(Slot, Arc<T>)> {
+        let abs = self.abs(addr)?;
+        let slot = match self.held.iter().position(|h| h.abs == abs) {
+            Some(i) => Slot(i),
+            None => {
+                let h = self
+                    .cache
+                    .protect(kind.id(), abs, load, ProtectFlags::NONE)
+                    .map_err(cache_error)?;
+                self.held.push(Held {
+                    abs,
+                    handle: Some(h),
+                    dirtied: false,
+                });
+                Slot(self.held.len() - 1)
+            }
+        };
+        Ok((slot, self.value(slot, kind, addr)?))
+    }
+
+    /// The current value of a protected entry.
+    fn value<T: Any + Send + Sync>(
+        &self,
+        slot: Slot,
+        kind: MetadataKind,
+        addr: u64,
+    ) -> Result<Arc<T>> {
+        let v = self
+            .cache
+            .icr(self.handle(slot)?)
+            .map_err(cache_error)?
+            .value
+            .clone();
+        downcast(v, kind, addr)
+    }
+
+    /// Changes the value of a protected entry with `f` (cloning it only when a reader still
+    /// holds it), gives it `encode` (an entry loaded for reading has none) and marks it
+    /// dirtied; returns what `f` returned and the new value.
+    pub(crate) fn modify<T: Any + Send + Sync + Clone, R>(
+        &mut self,
+        slot: Slot,
+        encode: &crate::meta::EncodeFn,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> Result<(R, Arc<T>)> {
+        let h = self
+            .held
+            .get(slot.0)
+            .and_then(|h| h.handle.as_ref())
+            .ok_or_else(|| Error::Unsupported("a released metadata protection".into()))?;
+        let icr = self.cache.icr_mut(h).map_err(cache_error)?;
+        let placeholder: Arc<dyn Any + Send + Sync> = Arc::new(());
+        let value = std::mem::replace(&mut icr.value, placeholder);
+        let mut typed = match value.downcast::<T>() {
+            Ok(t) => t,
+            Err(v) => {
+                icr.value = v;
+                return Err(Error::Unsupported(
+                    "a metadata entry changed as another structure".into(),
+                ));
+            }
+        };
+        let r = f(Arc::make_mut(&mut typed));
+        icr.value = typed.clone();
+        icr.encode = Some(Arc::clone(encode));
+        self.held[slot.0].dirtied = true;
+        Ok((r, typed))
+    }
+
+    /// Inserts a new structure at relative `addr` (dirty; its space allocated by the caller).
+    pub(crate) fn insert(&mut self, kind: MetadataKind, addr: u64, value: Decoded) -> Result<()> {
+        let abs = self.abs(addr)?;
+        self.cache
+            .insert(kind.id(), abs, value, h5_metacache::InsertFlags::NONE)
+            .map_err(cache_error)
+    }
+
+    /// Makes the protected `parent` a flush-dependency parent of the resident entry at
+    /// relative `child` (written first), unless it already is.
+    pub(crate) fn depend(&mut self, parent: Slot, child: u64) -> Result<()> {
+        let p = self.held.get(parent.0).map(|h| h.abs).ok_or_else(|| {
+            Error::Unsupported("a flush dependency on a released protection".into())
+        })?;
+        let c = self.abs(child)?;
+        if !self.cache.contains(c) || self.cache.flush_dependency_parents(c).contains(&p) {
+            return Ok(());
+        }
+        self.cache
+            .create_flush_dependency(p, c)
+            .map_err(cache_error)
+    }
+
+    /// Removes the `kind` entry at relative `addr` from the cache without writing it (if
+    /// cached; its flush-dependency children must be gone).
+    pub(crate) fn expunge(&mut self, kind: MetadataKind, addr: u64) -> Result<()> {
+        let abs = self.abs(addr)?;
+        if self.cache.contains(abs) {
+            self.cache
+                .expunge(kind.id(), abs, h5_metacache::ExpungeFlags::NONE)
+                .map_err(cache_error)?;
+        }
+        Ok(())
+    }
+
+    /// Releases one protection now (so that the entry can be expunged or evicted).
+    pub(crate) fn release(&mut self, slot: Slot) -> Result<()> {
+        let Some(held) = self.held.get_mut(slot.0) else {
+            return Ok(());
+        };
+        let flags = if held.dirtied {
+            UnprotectFlags::DIRTIED
+        } else {
+            UnprotectFlags::NONE
+        };
+        held.abs = u64::MAX;
+        match held.handle.take() {
+            Some(h) => self
+                .cache
+                .unprotect(h, flags)
+                .map(|_| ())
+                .map_err(|e| Error::Cache(e.error)),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the transaction, releasing every protection; reports the first error.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        let mut first = Ok(());
+        for i in 0..self.held.len() {
+            let r = self.release(Slot(i));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl Drop for MetaTxn<'_> {
+    fn drop(&mut self) {
+        for i in 0..self.held.len() {
+            let _ = self.release(Slot(i));
+        }
     }
 }

@@ -51,16 +51,23 @@ impl Decoded {
         Decoded {
             len,
             value: Arc::new(value),
-            encode: Some(Arc::new(move |v: &(dyn Any + Send + Sync)| {
-                let v = v.downcast_ref::<T>().ok_or(FormatError::Unsupported {
-                    structure: "metadata entry",
-                    address: u64::MAX,
-                    what: "a cached value of another type than its encoder".into(),
-                })?;
-                encode(v)
-            })),
+            encode: Some(encoder(encode)),
         }
     }
+}
+
+/// The type-erased encoder of values of type `T` (a value of another type is an error).
+pub fn encoder<T: Any + Send + Sync>(
+    encode: impl Fn(&T) -> Result<Vec<u8>, FormatError> + Send + Sync + 'static,
+) -> EncodeFn {
+    Arc::new(move |v: &(dyn Any + Send + Sync)| {
+        let v = v.downcast_ref::<T>().ok_or(FormatError::Unsupported {
+            structure: "metadata entry",
+            address: u64::MAX,
+            what: "a cached value of another type than its encoder".into(),
+        })?;
+        encode(v)
+    })
 }
 
 impl std::fmt::Debug for Decoded {

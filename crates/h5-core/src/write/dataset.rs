@@ -23,7 +23,8 @@ use crate::write::alloc::SpaceKind;
 use crate::write::alloc_time::{Pending, initialises};
 use crate::write::chunk_index::ChunkIndexKind;
 use crate::write::chunk_index::create::{ChunkedSpec, rewrite_layout_message};
-use crate::write::chunks::{ChunkTable, ChunkedWriteLayout, ContiguousLayout, IndexShape};
+use crate::write::chunk_index::table::{TableIndex, TableShape};
+use crate::write::chunks::{AtFlush, ChunkedWriteLayout, ContiguousLayout, WritableChunkIndex};
 use crate::write::{attrs, ohdr};
 
 /// How a new dataset stores its data.
@@ -141,6 +142,7 @@ impl FileShared {
             permutation: None,
         };
         let mut created_chunked = None;
+        let mut created_single = None;
         let mut created_compact = None;
         let mut pending = None;
         let fill_time = spec.fill_time.unwrap_or(FillTime::IfSet);
@@ -225,6 +227,7 @@ impl FileShared {
                         kind: spec.chunk_index,
                     })?;
                     let layout = made.layout;
+                    created_single = made.single;
                     if alloc == AllocTime::Late {
                         pending = Some(Pending::Chunked(Arc::clone(&layout)));
                     }
@@ -264,10 +267,8 @@ impl FileShared {
             crate::write::chunk_index::create::layout_version(self, &layout_msg.class);
         messages.push(msg(&Message::Layout(layout_msg), sizes, bounds)?);
         let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
-        if let Some(l) = &created_chunked
-            && let IndexShape::Single { header, .. } = &l.index.shape
-        {
-            *header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
+        if let Some(s) = &created_single {
+            *s.header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
         }
         if let Some(d) = &created_compact {
             *d.header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
@@ -673,23 +674,25 @@ pub(crate) fn existing_layout(
                 alloc: Arc::clone(file.alloc.as_ref().ok_or(Error::ReadOnly)?),
                 base: file.base,
             };
-            let index = if !matches!(index, ChunkIndex::BtreeV1 { .. }) {
-                match crate::write::chunk_index::existing::load(file, info, &chunk, space)? {
-                    Some(t) => Arc::new(t),
+            let index: Arc<dyn WritableChunkIndex> = if !matches!(index, ChunkIndex::BtreeV1 { .. })
+            {
+                match crate::write::chunk_index::existing::load(file, info, &chunk, space.clone())?
+                {
+                    Some(t) => t,
                     None => return Ok(None),
                 }
             } else if let ChunkIndex::BtreeV1 { address } = index
                 && *address != UNDEFINED_ADDRESS
             {
-                Arc::new(ChunkTable::load_btree(
+                Arc::new(TableIndex::load_btree(
                     file,
-                    space,
+                    space.clone(),
                     *address,
                     chunk.clone(),
                 )?)
             } else {
-                // Never written (libhdf5 creates the index with the first chunk): a new empty
-                // root, recorded in the layout message, laid out at flush.
+                // Never written (libhdf5 creates the index with the first chunk): a new
+                // empty root, recorded in the layout message, laid out at flush.
                 let k = file.chunk_btree_k();
                 let root = file.allocate(
                     SpaceKind::Meta,
@@ -700,9 +703,9 @@ pub(crate) fn existing_layout(
                     *index = ChunkIndex::BtreeV1 { address: root };
                 }
                 rewrite_layout_message(file, info.address, layout)?;
-                Arc::new(ChunkTable::new(
-                    space,
-                    IndexShape::BtreeV1 { root, k },
+                Arc::new(TableIndex::new(
+                    space.clone(),
+                    TableShape::BtreeV1 { root, k },
                     chunk.clone(),
                 ))
             };
@@ -715,13 +718,14 @@ pub(crate) fn existing_layout(
                 elem_size: elem,
                 fill,
                 index: Arc::clone(&index),
+                space,
                 pipeline: crate::dataset::pipeline_of(&info.pipeline),
                 early,
                 fill_time,
                 cleared: Mutex::new(Vec::new()),
             });
             let mut w = file.state()?;
-            w.indexes.push(index);
+            w.indexes.push(index as Arc<dyn AtFlush>);
             w.chunked.insert(info.address, Arc::clone(&layout));
             Ok(Some(layout))
         }

@@ -150,8 +150,9 @@ pub(crate) struct WriteState {
     pub(crate) link_tables: HashMap<u64, links::LinkTable>,
     /// Dense attribute storage of objects written here, by object header address.
     pub(crate) attr_tables: HashMap<u64, attrs::AttrTable>,
-    /// Chunk tables (and compact data) of datasets written, laid out at flush.
-    pub(crate) indexes: Vec<Arc<chunks::ChunkTable>>,
+    /// Storage of datasets written that has work to do at flush (chunk indexes, compact
+    /// data).
+    pub(crate) indexes: Vec<Arc<dyn chunks::AtFlush>>,
     /// Chunked datasets created or opened for writing here, by object header address (for
     /// resizing and deletion).
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
@@ -275,7 +276,7 @@ impl FileShared {
         };
         let mut file = FileShared {
             storage,
-            meta: Mutex::new(meta),
+            meta: Arc::new(Mutex::new(meta)),
             chunks: Mutex::new(chunks),
             sizes,
             base: 0,
@@ -344,7 +345,7 @@ impl FileShared {
         let (alloc, space_info) = fspace::open_alloc(&file, eoa)?;
         let alloc = Arc::new(Mutex::new(alloc));
         {
-            let meta = file.meta.get_mut().map_err(|_| Error::Poisoned)?;
+            let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
             let ctx = meta.ctx_mut();
             ctx.alloc = Some(Arc::clone(&alloc));
             ctx.base = file.base;
@@ -806,7 +807,10 @@ impl FileShared {
             w.pending.remove(&addr);
             // Nothing may be laid out into the freed header or index at the next flush.
             w.indexes.retain(|ix| {
-                !l.as_ref().is_some_and(|l| Arc::ptr_eq(ix, &l.index)) && ix.header() != Some(addr)
+                let ours = l
+                    .as_ref()
+                    .is_some_and(|l| std::ptr::addr_eq(Arc::as_ptr(ix), Arc::as_ptr(&l.index)));
+                !ours && ix.dataset_header() != Some(addr)
             });
             l
         };
@@ -831,7 +835,9 @@ impl FileShared {
                     base: self.base,
                 };
                 let chunk = dims[..dims.len().saturating_sub(1)].to_vec();
-                chunks::ChunkTable::load_btree(self, space, *address, chunk)?.free(self)?;
+                use chunks::WritableChunkIndex;
+                chunk_index::table::TableIndex::load_btree(self, space, *address, chunk)?
+                    .free(self)?;
             }
             _ => {}
         }
@@ -852,7 +858,7 @@ impl FileShared {
         self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
-            ix.lay_out(self)?;
+            ix.flush(self)?;
         }
         let mut tables: Vec<u64> = {
             let w = self.state()?;
