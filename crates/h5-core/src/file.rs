@@ -226,6 +226,12 @@ impl FileShared {
 
 /// Loads the structure of `kind` at absolute `abs` (relative `rel`, for messages) through
 /// `cache` and returns its value as a `T` (see [`FileShared::load`]).
+///
+/// The cache's lock is not held during a load's I/O: on a miss the load is detached from the
+/// cache under the lock, run without it, and its result protected under the lock again, so
+/// loads of different structures by different threads overlap. The first copy of an entry to
+/// reach the cache wins (a thread that loaded the same structure meanwhile uses the cached one);
+/// hits and misses are counted as one protect each (`MetadataCache::protect_loaded`).
 fn load_from<T: Any + Send + Sync>(
     cache: &Mutex<MetadataCache<Meta>>,
     abs: u64,
@@ -234,9 +240,16 @@ fn load_from<T: Any + Send + Sync>(
     load: Load,
 ) -> Result<Arc<T>> {
     let mut meta = cache.lock().map_err(|_| Error::Poisoned)?;
-    let h = meta
-        .protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
-        .map_err(cache_error)?;
+    let h = if meta.contains(abs) {
+        meta.protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
+    } else {
+        let detached = meta.detach_load(kind.id(), abs).map_err(cache_error)?;
+        drop(meta);
+        let loaded = detached.run(&load).map_err(cache_error)?;
+        meta = cache.lock().map_err(|_| Error::Poisoned)?;
+        meta.protect_loaded(loaded, &load, ProtectFlags::READ_ONLY)
+    }
+    .map_err(cache_error)?;
     let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
     meta.unprotect(h, UnprotectFlags::NONE)
         .map_err(|e| Error::Cache(e.error))?;
