@@ -54,6 +54,9 @@ pub struct FileShared {
     pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
     /// What a writable file keeps besides the caches (`None`: read-only).
     pub(crate) write: Option<Mutex<crate::write::WriteState>>,
+    /// This file's own `Arc` (set by [`FileShared::shared`]), for work inside `&self` methods
+    /// that registers layouts (which hold a `Weak` of the file).
+    pub(crate) this: std::sync::OnceLock<std::sync::Weak<FileShared>>,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -95,7 +98,7 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
-        Ok(Arc::new(Self::open_unshared(storage, settings, dir)?.0))
+        Ok(Self::open_unshared(storage, settings, dir)?.0.shared())
     }
 
     /// [`FileShared::open`] before sharing; also returns the superblock's absolute address.
@@ -165,8 +168,21 @@ impl FileShared {
             sohm: Mutex::new(None),
             alloc: None,
             write: None,
+            this: std::sync::OnceLock::new(),
         };
         Ok((file, at))
+    }
+
+    /// Shares the file, remembering its `Arc` (see [`FileShared::arc`]).
+    pub(crate) fn shared(self) -> Arc<FileShared> {
+        let arc = Arc::new(self);
+        let _ = arc.this.set(Arc::downgrade(&arc));
+        arc
+    }
+
+    /// The file's own `Arc` (`None` while it is being built or dropped).
+    pub(crate) fn arc(&self) -> Option<Arc<FileShared>> {
+        self.this.get().and_then(std::sync::Weak::upgrade)
     }
 
     /// The storage holding the file's bytes.

@@ -56,6 +56,7 @@ impl Dataset {
         let flat: Vec<u64> = points.iter().flatten().copied().collect();
         let sel =
             Selection::Points(Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?);
+        h5_core::write::dataset::prepare_write(self.file_shared(), self.info())?;
         encode_for(self.file_shared(), values, |b| {
             h5_core::write::dataset::write(self.file_shared(), self.info(), &sel, None, None, b)
         })

@@ -519,6 +519,7 @@ impl Dataset {
                 self.size()
             )));
         }
+        h5_core::write::dataset::prepare_write(self.file_shared(), self.info())?;
         encode_for(self.file_shared(), data, |b| {
             h5_core::write::dataset::write(
                 self.file_shared(),
@@ -547,6 +548,7 @@ impl Dataset {
                 data.len()
             )));
         }
+        h5_core::write::dataset::prepare_write(self.file_shared(), self.info())?;
         encode_for(self.file_shared(), data, |b| {
             h5_core::write::dataset::write(self.file_shared(), self.info(), &sel, None, None, b)
         })

@@ -113,7 +113,10 @@ fn check(unlimited: bool, kind: h5::ChunkIndexKind) {
         "the metadata cache grew to {} bytes",
         stats.max.index_size
     );
-    assert!(stats.total_evictions > 0, "the index fit the cache: {stats:?}");
+    assert!(
+        stats.total_evictions > 0,
+        "the index fit the cache: {stats:?}"
+    );
 }
 
 #[test]

@@ -367,7 +367,12 @@ impl FileShared {
             data: data.to_vec(),
         };
         let body = m.encode(self.sizes, bounds.datatype_version(datatype))?;
-        attrs::store(self, obj, name, body)
+        let old = self.vlen_attribute(obj, name)?;
+        attrs::store(self, obj, name, body)?;
+        match old {
+            Some((t, raw)) => self.free_replaced_vlen(&t, &raw, Some(datatype), data),
+            None => Ok(()),
+        }
     }
 }
 
@@ -451,7 +456,12 @@ impl FileShared {
             data: Vec::new(),
         };
         let body = m.encode(self.sizes, bounds.datatype_version(datatype))?;
-        attrs::store(self, obj, name, body)
+        let old = self.vlen_attribute(obj, name)?;
+        attrs::store(self, obj, name, body)?;
+        match old {
+            Some((t, raw)) => self.free_replaced_vlen(&t, &raw, None, &[]),
+            None => Ok(()),
+        }
     }
 }
 
@@ -476,6 +486,16 @@ impl FileShared {
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
         self.check_usable()?;
+        let old = self.vlen_attribute(obj, name)?;
+        self.remove_attribute(obj, name)?;
+        match old {
+            Some((t, raw)) => self.free_replaced_vlen(&t, &raw, None, &[]),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the attribute message `name` of the object at `obj`.
+    fn remove_attribute(&self, obj: u64, name: &str) -> Result<()> {
         attrs::load_existing_dense(self, obj)?;
         if let Some(t) = self.state()?.attr_tables.get_mut(&obj) {
             return t.remove(name);
@@ -523,6 +543,17 @@ impl FileShared {
     }
 }
 
+/// Begins a write of the dataset: allocates its storage if it waits for its first write. A
+/// caller that encodes variable-length data calls it first, so that (as in libhdf5, which
+/// allocates before converting) the elements' storage is placed before their heap objects.
+pub fn prepare_write(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<()> {
+    if !file.is_writable() {
+        return Err(Error::ReadOnly);
+    }
+    file.check_usable()?;
+    file.allocate_pending(info.address)
+}
+
 /// Writes the elements of `buf` (densely in selection order, or at the positions `memory`
 /// selects; converted by `conv` when given) into the selection `sel` of the dataset.
 pub fn write(
@@ -538,6 +569,8 @@ pub fn write(
     }
     file.check_usable()?;
     file.allocate_pending(info.address)?;
+    // The elements written over: their variable-length data is freed once the write is done.
+    let old = overwritten_vlen(file, info, sel, conv)?;
     let id = crate::dataset::ensure_registered(file, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
     if let Some(m) = memory {
@@ -551,7 +584,34 @@ pub fn write(
         .map_err(|_| Error::Poisoned)?
         .write(&[req])
         .map_err(|e| file.note_failure(e.into()))?;
+    if let Some(old) = old {
+        file.free_replaced_vlen(&info.datatype, &old, Some(&info.datatype), buf)?;
+    }
     Ok(())
+}
+
+/// The current elements of the selection `sel` of a dataset whose elements hold
+/// variable-length data, about to be written over (`None`: its elements hold none, or a
+/// conversion is asked for).
+pub(crate) fn overwritten_vlen(
+    file: &Arc<FileShared>,
+    info: &DatasetInfo,
+    sel: &Selection,
+    conv: Option<&dyn Conversion>,
+) -> Result<Option<Vec<u8>>> {
+    if conv.is_some() || !crate::write::vlen::has_vlen(&info.datatype) {
+        return Ok(None);
+    }
+    let n = sel
+        .num_elements(info.dims())
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    let len = n
+        .checked_mul(info.elem_size() as u64)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| Error::Invalid("selection too large".into()))?;
+    let mut old = vec![0u8; len];
+    crate::dataset::read(file, info, sel, None, None, &mut old)?;
+    Ok(Some(old))
 }
 
 /// Changes the dimensions of a chunked dataset (version 1 B-tree index) to `dims` (within its

@@ -20,6 +20,7 @@ pub mod io;
 pub mod links;
 pub(crate) mod ohdr;
 pub(crate) mod symtab;
+pub(crate) mod vlen;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -239,10 +240,16 @@ impl FileShared {
             sb_version = sb_version.max(2);
         }
         let sb_len = encoded_len(sb_version, sizes)?;
-        let alloc = Arc::new(Mutex::new(FileAlloc::with_config(
-            options.file_space.space_config(sizes.offset),
-            sb_len as u64,
-        )?));
+        // The superblock is the first metadata allocation (in the metadata aggregator's first
+        // block, as libhdf5 allocates it), at address 0.
+        let mut first = FileAlloc::with_config(options.file_space.space_config(sizes.offset), 0)?;
+        let sb_at = first.allocate(SpaceKind::Meta, sb_len as u64)?;
+        if sb_at != 0 {
+            return Err(Error::Unsupported(format!(
+                "the superblock was placed at {sb_at:#x}"
+            )));
+        }
+        let alloc = Arc::new(Mutex::new(first));
         let ctx = FileSpace {
             eoa: 0,
             alloc: Some(Arc::clone(&alloc)),
@@ -284,6 +291,7 @@ impl FileShared {
             root: UNDEFINED_ADDRESS,
             dir,
             sohm: Mutex::new(Some(None)),
+            this: std::sync::OnceLock::new(),
             alloc: Some(alloc),
             write: Some(Mutex::new(WriteState {
                 bounds: options.bounds,
@@ -311,7 +319,7 @@ impl FileShared {
             Root::ObjectHeader(root)
         };
         file.insert_superblock(0)?;
-        Ok(Arc::new(file))
+        Ok(file.shared())
     }
 
     /// Opens the HDF5 file in `storage` for reading and writing. New space is allocated from
@@ -378,7 +386,7 @@ impl FileShared {
             }
         }
         file.insert_superblock(at)?;
-        Ok(Arc::new(file))
+        Ok(file.shared())
     }
 
     /// Puts the superblock into the cache at absolute `at` as a pinned entry flushed last, whose
@@ -778,6 +786,7 @@ impl FileShared {
             Message::Layout(l) => Some(l.clone()),
             _ => None,
         }) {
+            self.free_dataset_vlen(&oh)?;
             self.delete_raw_data(addr, &layout)?;
         }
         ohdr::delete(self, addr)?;
