@@ -4,7 +4,8 @@
 //! a file whose metadata cache is 1 KiB with the cache's per-call invariant checks on. Rows are
 //! drawn from regions that reach the arrays' larger structures (fixed array pages; extensible
 //! array data blocks, super blocks and paged data blocks). h5 re-reads the file after every
-//! reopening and at the end, h5py at the end. Needs `scripts/setup-tools`; fails without it.
+//! reopening and at the end, h5py after every closing (reopenings and the end). Needs
+//! `scripts/setup-tools`; fails without it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -205,6 +206,7 @@ fn run(kind: ChunkIndexKind, filtered: bool, ops: &[Op]) -> Result<(), TestCaseE
             Op::Flush => file.flush().map_err(|e| fail(&when, e))?,
             Op::Reopen => {
                 file.close().map_err(|e| fail(&when, e))?;
+                check_h5py(&path, &m, &when)?;
                 file = h5::File::open_rw_with(&path, &access()).map_err(|e| fail(&when, e))?;
                 ds = file.dataset("d").map_err(|e| fail(&when, e))?;
                 check_h5(&ds, &m, &when)?;
@@ -217,14 +219,17 @@ fn run(kind: ChunkIndexKind, filtered: bool, ops: &[Op]) -> Result<(), TestCaseE
     let ds = f.dataset("d").map_err(|e| fail("open dataset", e))?;
     prop_assert_eq!(ds.chunk_index(), Some(kind));
     check_h5(&ds, &m, "after closing")?;
+    check_h5py(&path, &m, "at the end")
+}
+
+/// h5py's view of the closed file equals the model's.
+fn check_h5py(path: &Path, m: &Model, when: &str) -> Result<(), TestCaseError> {
     let exp = Expectations::new().dataset(
         "/d",
         DatasetExpect::new("<i4", &[m.rows as u64, COLS as u64]).digest(digest_le(&m.all())),
     );
-    if let Err(e) = check_with_h5py(Path::new(&path), &exp) {
-        return Err(TestCaseError::fail(format!("h5py disagrees:\n{e}")));
-    }
-    Ok(())
+    check_with_h5py(path, &exp)
+        .map_err(|e| TestCaseError::fail(format!("{when}: h5py disagrees:\n{e}")))
 }
 
 proptest! {

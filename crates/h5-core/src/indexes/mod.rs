@@ -6,7 +6,7 @@
 //!
 //! A B-tree layout holds a `Weak` reference to its file: the file owns the chunk cache that
 //! owns the layout, so a strong one would be a cycle. Array indexes hold the file's metadata
-//! cache itself ([`crate::file::MetaFile`]), which owns no layout.
+//! cache itself (`MetaFile`), which owns no layout.
 
 pub mod earray;
 pub mod farray;

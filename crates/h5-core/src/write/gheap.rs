@@ -7,7 +7,7 @@
 //!
 //! Policy (libhdf5's, `H5HG.c`):
 //! - a new object goes to the first collection with room for it on the file's list of
-//!   collections with free space (at most [`MAX_FREE_LIST`], libhdf5's CWFS list), which moves
+//!   collections with free space (at most `MAX_FREE_LIST`, libhdf5's CWFS list), which moves
 //!   one place forward; else to a new collection of [`MIN_COLLECTION_SIZE`] (4096) bytes, or
 //!   what the object needs when that is more, put at the front of the list (libhdf5 may also
 //!   extend a listed collection in place; h5 does not);

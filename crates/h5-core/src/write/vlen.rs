@@ -210,7 +210,7 @@ impl FileShared {
             return Ok(None);
         }
         let oh = ObjectHeader::load(self, obj)?;
-        for m in oh.all(|m| match m {
+        if let Some(m) = oh.find(|m| match m {
             Message::Attribute(a) if a.name == name => Some(a.clone()),
             _ => None,
         }) {
