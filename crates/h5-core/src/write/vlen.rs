@@ -109,6 +109,25 @@ fn element_ids(
     Ok(())
 }
 
+/// Whether the dataset's storage was never allocated (reading it would allocate it; it holds
+/// no heap IDs).
+fn never_written(info: &crate::dataset::DatasetInfo) -> bool {
+    use h5_format::message::layout::{ChunkIndex, LayoutClass};
+    let undef = h5_format::UNDEFINED_ADDRESS;
+    match &info.layout.class {
+        LayoutClass::Contiguous { address, .. } => *address == undef,
+        LayoutClass::Chunked { index, .. } => match *index {
+            ChunkIndex::BtreeV1 { address }
+            | ChunkIndex::SingleChunk { address, .. }
+            | ChunkIndex::Implicit { address }
+            | ChunkIndex::FixedArray { address, .. }
+            | ChunkIndex::ExtensibleArray { address, .. }
+            | ChunkIndex::BtreeV2 { address, .. } => address == undef,
+        },
+        _ => false,
+    }
+}
+
 /// Elements read at once when a deleted dataset's variable-length data is freed.
 const DELETE_SLAB: u64 = 1 << 16;
 
@@ -119,7 +138,7 @@ impl FileShared {
         let Ok(info) = crate::dataset::DatasetInfo::from_header(self, oh) else {
             return Ok(());
         };
-        if !has_vlen(&info.datatype) || info.dims().contains(&0) {
+        if !has_vlen(&info.datatype) || info.dims().contains(&0) || never_written(&info) {
             return Ok(());
         }
         let file = self
