@@ -27,7 +27,8 @@ pub struct Attribute {
     pub committed_type: Option<u64>,
 }
 
-fn resolve(file: &FileShared, m: AttributeMessage) -> Result<Attribute> {
+/// The attribute message `m` with shared datatype and dataspace resolved and its data cut to size.
+pub(crate) fn resolve(file: &FileShared, m: AttributeMessage) -> Result<Attribute> {
     use h5_format::message::attribute::MaybeShared;
     let (datatype, committed_type) = match m.datatype {
         MaybeShared::Inline(t) => (t, None),

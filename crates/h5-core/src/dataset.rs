@@ -15,7 +15,9 @@ use h5_format::message::{Message, kind};
 
 use crate::error::{Error, Result};
 use crate::file::FileShared;
-use crate::indexes::{BtreeV1Index, BtreeV2Index, ExtensibleArrayIndex, FixedArrayIndex, grid};
+use crate::indexes::earray::ExtensibleArrayIndex;
+use crate::indexes::farray::FixedArrayIndex;
+use crate::indexes::{BtreeV1Index, BtreeV2Index, grid};
 use crate::layouts::{
     ChunkDecoder, ChunkIndex, ChunkRecord, ChunkedLayout, ImplicitIndex, SingleBlockLayout,
     SingleChunkIndex, UnallocatedIndex,
@@ -335,19 +337,21 @@ pub(crate) fn build_layout(
                     chunk_bytes,
                 }),
                 IndexKind::FixedArray { address, .. } => Arc::new(FixedArrayIndex {
-                    file: weak,
+                    meta: file.cache_handle(),
                     header: address,
                     counts: grid(&max, &chunk_dims),
                     chunk_bytes,
+                    space: None,
                 }),
                 IndexKind::ExtensibleArray { address, .. } => {
                     let unlimited = max.iter().position(|&m| m == UNLIMITED).unwrap_or(0);
                     Arc::new(ExtensibleArrayIndex {
-                        file: weak,
+                        meta: file.cache_handle(),
                         header: address,
                         counts: grid(&max, &chunk_dims),
                         unlimited,
                         chunk_bytes,
+                        space: None,
                     })
                 }
                 IndexKind::BtreeV2 { address, .. } => Arc::new(BtreeV2Index {

@@ -49,7 +49,8 @@ pub struct FileShared {
     /// The file's bytes: every read and write of the engine and its caches goes through this
     /// one guard (failed and closed states, `guard.rs`).
     pub(crate) storage: Arc<GuardedStorage>,
-    /// Every metadata structure goes through this cache (shared with the chunk-index layouts).
+    /// Every metadata structure goes through this cache (shared with the chunk indexes of
+    /// datasets being written, which must reach it while the file flushes as it is dropped).
     pub(crate) meta: SharedCache,
     /// All raw data goes through this cache.
     pub(crate) chunks: Mutex<ChunkCache>,
@@ -77,6 +78,9 @@ pub struct FileShared {
     pub(crate) write: Option<Mutex<crate::write::WriteState>>,
     /// Flushes are made durable ([`CacheSettings::sync`]).
     pub(crate) sync: bool,
+    /// This file's own `Arc` (set by [`FileShared::shared`]), for work inside `&self` methods
+    /// that registers layouts (which hold a `Weak` of the file).
+    pub(crate) this: std::sync::OnceLock<std::sync::Weak<FileShared>>,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -137,7 +141,7 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
-        Ok(Arc::new(Self::open_unshared(storage, settings, dir)?.0))
+        Ok(Self::open_unshared(storage, settings, dir)?.0.shared())
     }
 
     /// [`FileShared::open`] before sharing; also returns the superblock's absolute address.
@@ -217,8 +221,21 @@ impl FileShared {
             alloc: None,
             write: None,
             sync: settings.sync,
+            this: std::sync::OnceLock::new(),
         };
         Ok((file, at))
+    }
+
+    /// Shares the file, remembering its `Arc` (see [`FileShared::arc`]).
+    pub(crate) fn shared(self) -> Arc<FileShared> {
+        let arc = Arc::new(self);
+        let _ = arc.this.set(Arc::downgrade(&arc));
+        arc
+    }
+
+    /// The file's own `Arc` (`None` while it is being built or dropped).
+    pub(crate) fn arc(&self) -> Option<Arc<FileShared>> {
+        self.this.get().and_then(std::sync::Weak::upgrade)
     }
 
     /// The storage holding the file's bytes, behind the engine's guard.
@@ -301,7 +318,7 @@ impl FileShared {
         load: Load,
     ) -> Result<Arc<T>> {
         self.check_open()?;
-        self.cache()?.read(kind, addr, &load)
+        load_from(&self.meta, self.abs(addr)?, kind, addr, load)
     }
 
     /// The metadata cache locked for one operation on the file's structures.
@@ -310,20 +327,70 @@ impl FileShared {
         CacheAccess::locked(&self.meta, self.sizes, self.base)
     }
 
-    /// A handle on the metadata cache for structures reached from outside the file (chunk-index
-    /// layouts in the chunk cache).
+    /// The file's metadata cache with its address base and sizes, for structures that keep
+    /// their own way to it (chunk indexes, which must reach it while the file is dropped).
     pub(crate) fn cache_handle(&self) -> CacheHandle {
         CacheHandle::new(Arc::clone(&self.meta), self.sizes, self.base)
     }
 
     /// The absolute file offset of relative address `addr`.
     pub(crate) fn abs(&self, addr: u64) -> Result<u64> {
-        self.base.checked_add(addr).ok_or_else(|| {
-            Error::Format(h5_format::FormatError::Corrupted {
-                structure: "address",
-                address: addr,
-                reason: "address overflows the file".into(),
-            })
-        })
+        absolute(self.base, addr)
     }
+}
+
+/// Loads the structure of `kind` at absolute `abs` (relative `rel`, for messages) through
+/// `cache` and returns its value as a `T` (see [`FileShared::load`]).
+///
+/// The cache's lock is not held during a load's I/O: on a miss the load is detached from the
+/// cache under the lock, run without it, and its result protected under the lock again, so
+/// loads of different structures by different threads overlap. The first copy of an entry to
+/// reach the cache wins (a thread that loaded the same structure meanwhile uses the cached one);
+/// hits and misses are counted as one protect each (`MetadataCache::protect_loaded`).
+pub(crate) fn load_from<T: Any + Send + Sync>(
+    cache: &Mutex<MetadataCache<Meta>>,
+    abs: u64,
+    kind: MetadataKind,
+    rel: u64,
+    load: Load,
+) -> Result<Arc<T>> {
+    let mut meta = cache.lock().map_err(|_| Error::Poisoned)?;
+    let h = if meta.contains(abs) {
+        meta.protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
+    } else {
+        let detached = meta.detach_load(kind.id(), abs).map_err(cache_error)?;
+        drop(meta);
+        let loaded = detached.run(&load).map_err(cache_error)?;
+        meta = cache.lock().map_err(|_| Error::Poisoned)?;
+        meta.protect_loaded(loaded, &load, ProtectFlags::READ_ONLY)
+    }
+    .map_err(cache_error)?;
+    let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
+    meta.unprotect(h, UnprotectFlags::NONE)
+        .map_err(|e| Error::Cache(e.error))?;
+    downcast(value?, kind, rel)
+}
+
+/// The cached `value` of the `kind` entry at relative `rel` as a `T`.
+fn downcast<T: Any + Send + Sync>(
+    value: Arc<dyn Any + Send + Sync>,
+    kind: MetadataKind,
+    rel: u64,
+) -> Result<Arc<T>> {
+    value.downcast::<T>().map_err(|_| {
+        Error::Unsupported(format!(
+            "{} at {rel:#x} was already cached as another structure",
+            kind.name()
+        ))
+    })
+}
+
+pub(crate) fn absolute(base: u64, addr: u64) -> Result<u64> {
+    base.checked_add(addr).ok_or_else(|| {
+        Error::Format(h5_format::FormatError::Corrupted {
+            structure: "address",
+            address: addr,
+            reason: "address overflows the file".into(),
+        })
+    })
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use h5_format::{FormatError, Sizes};
 use h5_metacache::{
     CacheTypes, Class, ClassFlags, ClassInfo, ClientError, Deserialized, ExpungeFlags, FileContext,
-    InsertFlags, MemType, MetadataCache, MetadataKind, ProtectFlags, UnprotectFlags,
+    InsertFlags, MemType, MetadataCache, MetadataKind, ProtectFlags, ProtectHandle, UnprotectFlags,
 };
 
 use crate::error::{Error, Result};
@@ -55,16 +55,23 @@ impl Decoded {
         Decoded {
             len,
             value: Arc::new(value),
-            encode: Some(Arc::new(move |v: &(dyn Any + Send + Sync)| {
-                let v = v.downcast_ref::<T>().ok_or(FormatError::Unsupported {
-                    structure: "metadata entry",
-                    address: u64::MAX,
-                    what: "a cached value of another type than its encoder".into(),
-                })?;
-                encode(v)
-            })),
+            encode: Some(encoder(encode)),
         }
     }
+}
+
+/// The type-erased encoder of values of type `T` (a value of another type is an error).
+pub fn encoder<T: Any + Send + Sync>(
+    encode: impl Fn(&T) -> Result<Vec<u8>, FormatError> + Send + Sync + 'static,
+) -> EncodeFn {
+    Arc::new(move |v: &(dyn Any + Send + Sync)| {
+        let v = v.downcast_ref::<T>().ok_or(FormatError::Unsupported {
+            structure: "metadata entry",
+            address: u64::MAX,
+            what: "a cached value of another type than its encoder".into(),
+        })?;
+        encode(v)
+    })
 }
 
 impl std::fmt::Debug for Decoded {
@@ -309,9 +316,12 @@ pub(crate) type SharedCache = Arc<Mutex<MetadataCache<Meta>>>;
 /// sizes, and the base address relative addresses count from. Cheap to clone.
 #[derive(Clone)]
 pub struct CacheHandle {
-    cache: SharedCache,
-    sizes: Sizes,
-    base: u64,
+    /// The cache.
+    pub(crate) cache: SharedCache,
+    /// Sizes of addresses and lengths.
+    pub(crate) sizes: Sizes,
+    /// Absolute offset of relative address 0.
+    pub(crate) base: u64,
 }
 
 impl std::fmt::Debug for CacheHandle {
@@ -332,19 +342,51 @@ impl CacheHandle {
     pub(crate) fn lock(&self) -> Result<CacheAccess<'_>> {
         CacheAccess::locked(&self.cache, self.sizes, self.base)
     }
+
+    /// The absolute file offset of relative address `addr`.
+    pub(crate) fn abs(&self, addr: u64) -> Result<u64> {
+        crate::file::absolute(self.base, addr)
+    }
+
+    /// [`crate::file::FileShared::load`] through this handle (the lock is not held during the
+    /// load's I/O).
+    pub(crate) fn load<T: Any + Send + Sync>(
+        &self,
+        kind: MetadataKind,
+        addr: u64,
+        load: Load,
+    ) -> Result<Arc<T>> {
+        crate::file::load_from(&self.cache, self.abs(addr)?, kind, addr, load)
+    }
 }
 
 /// The metadata cache locked for one operation on a file's structures. A change is protect →
-/// change → unprotect(dirtied) on each entry it touches ([`CacheAccess::modify`]); the lock is
+/// change → unprotect(dirtied) on each entry it touches: at once for one entry
+/// ([`CacheAccess::modify`]), or with the entry held in a [`Slot`] while the operation needs it
+/// ([`CacheAccess::protect`], [`CacheAccess::change`], [`CacheAccess::release`]). The lock is
 /// held for the whole operation, so other threads see it whole. Addresses are relative (as
 /// stored in the file).
 ///
-/// Code holding a `CacheAccess` must not call anything that locks the cache again.
+/// Invariants: an entry is held read-write at most once (protecting it again returns the same
+/// slot); every held entry is released when the operation ends ([`CacheAccess::finish`], or a
+/// drop, which loses errors), dirtied exactly when its value was changed. Code holding a
+/// `CacheAccess` must not call anything that locks the cache again.
 pub(crate) struct CacheAccess<'a> {
     meta: MutexGuard<'a, MetadataCache<Meta>>,
     /// Sizes of addresses and lengths.
     pub(crate) sizes: Sizes,
     base: u64,
+    held: Vec<Held>,
+}
+
+/// An entry a [`CacheAccess`] holds protected read-write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot(usize);
+
+struct Held {
+    abs: u64,
+    handle: Option<ProtectHandle>,
+    dirtied: bool,
 }
 
 fn wrong_type(kind: MetadataKind, addr: u64) -> Error {
@@ -360,18 +402,13 @@ impl<'a> CacheAccess<'a> {
             meta: cache.lock().map_err(|_| Error::Poisoned)?,
             sizes,
             base,
+            held: Vec::new(),
         })
     }
 
     /// The absolute file offset of relative address `addr`.
     pub(crate) fn abs(&self, addr: u64) -> Result<u64> {
-        self.base.checked_add(addr).ok_or_else(|| {
-            Error::Format(FormatError::Corrupted {
-                structure: "address",
-                address: addr,
-                reason: "address overflows the file".into(),
-            })
-        })
+        crate::file::absolute(self.base, addr)
     }
 
     /// The relative address of absolute file offset `abs`.
@@ -560,5 +597,130 @@ impl<'a> CacheAccess<'a> {
         let a = self.alloc()?;
         let mut a = a.lock().map_err(|_| Error::Poisoned)?;
         Ok(a.try_extend(SpaceKind::Meta, addr, len, extra)?)
+    }
+
+    fn handle(&self, slot: Slot) -> Result<&ProtectHandle> {
+        self.held
+            .get(slot.0)
+            .and_then(|h| h.handle.as_ref())
+            .ok_or_else(|| Error::Unsupported("a released metadata protection".into()))
+    }
+
+    /// Holds the `kind` entry at relative `addr` protected read-write (loaded with `load` on a
+    /// miss) and returns its slot and current value.
+    pub(crate) fn protect<T: Any + Send + Sync>(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: &Load,
+    ) -> Result<(Slot, Arc<T>)> {
+        let abs = self.abs(addr)?;
+        let slot = match self.held.iter().position(|h| h.abs == abs) {
+            Some(i) => Slot(i),
+            None => {
+                let h = self
+                    .meta
+                    .protect(kind.id(), abs, load, ProtectFlags::NONE)
+                    .map_err(cache_error)?;
+                self.held.push(Held {
+                    abs,
+                    handle: Some(h),
+                    dirtied: false,
+                });
+                Slot(self.held.len() - 1)
+            }
+        };
+        let v = Arc::clone(&self.meta.icr(self.handle(slot)?)?.value);
+        v.downcast::<T>()
+            .map_err(|_| wrong_type(kind, addr))
+            .map(|v| (slot, v))
+    }
+
+    /// Changes the value of a held entry with `f` (cloning it only when a reader still holds
+    /// it), gives it `encode` (an entry loaded for reading has none) and marks it dirtied;
+    /// returns what `f` returned and the new value.
+    pub(crate) fn change<T: Any + Send + Sync + Clone, R>(
+        &mut self,
+        slot: Slot,
+        encode: &EncodeFn,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> Result<(R, Arc<T>)> {
+        let h = self
+            .held
+            .get(slot.0)
+            .and_then(|h| h.handle.as_ref())
+            .ok_or_else(|| Error::Unsupported("a released metadata protection".into()))?;
+        let icr = self.meta.icr_mut(h)?;
+        let placeholder: Arc<dyn Any + Send + Sync> = Arc::new(());
+        let value = std::mem::replace(&mut icr.value, placeholder);
+        let mut typed = match value.downcast::<T>() {
+            Ok(t) => t,
+            Err(v) => {
+                icr.value = v;
+                return Err(Error::Unsupported(
+                    "a metadata entry changed as another structure".into(),
+                ));
+            }
+        };
+        let r = f(Arc::make_mut(&mut typed));
+        icr.value = typed.clone();
+        icr.encode = Some(Arc::clone(encode));
+        self.held[slot.0].dirtied = true;
+        Ok((r, typed))
+    }
+
+    /// Makes the held `parent` a flush-dependency parent of the resident entry at relative
+    /// `child` (written first), unless it already is.
+    pub(crate) fn depend(&mut self, parent: Slot, child: u64) -> Result<()> {
+        let p = self.held.get(parent.0).map(|h| h.abs).ok_or_else(|| {
+            Error::Unsupported("a flush dependency on a released protection".into())
+        })?;
+        let c = self.abs(child)?;
+        if !self.meta.contains(c) || self.meta.flush_dependency_parents(c).contains(&p) {
+            return Ok(());
+        }
+        self.meta.create_flush_dependency(p, c).map_err(cache_error)
+    }
+
+    /// Releases one held entry now (so that it can be expunged or evicted), dirtied if it was
+    /// changed.
+    pub(crate) fn release(&mut self, slot: Slot) -> Result<()> {
+        let Some(held) = self.held.get_mut(slot.0) else {
+            return Ok(());
+        };
+        let flags = if held.dirtied {
+            UnprotectFlags::DIRTIED
+        } else {
+            UnprotectFlags::NONE
+        };
+        held.abs = u64::MAX;
+        match held.handle.take() {
+            Some(h) => self
+                .meta
+                .unprotect(h, flags)
+                .map(|_| ())
+                .map_err(|e| Error::Cache(e.error)),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the operation, releasing every held entry; reports the first error.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        let mut first = Ok(());
+        for i in 0..self.held.len() {
+            let r = self.release(Slot(i));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl Drop for CacheAccess<'_> {
+    fn drop(&mut self) {
+        for i in 0..self.held.len() {
+            let _ = self.release(Slot(i));
+        }
     }
 }

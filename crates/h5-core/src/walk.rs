@@ -254,11 +254,7 @@ pub(crate) fn global_object(file: &FileShared, id: GlobalHeapId) -> Result<Vec<u
     let col: Arc<GlobalHeapCollection> = file.load(
         K::GlobalHeapCollection,
         addr,
-        Load::sized(
-            4096,
-            move |b| GlobalHeapCollection::needed_len(b, sizes, addr),
-            move |b| GlobalHeapCollection::decode(b, sizes, addr),
-        ),
+        crate::write::gheap::collection_load(sizes, addr),
     )?;
     col.get(id.index).map(<[u8]>::to_vec).ok_or_else(|| {
         corrupt(

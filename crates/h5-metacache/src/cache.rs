@@ -492,6 +492,7 @@ impl<T: CacheTypes> CacheBuilder<T> {
             flush_in_progress: false,
             slist_changed: false,
             removals: 0,
+            image_writes: 0,
             write_permitted: self.write_permitted,
             check_write_permitted: self.check_write_permitted,
             log_flush: self.log_flush,
@@ -560,6 +561,9 @@ pub struct MetadataCache<T: CacheTypes> {
     pub(crate) slist_changed: bool,
     /// Incremented on every removal from the index; make-space restarts its scan when it changes.
     pub(crate) removals: u64,
+    /// Entry images written to storage so far (a detached load older than the last write may
+    /// be stale, see `load.rs`).
+    pub(crate) image_writes: u64,
     pub(crate) write_permitted: bool,
     pub(crate) check_write_permitted: Option<Box<dyn FnMut() -> bool + Send>>,
     pub(crate) log_flush: Option<Box<dyn FnMut(LogFlushEvent) + Send>>,

@@ -49,6 +49,7 @@ mod error;
 mod flags;
 mod flush;
 mod list;
+mod load;
 mod ops;
 pub mod replay;
 mod resize;
@@ -74,6 +75,7 @@ pub use error::{CacheError, Callback, ClientError, Result, UnprotectError};
 pub use flags::{
     EntryFlushFlags, ExpungeFlags, FlushFlags, InsertFlags, ProtectFlags, UnprotectFlags,
 };
+pub use load::{DetachedLoad, LoadedEntry};
 pub use ops::UNDEFINED_ADDR;
 pub use resize::{ResizeOutcome, ResizeReport};
 pub use stats::{ClassStats, DirtyBytesCreated, Stats};

@@ -1,24 +1,14 @@
 //! Entry operations: insert, protect (with load), unprotect, pin/unpin, mark dirty/clean, resize, move,
 //! expunge (spec §3.3 .. §3.8).
 
-use h5_io::StorageExt;
-
 use crate::cache::{Entry, MetadataCache, Place, ProtectHandle};
-use crate::class::{CacheTypes, ClassFlags, FileContext, NotifyAction};
+use crate::class::{CacheTypes, FileContext, NotifyAction};
 use crate::error::{CacheError, Callback, Result, UnprotectError};
 use crate::flags::{EntryFlushFlags, ExpungeFlags, InsertFlags, ProtectFlags, UnprotectFlags};
 use crate::trace::{Outcome, TraceOp};
 
 /// HDF5's undefined address.
 pub const UNDEFINED_ADDR: u64 = u64::MAX;
-
-/// A loaded entry before it is indexed.
-struct Loaded<I> {
-    icr: I,
-    size: usize,
-    image: Vec<u8>,
-    repaired: bool,
-}
 
 impl<T: CacheTypes> MetadataCache<T> {
     pub(crate) fn client_err(
@@ -175,8 +165,22 @@ impl<T: CacheTypes> MetadataCache<T> {
         flags: ProtectFlags,
     ) -> Result<ProtectHandle> {
         let hits_before = self.stats.total_hits();
-        let r = self.protect_inner(class, addr, udata, flags);
-        let outcome = match &r {
+        let r = self.protect_inner(class, addr, udata, flags, None);
+        self.trace_protect(class, addr, flags, hits_before, &r);
+        self.after_op();
+        r
+    }
+
+    /// Records a protect in the trace: a hit when the hit count grew.
+    pub(crate) fn trace_protect(
+        &mut self,
+        class: u8,
+        addr: u64,
+        flags: ProtectFlags,
+        hits_before: u64,
+        r: &Result<ProtectHandle>,
+    ) {
+        let outcome = match r {
             Ok(_) if self.stats.total_hits() > hits_before => Some(Outcome::Hit),
             Ok(_) => Some(Outcome::Miss),
             Err(_) => None,
@@ -190,17 +194,28 @@ impl<T: CacheTypes> MetadataCache<T> {
             },
             outcome,
         );
-        self.after_op();
-        r
     }
 
-    fn protect_inner(
+    /// [`protect`](Self::protect), with the entry already loaded (`preloaded`, from a detached
+    /// load) when it turns out to be absent; a preloaded entry not used is freed.
+    pub(crate) fn protect_inner(
         &mut self,
         class: u8,
         addr: u64,
         udata: &T::Udata,
         flags: ProtectFlags,
+        preloaded: Option<crate::load::Loaded<T::Icr>>,
     ) -> Result<ProtectHandle> {
+        let preloaded = match preloaded {
+            Some(unused) if self.peek(addr).is_some() => {
+                // Another caller put the entry here meanwhile: the first one wins.
+                if let Ok(cls) = self.class(class) {
+                    let _ = cls.free_icr(unused.icr);
+                }
+                None
+            }
+            p => p,
+        };
         self.check_class(class)?;
         let read_only = flags.contains(ProtectFlags::READ_ONLY);
         let write_ok = self.write_ok();
@@ -231,7 +246,16 @@ impl<T: CacheTypes> MetadataCache<T> {
             }
             None => {
                 self.check_tag(addr)?;
-                let loaded = self.load(class, addr, udata)?;
+                let loaded = match preloaded {
+                    Some(l) => l,
+                    None => {
+                        let detached = self.detach_load(class, addr)?;
+                        let mut counts = crate::load::LoadCounts::default();
+                        let loaded = detached.load(udata, &mut counts);
+                        self.count_load(&counts);
+                        loaded?
+                    }
+                };
                 self.check_overlap(addr, loaded.size)?;
                 self.make_room_for(loaded.size, write_ok)?;
                 let mut e = Entry::new(addr, loaded.size, class, loaded.icr, loaded.repaired);
@@ -309,200 +333,6 @@ impl<T: CacheTypes> MetadataCache<T> {
         if let (Some(icr), Ok(cls)) = (e.icr, self.class(e.class)) {
             let _ = cls.free_icr(icr);
         }
-    }
-
-    fn read_image(&mut self, info_flags: ClassFlags, addr: u64, len: usize) -> Result<Vec<u8>> {
-        if info_flags.skip_reads() {
-            return Ok(vec![0u8; len]);
-        }
-        // Reads are clipped to the EOA first; allocated space past the storage's end was never
-        // written and reads as zeros (a speculative read may reach into it).
-        let mut image = vec![0u8; len];
-        self.storage.read_at_zero_fill(addr, &mut image)?;
-        self.stats.read(len);
-        Ok(image)
-    }
-
-    /// Read length allowed at `addr`: the full `len` if it ends by the EOA, else clipped (speculative)
-    /// or an error (MDC-043).
-    fn clip_read(&self, addr: u64, len: usize, speculative: bool) -> Result<usize> {
-        let eoa = self.ctx.end_of_allocation();
-        let end = addr.checked_add(len as u64);
-        match end {
-            Some(end) if end <= eoa => Ok(len),
-            _ if speculative && addr < eoa => Ok((eoa - addr) as usize),
-            _ => Err(CacheError::PastEndOfAllocation {
-                what: "read",
-                addr,
-                len,
-                eoa,
-            }),
-        }
-    }
-
-    /// The load step (MDC-036, MDC-042 .. MDC-045, Q-35). Neither makes space nor inserts. A
-    /// checksum mismatch re-reads the whole entry, up to `checksum_retries` times.
-    fn load(&mut self, class: u8, addr: u64, udata: &T::Udata) -> Result<Loaded<T::Icr>> {
-        let cls = self.class(class)?;
-        let info = cls.info().clone();
-        if info.flags.no_io() {
-            return Err(CacheError::NoIoClass { class: info.name });
-        }
-        let initial = cls.get_initial_load_size(udata).map_err(self.client_err(
-            class,
-            Callback::GetInitialLoadSize,
-            addr,
-        ))?;
-        if initial == 0 {
-            return Err(CacheError::InvalidSize { addr, size: 0 });
-        }
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            if let Some(loaded) = self.load_attempt(&cls, &info, addr, udata, initial)? {
-                return Ok(loaded);
-            }
-            self.stats.checksum_retry();
-            if attempts > self.checksum_retries {
-                return Err(CacheError::Checksum {
-                    class: info.name,
-                    addr,
-                    attempts,
-                });
-            }
-        }
-    }
-
-    /// One read-verify-decode attempt; `None` when the checksum of the final image is wrong. The
-    /// checksum is always verified on the image of the entry's real size: before decoding when the
-    /// size is known from the image prefix or fixed, after sizing when only decoding tells it.
-    fn load_attempt(
-        &mut self,
-        cls: &std::sync::Arc<dyn crate::class::Class<T>>,
-        info: &crate::class::ClassInfo,
-        addr: u64,
-        udata: &T::Udata,
-        initial: usize,
-    ) -> Result<Option<Loaded<T::Icr>>> {
-        let class = info.id;
-        let speculative = info.flags.contains(ClassFlags::SPECULATIVE_LOAD);
-        let compressed = info.flags.contains(ClassFlags::COMPRESSED);
-        let len = self.clip_read(addr, initial, speculative)?;
-        let mut image = self.read_image(info.flags, addr, len)?;
-        let verify = |this: &Self, image: &[u8]| {
-            cls.verify_checksum(image, udata).map_err(this.client_err(
-                class,
-                Callback::VerifyChecksum,
-                addr,
-            ))
-        };
-        let deserialize = |this: &Self, image: &[u8]| {
-            cls.deserialize(image, udata).map_err(this.client_err(
-                class,
-                Callback::Deserialize,
-                addr,
-            ))
-        };
-        // Release a decoded object on a failed load, like every other failed-load path (MDC-038).
-        let discard = |icr: T::Icr, err: CacheError| {
-            let _ = cls.free_icr(icr);
-            Err(err)
-        };
-        let final_len = cls
-            .get_final_load_size(&image, udata)
-            .map_err(self.client_err(class, Callback::GetFinalLoadSize, addr))?;
-        if let Some(final_len) = final_len {
-            if final_len == 0 {
-                return Err(CacheError::InvalidSize { addr, size: 0 });
-            }
-            if final_len > image.len() {
-                if !speculative {
-                    return Err(CacheError::LoadSizeGrew {
-                        addr,
-                        bound: image.len(),
-                        reported: final_len,
-                    });
-                }
-                let len = self.clip_read(addr, final_len, false)?;
-                image = self.read_image(info.flags, addr, len)?;
-            } else {
-                image.truncate(final_len);
-            }
-        }
-        if final_len.is_some() || !(speculative || compressed) {
-            if !verify(self, &image)? {
-                return Ok(None);
-            }
-            let d = deserialize(self, &image)?;
-            let size = image.len();
-            return Ok(Some(Loaded {
-                icr: d.icr,
-                size,
-                image,
-                repaired: d.repaired,
-            }));
-        }
-        // The size is known only after decoding (MDC-042 speculative, MDC-045 compressed).
-        let image_len = |this: &Self, icr: &T::Icr| {
-            cls.image_len(icr)
-                .map_err(this.client_err(class, Callback::ImageLen, addr))
-        };
-        // The reported size is larger than the bytes read, and no (further) re-read is allowed.
-        let grew = |icr, bound, reported| {
-            discard(
-                icr,
-                CacheError::LoadSizeGrew {
-                    addr,
-                    bound,
-                    reported,
-                },
-            )
-        };
-        let mut d = deserialize(self, &image)?;
-        let actual = match image_len(self, &d.icr) {
-            Ok(n) => n,
-            Err(e) => return discard(d.icr, e),
-        };
-        if actual == 0 {
-            return discard(d.icr, CacheError::InvalidSize { addr, size: 0 });
-        }
-        if actual > image.len() {
-            if compressed || !speculative {
-                return grew(d.icr, image.len(), actual);
-            }
-            // Speculative guess too small: discard the first object and read again (MDC-042).
-            cls.free_icr(d.icr)
-                .map_err(self.client_err(class, Callback::FreeIcr, addr))?;
-            self.stats.speculative_retry();
-            let len = self.clip_read(addr, actual, false)?;
-            image = self.read_image(info.flags, addr, len)?;
-            d = deserialize(self, &image)?;
-            let again = match image_len(self, &d.icr) {
-                Ok(n) => n,
-                Err(e) => return discard(d.icr, e),
-            };
-            if again > image.len() {
-                return grew(d.icr, image.len(), again);
-            }
-            image.truncate(again);
-        } else {
-            image.truncate(actual);
-        }
-        match verify(self, &image) {
-            Ok(true) => {}
-            Ok(false) => {
-                let _ = cls.free_icr(d.icr);
-                return Ok(None);
-            }
-            Err(e) => return discard(d.icr, e),
-        }
-        let size = image.len();
-        Ok(Some(Loaded {
-            icr: d.icr,
-            size,
-            image,
-            repaired: d.repaired,
-        }))
     }
 
     // ----- access to protected objects -----

@@ -373,15 +373,13 @@ impl Stats {
         }
     }
 
-    pub(crate) fn checksum_retry(&mut self) {
-        self.checksum_retries += 1;
-    }
-    pub(crate) fn speculative_retry(&mut self) {
-        self.speculative_retries += 1;
-    }
-    pub(crate) fn read(&mut self, len: usize) {
-        self.reads += 1;
-        self.bytes_read += len as u64;
+    /// Counts what one load did: storage reads and their bytes, checksum and speculative
+    /// retries.
+    pub(crate) fn load(&mut self, reads: u64, bytes: u64, checksum: u64, speculative: u64) {
+        self.reads += reads;
+        self.bytes_read += bytes;
+        self.checksum_retries += checksum;
+        self.speculative_retries += speculative;
     }
 
     /// Fold an entry's lifetime counters into its class's extremes (MDC-133).

@@ -120,6 +120,8 @@ impl<T: CacheTypes> MetadataCache<T> {
             });
         }
         if !(info_flags.skip_writes() || info_flags.no_io()) {
+            // Counted before the write: a detached load racing it must not be installed.
+            self.image_writes += 1;
             if let Err(e) = self.storage.write_at(addr, &buf) {
                 self.slab.entry_mut(slot).image = buf;
                 return Err(e.into());

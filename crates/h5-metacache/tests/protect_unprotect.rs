@@ -1940,3 +1940,90 @@ fn q35_speculative_checksum_covers_the_final_image() {
     assert_eq!(h.cache.stats().checksum_retries, 1);
     h.check();
 }
+
+/// A detached load (run without the cache, as a caller that locks the cache runs it outside its
+/// lock) protected with `protect_loaded` counts and reads exactly as `protect` on a miss
+/// (MDC-030, MDC-031, MDC-036): one miss, one read of the entry, the entry clean and resident.
+#[test]
+fn mdc_036_detached_load_counts_as_a_miss() {
+    let mut h = harness(1, fixed(64 * KIB, 0.0));
+    h.storage.write_at(0x100, &[0x42; 64]).unwrap();
+    let d = h.cache.detach_load(0, 0x100).unwrap();
+    assert_eq!(d.addr(), 0x100);
+    assert!(!h.cache.contains(0x100), "detaching loads nothing");
+    let loaded = d.run(&64).unwrap();
+    assert_eq!(reads(&h), vec![(0x100, 64)]);
+    let p = h
+        .cache
+        .protect_loaded(loaded, &64, ProtectFlags::READ_ONLY)
+        .unwrap();
+    assert_eq!(h.cache.icr(&p).unwrap().size, 64);
+    unprotect(&mut h, p, UnprotectFlags::NONE);
+    assert_eq!(reads(&h).len(), 1, "installing the copy reads nothing");
+    let cs = class_stats(&h, 0);
+    assert_eq!((cs.hits, cs.misses), (0, 1));
+    assert_eq!(h.cache.hit_rate_counters(), (1, 0));
+    assert_eq!((h.cache.stats().reads, h.cache.stats().bytes_read), (1, 64));
+    let s = st(&mut h, 0x100);
+    assert!(!s.dirty && !s.protected);
+    h.check();
+}
+
+/// First writer wins: an entry that reached the cache while a detached load of it ran is the
+/// one protected (a hit, MDC-031); the detached copy is dropped.
+#[test]
+fn mdc_031_detached_copy_loses_to_a_cached_entry() {
+    let mut h = harness(1, fixed(64 * KIB, 0.0));
+    let loaded = h.cache.detach_load(0, 0x100).unwrap().run(&64).unwrap();
+    // Meanwhile the entry is created by another caller.
+    h.cache
+        .insert(0, 0x100, MockEntry::filled(64, 0x77), InsertFlags::NONE)
+        .unwrap();
+    let p = h
+        .cache
+        .protect_loaded(loaded, &64, ProtectFlags::NONE)
+        .unwrap();
+    assert_eq!(h.cache.icr(&p).unwrap().fill, 0x77, "the inserted entry");
+    unprotect(&mut h, p, UnprotectFlags::NONE);
+    let cs = class_stats(&h, 0);
+    assert_eq!((cs.hits, cs.misses), (1, 0));
+    assert!(st(&mut h, 0x100).dirty, "still the inserted, dirty entry");
+    h.check();
+}
+
+/// A detached copy older than an image the cache wrote since may be stale: it is not installed,
+/// the entry is loaded again under the caller's hold on the cache (still one miss).
+#[test]
+fn mdc_036_detached_copy_older_than_a_write_is_loaded_again() {
+    let mut h = harness(1, fixed(64 * KIB, 0.0));
+    let d = h.cache.detach_load(0, 0x100).unwrap();
+    let loaded = d.run(&64).unwrap();
+    // Another entry is written meanwhile.
+    h.insert(0, 0x400, 32);
+    h.cache.flush(FlushFlags::NONE).unwrap();
+    h.clear_io();
+    let p = h
+        .cache
+        .protect_loaded(loaded, &64, ProtectFlags::NONE)
+        .unwrap();
+    unprotect(&mut h, p, UnprotectFlags::NONE);
+    assert_eq!(reads(&h), vec![(0x100, 64)], "loaded again");
+    let cs = class_stats(&h, 0);
+    assert_eq!(cs.misses, 1);
+    assert_eq!(h.cache.stats().reads, 2, "both reads are counted");
+    h.check();
+}
+
+/// A copy loaded for one cache is refused by another.
+#[test]
+fn detached_copies_belong_to_their_cache() {
+    let mut a = harness(1, fixed(64 * KIB, 0.0));
+    let b = harness(1, fixed(64 * KIB, 0.0));
+    let loaded = b.cache.detach_load(0, 0x100).unwrap().run(&64).unwrap();
+    let r = a.cache.protect_loaded(loaded, &64, ProtectFlags::NONE);
+    assert!(
+        matches!(r, Err(CacheError::InvalidArgument { .. })),
+        "{r:?}"
+    );
+    assert!(!a.cache.contains(0x100));
+}

@@ -27,9 +27,13 @@ impl Dataset {
             return Ok(());
         }
         let file = self.file_shared();
-        let r = encode_view_for(file, &view, |bytes, _| {
-            let c = conv.as_ref().map(|c| c as &dyn Conversion);
-            h5_core::write::dataset::write(file, info, sel, None, c, bytes)
+        // Storage waiting for its first write is allocated before variable-length data is
+        // encoded into the global heap (so blocks land where libhdf5 puts them).
+        let r = h5_core::write::dataset::prepare_write(file, info).and_then(|()| {
+            encode_view_for(file, &view, |bytes, _| {
+                let c = conv.as_ref().map(|c| c as &dyn Conversion);
+                h5_core::write::dataset::write(file, info, sel, None, c, bytes)
+            })
         });
         self.ctx(r)
     }

@@ -769,9 +769,9 @@ fn allocation_and_fill_times_follow_libhdf5() {
     assert_eq!(got, vec![1.25; 120]);
 }
 
-/// An index laid out again at every flush puts its blocks under flush dependencies and frees
-/// the space of its previous blocks: a file flushed after every append is hardly larger than
-/// one flushed once.
+/// Indexes changed between flushes (the extensible array in place, the v2 B-tree laid out again
+/// with the space of its previous nodes freed) put their blocks under flush dependencies: a file
+/// flushed after every append is hardly larger than one flushed once.
 #[test]
 fn relaid_indexes_free_their_old_blocks() {
     let sizes: Vec<u64> = [false, true]

@@ -1,10 +1,10 @@
 //! Writable chunk-cache layouts: contiguous data at one block (allocated at creation or at the
-//! first write), and chunked data whose records reach the file through its index: a version 1
-//! B-tree is changed in place as chunks are inserted and deleted (`crate::btree1::chunk`); the
-//! layout version 4 indexes are kept as an ordered chunk table laid out at flush
-//! (`chunk_index/`).
+//! first write), and chunked data whose chunks are found and recorded through its index, a
+//! [`WritableChunkIndex`] (one implementation per index kind: `crate::indexes::{farray,
+//! earray}` change the arrays in place, `chunk_index::btree1` the version 1 B-tree (in place,
+//! `crate::btree1::chunk`), `chunk_index::simple` the single-chunk and implicit indexes,
+//! `chunk_index::table` the v2 B-tree for now).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use h5_chunkcache::selection::CopyRun;
@@ -13,7 +13,6 @@ use h5_chunkcache::{
     LayoutError, LayoutInfo, Lookup, Udata,
 };
 
-use crate::btree1::chunk::ChunkBtree;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
@@ -21,10 +20,6 @@ use crate::write::alloc::SpaceKind;
 
 /// Indexed storage K of chunk B-trees in new files (children per node: twice this).
 pub(crate) const CHUNK_BTREE_K: u16 = 32;
-
-fn layout_error(e: Error) -> LayoutError {
-    Box::new(e)
-}
 
 /// The direct-I/O plan of a chunk: the caller's runs address the stored image itself when it
 /// is the raw elements (no filters), otherwise the transfer must go through the cache.
@@ -68,6 +63,39 @@ impl ChunkSpace {
             .map_err(|_| "allocator lock poisoned")?
             .free(SpaceKind::Raw, abs - self.base, len)?;
         Ok(())
+    }
+
+    /// Frees `len` bytes of raw data at absolute `abs` (nothing for an empty chunk).
+    pub(crate) fn raw_free(&self, abs: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let rel = abs
+            .checked_sub(self.base)
+            .ok_or_else(|| Error::Unsupported("a chunk below the base address".into()))?;
+        self.alloc
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .free(SpaceKind::Raw, rel, len)?;
+        Ok(())
+    }
+
+    /// Allocates `len` bytes of metadata space (relative address).
+    pub(crate) fn meta_allocate(&self, len: u64) -> Result<u64> {
+        Ok(self
+            .alloc
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .allocate(SpaceKind::Meta, len)?)
+    }
+
+    /// Frees `len` bytes of metadata space at relative `rel`.
+    pub(crate) fn meta_free(&self, rel: u64, len: u64) -> Result<()> {
+        Ok(self
+            .alloc
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .free(SpaceKind::Meta, rel, len)?)
     }
 }
 
@@ -175,212 +203,49 @@ impl ChunkLayout for ContiguousLayout {
     }
 }
 
-/// How a chunk table reaches the file.
-#[derive(Debug)]
-pub(crate) enum IndexShape {
-    /// A version 1 B-tree, changed in place (its root is fixed: the layout message points at
-    /// it); the table keeps no records for it.
-    BtreeV1(ChunkBtree),
-    /// The one chunk's address (and filtered size and mask) is in the layout message, which
-    /// is rewritten at flush.
-    Single {
-        /// The layout message (its index address and size updated at flush).
-        layout: h5_format::message::layout::Layout,
-        /// The dataset's object header (relative), set once it exists.
-        header: Mutex<Option<u64>>,
-    },
-    /// Chunks at computed addresses in one block allocated at creation (no index structure).
-    Implicit {
-        /// Absolute address of the first chunk.
-        base: u64,
-        /// Chunks per dimension over the maximum dimensions.
-        counts: Vec<u64>,
-        /// Bytes per chunk.
-        chunk_bytes: u64,
-    },
-    /// A fixed array, extensible array or v2 B-tree under a fixed header.
-    Array(crate::write::chunk_index::ArrayIndex),
-    /// Not chunked: compact data, rewritten into the layout message at flush.
-    Compact(Arc<crate::write::compact::CompactData>),
+/// Work a dataset's storage does at flush (besides what the metadata cache writes): a layout
+/// message rewritten (single chunk, compact data), a B-tree table laid out (the adapter).
+pub(crate) trait AtFlush: Send + Sync + std::fmt::Debug {
+    /// Brings the file up to date with the changes since the last flush (nothing for
+    /// structures changed in place through the metadata cache).
+    fn flush(&self, _file: &FileShared) -> Result<()> {
+        Ok(())
+    }
+
+    /// The dataset header this storage rewrites at flush (`None`: it rewrites none, or the
+    /// header does not exist yet), so that a deleted dataset's storage is dropped first.
+    fn dataset_header(&self) -> Option<u64> {
+        None
+    }
 }
 
-/// The chunks of one dataset and how they reach the file: a version 1 B-tree holds its own
-/// records; the other indexes are a table by element offset (row-major order of the scaled
-/// coordinates) laid out at flush.
-#[derive(Debug)]
-pub(crate) struct ChunkTable {
-    pub(crate) space: ChunkSpace,
-    pub(crate) shape: IndexShape,
-    pub(crate) chunk_dims: Vec<u64>,
-    pub(crate) records: Mutex<BTreeMap<Vec<u64>, ChunkRecord>>,
-    /// Blocks of the last layout below the fixed root or header.
-    placed: Mutex<Vec<crate::write::chunk_index::Placed>>,
-    /// Flush dependencies of the last layout.
-    deps: Mutex<Vec<crate::write::chunk_index::Dep>>,
-    dirty: Mutex<bool>,
+/// One chunked dataset's index as the write path changes it: every call works on the index's
+/// own structure (through the metadata cache, one entry at a time) by scaled chunk
+/// coordinates, so that no whole-index table exists and a flush writes what changed. Records
+/// carry absolute addresses; the chunk space itself belongs to the caller, except in `free`.
+pub(crate) trait WritableChunkIndex: AtFlush {
+    /// The records of the chunks at `coords` (`None`: not allocated).
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>>;
+
+    /// Sets the record of the chunk at `scaled` (inserted, or replacing the old one).
+    fn insert(&self, scaled: &[u64], record: ChunkRecord) -> Result<()>;
+
+    /// Removes the record of the chunk at `scaled` (a shrink deleted the chunk).
+    fn remove(&self, scaled: &[u64]) -> Result<()>;
+
+    /// The dataset is being deleted: frees every chunk's space and the index's structures.
+    fn free(&self, file: &FileShared) -> Result<()>;
+
+    /// Where the chunk at `scaled` lives when the index computes it (implicit indexes), else
+    /// `None`.
+    fn computed(&self, _scaled: &[u64]) -> Option<DiskLocation> {
+        None
+    }
 }
 
-impl ChunkTable {
-    pub(crate) fn new(space: ChunkSpace, shape: IndexShape, chunk_dims: Vec<u64>) -> Self {
-        ChunkTable {
-            space,
-            shape,
-            chunk_dims,
-            records: Mutex::new(BTreeMap::new()),
-            placed: Mutex::new(Vec::new()),
-            deps: Mutex::new(Vec::new()),
-            dirty: Mutex::new(true),
-        }
-    }
-
-    /// Frees every chunk and every index block below the root or header, and a version 1
-    /// B-tree's root (the dataset is being deleted; other indexes' headers and an implicit
-    /// block's unwritten chunks are left unused).
-    pub(crate) fn free(&self, file: &FileShared) -> Result<()> {
-        let mut records: Vec<ChunkRecord> =
-            std::mem::take(&mut *self.records.lock().map_err(|_| Error::Poisoned)?)
-                .into_values()
-                .collect();
-        if let IndexShape::BtreeV1(tree) = &self.shape {
-            records.extend(tree.delete()?);
-        }
-        if !matches!(self.shape, IndexShape::Compact(_)) {
-            for r in &records {
-                if r.size > 0 {
-                    self.space
-                        .free(r.addr, r.size)
-                        .map_err(|e| Error::Unsupported(e.to_string()))?;
-                }
-            }
-        }
-        let deps = std::mem::take(&mut *self.deps.lock().map_err(|_| Error::Poisoned)?);
-        crate::write::chunk_index::undepend(file, &deps)?;
-        let placed = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
-        crate::write::chunk_index::remove(file, placed)?;
-        *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
-        Ok(())
-    }
-
-    /// The dataset header a single-chunk or compact table rewrites at flush (`None` for
-    /// other shapes, or before the header exists).
-    pub(crate) fn header(&self) -> Option<u64> {
-        match &self.shape {
-            IndexShape::Single { header, .. } => header.lock().ok().and_then(|h| *h),
-            IndexShape::Compact(d) => d.header.lock().ok().and_then(|h| *h),
-            _ => None,
-        }
-    }
-
-    /// Marks the table as matching the file (nothing to lay out until it changes).
-    pub(crate) fn mark_clean(&self) -> Result<()> {
-        *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
-        Ok(())
-    }
-
-    /// Marks the table changed (laid out again at the next flush).
-    pub(crate) fn mark_dirty(&self) -> Result<()> {
-        *self.dirty.lock().map_err(|_| Error::Poisoned)? = true;
-        Ok(())
-    }
-
-    /// The location of chunk `c` of an implicit index (`None`: another index, or outside).
-    fn implicit(&self, c: &ChunkCoord) -> Option<DiskLocation> {
-        let IndexShape::Implicit {
-            base,
-            counts,
-            chunk_bytes,
-        } = &self.shape
-        else {
-            return None;
-        };
-        let lin = crate::write::chunk_index::linear(c.as_slice(), counts)?;
-        Some(DiskLocation {
-            addr: lin.checked_mul(*chunk_bytes)?.checked_add(*base)?,
-            size: *chunk_bytes,
-        })
-    }
-
-    fn offsets(&self, c: &ChunkCoord) -> Vec<u64> {
-        c.as_slice()
-            .iter()
-            .zip(&self.chunk_dims)
-            .map(|(i, d)| i * d)
-            .collect()
-    }
-
-    /// The records of the chunks at `coords` (absolute addresses).
-    pub(crate) fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>> {
-        if let IndexShape::BtreeV1(tree) = &self.shape {
-            let scaled: Vec<&[u64]> = coords.iter().map(ChunkCoord::as_slice).collect();
-            return tree.lookup(&scaled);
-        }
-        let records = self.records.lock().map_err(|_| Error::Poisoned)?;
-        Ok(coords
-            .iter()
-            .map(|c| records.get(&self.offsets(c)).copied())
-            .collect())
-    }
-
-    /// Records (or changes) the chunk at `coord`: in place in a version 1 B-tree, else in the
-    /// table, laid out at the next flush.
-    pub(crate) fn set(&self, coord: &ChunkCoord, record: ChunkRecord) -> Result<()> {
-        if let IndexShape::BtreeV1(tree) = &self.shape {
-            return tree.insert(coord.as_slice(), record);
-        }
-        self.records
-            .lock()
-            .map_err(|_| Error::Poisoned)?
-            .insert(self.offsets(coord), record);
-        self.mark_dirty()
-    }
-
-    /// Forgets the chunk at `coord` (its space is the caller's to free).
-    pub(crate) fn unset(&self, coord: &ChunkCoord) -> Result<()> {
-        if let IndexShape::BtreeV1(tree) = &self.shape {
-            return tree.remove(coord.as_slice()).map(|_| ());
-        }
-        self.records
-            .lock()
-            .map_err(|_| Error::Poisoned)?
-            .remove(&self.offsets(coord));
-        self.mark_dirty()
-    }
-
-    /// Writes a table-kept index into the cache (a version 1 B-tree has nothing to lay out:
-    /// it was changed in place).
-    pub(crate) fn lay_out(&self, file: &FileShared) -> Result<()> {
-        if let IndexShape::Compact(data) = &self.shape {
-            return data.lay_out(file);
-        }
-        {
-            let mut d = self.dirty.lock().map_err(|_| Error::Poisoned)?;
-            if !*d {
-                return Ok(());
-            }
-            *d = false;
-        }
-        let old_deps = std::mem::take(&mut *self.deps.lock().map_err(|_| Error::Poisoned)?);
-        crate::write::chunk_index::undepend(file, &old_deps)?;
-        let old = std::mem::take(&mut *self.placed.lock().map_err(|_| Error::Poisoned)?);
-        crate::write::chunk_index::remove(file, old)?;
-        match &self.shape {
-            IndexShape::BtreeV1(_) | IndexShape::Implicit { .. } | IndexShape::Compact(_) => Ok(()),
-            IndexShape::Single { layout, header } => {
-                let Some(at) = *header.lock().map_err(|_| Error::Poisoned)? else {
-                    return Ok(());
-                };
-                let records = self.records.lock().map_err(|_| Error::Poisoned)?;
-                crate::write::chunk_index::single_update(file, at, layout, records.values().next())
-            }
-            IndexShape::Array(ix) => {
-                let records = self.records.lock().map_err(|_| Error::Poisoned)?.clone();
-                let out = ix.lay_out(file, &records)?;
-                *self.placed.lock().map_err(|_| Error::Poisoned)? = out.placed;
-                *self.deps.lock().map_err(|_| Error::Poisoned)? = out.deps;
-                Ok(())
-            }
-        }
-    }
+/// An engine error as a chunk-cache layout error.
+fn boxed(e: Error) -> LayoutError {
+    Box::new(e)
 }
 
 /// Per-chunk state: the filter mask of its last encoding.
@@ -392,14 +257,16 @@ pub(crate) fn udata_mask(udata: &Udata) -> Option<u32> {
     udata.downcast_ref::<Mask>().map(|m| m.0)
 }
 
-/// Chunked data with a v1 B-tree index and a filter pipeline.
+/// Chunked data: its index (any kind) and filter pipeline.
 #[derive(Debug)]
 pub(crate) struct ChunkedWriteLayout {
     pub(crate) dims: Mutex<Vec<u64>>,
     pub(crate) chunk_dims: Vec<u64>,
     pub(crate) elem_size: usize,
     pub(crate) fill: Vec<u8>,
-    pub(crate) index: Arc<ChunkTable>,
+    pub(crate) index: Arc<dyn WritableChunkIndex>,
+    /// File space for chunks.
+    pub(crate) space: ChunkSpace,
     pub(crate) pipeline: Option<h5_filters::Pipeline>,
     /// Early allocation: every chunk of the extent exists (made when the extent grows).
     pub(crate) early: bool,
@@ -412,14 +279,14 @@ pub(crate) struct ChunkedWriteLayout {
 impl ChunkedWriteLayout {
     /// Sets the filter mask of the written chunk at `coord` (a direct chunk write).
     pub(crate) fn set_filter_mask(&self, coord: &ChunkCoord, mask: u32) -> Result<()> {
-        let mut record = self
-            .index
-            .lookup(std::slice::from_ref(coord))?
-            .pop()
+        let found = self.index.lookup(std::slice::from_ref(coord))?;
+        let mut r = found
+            .into_iter()
+            .next()
             .flatten()
             .ok_or_else(|| Error::Invalid("the chunk written directly has no record".into()))?;
-        record.filter_mask = mask;
-        self.index.set(coord, record)
+        r.filter_mask = mask;
+        self.index.insert(coord.as_slice(), r)
     }
 
     /// Writes the fill value over the implicit chunks a shrink deleted (their space stays
@@ -460,16 +327,11 @@ impl ChunkLayout for ChunkedWriteLayout {
     }
 
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
-        let records = self.index.lookup(coords).map_err(layout_error)?;
+        let records = self.index.lookup(coords).map_err(boxed)?;
         let hint = self.chunk_elems() * self.elem_size;
-        Ok(coords
-            .iter()
-            .zip(records)
-            .map(|(c, r)| match r {
-                // Implicit chunks all exist from creation (holding the fill value).
-                None if self.index.implicit(c).is_some() => {
-                    Lookup::dense(self.index.implicit(c), hint, Box::new(Mask(0)))
-                }
+        Ok(records
+            .into_iter()
+            .map(|r| match r {
                 Some(r) => Lookup::dense(
                     Some(DiskLocation {
                         addr: r.addr,
@@ -524,11 +386,11 @@ impl ChunkLayout for ChunkedWriteLayout {
     }
 
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
-        let space = &self.index.space;
+        let space = &self.space;
         let mut out = Vec::with_capacity(reqs.len());
         for r in reqs.iter_mut() {
             let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
-            let loc = match (r.old, self.index.implicit(&r.coord)) {
+            let loc = match (r.old, self.index.computed(r.coord.as_slice())) {
                 (_, Some(fixed)) if fixed.size == r.new_size => fixed,
                 (_, Some(_)) => return Err("an implicit chunk changed size".into()),
                 (Some(old), None) if old.size == r.new_size => old,
@@ -543,15 +405,15 @@ impl ChunkLayout for ChunkedWriteLayout {
                 }
             };
             self.index
-                .set(
-                    &r.coord,
+                .insert(
+                    r.coord.as_slice(),
                     ChunkRecord {
                         addr: loc.addr,
                         size: loc.size,
                         filter_mask: mask,
                     },
                 )
-                .map_err(layout_error)?;
+                .map_err(boxed)?;
             out.push(loc);
         }
         Ok(out)
@@ -563,9 +425,9 @@ impl ChunkLayout for ChunkedWriteLayout {
         location: Option<DiskLocation>,
         _: &mut Udata,
     ) -> Result<(), LayoutError> {
-        self.index.unset(coord).map_err(layout_error)?;
-        match self.index.implicit(coord) {
-            // An implicit chunk keeps its space: it is refilled (`take_cleared`) so that a
+        self.index.remove(coord.as_slice()).map_err(boxed)?;
+        match self.index.computed(coord.as_slice()) {
+            // An implicit chunk keeps its space: it is refilled (`refill_cleared`) so that a
             // later growth shows fill values there.
             Some(fixed) => self
                 .cleared
@@ -574,7 +436,7 @@ impl ChunkLayout for ChunkedWriteLayout {
                 .push(fixed),
             None => {
                 if let Some(l) = location {
-                    self.index.space.free(l.addr, l.size)?;
+                    self.space.free(l.addr, l.size)?;
                 }
             }
         }

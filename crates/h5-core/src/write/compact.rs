@@ -53,6 +53,16 @@ impl CompactData {
     }
 }
 
+impl crate::write::chunks::AtFlush for CompactData {
+    fn flush(&self, file: &FileShared) -> Result<()> {
+        self.lay_out(file)
+    }
+
+    fn dataset_header(&self) -> Option<u64> {
+        self.header.lock().ok().and_then(|h| *h)
+    }
+}
+
 /// The chunk-cache layout of a compact dataset being written.
 #[derive(Debug)]
 pub(crate) struct CompactWriteLayout {
@@ -163,16 +173,9 @@ impl FileShared {
         }
         let initial = crate::write::chunks::fill_chunk(bytes as usize, fill);
         let data = CompactData::new(initial.clone());
-        let space = crate::write::chunks::ChunkSpace {
-            alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
-            base: self.base,
-        };
-        let table = Arc::new(crate::write::chunks::ChunkTable::new(
-            space,
-            crate::write::chunks::IndexShape::Compact(Arc::clone(&data)),
-            Vec::new(),
-        ));
-        self.state()?.indexes.push(table);
+        self.state()?
+            .indexes
+            .push(Arc::clone(&data) as Arc<dyn crate::write::chunks::AtFlush>);
         let layout = Arc::new(CompactWriteLayout {
             dims: dims.to_vec(),
             elem_size,

@@ -22,8 +22,9 @@ use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::alloc_time::{Pending, initialises};
 use crate::write::chunk_index::ChunkIndexKind;
+use crate::write::chunk_index::btree1::BtreeV1Chunks;
 use crate::write::chunk_index::create::{ChunkedSpec, rewrite_layout_message};
-use crate::write::chunks::{ChunkTable, ChunkedWriteLayout, ContiguousLayout, IndexShape};
+use crate::write::chunks::{AtFlush, ChunkedWriteLayout, ContiguousLayout, WritableChunkIndex};
 use crate::write::{attrs, ohdr};
 
 /// How a new dataset stores its data.
@@ -141,6 +142,7 @@ impl FileShared {
             permutation: None,
         };
         let mut created_chunked = None;
+        let mut created_single = None;
         let mut created_compact = None;
         let mut pending = None;
         let fill_time = spec.fill_time.unwrap_or(FillTime::IfSet);
@@ -225,6 +227,7 @@ impl FileShared {
                         kind: spec.chunk_index,
                     })?;
                     let layout = made.layout;
+                    created_single = made.single;
                     if alloc == AllocTime::Late {
                         pending = Some(Pending::Chunked(Arc::clone(&layout)));
                     }
@@ -268,10 +271,8 @@ impl FileShared {
         );
         messages.push(msg(&Message::Layout(layout_msg), sizes, bounds)?);
         let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
-        if let Some(l) = &created_chunked
-            && let IndexShape::Single { header, .. } = &l.index.shape
-        {
-            *header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
+        if let Some(s) = &created_single {
+            *s.header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
         }
         if let Some(d) = &created_compact {
             *d.header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
@@ -370,7 +371,12 @@ impl FileShared {
             data: data.to_vec(),
         };
         let body = m.encode(self.sizes, bounds.datatype_version(datatype))?;
-        attrs::store(self, obj, name, body)
+        let old = self.vlen_attribute(obj, name)?;
+        attrs::store(self, obj, name, body)?;
+        match old {
+            Some((t, raw)) => self.free_replaced_vlen(&t, &raw, Some(datatype), data),
+            None => Ok(()),
+        }
     }
 }
 
@@ -454,7 +460,12 @@ impl FileShared {
             data: Vec::new(),
         };
         let body = m.encode(self.sizes, bounds.datatype_version(datatype))?;
-        attrs::store(self, obj, name, body)
+        let old = self.vlen_attribute(obj, name)?;
+        attrs::store(self, obj, name, body)?;
+        match old {
+            Some((t, raw)) => self.free_replaced_vlen(&t, &raw, None, &[]),
+            None => Ok(()),
+        }
     }
 }
 
@@ -479,6 +490,16 @@ impl FileShared {
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
         self.check_usable()?;
+        let old = self.vlen_attribute(obj, name)?;
+        self.remove_attribute(obj, name)?;
+        match old {
+            Some((t, raw)) => self.free_replaced_vlen(&t, &raw, None, &[]),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the attribute message `name` of the object at `obj`.
+    fn remove_attribute(&self, obj: u64, name: &str) -> Result<()> {
         attrs::load_existing_dense(self, obj)?;
         if let Some(t) = self.state()?.attr_tables.get_mut(&obj) {
             return t.remove(name);
@@ -526,6 +547,17 @@ impl FileShared {
     }
 }
 
+/// Begins a write of the dataset: allocates its storage if it waits for its first write. A
+/// caller that encodes variable-length data calls it first, so that (as in libhdf5, which
+/// allocates before converting) the elements' storage is placed before their heap objects.
+pub fn prepare_write(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<()> {
+    if !file.is_writable() {
+        return Err(Error::ReadOnly);
+    }
+    file.check_usable()?;
+    file.allocate_pending(info.address)
+}
+
 /// Writes the elements of `buf` (densely in selection order, or at the positions `memory`
 /// selects; converted by `conv` when given) into the selection `sel` of the dataset.
 pub fn write(
@@ -541,6 +573,8 @@ pub fn write(
     }
     file.check_usable()?;
     file.allocate_pending(info.address)?;
+    // The elements written over: their variable-length data is freed once the write is done.
+    let old = overwritten_vlen(file, info, sel, conv)?;
     let id = crate::dataset::ensure_registered(file, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
     if let Some(m) = memory {
@@ -554,7 +588,34 @@ pub fn write(
         .map_err(|_| Error::Poisoned)?
         .write(&[req])
         .map_err(|e| file.note_failure(e.into()))?;
+    if let Some(old) = old {
+        file.free_replaced_vlen(&info.datatype, &old, Some(&info.datatype), buf)?;
+    }
     Ok(())
+}
+
+/// The current elements of the selection `sel` of a dataset whose elements hold
+/// variable-length data, about to be written over (`None`: its elements hold none, or a
+/// conversion is asked for).
+pub(crate) fn overwritten_vlen(
+    file: &Arc<FileShared>,
+    info: &DatasetInfo,
+    sel: &Selection,
+    conv: Option<&dyn Conversion>,
+) -> Result<Option<Vec<u8>>> {
+    if conv.is_some() || !crate::write::vlen::has_vlen(&info.datatype) {
+        return Ok(None);
+    }
+    let n = sel
+        .num_elements(info.dims())
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    let len = n
+        .checked_mul(info.elem_size() as u64)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| Error::Invalid("selection too large".into()))?;
+    let mut old = vec![0u8; len];
+    crate::dataset::read(file, info, sel, None, None, &mut old)?;
+    Ok(Some(old))
 }
 
 /// Changes the dimensions of a chunked dataset (version 1 B-tree index) to `dims` (within its
@@ -678,9 +739,11 @@ pub(crate) fn existing_layout(
                 alloc: Arc::clone(file.alloc.as_ref().ok_or(Error::ReadOnly)?),
                 base: file.base,
             };
-            let index = if !matches!(index, ChunkIndex::BtreeV1 { .. }) {
-                match crate::write::chunk_index::existing::load(file, info, &chunk, space)? {
-                    Some(t) => Arc::new(t),
+            let index: Arc<dyn WritableChunkIndex> = if !matches!(index, ChunkIndex::BtreeV1 { .. })
+            {
+                match crate::write::chunk_index::existing::load(file, info, &chunk, space.clone())?
+                {
+                    Some(t) => t,
                     None => return Ok(None),
                 }
             } else if let ChunkIndex::BtreeV1 { address } = index
@@ -692,11 +755,10 @@ pub(crate) fn existing_layout(
                     file.chunk_btree_k(),
                     cdims.clone(),
                 );
-                Arc::new(ChunkTable::new(
-                    space,
-                    IndexShape::BtreeV1(tree),
-                    chunk.clone(),
-                ))
+                Arc::new(BtreeV1Chunks {
+                    tree,
+                    space: space.clone(),
+                })
             } else {
                 // Never written (libhdf5 creates the index with the first chunk): a new empty
                 // root, recorded in the layout message.
@@ -709,11 +771,10 @@ pub(crate) fn existing_layout(
                     };
                 }
                 rewrite_layout_message(file, info.address, layout)?;
-                Arc::new(ChunkTable::new(
-                    space,
-                    IndexShape::BtreeV1(tree),
-                    chunk.clone(),
-                ))
+                Arc::new(BtreeV1Chunks {
+                    tree,
+                    space: space.clone(),
+                })
             };
             // Chunks the existing dataset gains are allocated as they are written (an early-
             // allocated dataset already has all of its chunks).
@@ -724,13 +785,14 @@ pub(crate) fn existing_layout(
                 elem_size: elem,
                 fill,
                 index: Arc::clone(&index),
+                space,
                 pipeline: crate::dataset::pipeline_of(&info.pipeline),
                 early,
                 fill_time,
                 cleared: Mutex::new(Vec::new()),
             });
             let mut w = file.state()?;
-            w.indexes.push(index);
+            w.indexes.push(index as Arc<dyn AtFlush>);
             w.chunked.insert(info.address, Arc::clone(&layout));
             Ok(Some(layout))
         }

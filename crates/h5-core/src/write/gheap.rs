@@ -1,48 +1,46 @@
 //! Writing global heap collections: where variable-length data (strings, sequences) lives.
 //!
-//! Every collection written is a metadata-cache entry whose value is the
-//! [`GlobalHeapCollection`] itself with its encoder ([`Decoded::writable`]), so readers in this
-//! process find new objects through the cache exactly as they find objects of a file opened for
-//! reading, and the cache writes the collection at flush.
+//! Every collection is a metadata-cache entry whose value is the [`GlobalHeapCollection`]
+//! itself; inserting or freeing an object protects the collection read-write, changes it and
+//! releases it dirtied (readers in this process find objects through the cache exactly as in a
+//! file opened for reading, and the cache writes the collection at flush).
 //!
-//! Policy (libhdf5's sizes, simpler placement):
-//! - a new collection is [`MIN_COLLECTION_SIZE`] (4096) bytes, or exactly what its first
-//!   object needs when that is more;
-//! - objects are appended to the file's *open* collection while they fit; an object that does
-//!   not fit closes it (it is never appended to again) and starts a new one;
-//! - objects get increasing indices from 1 (zero-length objects too, as libhdf5 stores empty
-//!   strings) with reference count 0, as libhdf5 writes for variable-length data.
+//! Policy (libhdf5's, `H5HG.c`):
+//! - a new object goes to the first collection with room for it on the file's list of
+//!   collections with free space (at most `MAX_FREE_LIST`, libhdf5's CWFS list), which moves
+//!   one place forward; else to a new collection of [`MIN_COLLECTION_SIZE`] (4096) bytes, or
+//!   what the object needs when that is more, put at the front of the list (libhdf5 may also
+//!   extend a listed collection in place; h5 does not);
+//! - an object's index is one more than the collection's highest (the lowest free one once
+//!   65535 is taken); reference counts are 0, as libhdf5 writes for variable-length data;
+//! - freeing an object compacts its collection: the objects after it move down and the free
+//!   space (object 0) grows at the end, as libhdf5 removes objects; a collection left empty is
+//!   removed from the cache and its space given back to the allocator. A collection freed from
+//!   joins the list (or moves one place forward on it).
 //!
-//! Freed or overwritten objects are **leaked**: rewriting a variable-length element or replacing
-//! an attribute leaves its old object in its collection (readers never see it; the space is
-//! not reused). Writers that run concurrently each get their own open collection (the one
-//! handed back last stays open), so they never share a collection being filled.
+//! The list is a hint kept between calls: a listed collection's free space is checked under
+//! its protection before an object goes in.
+
+use std::collections::BTreeMap;
 
 use h5_format::heap::global::{
     GlobalHeapCollection, GlobalHeapId, GlobalHeapObject, MIN_COLLECTION_SIZE,
 };
-use h5_metacache::MetadataKind;
+use h5_metacache::MetadataKind as K;
 
 use crate::error::{Error, Result};
 use crate::file::FileShared;
-use crate::meta::Decoded;
+use crate::meta::{Decoded, EncodeFn, Load, encoder};
 use crate::write::alloc::SpaceKind;
-use crate::write::put;
 
-/// The collection being filled. Invariant: `col` is the value cached at `addr` once
-/// `dirty` is false; `col.free_space` is what is left for new objects.
-#[derive(Debug)]
-pub(crate) struct OpenCollection {
-    addr: u64,
-    col: GlobalHeapCollection,
-    next_index: u16,
-    dirty: bool,
-}
+/// Most collections on the free-space list (libhdf5's `H5HG_NCWFS`).
+pub(crate) const MAX_FREE_LIST: usize = 16;
 
-/// The per-file state kept between writes: the open collection, if any.
+/// The per-file state kept between writes: collections with free space, most useful first
+/// (relative address, free bytes when last seen).
 #[derive(Debug, Default)]
 pub(crate) struct HeapState {
-    pub(crate) open: Option<OpenCollection>,
+    pub(crate) free_list: Vec<(u64, u64)>,
 }
 
 /// Bytes of a collection's header (signature, version, reserved, size).
@@ -55,20 +53,41 @@ fn object_len(length_size: u8, data: usize) -> u64 {
     8 + u64::from(length_size) + (data as u64).div_ceil(8) * 8
 }
 
+/// How the collection at relative `addr` is loaded (its size learnt from its header).
+pub(crate) fn collection_load(sizes: h5_format::Sizes, addr: u64) -> Load {
+    Load::sized(
+        MIN_COLLECTION_SIZE as usize,
+        move |b| GlobalHeapCollection::needed_len(b, sizes, addr),
+        move |b| GlobalHeapCollection::decode(b, sizes, addr),
+    )
+}
+
+fn collection_encoder(sizes: h5_format::Sizes) -> EncodeFn {
+    encoder(move |c: &GlobalHeapCollection| c.encode(sizes))
+}
+
+/// The index a new object of `col` gets: one more than the highest, else the lowest free one.
+fn next_index(col: &GlobalHeapCollection) -> Option<u16> {
+    let highest = col.objects.iter().map(|o| o.index).max().unwrap_or(0);
+    if highest < u16::MAX {
+        return Some(highest + 1);
+    }
+    let used: std::collections::HashSet<u16> = col.objects.iter().map(|o| o.index).collect();
+    (1..u16::MAX).find(|i| !used.contains(i))
+}
+
 /// Puts objects into global heap collections of one writable file. Get one with
-/// [`FileShared::global_heap`], insert, then [`GlobalHeapWriter::finish`] (dropping it finishes
-/// too but loses errors).
+/// [`FileShared::global_heap`], insert, then [`GlobalHeapWriter::finish`].
 #[derive(Debug)]
 pub struct GlobalHeapWriter<'a> {
     file: &'a FileShared,
-    open: Option<OpenCollection>,
 }
 
 impl FileShared {
     /// A writer of global heap objects (variable-length data) for this writable file.
     pub fn global_heap(&self) -> Result<GlobalHeapWriter<'_>> {
-        let open = self.state()?.heap.open.take();
-        Ok(GlobalHeapWriter { file: self, open })
+        drop(self.state()?);
+        Ok(GlobalHeapWriter { file: self })
     }
 }
 
@@ -76,90 +95,193 @@ impl GlobalHeapWriter<'_> {
     /// Stores `data` as a new object and returns its heap ID (the collection's relative address
     /// and the object's index).
     pub fn insert(&mut self, data: &[u8]) -> Result<GlobalHeapId> {
-        let length = self.file.sizes.length;
-        let need = object_len(length, data.len());
-        let fits = self
-            .open
-            .as_ref()
-            .is_some_and(|o| o.col.free_space >= need && o.next_index < u16::MAX);
-        if !fits {
-            self.commit()?;
-            let size = (collection_header_len(length) + need).max(MIN_COLLECTION_SIZE);
-            let addr = self.file.allocate(SpaceKind::Raw, size)?;
-            self.open = Some(OpenCollection {
+        self.file.heap_insert(data)
+    }
+
+    /// Ends the writer (every object is in the metadata cache already).
+    pub fn finish(self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl FileShared {
+    /// Stores `data` as a new global heap object (see the module doc for where).
+    pub(crate) fn heap_insert(&self, data: &[u8]) -> Result<GlobalHeapId> {
+        let sizes = self.sizes;
+        let need = object_len(sizes.length, data.len());
+        let listed: Vec<u64> = self
+            .state()?
+            .heap
+            .free_list
+            .iter()
+            .filter(|(_, free)| *free >= need)
+            .map(|(a, _)| *a)
+            .collect();
+        for addr in listed {
+            let mut txn = self.cache()?;
+            let (slot, col) = txn.protect::<GlobalHeapCollection>(
+                K::GlobalHeapCollection,
                 addr,
-                col: GlobalHeapCollection {
-                    collection_size: size,
-                    objects: Vec::new(),
-                    free_space: size - collection_header_len(length),
+                &collection_load(sizes, addr),
+            )?;
+            let index = next_index(&col).filter(|_| col.free_space >= need);
+            let Some(index) = index else {
+                txn.finish()?;
+                self.note_free(addr, Some(col.free_space), false)?;
+                continue;
+            };
+            let (free, _) = txn.change(
+                slot,
+                &collection_encoder(sizes),
+                |c: &mut GlobalHeapCollection| {
+                    c.objects.push(GlobalHeapObject {
+                        index,
+                        reference_count: 0,
+                        data: data.to_vec(),
+                    });
+                    c.free_space -= need;
+                    c.free_space
                 },
-                next_index: 1,
-                dirty: true,
+            )?;
+            txn.finish()?;
+            self.note_free(addr, Some(free), true)?;
+            return Ok(GlobalHeapId {
+                collection_address: addr,
+                index: u32::from(index),
             });
         }
-        let o = self
-            .open
-            .as_mut()
-            .ok_or_else(|| Error::Unsupported("no open global heap collection".into()))?;
-        let index = o.next_index;
-        o.next_index += 1;
-        o.col.objects.push(GlobalHeapObject {
-            index,
-            reference_count: 0,
-            data: data.to_vec(),
-        });
-        o.col.free_space -= need;
-        o.dirty = true;
+        // A new collection, at the front of the list.
+        let size = (collection_header_len(sizes.length) + need).max(MIN_COLLECTION_SIZE);
+        let len = usize::try_from(size)
+            .map_err(|_| Error::Invalid("global heap collection too large".into()))?;
+        let addr = self.allocate(SpaceKind::Raw, size)?;
+        let col = GlobalHeapCollection {
+            collection_size: size,
+            objects: vec![GlobalHeapObject {
+                index: 1,
+                reference_count: 0,
+                data: data.to_vec(),
+            }],
+            free_space: size - collection_header_len(sizes.length) - need,
+        };
+        let free = col.free_space;
+        let mut txn = self.cache()?;
+        txn.put(
+            K::GlobalHeapCollection,
+            addr,
+            Decoded {
+                len,
+                value: std::sync::Arc::new(col),
+                encode: Some(collection_encoder(sizes)),
+            },
+        )?;
+        txn.finish()?;
+        {
+            let mut w = self.state()?;
+            let list = &mut w.heap.free_list;
+            if free >= object_len(sizes.length, 0) {
+                list.insert(0, (addr, free));
+                list.truncate(MAX_FREE_LIST);
+            }
+        }
         Ok(GlobalHeapId {
-            collection_address: o.addr,
-            index: u32::from(index),
+            collection_address: addr,
+            index: 1,
         })
     }
 
-    /// Puts the open collection's current value into the metadata cache (inserted or
-    /// replaced, marked dirty).
-    fn commit(&mut self) -> Result<()> {
-        let Some(o) = self.open.as_mut() else {
-            return Ok(());
-        };
-        if o.dirty {
-            let sizes = self.file.sizes;
-            let len = usize::try_from(o.col.collection_size)
-                .map_err(|_| Error::Invalid("global heap collection too large".into()))?;
-            let entry = Decoded::writable(len, o.col.clone(), move |c: &GlobalHeapCollection| {
-                c.encode(sizes)
-            });
-            put(self.file, MetadataKind::GlobalHeapCollection, o.addr, entry)?;
-            o.dirty = false;
-        }
-        // A full collection is closed for good.
-        if o.col.free_space < object_len(self.file.sizes.length, 0) {
-            self.open = None;
+    /// Records that the collection at `addr` has `free` bytes (`None`: it is gone): listed,
+    /// moved one place forward when `used` (an object went in or was freed), dropped when it
+    /// is full or gone; a collection not listed joins at the end (replacing the last entry of
+    /// a full list).
+    fn note_free(&self, addr: u64, free: Option<u64>, used: bool) -> Result<()> {
+        let min = object_len(self.sizes.length, 0);
+        let mut w = self.state()?;
+        let list = &mut w.heap.free_list;
+        let at = list.iter().position(|(a, _)| *a == addr);
+        match (at, free) {
+            (Some(i), Some(f)) if f >= min => {
+                list[i].1 = f;
+                if used && i > 0 {
+                    list.swap(i, i - 1);
+                }
+            }
+            (Some(i), _) => {
+                list.remove(i);
+            }
+            (None, Some(f)) if f >= min && used => {
+                if list.len() == MAX_FREE_LIST {
+                    list.pop();
+                }
+                list.push((addr, f));
+            }
+            (None, _) => {}
         }
         Ok(())
     }
 
-    /// Writes what was inserted into the metadata cache and keeps the open collection for the
-    /// next writer.
-    pub fn finish(mut self) -> Result<()> {
-        self.commit()?;
-        if let Some(o) = self.open.take() {
-            self.file.state()?.heap.open = Some(o);
+    /// Frees the global heap objects `ids` (null IDs and objects already gone are skipped):
+    /// each collection is compacted, and one left empty is deleted and its space freed.
+    pub(crate) fn free_heap_objects(&self, ids: &[GlobalHeapId]) -> Result<()> {
+        let sizes = self.sizes;
+        let mut by_collection: BTreeMap<u64, Vec<u16>> = BTreeMap::new();
+        for id in ids {
+            if is_null(id) {
+                continue;
+            }
+            let index = u16::try_from(id.index)
+                .map_err(|_| Error::Invalid(format!("global heap object index {}", id.index)))?;
+            by_collection
+                .entry(id.collection_address)
+                .or_default()
+                .push(index);
+        }
+        for (addr, indices) in by_collection {
+            let mut txn = self.cache()?;
+            let (slot, col) = txn.protect::<GlobalHeapCollection>(
+                K::GlobalHeapCollection,
+                addr,
+                &collection_load(sizes, addr),
+            )?;
+            if !col.objects.iter().any(|o| indices.contains(&o.index)) {
+                txn.finish()?;
+                continue;
+            }
+            let ((empty, free, size), _) = txn.change(
+                slot,
+                &collection_encoder(sizes),
+                |c: &mut GlobalHeapCollection| {
+                    let mut freed = 0;
+                    c.objects.retain(|o| {
+                        let gone = indices.contains(&o.index);
+                        if gone {
+                            freed += object_len(sizes.length, o.data.len());
+                        }
+                        !gone
+                    });
+                    c.free_space += freed;
+                    (c.objects.is_empty(), c.free_space, c.collection_size)
+                },
+            )?;
+            if empty {
+                txn.release(slot)?;
+                txn.forget(K::GlobalHeapCollection, addr)?;
+                txn.finish()?;
+                self.free(SpaceKind::Raw, addr, size)?;
+                self.note_free(addr, None, false)?;
+            } else {
+                txn.finish()?;
+                self.note_free(addr, Some(free), true)?;
+            }
         }
         Ok(())
     }
 }
 
-impl Drop for GlobalHeapWriter<'_> {
-    fn drop(&mut self) {
-        if self.open.is_some() {
-            // Errors are lost here; `finish` reports them.
-            let _ = self.commit();
-            if let (Some(o), Ok(mut w)) = (self.open.take(), self.file.state()) {
-                w.heap.open = Some(o);
-            }
-        }
-    }
+/// Whether `id` names no object (an empty sequence, or an undefined address).
+fn is_null(id: &GlobalHeapId) -> bool {
+    id.collection_address == h5_format::UNDEFINED_ADDRESS
+        || (id.collection_address == 0 && id.index == 0)
 }
 
 #[cfg(test)]
@@ -185,6 +307,15 @@ mod tests {
         .unwrap()
     }
 
+    fn reopen(storage: &std::sync::Arc<h5_io::MemoryStorage>) -> std::sync::Arc<FileShared> {
+        FileShared::open(
+            std::sync::Arc::clone(storage) as std::sync::Arc<dyn h5_io::Storage>,
+            &crate::file::CacheSettings::default(),
+            None,
+        )
+        .unwrap()
+    }
+
     /// Objects fill a 4096-byte collection, then go to a new one; a large object gets a
     /// collection of its own size; all read back in process and after reopening.
     #[test]
@@ -199,7 +330,6 @@ mod tests {
         let big = vec![7u8; 10_000];
         ids.push(w.insert(&big).unwrap());
         w.finish().unwrap();
-        // Later writers continue the open collection.
         let mut w = file.global_heap().unwrap();
         let small = w.insert(b"later").unwrap();
         w.finish().unwrap();
@@ -217,27 +347,67 @@ mod tests {
         check(&file);
         file.flush().unwrap();
         drop(file);
-        let reopened = FileShared::open(
-            std::sync::Arc::clone(&storage) as std::sync::Arc<dyn h5_io::Storage>,
-            &crate::file::CacheSettings::default(),
-            None,
-        )
-        .unwrap();
+        let reopened = reopen(&storage);
         check(&reopened);
         let c = crate::walk::global_object(&reopened, ids[300]).unwrap();
         assert_eq!(c.len(), 10_000);
+    }
+
+    /// Freed space is reused: objects freed and inserted again, many times over, stay in the
+    /// first collection; the others' objects are intact; a collection emptied is freed.
+    #[test]
+    fn freed_objects_make_room_for_new_ones() {
+        let storage = std::sync::Arc::new(h5_io::MemoryStorage::new());
+        let file = new_file(&storage);
+        let keep = file.heap_insert(b"kept across all rounds").unwrap();
+        let mut live: Vec<(GlobalHeapId, Vec<u8>)> = Vec::new();
+        for round in 0..200u32 {
+            let old: Vec<GlobalHeapId> = live.iter().map(|(id, _)| *id).collect();
+            file.free_heap_objects(&old).unwrap();
+            live = (0..5u32)
+                .map(|j| {
+                    let data = format!("round {round} object {j}").into_bytes();
+                    (file.heap_insert(&data).unwrap(), data)
+                })
+                .collect();
+            for (id, data) in &live {
+                assert_eq!(
+                    id.collection_address, keep.collection_address,
+                    "round {round}"
+                );
+                assert_eq!(&crate::walk::global_object(&file, *id).unwrap(), data);
+            }
+        }
+        assert_eq!(
+            crate::walk::global_object(&file, keep).unwrap(),
+            b"kept across all rounds"
+        );
+        // A big object gets its own collection; freeing it frees the collection.
+        let big = file.heap_insert(&[3u8; 9000]).unwrap();
+        assert_ne!(big.collection_address, keep.collection_address);
+        // Space given back: free in the allocator, or cut off the end of allocation.
+        let given_back = || {
+            let a = file.alloc.as_ref().unwrap().lock().unwrap();
+            a.free_bytes() as i64 - a.eoa() as i64
+        };
+        let before = given_back();
+        file.free_heap_objects(&[big]).unwrap();
+        let after = given_back();
+        assert!(after - before >= 9000, "{before} → {after}");
+        assert!(crate::walk::global_object(&file, big).is_err());
+        file.flush().unwrap();
+        drop(file);
+        let reopened = reopen(&storage);
+        for (id, data) in &live {
+            assert_eq!(&crate::walk::global_object(&reopened, *id).unwrap(), data);
+        }
     }
 
     #[test]
     fn read_only_files_have_no_heap_writer() {
         let storage = std::sync::Arc::new(h5_io::MemoryStorage::new());
         new_file(&storage).flush().unwrap();
-        let f = FileShared::open(
-            std::sync::Arc::clone(&storage) as std::sync::Arc<dyn h5_io::Storage>,
-            &crate::file::CacheSettings::default(),
-            None,
-        )
-        .unwrap();
+        let f = reopen(&storage);
         assert!(matches!(f.global_heap(), Err(Error::ReadOnly)));
     }
 }

@@ -63,7 +63,14 @@ pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Res
         file.allocate_pending(info.address)?;
         ids.push(crate::dataset::ensure_registered(file, info)?);
     }
+    // The elements written over: their variable-length data is freed once the write is done.
     let all = Selection::All;
+    let mut old = Vec::with_capacity(reqs.len());
+    for (info, _) in reqs {
+        old.push(crate::write::dataset::overwritten_vlen(
+            file, info, &all, None,
+        )?);
+    }
     let requests: Vec<WriteRequest<'_>> = reqs
         .iter()
         .zip(&ids)
@@ -74,7 +81,13 @@ pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Res
         .lock()
         .map_err(|_| Error::Poisoned)?
         .write(&requests);
-    r.map(|_| ()).map_err(|e| file.note_failure(e.into()))
+    r.map(|_| ()).map_err(|e| file.note_failure(e.into()))?;
+    for ((info, buf), old) in reqs.iter().zip(old) {
+        if let Some(old) = old {
+            file.free_replaced_vlen(&info.datatype, &old, Some(&info.datatype), buf)?;
+        }
+    }
+    Ok(())
 }
 
 /// The chunk coordinates of the chunk starting at element `offset`, checked against the

@@ -19,6 +19,7 @@ pub mod gheap;
 pub mod io;
 pub mod links;
 pub(crate) mod ohdr;
+pub(crate) mod vlen;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -197,8 +198,9 @@ pub(crate) struct WriteState {
     pub(crate) link_tables: HashMap<u64, links::LinkTable>,
     /// Dense attribute storage of objects written here, by object header address.
     pub(crate) attr_tables: HashMap<u64, attrs::AttrTable>,
-    /// Chunk tables (and compact data) of datasets written, laid out at flush.
-    pub(crate) indexes: Vec<Arc<chunks::ChunkTable>>,
+    /// Storage of datasets written that has work to do at flush (chunk indexes, compact
+    /// data).
+    pub(crate) indexes: Vec<Arc<dyn chunks::AtFlush>>,
     /// Chunked datasets created or opened for writing here, by object header address (for
     /// resizing and deletion).
     pub(crate) chunked: HashMap<u64, Arc<chunks::ChunkedWriteLayout>>,
@@ -286,10 +288,16 @@ impl FileShared {
             sb_version = sb_version.max(2);
         }
         let sb_len = encoded_len(sb_version, sizes)?;
-        let alloc = Arc::new(Mutex::new(FileAlloc::with_config(
-            options.file_space.space_config(sizes.offset),
-            sb_len as u64,
-        )?));
+        // The superblock is the first metadata allocation (in the metadata aggregator's first
+        // block, as libhdf5 allocates it), at address 0.
+        let mut first = FileAlloc::with_config(options.file_space.space_config(sizes.offset), 0)?;
+        let sb_at = first.allocate(SpaceKind::Meta, sb_len as u64)?;
+        if sb_at != 0 {
+            return Err(Error::Unsupported(format!(
+                "the superblock was placed at {sb_at:#x}"
+            )));
+        }
+        let alloc = Arc::new(Mutex::new(first));
         let ctx = FileSpace {
             eoa: 0,
             alloc: Some(Arc::clone(&alloc)),
@@ -331,6 +339,7 @@ impl FileShared {
             sohm: Mutex::new(Some(None)),
             path: std::sync::OnceLock::new(),
             descriptions: Default::default(),
+            this: std::sync::OnceLock::new(),
             alloc: Some(alloc),
             write: Some(Mutex::new(WriteState {
                 bounds: options.bounds,
@@ -360,7 +369,7 @@ impl FileShared {
             Root::ObjectHeader(root)
         };
         file.insert_superblock(0)?;
-        Ok(Arc::new(file))
+        Ok(file.shared())
     }
 
     /// Opens the HDF5 file in `storage` for reading and writing. New space is allocated from
@@ -438,7 +447,7 @@ impl FileShared {
             }
         }
         file.insert_superblock(at)?;
-        Ok(Arc::new(file))
+        Ok(file.shared())
     }
 
     /// Puts the superblock into the cache at absolute `at` as a pinned entry flushed last, whose
@@ -823,6 +832,7 @@ impl FileShared {
             Message::Layout(l) => Some(l.clone()),
             _ => None,
         }) {
+            self.free_dataset_vlen(&oh)?;
             self.delete_raw_data(addr, &layout)?;
         }
         ohdr::delete(self, addr)?;
@@ -852,7 +862,10 @@ impl FileShared {
             w.pending.remove(&addr);
             // Nothing may be laid out into the freed header or index at the next flush.
             w.indexes.retain(|ix| {
-                !l.as_ref().is_some_and(|l| Arc::ptr_eq(ix, &l.index)) && ix.header() != Some(addr)
+                let ours = l
+                    .as_ref()
+                    .is_some_and(|l| std::ptr::addr_eq(Arc::as_ptr(ix), Arc::as_ptr(&l.index)));
+                !ours && ix.dataset_header() != Some(addr)
             });
             l
         };
@@ -872,18 +885,20 @@ impl FileShared {
                 dims,
                 ..
             } if *address != UNDEFINED_ADDRESS => {
-                let tree = crate::btree1::chunk::ChunkBtree::open(
-                    self.cache_handle(),
-                    *address,
-                    self.chunk_btree_k(),
-                    dims.clone(),
-                );
-                for r in tree.delete()? {
-                    let at = r.addr.checked_sub(self.base).ok_or_else(|| {
-                        Error::Unsupported("a chunk below the base address".into())
-                    })?;
-                    self.free(SpaceKind::Raw, at, r.size)?;
-                }
+                let index = chunk_index::btree1::BtreeV1Chunks {
+                    tree: crate::btree1::chunk::ChunkBtree::open(
+                        self.cache_handle(),
+                        *address,
+                        self.chunk_btree_k(),
+                        dims.clone(),
+                    ),
+                    space: chunks::ChunkSpace {
+                        alloc: Arc::clone(self.alloc.as_ref().ok_or(Error::ReadOnly)?),
+                        base: self.base,
+                    },
+                };
+                use chunks::WritableChunkIndex;
+                index.free(self)?;
             }
             _ => {}
         }
@@ -931,7 +946,7 @@ impl FileShared {
         self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
-            ix.lay_out(self)?;
+            ix.flush(self)?;
         }
         self.lay_out_dirty(|w| &mut w.link_tables)?;
         self.lay_out_dirty(|w| &mut w.attr_tables)?;

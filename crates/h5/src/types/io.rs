@@ -19,6 +19,7 @@ impl Dataset {
         let file = self.file_shared();
         let bytes = match self.dtype() {
             Datatype::VarLen(v) if matches!(v.kind, VarLenKind::String { .. }) => {
+                h5_core::write::dataset::prepare_write(file, &self.info())?;
                 let mut ctx = super::EncodeCtx::new(file);
                 let size = v.size as usize;
                 let mut out = vec![0u8; data.len() * size];

@@ -9,22 +9,29 @@ use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
 use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass, SINGLE_INDEX_WITH_FILTER};
 
-use super::{ArrayIndex, ChunkIndexKind, EA_PARAMS, FA_PAGE_BITS};
+use super::btree1::BtreeV1Chunks;
+use super::simple::{ImplicitChunks, SingleChunk};
+use super::table::{TableIndex, TableShape};
+use super::{ArrayIndex, ChunkIndexKind, EA_PARAMS, FA_PAGE_BITS, header_len};
 use super::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
 use crate::btree1::chunk::ChunkBtree;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
+use crate::indexes::earray::ExtensibleArrayIndex;
+use crate::indexes::farray::FixedArrayIndex;
 use crate::layouts::ChunkRecord;
 use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
-use crate::write::chunks::{ChunkSpace, ChunkTable, ChunkedWriteLayout, IndexShape};
+use crate::write::chunks::{AtFlush, ChunkSpace, ChunkedWriteLayout, WritableChunkIndex};
 
 /// What creating a chunked dataset produced: the layout message's storage, the filter
-/// pipeline message, and the writable layout.
+/// pipeline message, the writable layout, and a single-chunk index (which needs the dataset's
+/// header address once it exists).
 pub(crate) struct NewChunked {
     pub(crate) class: LayoutClass,
     pub(crate) pipeline: Option<FilterPipeline>,
     pub(crate) layout: Arc<ChunkedWriteLayout>,
+    pub(crate) single: Option<Arc<SingleChunk>>,
 }
 
 /// The format bounds of new objects in `file` (those it was created with, or what its
@@ -164,23 +171,9 @@ impl FileShared {
         let version = chunked_layout_version(self, kind == ChunkIndexKind::BtreeV1, filtered);
         let chunk_size_len =
             h5_format::btree2::filtered_chunk_size_len(version, sizes, chunk_bytes);
-        let array = |kind| -> Result<(u64, IndexShape)> {
-            let header =
-                self.allocate(SpaceKind::Meta, ArrayIndex::header_len(kind, sizes) as u64)?;
-            Ok((
-                header,
-                IndexShape::Array(ArrayIndex {
-                    kind,
-                    header,
-                    counts: counts.clone(),
-                    chunk_dims: spec.chunk.to_vec(),
-                    chunk_bytes,
-                    chunk_size_len,
-                    filtered,
-                }),
-            ))
-        };
-        let (index, shape, flags) = match kind {
+        let header = |kind| self.allocate(SpaceKind::Meta, header_len(kind, sizes) as u64);
+        let mut single = None;
+        let (index, store, flags): (ChunkIndex, Arc<dyn WritableChunkIndex>, u8) = match kind {
             ChunkIndexKind::BtreeV1 => {
                 let tree =
                     ChunkBtree::create(self.cache_handle(), self.chunk_btree_k(), cdims.clone())?;
@@ -188,7 +181,10 @@ impl FileShared {
                     ChunkIndex::BtreeV1 {
                         address: tree.root(),
                     },
-                    IndexShape::BtreeV1(tree),
+                    Arc::new(BtreeV1Chunks {
+                        tree,
+                        space: space.clone(),
+                    }),
                     0,
                 )
             }
@@ -210,14 +206,9 @@ impl FileShared {
                         index,
                     },
                 };
-                (
-                    index,
-                    IndexShape::Single {
-                        layout,
-                        header: Mutex::new(None),
-                    },
-                    flags,
-                )
+                let s = Arc::new(SingleChunk::new(layout, None, None, space.clone()));
+                single = Some(Arc::clone(&s));
+                (index, s, flags)
             }
             ChunkIndexKind::Implicit => {
                 let total = counts
@@ -230,27 +221,45 @@ impl FileShared {
                 }
                 (
                     ChunkIndex::Implicit { address },
-                    IndexShape::Implicit {
+                    Arc::new(ImplicitChunks {
                         base: self.abs(address)?,
                         counts: counts.clone(),
                         chunk_bytes,
-                    },
+                        space: space.clone(),
+                    }),
                     0,
                 )
             }
             ChunkIndexKind::FixedArray => {
-                let (address, shape) = array(kind)?;
+                let address = header(kind)?;
+                let meta = self.cache_handle();
+                let n = counts
+                    .iter()
+                    .try_fold(1u64, |a, c| a.checked_mul(*c))
+                    .ok_or_else(|| Error::Invalid("too many chunks".into()))?;
+                let format = crate::indexes::element_format(sizes, filtered, chunk_size_len)?;
+                FixedArrayIndex::create(&meta, address, format, n, FA_PAGE_BITS)?;
                 (
                     ChunkIndex::FixedArray {
                         address,
                         page_bits: FA_PAGE_BITS,
                     },
-                    shape,
+                    Arc::new(FixedArrayIndex {
+                        meta,
+                        header: address,
+                        counts: counts.clone(),
+                        chunk_bytes,
+                        space: Some(space.clone()),
+                    }),
                     0,
                 )
             }
             ChunkIndexKind::ExtensibleArray => {
-                let (address, shape) = array(kind)?;
+                let address = header(kind)?;
+                let meta = self.cache_handle();
+                let format = crate::indexes::element_format(sizes, filtered, chunk_size_len)?;
+                let params = crate::indexes::earray::params(format, EA_PARAMS);
+                ExtensibleArrayIndex::create(&meta, address, params)?;
                 let [
                     max_bits,
                     index_elements,
@@ -267,12 +276,26 @@ impl FileShared {
                         min_elements,
                         page_bits,
                     },
-                    shape,
+                    Arc::new(ExtensibleArrayIndex {
+                        meta,
+                        header: address,
+                        counts: counts.clone(),
+                        unlimited: spec.max.iter().position(|m| *m == UNLIMITED).unwrap_or(0),
+                        chunk_bytes,
+                        space: Some(space.clone()),
+                    }),
                     0,
                 )
             }
             ChunkIndexKind::BtreeV2 => {
-                let (address, shape) = array(kind)?;
+                let address = header(kind)?;
+                let shape = TableShape::BtreeV2(ArrayIndex {
+                    header: address,
+                    chunk_dims: spec.chunk.to_vec(),
+                    chunk_bytes,
+                    chunk_size_len,
+                    filtered,
+                });
                 (
                     ChunkIndex::BtreeV2 {
                         address,
@@ -280,13 +303,14 @@ impl FileShared {
                         split_percent: BT2_SPLIT_PERCENT,
                         merge_percent: BT2_MERGE_PERCENT,
                     },
-                    shape,
+                    Arc::new(TableIndex::new(space.clone(), shape, spec.chunk.to_vec())),
                     0,
                 )
             }
         };
-        let table = Arc::new(ChunkTable::new(space, shape, spec.chunk.to_vec()));
-        self.state()?.indexes.push(Arc::clone(&table));
+        self.state()?
+            .indexes
+            .push(Arc::clone(&store) as Arc<dyn AtFlush>);
         let pipeline = filtered.then(|| FilterPipeline {
             version: self.bounds().pipeline_version(),
             filters: spec.filters.to_vec(),
@@ -296,7 +320,8 @@ impl FileShared {
             chunk_dims: spec.chunk.to_vec(),
             elem_size: spec.elem,
             fill: spec.fill.to_vec(),
-            index: table,
+            index: store,
+            space,
             pipeline: crate::dataset::pipeline_of(&pipeline),
             early: early && kind != ChunkIndexKind::Implicit,
             fill_time: spec.fill_time,
@@ -313,6 +338,7 @@ impl FileShared {
             },
             pipeline,
             layout,
+            single,
         })
     }
 
@@ -341,38 +367,56 @@ impl FileShared {
             layout.pipeline.is_some() || crate::write::alloc_time::initialises(layout.fill_time);
         let zeros = layout.pipeline.is_none() && image.iter().all(|b| *b == 0);
         let end = self.storage.len()?;
-        let table = &layout.index;
+        let index = &layout.index;
+        // The extent's chunks in row-major order, looked up and recorded in batches.
         let mut scaled = vec![0u64; counts.len()];
+        let mut batch: Vec<ChunkCoord> = Vec::new();
         loop {
-            let coord = ChunkCoord::new(&scaled)
-                .ok_or_else(|| Error::Invalid("dataset rank too large".into()))?;
-            if table.lookup(std::slice::from_ref(&coord))?[0].is_none() {
-                let rel = self.allocate(SpaceKind::Raw, image.len() as u64)?;
-                let addr = self.abs(rel)?;
-                if write && !(zeros && addr >= end) {
-                    self.storage.write_at(addr, &image)?;
+            batch.push(
+                ChunkCoord::new(&scaled)
+                    .ok_or_else(|| Error::Unsupported("a dataset of that rank".into()))?,
+            );
+            let last = !next_coords(&mut scaled, &counts);
+            if batch.len() == ALLOCATION_BATCH || last {
+                let found = index.lookup(&batch)?;
+                for (c, r) in batch.drain(..).zip(found) {
+                    if r.is_some() {
+                        continue;
+                    }
+                    let rel = self.allocate(SpaceKind::Raw, image.len() as u64)?;
+                    let addr = self.abs(rel)?;
+                    if write && !(zeros && addr >= end) {
+                        self.storage.write_at(addr, &image)?;
+                    }
+                    index.insert(
+                        c.as_slice(),
+                        ChunkRecord {
+                            addr,
+                            size: image.len() as u64,
+                            filter_mask: mask,
+                        },
+                    )?;
                 }
-                table.set(
-                    &coord,
-                    ChunkRecord {
-                        addr,
-                        size: image.len() as u64,
-                        filter_mask: mask,
-                    },
-                )?;
             }
-            let mut d = counts.len();
-            loop {
-                if d == 0 {
-                    return Ok(());
-                }
-                d -= 1;
-                scaled[d] += 1;
-                if scaled[d] < counts[d] {
-                    break;
-                }
-                scaled[d] = 0;
+            if last {
+                return Ok(());
             }
         }
     }
+}
+
+/// Chunks looked up at once by early allocation.
+const ALLOCATION_BATCH: usize = 4096;
+
+/// Advances `scaled` to the next chunk of a grid of `counts` in row-major order; false after
+/// the last.
+fn next_coords(scaled: &mut [u64], counts: &[u64]) -> bool {
+    for d in (0..scaled.len()).rev() {
+        scaled[d] += 1;
+        if scaled[d] < counts[d] {
+            return true;
+        }
+        scaled[d] = 0;
+    }
+    false
 }

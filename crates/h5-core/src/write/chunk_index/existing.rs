@@ -1,34 +1,38 @@
-//! Chunk tables of datasets that existed before the file was opened for writing: their records
-//! read through the file's index, and the shape that lays the index out again at flush.
+//! Writable indexes of chunked datasets that existed before the file was opened for writing,
+//! with a layout version 4 index. Fixed and extensible arrays are changed in place whatever
+//! their creation parameters; a single chunk and implicit chunks need no structure; a v2
+//! B-tree is read into the table adapter (and must have the parameters h5 lays out).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use h5_format::UNDEFINED_ADDRESS;
 use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::layout::{ChunkIndex, LayoutClass};
 
 use super::bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
-use super::earray::EA_PARAMS;
-use super::farray::FA_PAGE_BITS;
-use super::{ArrayIndex, ChunkIndexKind};
+use super::simple::{ImplicitChunks, SingleChunk};
+use super::table::{TableIndex, TableShape};
+use super::{ArrayIndex, ChunkIndexKind, header_len};
 use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
+use crate::indexes::earray::ExtensibleArrayIndex;
+use crate::indexes::farray::FixedArrayIndex;
 use crate::layouts::ChunkRecord;
 use crate::write::alloc::SpaceKind;
-use crate::write::chunks::{ChunkSpace, ChunkTable, IndexShape};
+use crate::write::chunks::{ChunkSpace, WritableChunkIndex};
 
-/// The chunk table of an existing chunked dataset with a layout version 4 index (single chunk,
-/// implicit, fixed array, extensible array, v2 B-tree), or `None` when h5 cannot lay that
-/// index out again (creation parameters other than the ones h5 writes, which are libhdf5's
-/// defaults; an implicit index never allocated). A header never allocated is allocated now and
-/// recorded in the layout message.
+/// The writable index of an existing chunked dataset with a layout version 4 index (single
+/// chunk, implicit, fixed array, extensible array, v2 B-tree), or `None` when h5 cannot write
+/// that index (a v2 B-tree with creation parameters other than libhdf5's defaults, which h5
+/// lays out; an implicit index never allocated). An array's header never allocated is
+/// created now and recorded in the layout message.
 pub(crate) fn load(
     file: &Arc<FileShared>,
     info: &DatasetInfo,
     chunk: &[u64],
     space: ChunkSpace,
-) -> Result<Option<ChunkTable>> {
+) -> Result<Option<Arc<dyn WritableChunkIndex>>> {
     let LayoutClass::Chunked { index, .. } = &info.layout.class else {
         return Ok(None);
     };
@@ -61,42 +65,62 @@ pub(crate) fn load(
             }
         })
         .collect();
-    let (shape, allocated) = match *index {
+    let sizes = file.sizes;
+    let chunk_size_len =
+        h5_format::btree2::filtered_chunk_size_len(info.layout.version, sizes, chunk_bytes);
+    let out: Arc<dyn WritableChunkIndex> = match *index {
         ChunkIndex::BtreeV1 { .. } => return Ok(None),
-        ChunkIndex::SingleChunk { address, .. } => (
-            IndexShape::Single {
-                layout: info.layout.clone(),
-                header: Mutex::new(Some(info.address)),
-            },
-            address != UNDEFINED_ADDRESS,
-        ),
+        ChunkIndex::SingleChunk { address, filtered } => {
+            let record = if address == UNDEFINED_ADDRESS {
+                None
+            } else {
+                let (size, filter_mask) = filtered.unwrap_or((chunk_bytes, 0));
+                Some(ChunkRecord {
+                    addr: file.abs(address)?,
+                    size,
+                    filter_mask,
+                })
+            };
+            Arc::new(SingleChunk::new(
+                info.layout.clone(),
+                Some(info.address),
+                record,
+                space,
+            ))
+        }
         ChunkIndex::Implicit { address } => {
             if address == UNDEFINED_ADDRESS {
                 return Ok(None);
             }
-            (
-                IndexShape::Implicit {
-                    base: file.abs(address)?,
-                    counts: counts.clone(),
-                    chunk_bytes,
-                },
-                true,
-            )
+            Arc::new(ImplicitChunks {
+                base: file.abs(address)?,
+                counts,
+                chunk_bytes,
+                space,
+            })
         }
         ChunkIndex::FixedArray { address, page_bits } => {
-            if page_bits != FA_PAGE_BITS {
-                return Ok(None);
-            }
-            array_shape(
-                file,
-                info,
-                kind,
-                address,
-                &counts,
-                chunk,
+            let meta = file.cache_handle();
+            let header = match address {
+                UNDEFINED_ADDRESS => {
+                    let n = counts
+                        .iter()
+                        .try_fold(1u64, |a, c| a.checked_mul(*c))
+                        .ok_or_else(|| Error::Invalid("too many chunks".into()))?;
+                    let h = new_header(file, info, kind)?;
+                    let format = crate::indexes::element_format(sizes, filtered, chunk_size_len)?;
+                    FixedArrayIndex::create(&meta, h, format, n, page_bits)?;
+                    h
+                }
+                a => a,
+            };
+            Arc::new(FixedArrayIndex {
+                meta,
+                header,
+                counts,
                 chunk_bytes,
-                filtered,
-            )?
+                space: Some(space),
+            })
         }
         ChunkIndex::ExtensibleArray {
             address,
@@ -106,26 +130,32 @@ pub(crate) fn load(
             min_elements,
             page_bits,
         } => {
-            if [
-                max_bits,
-                index_elements,
-                min_pointers,
-                min_elements,
-                page_bits,
-            ] != EA_PARAMS
-            {
-                return Ok(None);
-            }
-            array_shape(
-                file,
-                info,
-                kind,
-                address,
-                &counts,
-                chunk,
+            let meta = file.cache_handle();
+            let header = match address {
+                UNDEFINED_ADDRESS => {
+                    let h = new_header(file, info, kind)?;
+                    let format = crate::indexes::element_format(sizes, filtered, chunk_size_len)?;
+                    let p = [
+                        max_bits,
+                        index_elements,
+                        min_pointers,
+                        min_elements,
+                        page_bits,
+                    ];
+                    let params = crate::indexes::earray::params(format, p);
+                    ExtensibleArrayIndex::create(&meta, h, params)?;
+                    h
+                }
+                a => a,
+            };
+            Arc::new(ExtensibleArrayIndex {
+                meta,
+                header,
+                counts,
+                unlimited: max.iter().position(|m| *m == UNLIMITED).unwrap_or(0),
                 chunk_bytes,
-                filtered,
-            )?
+                space: Some(space),
+            })
         }
         ChunkIndex::BtreeV2 {
             address,
@@ -138,100 +168,75 @@ pub(crate) fn load(
             {
                 return Ok(None);
             }
-            array_shape(
-                file,
-                info,
-                kind,
-                address,
-                &counts,
-                chunk,
+            let allocated = address != UNDEFINED_ADDRESS;
+            let header = if allocated {
+                address
+            } else {
+                new_header(file, info, kind)?
+            };
+            let shape = TableShape::BtreeV2(ArrayIndex {
+                header,
+                chunk_dims: chunk.to_vec(),
                 chunk_bytes,
+                chunk_size_len,
                 filtered,
-            )?
+            });
+            if allocated {
+                let records = read_records(file, info)?;
+                Arc::new(TableIndex::with_records(
+                    space,
+                    shape,
+                    chunk.to_vec(),
+                    records,
+                    Vec::new(),
+                ))
+            } else {
+                Arc::new(TableIndex::new(space, shape, chunk.to_vec()))
+            }
         }
     };
-    let table = ChunkTable::new(space, shape, chunk.to_vec());
-    if allocated {
-        let records = read_records(file, info, chunk)?;
-        *table.records.lock().map_err(|_| Error::Poisoned)? = records;
+    Ok(Some(out))
+}
+
+/// Allocates the header of an index of `kind` that was never created and records it in the
+/// dataset's layout message.
+fn new_header(file: &Arc<FileShared>, info: &DatasetInfo, kind: ChunkIndexKind) -> Result<u64> {
+    let h = file.allocate(SpaceKind::Meta, header_len(kind, file.sizes) as u64)?;
+    let mut class = info.layout.class.clone();
+    if let LayoutClass::Chunked {
+        index:
+            ChunkIndex::FixedArray { address, .. }
+            | ChunkIndex::ExtensibleArray { address, .. }
+            | ChunkIndex::BtreeV2 { address, .. },
+        ..
+    } = &mut class
+    {
+        *address = h;
     }
-    table.mark_clean()?;
-    Ok(Some(table))
+    // The layout keeps its version (which fixes the width of filtered chunk sizes).
+    super::create::rewrite_layout_message(
+        file,
+        info.address,
+        h5_format::message::layout::Layout {
+            version: info.layout.version,
+            class,
+        },
+    )?;
+    Ok(h)
 }
 
-/// The shape of a fixed array, extensible array or v2 B-tree index, its header allocated (and
-/// recorded in the layout message) if it never was; and whether it holds records.
-#[allow(clippy::too_many_arguments)]
-fn array_shape(
-    file: &Arc<FileShared>,
-    info: &DatasetInfo,
-    kind: ChunkIndexKind,
-    address: u64,
-    counts: &[u64],
-    chunk: &[u64],
-    chunk_bytes: u64,
-    filtered: bool,
-) -> Result<(IndexShape, bool)> {
-    let allocated = address != UNDEFINED_ADDRESS;
-    let header = if allocated {
-        address
-    } else {
-        let h = file.allocate(
-            SpaceKind::Meta,
-            ArrayIndex::header_len(kind, file.sizes) as u64,
-        )?;
-        let mut class = info.layout.class.clone();
-        if let LayoutClass::Chunked {
-            index:
-                ChunkIndex::FixedArray { address, .. }
-                | ChunkIndex::ExtensibleArray { address, .. }
-                | ChunkIndex::BtreeV2 { address, .. },
-            ..
-        } = &mut class
-        {
-            *address = h;
-        }
-        super::create::rewrite_layout_message(
-            file,
-            info.address,
-            h5_format::message::layout::Layout {
-                version: info.layout.version,
-                class,
-            },
-        )?;
-        h
-    };
-    Ok((
-        IndexShape::Array(ArrayIndex {
-            kind,
-            header,
-            counts: counts.to_vec(),
-            chunk_dims: chunk.to_vec(),
-            chunk_bytes,
-            chunk_size_len: h5_format::btree2::filtered_chunk_size_len(
-                info.layout.version,
-                file.sizes,
-                chunk_bytes,
-            ),
-            filtered,
-        }),
-        allocated,
-    ))
-}
-
-/// Every written chunk's record, by element offset, read through the file's index.
+/// Every written chunk's record, by scaled coordinates, read through the file's index.
 fn read_records(
     file: &Arc<FileShared>,
     info: &DatasetInfo,
-    chunk: &[u64],
-) -> Result<std::collections::BTreeMap<Vec<u64>, ChunkRecord>> {
+) -> Result<Vec<(Vec<u64>, ChunkRecord)>> {
     let layout = crate::dataset::build_layout(file, info)?;
-    let counts = crate::indexes::grid(info.dims(), chunk);
-    let mut out = std::collections::BTreeMap::new();
+    let chunk = info.chunk_dims().unwrap_or_default();
+    let counts = crate::indexes::grid(info.dims(), &chunk);
+    let mut out = Vec::new();
     crate::dataset::visit_chunks(layout.as_ref(), &counts, "take over for writing", |c, l| {
         if let Some(r) = l.udata.downcast_ref::<ChunkRecord>() {
-            let off = c.as_slice().iter().zip(chunk).map(|(s, d)| s * d).collect();
-            out.insert(off, *r);
+            out.push((c.as_slice().to_vec(), *r));
         }
         Ok(())
     })?;

@@ -1,18 +1,19 @@
 //! Chunk indexes of written datasets: which index a dataset gets (libhdf5's rule per format
-//! bound), and how the layout version 4 indexes (fixed array, extensible array, v2 B-tree) are
-//! laid out at flush from the dataset's ordered chunk table.
+//! bound), creating it, and the kinds without a structure of their own (`simple.rs`: single
+//! chunk, implicit). Fixed and extensible arrays are changed in place by their modules in
+//! `crate::indexes`, the version 1 B-tree by `crate::btree1::chunk` (`btree1.rs`); the v2
+//! B-tree (`bt2.rs`) is for now an ordered table laid out at flush (`table.rs`).
 //!
-//! Invariants: the index's header (the structure the layout message points at) never moves;
-//! everything below it is re-placed as a whole when the table changed since the last flush, the
-//! old blocks' space being freed first. Every structure goes into the metadata cache as the
-//! decoded value the reader loads (so a reader in the same process sees the same types), and the
-//! cache writes them in ascending address order at flush.
+//! Invariants: an index's root or header (the structure the layout message points at) never
+//! moves. Every structure goes into the metadata cache as the decoded value the reader loads
+//! (so a reader in the same process sees the same types).
 
 mod bt2;
+pub(crate) mod btree1;
 pub(crate) mod create;
-mod earray;
 pub(crate) mod existing;
-mod farray;
+pub(crate) mod simple;
+pub(crate) mod table;
 
 use std::collections::BTreeMap;
 
@@ -24,9 +25,9 @@ use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
 use crate::write::FormatBounds;
 
+pub(crate) use crate::indexes::earray::EA_PARAMS;
+pub(crate) use crate::indexes::farray::FA_PAGE_BITS;
 pub(crate) use bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
-pub(crate) use earray::EA_PARAMS;
-pub(crate) use farray::{FA_PAGE_BITS, linear};
 
 /// The kind of chunk index of a chunked dataset.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -121,15 +122,11 @@ pub(crate) fn check(
     }
 }
 
-/// What an index laid out at flush needs to know besides its chunk table.
+/// What a v2 B-tree laid out at flush needs to know besides its chunk table.
 #[derive(Clone, Debug)]
 pub(crate) struct ArrayIndex {
-    /// Which structure (fixed array, extensible array or v2 B-tree).
-    pub(crate) kind: ChunkIndexKind,
     /// Relative address of its header (fixed).
     pub(crate) header: u64,
-    /// Chunks per dimension over the maximum dimensions (unlimited ones: `u64::MAX`).
-    pub(crate) counts: Vec<u64>,
     /// Chunk dimensions.
     pub(crate) chunk_dims: Vec<u64>,
     /// Bytes of an unfiltered chunk.
@@ -159,19 +156,6 @@ pub(crate) struct LaidOut {
 }
 
 impl ArrayIndex {
-    /// Bytes of the header this index needs allocated at creation.
-    pub(crate) fn header_len(kind: ChunkIndexKind, sizes: h5_format::Sizes) -> usize {
-        match kind {
-            ChunkIndexKind::FixedArray => {
-                h5_format::fixed_array::FixedArrayHeader::encoded_len(sizes)
-            }
-            ChunkIndexKind::ExtensibleArray => {
-                h5_format::extensible_array::ExtensibleArrayHeader::encoded_len(sizes)
-            }
-            _ => h5_format::btree2::Btree2Header::encoded_len(sizes),
-        }
-    }
-
     /// Scaled chunk coordinates of the element offsets `off`.
     pub(crate) fn scaled(&self, off: &[u64]) -> Vec<u64> {
         off.iter()
@@ -180,22 +164,18 @@ impl ArrayIndex {
             .collect()
     }
 
-    /// Puts the header and the blocks for `records` (keyed by element offsets, absolute
-    /// addresses) into the cache bottom-up, each block or header a flush-dependency parent of
-    /// the blocks it points at; returns what was placed (the header excluded).
+    /// Puts the header and the nodes for `records` (keyed by element offsets, absolute
+    /// addresses) into the cache bottom-up, each node or header a flush-dependency parent of
+    /// the nodes it points at; returns what was placed (the header excluded).
     pub(crate) fn lay_out(
         &self,
         file: &FileShared,
         records: &BTreeMap<Vec<u64>, ChunkRecord>,
     ) -> Result<LaidOut> {
-        match self.kind {
-            ChunkIndexKind::FixedArray => farray::lay_out(self, file, records),
-            ChunkIndexKind::ExtensibleArray => earray::lay_out(self, file, records),
-            _ => bt2::lay_out(self, file, records),
-        }
+        bt2::lay_out(self, file, records)
     }
 
-    /// The index's entry for `r` (relative address).
+    /// The array-style entry for `r` (relative address).
     pub(crate) fn entry(
         &self,
         file: &FileShared,
@@ -210,44 +190,18 @@ impl ArrayIndex {
             filter_mask: if self.filtered { r.filter_mask } else { 0 },
         })
     }
-
-    /// The array element format of this index's records.
-    pub(crate) fn element_format(
-        &self,
-        sizes: h5_format::Sizes,
-    ) -> Result<h5_format::fixed_array::ElementFormat> {
-        use h5_format::fixed_array::{ArrayClient, ElementFormat};
-        let client = if self.filtered {
-            ArrayClient::FilteredChunks
-        } else {
-            ArrayClient::Chunks
-        };
-        Ok(ElementFormat::for_client(
-            client,
-            sizes,
-            self.chunk_size_len,
-        )?)
-    }
-
-    /// The unallocated entry.
-    pub(crate) fn empty_entry(&self) -> h5_format::fixed_array::ChunkEntry {
-        h5_format::fixed_array::ChunkEntry {
-            address: h5_format::UNDEFINED_ADDRESS,
-            size: self.filtered.then_some(0),
-            filter_mask: 0,
-        }
-    }
 }
 
-/// Sets bits `0..n` of an MSB-first bitmap of `len` bytes.
-pub(crate) fn full_bitmap(len: usize, n: u64) -> Vec<u8> {
-    let mut b = vec![0u8; len];
-    for i in 0..n {
-        if let Some(byte) = usize::try_from(i / 8).ok().and_then(|k| b.get_mut(k)) {
-            *byte |= 0x80u8 >> (i % 8);
+/// Bytes of the header an index of `kind` needs allocated at creation (fixed array, extensible
+/// array or v2 B-tree).
+pub(crate) fn header_len(kind: ChunkIndexKind, sizes: h5_format::Sizes) -> usize {
+    match kind {
+        ChunkIndexKind::FixedArray => h5_format::fixed_array::FixedArrayHeader::encoded_len(sizes),
+        ChunkIndexKind::ExtensibleArray => {
+            h5_format::extensible_array::ExtensibleArrayHeader::encoded_len(sizes)
         }
+        _ => h5_format::btree2::Btree2Header::encoded_len(sizes),
     }
-    b
 }
 
 /// Puts a parent structure into the cache after its `children` (relative addresses), then makes
@@ -421,10 +375,5 @@ mod tests {
         assert!(check(K::ExtensibleArray, &[4], &[8], &[2], false, false).is_err());
         assert!(check(K::Implicit, &[4], &[8], &[2], false, false).is_err());
         assert!(check(K::BtreeV2, &[4], &[8], &[2], true, false).is_ok());
-    }
-
-    #[test]
-    fn bitmap_is_msb_first() {
-        assert_eq!(full_bitmap(2, 10), vec![0xFF, 0xC0]);
     }
 }

@@ -1,0 +1,228 @@
+//! Chunk indexes that live in metadata (v1 B-tree, fixed array, extensible array, v2 B-tree).
+//!
+//! Fixed and extensible arrays have one module each that serves both directions: lookups (for
+//! readers and writers) and in-place changes (for writers), one entry at a time through the
+//! metadata cache. The v1 B-tree is descended per lookup (`crate::btree1::chunk`); the v2
+//! B-tree reader here still reads a whole tree into a map on first use.
+//!
+//! A B-tree layout holds a `Weak` reference to its file: the file owns the chunk cache that
+//! owns the layout, so a strong one would be a cycle. Array indexes hold the file's metadata
+//! cache itself (`CacheHandle`), which owns no layout.
+
+pub mod earray;
+pub mod farray;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use h5_chunkcache::{ChunkCoord, LayoutError};
+use h5_format::UNDEFINED_ADDRESS;
+use h5_format::btree2::{Record, RecordContext};
+use h5_format::fixed_array::{ArrayClient, ChunkEntry, ElementFormat};
+
+use crate::btree1::chunk::ChunkBtree;
+use crate::file::FileShared;
+use crate::layouts::{ChunkIndex, ChunkRecord};
+use crate::meta::CacheHandle;
+use crate::walk;
+
+fn file_of(w: &Weak<FileShared>) -> Result<Arc<FileShared>, LayoutError> {
+    w.upgrade().ok_or_else(|| "the file was closed".into())
+}
+
+/// `v` as a memory size.
+pub(crate) fn usize_of(v: u64) -> crate::Result<usize> {
+    usize::try_from(v).map_err(|_| crate::Error::Unsupported("size does not fit in memory".into()))
+}
+
+/// Row-major linear index of the scaled coordinates `scaled` over a grid of `counts` chunks
+/// per dimension, with dimension `first` (an extensible array's unlimited one, any count)
+/// moved to the front; `None` outside the grid.
+pub(crate) fn linear(scaled: &[u64], counts: &[u64], first: Option<usize>) -> Option<u64> {
+    let mut lin = match first {
+        Some(f) => *scaled.get(f)?,
+        None => 0,
+    };
+    for (d, (&x, &n)) in scaled.iter().zip(counts).enumerate() {
+        if Some(d) == first {
+            continue;
+        }
+        if x >= n {
+            return None;
+        }
+        lin = lin.checked_mul(n)?.checked_add(x)?;
+    }
+    Some(lin)
+}
+
+/// The record of an array element (`full`: bytes of an unfiltered chunk, for elements without
+/// a size); `None` when unallocated.
+pub(crate) fn record(
+    meta: &CacheHandle,
+    e: &ChunkEntry,
+    full: u64,
+) -> crate::Result<Option<ChunkRecord>> {
+    if !e.is_allocated() {
+        return Ok(None);
+    }
+    Ok(Some(ChunkRecord {
+        addr: meta.abs(e.address)?,
+        size: e.size.unwrap_or(full),
+        filter_mask: e.filter_mask,
+    }))
+}
+
+/// The array element of record `r` (absolute address) in an array of `format`.
+pub(crate) fn element(
+    meta: &CacheHandle,
+    format: &ElementFormat,
+    r: &ChunkRecord,
+) -> crate::Result<ChunkEntry> {
+    let address = r
+        .addr
+        .checked_sub(meta.base)
+        .ok_or_else(|| crate::Error::Unsupported("a chunk below the base address".into()))?;
+    let filtered = format.client == ArrayClient::FilteredChunks;
+    Ok(ChunkEntry {
+        address,
+        size: filtered.then_some(r.size),
+        filter_mask: if filtered { r.filter_mask } else { 0 },
+    })
+}
+
+/// The unallocated element of an array of `format`.
+pub(crate) fn empty_element(format: &ElementFormat) -> ChunkEntry {
+    ChunkEntry {
+        address: UNDEFINED_ADDRESS,
+        size: (format.client == ArrayClient::FilteredChunks).then_some(0),
+        filter_mask: 0,
+    }
+}
+
+/// The element format of an array indexing chunks (with a size of `chunk_size_len` bytes and a
+/// filter mask per element when `filtered`; see `h5_format::btree2::filtered_chunk_size_len`).
+pub(crate) fn element_format(
+    sizes: h5_format::Sizes,
+    filtered: bool,
+    chunk_size_len: usize,
+) -> crate::Result<ElementFormat> {
+    let client = if filtered {
+        ArrayClient::FilteredChunks
+    } else {
+        ArrayClient::Chunks
+    };
+    Ok(ElementFormat::for_client(client, sizes, chunk_size_len)?)
+}
+
+/// A reader's error as a layout error.
+pub(crate) fn layout_error(e: crate::Error) -> LayoutError {
+    Box::new(e)
+}
+
+/// Chunk count per dimension for `dims` in chunks of `chunk`.
+pub fn grid(dims: &[u64], chunk: &[u64]) -> Vec<u64> {
+    dims.iter()
+        .zip(chunk)
+        .map(|(&d, &c)| d.div_ceil(c.max(1)))
+        .collect()
+}
+
+/// v1 B-tree chunk index (layouts v1–v3): every lookup descends the tree through the metadata
+/// cache (a batch of lookups shares the nodes it reads); nothing is kept besides the cache.
+#[derive(Debug)]
+pub struct BtreeV1Index {
+    tree: ChunkBtree,
+}
+
+impl BtreeV1Index {
+    /// The index of `file` whose root node is at relative `root`, for a layout with chunk
+    /// dimensions `dims` (the element size last, as in the layout message).
+    pub fn new(file: &FileShared, root: u64, dims: Vec<u64>) -> Self {
+        BtreeV1Index {
+            tree: ChunkBtree::open(file.cache_handle(), root, file.chunk_btree_k(), dims),
+        }
+    }
+}
+
+impl ChunkIndex for BtreeV1Index {
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
+        let scaled: Vec<&[u64]> = coords.iter().map(ChunkCoord::as_slice).collect();
+        self.tree
+            .lookup(&scaled)
+            .map_err(|e| Box::new(e) as LayoutError)
+    }
+}
+
+/// A B-tree index read once into a map from scaled coordinates to records.
+pub type ChunkMap = Mutex<Option<HashMap<Vec<u64>, ChunkRecord>>>;
+
+/// Looks `coords` up in `map`, building it with `build` on first use.
+fn lookup_in_map(
+    map: &ChunkMap,
+    coords: &[ChunkCoord],
+    build: impl FnOnce() -> Result<HashMap<Vec<u64>, ChunkRecord>, LayoutError>,
+) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
+    let mut guard = map.lock().map_err(|_| "index lock poisoned")?;
+    if guard.is_none() {
+        *guard = Some(build()?);
+    }
+    let map = guard.as_ref().ok_or("index not built")?;
+    Ok(coords
+        .iter()
+        .map(|c| map.get(c.as_slice()).copied())
+        .collect())
+}
+
+/// v2 B-tree chunk index (layout v4, several unlimited dimensions): read once into a map.
+#[derive(Debug)]
+pub struct BtreeV2Index {
+    /// The file.
+    pub file: Weak<FileShared>,
+    /// Header address.
+    pub header: u64,
+    /// Dataset rank.
+    pub rank: usize,
+    /// Bytes of an unfiltered chunk.
+    pub chunk_bytes: u64,
+    /// Width of the records' chunk size field (filtered chunks), from the layout version.
+    pub chunk_size_len: usize,
+    /// The map, built on first use.
+    pub map: ChunkMap,
+}
+
+impl ChunkIndex for BtreeV2Index {
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
+        let file = file_of(&self.file)?;
+        lookup_in_map(&self.map, coords, || {
+            let ctx = RecordContext {
+                chunk_size_len: self.chunk_size_len,
+                ..RecordContext::for_chunks(file.sizes, self.rank, self.chunk_bytes)
+            };
+            let recs = walk::btree2_records(&file, self.header, ctx)
+                .map_err(|e| Box::new(e) as LayoutError)?;
+            let mut map = HashMap::new();
+            for r in recs {
+                let (addr, size, mask, scaled) = match r {
+                    Record::Chunk { address, scaled } => (address, self.chunk_bytes, 0, scaled),
+                    Record::FilteredChunk {
+                        address,
+                        size,
+                        filter_mask,
+                        scaled,
+                    } => (address, size, filter_mask, scaled),
+                    _ => return Err("a non-chunk record in a chunk B-tree".into()),
+                };
+                let abs = file.abs(addr).map_err(|e| Box::new(e) as LayoutError)?;
+                map.insert(
+                    scaled,
+                    ChunkRecord {
+                        addr: abs,
+                        size,
+                        filter_mask: mask,
+                    },
+                );
+            }
+            Ok(map)
+        })
+    }
+}
