@@ -204,6 +204,22 @@ impl FileShared {
         addr: u64,
         load: Load,
     ) -> Result<Arc<T>> {
+        let value = self.load_value(kind, addr, load)?;
+        value.downcast::<T>().map_err(|_| {
+            Error::Unsupported(format!(
+                "{} at {addr:#x} was already cached as another structure",
+                kind.name()
+            ))
+        })
+    }
+
+    /// [`FileShared::load`] with the value left type-erased.
+    pub(crate) fn load_value(
+        &self,
+        kind: MetadataKind,
+        addr: u64,
+        load: Load,
+    ) -> Result<Arc<dyn Any + Send + Sync>> {
         let abs = self.abs(addr)?;
         let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
         let h = meta
@@ -212,13 +228,7 @@ impl FileShared {
         let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
         meta.unprotect(h, UnprotectFlags::NONE)
             .map_err(|e| Error::Cache(e.error))?;
-        let value = value?;
-        value.downcast::<T>().map_err(|_| {
-            Error::Unsupported(format!(
-                "{} at {addr:#x} was already cached as another structure",
-                kind.name()
-            ))
-        })
+        Ok(value?)
     }
 
     /// The absolute file offset of relative address `addr`.

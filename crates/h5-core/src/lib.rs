@@ -6,11 +6,14 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub(crate) mod access;
 pub mod attribute;
+pub(crate) mod btree2;
 pub mod convert;
 pub mod dataset;
 pub mod error;
 pub mod external;
+pub(crate) mod fheap;
 pub mod file;
 pub mod filters;
 pub mod free_space;

@@ -51,16 +51,34 @@ impl Decoded {
         Decoded {
             len,
             value: Arc::new(value),
-            encode: Some(Arc::new(move |v: &(dyn Any + Send + Sync)| {
-                let v = v.downcast_ref::<T>().ok_or(FormatError::Unsupported {
-                    structure: "metadata entry",
-                    address: u64::MAX,
-                    what: "a cached value of another type than its encoder".into(),
-                })?;
-                encode(v)
-            })),
+            encode: Some(encoder(encode)),
         }
     }
+
+    /// The value as a `T` to change in place (`None`: it is another type). A value a reader
+    /// still holds (an `Arc` cloned out by a read-only protect) is copied first, so readers keep
+    /// the version they read.
+    pub fn value_mut<T: Any + Send + Sync + Clone>(&mut self) -> Option<&mut T> {
+        if Arc::get_mut(&mut self.value).is_none() {
+            let copy: T = self.value.downcast_ref::<T>()?.clone();
+            self.value = Arc::new(copy);
+        }
+        Arc::get_mut(&mut self.value)?.downcast_mut::<T>()
+    }
+}
+
+/// `encode` as the type-erased encoder a [`Decoded`] carries.
+pub fn encoder<T: Any + Send + Sync>(
+    encode: impl Fn(&T) -> Result<Vec<u8>, FormatError> + Send + Sync + 'static,
+) -> EncodeFn {
+    Arc::new(move |v: &(dyn Any + Send + Sync)| {
+        let v = v.downcast_ref::<T>().ok_or(FormatError::Unsupported {
+            structure: "metadata entry",
+            address: u64::MAX,
+            what: "a cached value of another type than its encoder".into(),
+        })?;
+        encode(v)
+    })
 }
 
 impl std::fmt::Debug for Decoded {
@@ -137,6 +155,79 @@ impl Load {
             }),
         }
     }
+}
+
+impl Load {
+    /// This load, its decoded value carrying `encode` so that the entry can be changed in place
+    /// and written back (structures a writable file changes one entry at a time).
+    pub fn writable_with<T: Any + Send + Sync>(
+        self,
+        encode: impl Fn(&T) -> Result<Vec<u8>, FormatError> + Send + Sync + 'static,
+    ) -> Self {
+        let enc = encoder(encode);
+        let decode = self.decode;
+        Self {
+            initial: self.initial,
+            final_len: self.final_len,
+            decode: Box::new(move |b| {
+                let mut d = decode(b)?;
+                d.encode = Some(Arc::clone(&enc));
+                Ok(d)
+            }),
+        }
+    }
+
+    /// A load for an entry known to be cached (changing or linking an entry just read or put):
+    /// loading it fails.
+    pub fn cached_only(what: &'static str) -> Self {
+        Self::exact(0, move |_| -> Result<(), FormatError> {
+            Err(FormatError::Unsupported {
+                structure: what,
+                address: u64::MAX,
+                what: "reloading an entry that should be cached".into(),
+            })
+        })
+    }
+}
+
+/// Protects the entry of `kind` at absolute `abs` read-write (loading it with `load` when it is
+/// not cached), lets `change` edit its value (a `T`) and unprotects it, dirtied when `change`
+/// succeeds. `change` must leave the value as it was when it fails (the entry is then released
+/// unchanged and clean as it was). This is the one way the engine changes a cached structure:
+/// protect → change → unprotect(dirtied).
+pub fn modify<T: Any + Send + Sync + Clone, R>(
+    meta: &mut MetadataCache<Meta>,
+    kind: MetadataKind,
+    abs: u64,
+    load: &Load,
+    change: impl FnOnce(&mut T) -> Result<R, crate::Error>,
+) -> Result<R, crate::Error> {
+    use h5_metacache::{ProtectFlags, UnprotectFlags};
+    let h = meta
+        .protect(kind.id(), abs, load, ProtectFlags::NONE)
+        .map_err(crate::file::cache_error)?;
+    let result = match meta.icr_mut(&h) {
+        Ok(icr) if icr.encode.is_none() => Err(crate::Error::Unsupported(format!(
+            "{} at {abs:#x} was loaded for reading only",
+            kind.name()
+        ))),
+        Ok(icr) => match icr.value_mut::<T>() {
+            Some(v) => change(v),
+            None => Err(crate::Error::Unsupported(format!(
+                "{} at {abs:#x} is cached as another structure",
+                kind.name()
+            ))),
+        },
+        Err(e) => Err(e.into()),
+    };
+    let flags = if result.is_ok() {
+        UnprotectFlags::DIRTIED
+    } else {
+        UnprotectFlags::NONE
+    };
+    meta.unprotect(h, flags)
+        .map_err(|e| crate::Error::Cache(e.error))?;
+    result
 }
 
 /// The file context: for a file opened for reading the end of the file bounds every read and no

@@ -167,6 +167,9 @@ pub(crate) struct WriteState {
     /// The file space info message and the persisted managers (files with non-default
     /// file-space settings).
     pub(crate) space_info: Option<fspace::SpaceInfoState>,
+    /// The free space of the fractal heaps changed in this session, by header address (libhdf5
+    /// keeps the same in each heap's free-space manager).
+    pub(crate) heap_space: HashMap<u64, crate::fheap::HeapSpace>,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached

@@ -1,0 +1,305 @@
+//! A heap's free space, as libhdf5's fractal-heap free-space manager tracks it: free ranges
+//! inside direct blocks ("single" sections) and direct-block slots below the next-block
+//! iterator that hold no block (libhdf5's row and indirect sections, one slot each here).
+//! Allocation is best fit: the smallest section that holds the object, the lowest heap offset
+//! among equals (libhdf5's free-space manager order).
+//!
+//! Invariants: a single section lies inside the data area of one existing direct block and
+//! never touches another single (neighbours merge); a slot's block lies entirely below the
+//! iterator and holds no block; the two kinds never share an offset (a slot starts at a block's
+//! first byte, a single after the block's header).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use h5_format::UNDEFINED_ADDRESS;
+use h5_format::free_space::{FreeSpaceHeader, FreeSpaceSections, SectionFormat};
+use h5_format::heap::fractal::{ChildKind, FractalHeapHeader, RootBlock};
+use h5_metacache::MetadataKind as K;
+
+use super::{HeapChange, IblockAt, MAX_DEPTH, corrupt, iblock, locate_direct};
+use crate::access::{MetaAccess, Session};
+use crate::error::Result;
+use crate::meta::Load;
+
+/// A free section handed out for an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Section {
+    /// Free bytes inside an existing direct block.
+    Single {
+        /// Heap offset of the first free byte.
+        offset: u64,
+        /// Free bytes.
+        size: u64,
+    },
+    /// A slot whose direct block does not exist (created when used).
+    Slot {
+        /// Heap offset of the block.
+        offset: u64,
+        /// The block's data bytes (block size minus its header).
+        size: u64,
+    },
+}
+
+/// The free space of one heap (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HeapSpace {
+    /// Every section by (free bytes, heap offset).
+    fit: BTreeSet<(u64, u64)>,
+    /// Single sections: heap offset → free bytes.
+    singles: BTreeMap<u64, u64>,
+    /// Slots: block heap offset → data bytes.
+    slots: BTreeMap<u64, u64>,
+}
+
+impl HeapSpace {
+    /// Takes the best section for `len` bytes out of the free space.
+    pub(super) fn best_fit(&mut self, len: u64) -> Option<Section> {
+        let &(size, offset) = self.fit.range((len, 0)..).next()?;
+        self.fit.remove(&(size, offset));
+        if self.singles.remove(&offset).is_some() {
+            Some(Section::Single { offset, size })
+        } else {
+            self.slots.remove(&offset);
+            Some(Section::Slot { offset, size })
+        }
+    }
+
+    /// Adds a single section (the caller merged it with its neighbours).
+    pub(super) fn add_single(&mut self, offset: u64, size: u64) {
+        if size > 0 {
+            self.singles.insert(offset, size);
+            self.fit.insert((size, offset));
+        }
+    }
+
+    /// The single section ending exactly at `offset`, taken out.
+    pub(super) fn take_single_ending_at(&mut self, offset: u64) -> Option<(u64, u64)> {
+        let (&start, &size) = self.singles.range(..offset).next_back()?;
+        (start + size == offset).then(|| {
+            self.singles.remove(&start);
+            self.fit.remove(&(size, start));
+            (start, size)
+        })
+    }
+
+    /// The single section starting exactly at `offset`, taken out.
+    pub(super) fn take_single_at(&mut self, offset: u64) -> Option<u64> {
+        let size = self.singles.remove(&offset)?;
+        self.fit.remove(&(size, offset));
+        Some(size)
+    }
+
+    /// Adds the slot of the (absent) direct block at `offset` with `size` data bytes.
+    pub(super) fn add_slot(&mut self, offset: u64, size: u64) {
+        self.slots.insert(offset, size);
+        self.fit.insert((size, offset));
+    }
+
+    /// Forgets every slot at or past heap offset `end` (the iterator moved back over them).
+    pub(super) fn drop_slots_from(&mut self, end: u64) {
+        let gone: Vec<(u64, u64)> = self.slots.range(end..).map(|(o, s)| (*o, *s)).collect();
+        for (o, s) in gone {
+            self.slots.remove(&o);
+            self.fit.remove(&(s, o));
+        }
+    }
+
+    /// Forgets everything (the heap is empty).
+    pub(super) fn clear(&mut self) {
+        *self = HeapSpace::default();
+    }
+
+    /// Free bytes in single sections (for checks).
+    #[cfg(test)]
+    pub(super) fn single_bytes(&self) -> u64 {
+        self.singles.values().sum()
+    }
+}
+
+/// The free space of the heap being changed, at its first change in this session: the single
+/// sections of the heap's persisted manager (which is then freed: the heap keeps no manager),
+/// and every slot below the iterator that holds no block.
+pub(super) fn take_over(c: &mut HeapChange<'_, '_>) -> Result<HeapSpace> {
+    let mut sp = HeapSpace::default();
+    let geom = Arc::clone(&c.geom);
+    if c.hdr.free_space_manager_address != UNDEFINED_ADDRESS {
+        for (offset, size, kind) in manager_sections(c.s, &geom)? {
+            // Only single sections (type 0) are taken; rows and indirect sections are slots,
+            // found below from the blocks themselves.
+            if kind != 0 || size == 0 {
+                continue;
+            }
+            let Some(at) = locate_direct(c.s, &geom, &c.hdr, offset)? else {
+                continue;
+            };
+            let data = at.block_offset + geom.direct_block_header_len() as u64;
+            let end = at.block_offset + at.size;
+            if offset >= data && offset.checked_add(size).is_some_and(|e| e <= end) {
+                sp.add_single(offset, size);
+            }
+        }
+        delete_manager(c.s, &geom)?;
+        c.hdr.free_space_manager_address = UNDEFINED_ADDRESS;
+    }
+    if let RootBlock::Indirect { address, rows } = c.hdr.root() {
+        let at = IblockAt {
+            addr: address,
+            rows,
+            block_offset: 0,
+        };
+        scan_slots(c.s, &geom, at, c.hdr.allocation_iterator_offset, &mut sp, 0)?;
+    }
+    Ok(sp)
+}
+
+/// Adds the slots of the indirect block `at` (and of absent child blocks) below `iter`.
+fn scan_slots(
+    a: &mut dyn MetaAccess,
+    geom: &Arc<FractalHeapHeader>,
+    at: IblockAt,
+    iter: u64,
+    sp: &mut HeapSpace,
+    level: usize,
+) -> Result<()> {
+    if level > MAX_DEPTH {
+        return Err(corrupt(at.addr, "indirect blocks nested too deep"));
+    }
+    let block = iblock(a, geom, at)?;
+    let t = geom.table;
+    let width = u64::from(t.width);
+    let overhead = geom.direct_block_header_len() as u64;
+    for entry in 0..u64::from(at.rows) * width {
+        let row = (entry / width) as u32;
+        let (Some(row_off), Some(size)) = (t.row_offset(row), t.row_block_size(row)) else {
+            break;
+        };
+        let offset = at.block_offset + row_off + (entry % width) * size;
+        if offset >= iter {
+            break;
+        }
+        let child = block
+            .child_address(entry as usize)
+            .unwrap_or(UNDEFINED_ADDRESS);
+        let loc = t.locate(at.block_offset, at.rows, offset)?;
+        match loc.kind {
+            ChildKind::Direct => {
+                if child == UNDEFINED_ADDRESS && offset + size <= iter {
+                    sp.add_slot(offset, size - overhead);
+                }
+            }
+            ChildKind::Indirect { rows } => {
+                let child_at = IblockAt {
+                    addr: child,
+                    rows,
+                    block_offset: offset,
+                };
+                if child == UNDEFINED_ADDRESS {
+                    absent_slots(geom, child_at, iter, sp);
+                } else {
+                    scan_slots(a, geom, child_at, iter, sp, level + 1)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Adds the direct-block slots below `iter` of an indirect block that does not exist.
+fn absent_slots(geom: &FractalHeapHeader, at: IblockAt, iter: u64, sp: &mut HeapSpace) {
+    let t = geom.table;
+    let width = u64::from(t.width);
+    let overhead = geom.direct_block_header_len() as u64;
+    for entry in 0..u64::from(at.rows) * width {
+        let row = (entry / width) as u32;
+        let (Some(row_off), Some(size)) = (t.row_offset(row), t.row_block_size(row)) else {
+            return;
+        };
+        let offset = at.block_offset + row_off + (entry % width) * size;
+        if offset + size > iter {
+            return;
+        }
+        if row < t.max_direct_rows() {
+            sp.add_slot(offset, size - overhead);
+        } else if let Some(rows) = t.child_rows(row) {
+            absent_slots(
+                geom,
+                IblockAt {
+                    addr: UNDEFINED_ADDRESS,
+                    rows,
+                    block_offset: offset,
+                },
+                iter,
+                sp,
+            );
+        }
+    }
+}
+
+fn manager_header(
+    a: &mut dyn MetaAccess,
+    geom: &FractalHeapHeader,
+) -> Result<Arc<FreeSpaceHeader>> {
+    let sizes = a.file().sizes;
+    let at = geom.free_space_manager_address;
+    let h: Arc<FreeSpaceHeader> = crate::access::get(
+        a,
+        K::FreeSpaceHeader,
+        at,
+        Load::exact(FreeSpaceHeader::encoded_len(sizes), move |b| {
+            FreeSpaceHeader::decode(b, sizes, at)
+        }),
+    )?;
+    if h.client != h5_format::free_space::FreeSpaceClient::FractalHeap {
+        return Err(corrupt(
+            geom.address,
+            "the heap's free-space manager belongs to another client",
+        ));
+    }
+    Ok(h)
+}
+
+/// The sections `(heap offset, size, type)` of the heap's persisted manager.
+fn manager_sections(
+    a: &mut dyn MetaAccess,
+    geom: &Arc<FractalHeapHeader>,
+) -> Result<Vec<(u64, u64, u8)>> {
+    let fs = manager_header(a, geom)?;
+    if fs.sections_address == UNDEFINED_ADDRESS || fs.serial_sections == 0 {
+        return Ok(Vec::new());
+    }
+    let sizes = a.file().sizes;
+    let len = usize::try_from(fs.sections_len)
+        .map_err(|_| corrupt(fs.address, "section list too large"))?;
+    let at = fs.sections_address;
+    let format = SectionFormat::FractalHeap {
+        heap_offset_len: geom.heap_offset_size() as u8,
+    };
+    let h = Arc::clone(&fs);
+    let list: Arc<FreeSpaceSections> = crate::access::get(
+        a,
+        K::FreeSpaceSections,
+        at,
+        Load::exact(len, move |b| {
+            FreeSpaceSections::decode(b, &h, sizes, at, format)
+        }),
+    )?;
+    Ok(list.iter().collect())
+}
+
+/// Frees the heap's persisted free-space manager (header and section list), if it has one.
+pub(super) fn delete_manager(s: &mut Session<'_>, geom: &FractalHeapHeader) -> Result<()> {
+    if geom.free_space_manager_address == UNDEFINED_ADDRESS {
+        return Ok(());
+    }
+    let fs = manager_header(s, geom)?;
+    if fs.sections_address != UNDEFINED_ADDRESS {
+        s.remove(
+            K::FreeSpaceSections,
+            fs.sections_address,
+            fs.sections_alloc_len,
+        )?;
+    }
+    let len = FreeSpaceHeader::encoded_len(s.file().sizes) as u64;
+    s.remove(K::FreeSpaceHeader, geom.free_space_manager_address, len)
+}
