@@ -15,9 +15,9 @@
 //! The heap's free space (`space.rs`) is kept as libhdf5 keeps it in its free-space manager:
 //! free ranges inside direct blocks and direct-block slots below the iterator that hold no
 //! block. A heap written before the file was opened brings its persisted manager: its
-//! sections are taken over at the heap's first change and the manager is freed (the header's
-//! manager address becomes undefined, which libhdf5 accepts: it then starts a new manager).
-//! h5 does not persist the manager itself.
+//! single sections are taken over at the heap's first change and the manager is freed; at each
+//! flush, a heap whose free space changed gets a new manager holding its single sections
+//! (libhdf5 takes them over; the slots it finds again from the blocks).
 //!
 //! Every block is a flush-dependency child of the block or header that points at it, as in
 //! libhdf5, so the cache writes a block before its parent.
@@ -35,7 +35,7 @@ use h5_format::heap::fractal::{
 };
 use h5_metacache::MetadataKind as K;
 
-pub(crate) use space::HeapSpace;
+pub(crate) use space::{HeapSpace, persist_all};
 
 use crate::access::{MetaAccess, Session};
 use crate::error::{Error, Result};

@@ -50,6 +50,8 @@ pub(crate) struct HeapSpace {
     singles: BTreeMap<u64, u64>,
     /// Slots: block heap offset → data bytes.
     slots: BTreeMap<u64, u64>,
+    /// Changed since the heap's manager was last written.
+    pub(super) dirty: bool,
 }
 
 impl HeapSpace {
@@ -57,6 +59,7 @@ impl HeapSpace {
     pub(super) fn best_fit(&mut self, len: u64) -> Option<Section> {
         let &(size, offset) = self.fit.range((len, 0)..).next()?;
         self.fit.remove(&(size, offset));
+        self.dirty = true;
         if self.singles.remove(&offset).is_some() {
             Some(Section::Single { offset, size })
         } else {
@@ -67,6 +70,7 @@ impl HeapSpace {
 
     /// Adds a single section (the caller merged it with its neighbours).
     pub(super) fn add_single(&mut self, offset: u64, size: u64) {
+        self.dirty = true;
         if size > 0 {
             self.singles.insert(offset, size);
             self.fit.insert((size, offset));
@@ -77,6 +81,7 @@ impl HeapSpace {
     pub(super) fn take_single_ending_at(&mut self, offset: u64) -> Option<(u64, u64)> {
         let (&start, &size) = self.singles.range(..offset).next_back()?;
         (start + size == offset).then(|| {
+            self.dirty = true;
             self.singles.remove(&start);
             self.fit.remove(&(size, start));
             (start, size)
@@ -87,11 +92,13 @@ impl HeapSpace {
     pub(super) fn take_single_at(&mut self, offset: u64) -> Option<u64> {
         let size = self.singles.remove(&offset)?;
         self.fit.remove(&(size, offset));
+        self.dirty = true;
         Some(size)
     }
 
     /// Adds the slot of the (absent) direct block at `offset` with `size` data bytes.
     pub(super) fn add_slot(&mut self, offset: u64, size: u64) {
+        self.dirty = true;
         self.slots.insert(offset, size);
         self.fit.insert((size, offset));
     }
@@ -100,6 +107,7 @@ impl HeapSpace {
     pub(super) fn drop_slots_from(&mut self, end: u64) {
         let gone: Vec<(u64, u64)> = self.slots.range(end..).map(|(o, s)| (*o, *s)).collect();
         for (o, s) in gone {
+            self.dirty = true;
             self.slots.remove(&o);
             self.fit.remove(&(s, o));
         }
@@ -107,7 +115,10 @@ impl HeapSpace {
 
     /// Forgets everything (the heap is empty).
     pub(super) fn clear(&mut self) {
-        *self = HeapSpace::default();
+        *self = HeapSpace {
+            dirty: true,
+            ..HeapSpace::default()
+        };
     }
 
     /// Free bytes in single sections (for checks).
@@ -285,6 +296,99 @@ fn manager_sections(
         }),
     )?;
     Ok(list.iter().collect())
+}
+
+/// libhdf5's fractal-heap free-space manager parameters (`H5HFspace.c`): four section
+/// classes (single, first row, normal row, indirect), shrink 80 %, expand 120 %.
+const SECTION_CLASSES: u16 = 4;
+const SHRINK_PERCENT: u16 = 80;
+const EXPAND_PERCENT: u16 = 120;
+
+/// Writes the free-space manager of every heap whose free space changed since the last flush
+/// (the manager written before, if any, is freed first): a header and a list of the single
+/// sections, which libhdf5 takes over when it changes the heap (slots are found again from the
+/// blocks: libhdf5 keeps them as row sections, which it also finds without them). A heap with
+/// no single section keeps no manager.
+pub(crate) fn persist_all(file: &crate::file::FileShared) -> Result<()> {
+    let mut dirty: Vec<u64> = match file.state() {
+        Ok(w) => w
+            .heap_space
+            .iter()
+            .filter(|(_, sp)| sp.dirty)
+            .map(|(a, _)| *a)
+            .collect(),
+        Err(_) => return Ok(()),
+    };
+    dirty.sort_unstable();
+    for heap in dirty {
+        let Some(mut sp) = file.state()?.heap_space.remove(&heap) else {
+            continue;
+        };
+        let r = persist(file, heap, &sp);
+        if r.is_ok() {
+            sp.dirty = false;
+        }
+        file.state()?.heap_space.insert(heap, sp);
+        r?;
+    }
+    Ok(())
+}
+
+fn persist(file: &crate::file::FileShared, heap: u64, sp: &HeapSpace) -> Result<()> {
+    let mut s = Session::new(file)?;
+    let sizes = file.sizes;
+    let hh = s.protect(K::FractalHeapHeader, heap, super::header_load(sizes, heap))?;
+    let hdr: FractalHeapHeader = s.value::<FractalHeapHeader>(&hh)?.clone();
+    delete_manager(&mut s, &hdr)?;
+    let mut addr = UNDEFINED_ADDRESS;
+    if !sp.singles.is_empty() {
+        let format = SectionFormat::FractalHeap {
+            heap_offset_len: hdr.heap_offset_size() as u8,
+        };
+        addr = s.allocate(FreeSpaceHeader::encoded_len(sizes) as u64)?;
+        let list = FreeSpaceSections::from_sections(
+            UNDEFINED_ADDRESS,
+            addr,
+            sp.singles.iter().map(|(&o, &n)| (o, n, 0u8)),
+        );
+        let mut fs = FreeSpaceHeader {
+            client: h5_format::free_space::FreeSpaceClient::FractalHeap,
+            section_classes: SECTION_CLASSES,
+            shrink_percent: SHRINK_PERCENT,
+            expand_percent: EXPAND_PERCENT,
+            address_bits: hdr.table.max_heap_size_bits,
+            max_section_size: hdr.table.max_direct_block_size,
+            ..FreeSpaceHeader::file_manager(addr, 1)
+        };
+        fs.summarize(&list, sizes, format)?;
+        fs.sections_alloc_len = fs.sections_len;
+        fs.sections_address = s.allocate(fs.sections_len)?;
+        let list = FreeSpaceSections {
+            address: fs.sections_address,
+            ..list
+        };
+        let h = fs.clone();
+        s.insert(
+            K::FreeSpaceSections,
+            fs.sections_address,
+            crate::meta::Decoded::writable(fs.sections_len as usize, list, move |l| {
+                l.encode(&h, sizes, format)
+            }),
+        )?;
+        s.insert(
+            K::FreeSpaceHeader,
+            addr,
+            crate::meta::Decoded::writable(
+                FreeSpaceHeader::encoded_len(sizes),
+                fs,
+                move |h: &FreeSpaceHeader| Ok(h.encode(sizes)),
+            ),
+        )?;
+    }
+    if hdr.free_space_manager_address != addr {
+        s.value_mut::<FractalHeapHeader>(&hh)?.free_space_manager_address = addr;
+    }
+    s.release(hh)
 }
 
 /// Frees the heap's persisted free-space manager (header and section list), if it has one.

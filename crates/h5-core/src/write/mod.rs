@@ -881,6 +881,7 @@ impl FileShared {
         }
         self.lay_out_dirty(|w| &mut w.link_tables)?;
         self.lay_out_dirty(|w| &mut w.attr_tables)?;
+        crate::fheap::persist_all(self)?;
         // Everything is placed: the aggregators give their unused space back and the end of
         // allocation shrinks over free space at the end, before the superblock records it;
         // persisted free space gets its managers (§5.3).
