@@ -314,7 +314,6 @@ pub(crate) fn build_layout(
                     header: address,
                     rank: dims.len(),
                     chunk_bytes,
-                    map: Mutex::new(None),
                 }),
             };
             let index = Arc::new(WithinFile {

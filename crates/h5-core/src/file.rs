@@ -53,6 +53,9 @@ pub struct FileShared {
     pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
     /// What a writable file keeps besides the caches (`None`: read-only).
     pub(crate) write: Option<Mutex<crate::write::WriteState>>,
+    /// This file, for structures that outlive a call (layouts reaching their index), set once
+    /// the file is shared.
+    pub(crate) me: std::sync::OnceLock<std::sync::Weak<FileShared>>,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -94,7 +97,7 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
-        Ok(Arc::new(Self::open_unshared(storage, settings, dir)?.0))
+        Ok(Self::open_unshared(storage, settings, dir)?.0.shared())
     }
 
     /// [`FileShared::open`] before sharing; also returns the superblock's absolute address.
@@ -164,8 +167,16 @@ impl FileShared {
             sohm: Mutex::new(None),
             alloc: None,
             write: None,
+            me: std::sync::OnceLock::new(),
         };
         Ok((file, at))
+    }
+
+    /// The file shared, knowing itself (see `me`).
+    pub(crate) fn shared(self) -> Arc<FileShared> {
+        let file = Arc::new(self);
+        let _ = file.me.set(Arc::downgrade(&file));
+        file
     }
 
     /// The storage holding the file's bytes.

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, Weak};
 use h5_chunkcache::{ChunkCoord, LayoutError};
 use h5_format::UNDEFINED_ADDRESS;
 use h5_format::btree1::{BtreeV1Node, Keys, NodeType, node_len};
-use h5_format::btree2::{Record, RecordContext};
 use h5_format::extensible_array::{
     DataBlockParent, ExtensibleArrayDataBlock, ExtensibleArrayHeader, ExtensibleArrayIndexBlock,
     ExtensibleArraySlot, ExtensibleArraySuperBlock,
@@ -23,7 +22,6 @@ use h5_metacache::MetadataKind as K;
 use crate::file::FileShared;
 use crate::layouts::{ChunkIndex, ChunkRecord};
 use crate::meta::Load;
-use crate::walk;
 
 fn file_of(w: &Weak<FileShared>) -> Result<Arc<FileShared>, LayoutError> {
     w.upgrade().ok_or_else(|| "the file was closed".into())
@@ -196,7 +194,8 @@ impl ChunkIndex for BtreeV1Index {
     }
 }
 
-/// v2 B-tree chunk index (layout v4, several unlimited dimensions): read once into a map.
+/// v2 B-tree chunk index (layout v4, several unlimited dimensions): each lookup descends the
+/// tree through the metadata cache, one node per level.
 #[derive(Debug)]
 pub struct BtreeV2Index {
     /// The file.
@@ -207,41 +206,26 @@ pub struct BtreeV2Index {
     pub rank: usize,
     /// Bytes of an unfiltered chunk.
     pub chunk_bytes: u64,
-    /// The map, built on first use.
-    pub map: ChunkMap,
 }
 
 impl ChunkIndex for BtreeV2Index {
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
         let file = file_of(&self.file)?;
-        lookup_in_map(&self.map, coords, || {
-            let ctx = RecordContext::for_chunks(file.sizes, self.rank, self.chunk_bytes);
-            let recs = walk::btree2_records(&file, self.header, ctx)
+        let tree = crate::write::chunk_index::ChunkBtree {
+            header: self.header,
+            rank: self.rank,
+            chunk_bytes: self.chunk_bytes,
+            filtered: false,
+        };
+        let mut a = crate::access::Reading(&file);
+        let mut out = Vec::with_capacity(coords.len());
+        for c in coords {
+            let r = tree
+                .lookup(&mut a, c.as_slice())
                 .map_err(|e| Box::new(e) as LayoutError)?;
-            let mut map = HashMap::new();
-            for r in recs {
-                let (addr, size, mask, scaled) = match r {
-                    Record::Chunk { address, scaled } => (address, self.chunk_bytes, 0, scaled),
-                    Record::FilteredChunk {
-                        address,
-                        size,
-                        filter_mask,
-                        scaled,
-                    } => (address, size, filter_mask, scaled),
-                    _ => return Err("a non-chunk record in a chunk B-tree".into()),
-                };
-                let abs = file.abs(addr).map_err(|e| Box::new(e) as LayoutError)?;
-                map.insert(
-                    scaled,
-                    ChunkRecord {
-                        addr: abs,
-                        size,
-                        filter_mask: mask,
-                    },
-                );
-            }
-            Ok(map)
-        })
+            out.push(absolute(&file, r)?);
+        }
+        Ok(out)
     }
 }
 

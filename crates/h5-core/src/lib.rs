@@ -11,6 +11,7 @@ pub mod attribute;
 pub(crate) mod btree2;
 pub mod convert;
 pub mod dataset;
+pub(crate) mod dense;
 pub mod error;
 pub mod external;
 pub(crate) mod fheap;

@@ -386,7 +386,8 @@ fn persist(file: &crate::file::FileShared, heap: u64, sp: &HeapSpace) -> Result<
         )?;
     }
     if hdr.free_space_manager_address != addr {
-        s.value_mut::<FractalHeapHeader>(&hh)?.free_space_manager_address = addr;
+        s.value_mut::<FractalHeapHeader>(&hh)?
+            .free_space_manager_address = addr;
     }
     s.release(hh)
 }

@@ -82,7 +82,9 @@ fn sequential_inserts_lay_out_as_the_builder() {
     let sizes_of: Vec<Vec<usize>> = vec![
         vec![20; 400],
         (0..300).map(|i| 10 + (i * 37) % 200).collect(),
-        vec![30, 3000, 40, 4000, 17, 2500, 4096, 9, 1000, 4000, 4000, 4000],
+        vec![
+            30, 3000, 40, 4000, 17, 2500, 4096, 9, 1000, 4000, 4000, 4000,
+        ],
     ];
     for params in [
         FractalHeapParams::dense_links(),
@@ -110,7 +112,10 @@ fn sequential_inserts_lay_out_as_the_builder() {
             let h = header(&mut Reading(&file), heap).unwrap();
             assert_eq!(shape(&h), shape(&built.header));
             for (i, (&n, id)) in sizes.iter().zip(&ids).enumerate() {
-                assert_eq!(read(&mut Reading(&file), heap, id).unwrap(), object(n, i as u64));
+                assert_eq!(
+                    read(&mut Reading(&file), heap, id).unwrap(),
+                    object(n, i as u64)
+                );
             }
         }
     }
@@ -165,9 +170,15 @@ fn the_root_reverts_to_a_direct_block() {
     let h = header(&mut Reading(&file), heap).unwrap();
     assert_eq!(h.root_rows, 0, "{h:?}");
     assert_eq!(h.managed_space, 512);
-    assert_eq!(read(&mut Reading(&file), heap, &first).unwrap(), object(40, 1));
+    assert_eq!(
+        read(&mut Reading(&file), heap, &first).unwrap(),
+        object(40, 1)
+    );
     let again = insert(&file, heap, &object(300, 9));
-    assert_eq!(read(&mut Reading(&file), heap, &again).unwrap(), object(300, 9));
+    assert_eq!(
+        read(&mut Reading(&file), heap, &again).unwrap(),
+        object(300, 9)
+    );
 }
 
 #[derive(Clone, Debug)]
@@ -241,7 +252,10 @@ fn check_heap(file: &FileShared, heap: u64, live: &BTreeMap<Vec<u8>, Vec<u8>>) {
         ),
         (managed, tiny, huge)
     );
-    assert_eq!((h.tiny_objects_size, h.huge_objects_size), (tiny_bytes, huge_bytes));
+    assert_eq!(
+        (h.tiny_objects_size, h.huge_objects_size),
+        (tiny_bytes, huge_bytes)
+    );
     if managed == 0 {
         assert_eq!(h.managed_free_space, 0);
     }

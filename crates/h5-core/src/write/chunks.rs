@@ -220,6 +220,11 @@ pub(crate) struct ChunkTable {
     /// Flush dependencies of the last layout.
     deps: Mutex<Vec<crate::write::chunk_index::Dep>>,
     dirty: Mutex<bool>,
+    /// The file, for an index changed in place (a v2 B-tree): set when the table is made.
+    pub(crate) file: std::sync::OnceLock<std::sync::Weak<FileShared>>,
+    /// Changes of a v2 B-tree index made while the file was being dropped (its last flush),
+    /// applied by that flush: `(scaled coordinates, record)`, `None` for a deletion.
+    pending: Mutex<Vec<(Vec<u64>, Option<ChunkRecord>)>>,
 }
 
 impl ChunkTable {
@@ -232,6 +237,8 @@ impl ChunkTable {
             placed: Mutex::new(Vec::new()),
             deps: Mutex::new(Vec::new()),
             dirty: Mutex::new(true),
+            file: std::sync::OnceLock::new(),
+            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -273,6 +280,8 @@ impl ChunkTable {
             ),
             deps: Mutex::new(Vec::new()),
             dirty: Mutex::new(false),
+            file: std::sync::OnceLock::new(),
+            pending: Mutex::new(Vec::new()),
         };
         Ok(table)
     }
@@ -281,6 +290,19 @@ impl ChunkTable {
     /// B-tree's root (the dataset is being deleted; other indexes' headers and an implicit
     /// block's unwritten chunks are left unused).
     pub(crate) fn free(&self, file: &FileShared) -> Result<()> {
+        if let Some(bt) = self.btree() {
+            let space = self.space.clone();
+            bt.delete(file, &mut |_, r| {
+                if r.size > 0 {
+                    space
+                        .free(r.addr + space.base, r.size)
+                        .map_err(|e| Error::Unsupported(e.to_string()))?;
+                }
+                Ok(())
+            })?;
+            *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
+            return Ok(());
+        }
         let records = std::mem::take(&mut *self.records.lock().map_err(|_| Error::Poisoned)?);
         if !matches!(self.shape, IndexShape::Compact(_)) {
             for r in records.values() {
@@ -301,6 +323,94 @@ impl ChunkTable {
             crate::write::drop_entry(file, K::BTreeV1Node, *root, nlen)?;
         }
         *self.dirty.lock().map_err(|_| Error::Poisoned)? = false;
+        Ok(())
+    }
+
+    /// The v2 B-tree index of this table, if it is one: its records live in the tree (changed
+    /// in place as chunks come and go), not in `records`.
+    pub(crate) fn btree(&self) -> Option<crate::write::chunk_index::ChunkBtree> {
+        match &self.shape {
+            IndexShape::Array(ix) => ix.btree(),
+            _ => None,
+        }
+    }
+
+    /// The record of chunk `coord` in the B-tree index `bt` (absolute address).
+    fn tree_lookup(
+        &self,
+        bt: &crate::write::chunk_index::ChunkBtree,
+        coord: &[u64],
+    ) -> Result<Option<ChunkRecord>, LayoutError> {
+        let pending = self.pending.lock().map_err(|_| "index lock poisoned")?;
+        if let Some((_, r)) = pending.iter().rev().find(|(c, _)| c.as_slice() == coord) {
+            return Ok(*r);
+        }
+        drop(pending);
+        let file = self.file_ref()?;
+        let r = bt.lookup(&mut crate::access::Reading(&file), coord)?;
+        Ok(r.map(|r| ChunkRecord {
+            addr: r.addr + self.space.base,
+            ..r
+        }))
+    }
+
+    fn file_ref(&self) -> Result<Arc<FileShared>, LayoutError> {
+        self.file
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .ok_or_else(|| "the file of a v2 B-tree chunk index is closed".into())
+    }
+
+    /// Records chunk `coord` as `r` (absolute address; `None`: deleted) in the B-tree index
+    /// `bt`, in place; while the file is being dropped, at its last flush.
+    fn tree_set(
+        &self,
+        bt: &crate::write::chunk_index::ChunkBtree,
+        coord: &[u64],
+        r: Option<ChunkRecord>,
+    ) -> Result<(), LayoutError> {
+        match self.file.get().and_then(std::sync::Weak::upgrade) {
+            Some(file) => Ok(self.apply(&file, bt, coord, r)?),
+            None => {
+                self.pending
+                    .lock()
+                    .map_err(|_| "index lock poisoned")?
+                    .push((coord.to_vec(), r));
+                Ok(())
+            }
+        }
+    }
+
+    fn apply(
+        &self,
+        file: &FileShared,
+        bt: &crate::write::chunk_index::ChunkBtree,
+        coord: &[u64],
+        r: Option<ChunkRecord>,
+    ) -> Result<()> {
+        match r {
+            Some(r) => {
+                let rel = ChunkRecord {
+                    addr: r.addr.checked_sub(self.space.base).ok_or_else(|| {
+                        Error::Unsupported("a chunk below the base address".into())
+                    })?,
+                    ..r
+                };
+                bt.upsert(file, coord, &rel)
+            }
+            None => bt.remove(file, coord).map(|_| ()),
+        }
+    }
+
+    /// Applies the B-tree index changes made while the file was being dropped.
+    pub(crate) fn apply_pending(&self, file: &FileShared) -> Result<()> {
+        let Some(bt) = self.btree() else {
+            return Ok(());
+        };
+        let pending = std::mem::take(&mut *self.pending.lock().map_err(|_| Error::Poisoned)?);
+        for (coord, r) in pending {
+            self.apply(file, &bt, &coord, r)?;
+        }
         Ok(())
     }
 
@@ -519,6 +629,22 @@ pub(crate) struct ChunkedWriteLayout {
 impl ChunkedWriteLayout {
     /// Sets the filter mask of the written chunk at `coord` (a direct chunk write).
     pub(crate) fn set_filter_mask(&self, coord: &ChunkCoord, mask: u32) -> Result<()> {
+        if let Some(bt) = self.index.btree() {
+            let boxed = |e: LayoutError| Error::Unsupported(e.to_string());
+            let r = self
+                .index
+                .tree_lookup(&bt, coord.as_slice())
+                .map_err(boxed)?
+                .ok_or_else(|| Error::Invalid("the chunk written directly has no record".into()))?;
+            let r = ChunkRecord {
+                filter_mask: mask,
+                ..r
+            };
+            return self
+                .index
+                .tree_set(&bt, coord.as_slice(), Some(r))
+                .map_err(boxed);
+        }
         let mut records = self.index.records.lock().map_err(|_| Error::Poisoned)?;
         let r = records
             .get_mut(&self.index.offsets(coord))
@@ -566,12 +692,30 @@ impl ChunkLayout for ChunkedWriteLayout {
     }
 
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
+        let hint = self.chunk_elems() * self.elem_size;
+        if let Some(bt) = self.index.btree() {
+            return coords
+                .iter()
+                .map(|c| {
+                    Ok(match self.index.tree_lookup(&bt, c.as_slice())? {
+                        Some(r) => Lookup::dense(
+                            Some(DiskLocation {
+                                addr: r.addr,
+                                size: r.size,
+                            }),
+                            hint,
+                            Box::new(Mask(r.filter_mask)),
+                        ),
+                        None => Lookup::dense(None, 0, Box::new(Mask(0))),
+                    })
+                })
+                .collect();
+        }
         let records = self
             .index
             .records
             .lock()
             .map_err(|_| "index lock poisoned")?;
-        let hint = self.chunk_elems() * self.elem_size;
         Ok(coords
             .iter()
             .map(|c| match records.get(&self.index.offsets(c)) {
@@ -634,6 +778,32 @@ impl ChunkLayout for ChunkedWriteLayout {
 
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
         let space = &self.index.space;
+        if let Some(bt) = self.index.btree() {
+            let mut out = Vec::with_capacity(reqs.len());
+            for r in reqs.iter_mut() {
+                let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
+                let loc = match r.old {
+                    Some(old) if old.size == r.new_size => old,
+                    old => {
+                        if let Some(old) = old {
+                            space.free(old.addr, old.size)?;
+                        }
+                        DiskLocation {
+                            addr: space.allocate(r.new_size)?,
+                            size: r.new_size,
+                        }
+                    }
+                };
+                let rec = ChunkRecord {
+                    addr: loc.addr,
+                    size: loc.size,
+                    filter_mask: mask,
+                };
+                self.index.tree_set(&bt, r.coord.as_slice(), Some(rec))?;
+                out.push(loc);
+            }
+            return Ok(out);
+        }
         let mut records = self
             .index
             .records
@@ -676,6 +846,13 @@ impl ChunkLayout for ChunkedWriteLayout {
         location: Option<DiskLocation>,
         _: &mut Udata,
     ) -> Result<(), LayoutError> {
+        if let Some(bt) = self.index.btree() {
+            self.index.tree_set(&bt, coord.as_slice(), None)?;
+            if let Some(l) = location {
+                self.index.space.free(l.addr, l.size)?;
+            }
+            return Ok(());
+        }
         self.index
             .records
             .lock()

@@ -13,7 +13,7 @@ pub mod chunk_index;
 pub(crate) mod chunks;
 pub mod compact;
 pub mod dataset;
-pub(crate) mod dense;
+
 pub mod fspace;
 pub mod gheap;
 pub mod io;
@@ -146,10 +146,6 @@ pub(crate) struct WriteState {
     pub(crate) bounds: FormatBounds,
     /// Old-style groups created or changed, by object header address.
     pub(crate) groups: HashMap<u64, GroupTable>,
-    /// New-style groups created or changed, by object header address.
-    pub(crate) link_tables: HashMap<u64, links::LinkTable>,
-    /// Dense attribute storage of objects written here, by object header address.
-    pub(crate) attr_tables: HashMap<u64, attrs::AttrTable>,
     /// Chunk tables (and compact data) of datasets written, laid out at flush.
     pub(crate) indexes: Vec<Arc<chunks::ChunkTable>>,
     /// Chunked datasets created or opened for writing here, by object header address (for
@@ -291,6 +287,7 @@ impl FileShared {
                 bounds: options.bounds,
                 ..WriteState::default()
             })),
+            me: std::sync::OnceLock::new(),
         };
         let (root, scratch) = create_group_object(&file, &options.root_group)?;
         file.root = root;
@@ -313,7 +310,7 @@ impl FileShared {
             Root::ObjectHeader(root)
         };
         file.insert_superblock(0)?;
-        Ok(Arc::new(file))
+        Ok(file.shared())
     }
 
     /// Opens the HDF5 file in `storage` for reading and writing. New space is allocated from
@@ -380,7 +377,7 @@ impl FileShared {
             }
         }
         file.insert_superblock(at)?;
-        Ok(Arc::new(file))
+        Ok(file.shared())
     }
 
     /// Puts the superblock into the cache at absolute `at` as a pinned entry flushed last, whose
@@ -462,49 +459,50 @@ impl FileShared {
             .unwrap_or(FormatBounds::Earliest)
     }
 
-    /// The links of a group being written (`None`: not a group created here).
+    /// The links of an old-style group whose table is kept here (`None`: ask the file).
     pub(crate) fn written_links(&self, group: u64) -> Option<Vec<crate::group::LinkEntry>> {
         let w = self.write.as_ref()?.lock().ok()?;
-        if let Some(t) = w.link_tables.get(&group) {
-            return Some(t.entries());
-        }
         w.groups.get(&group).map(GroupTable::entries)
     }
 
-    /// The encoded attribute messages of an object whose attributes are dense and written
-    /// here (`None`: ask the file), in name order.
-    pub(crate) fn written_attributes(&self, obj: u64) -> Option<Vec<Vec<u8>>> {
-        let w = self.write.as_ref()?.lock().ok()?;
-        w.attr_tables.get(&obj).map(attrs::AttrTable::bodies)
+    /// Whether the object at `obj` stores its attributes densely.
+    pub fn attributes_are_dense(&self, obj: u64) -> Result<bool> {
+        let oh = crate::object::ObjectHeader::load(self, obj)?;
+        Ok(oh
+            .find(|m| match m {
+                h5_format::message::Message::AttributeInfo(i) => Some(*i),
+                _ => None,
+            })
+            .is_some_and(|i| i.fractal_heap_address != UNDEFINED_ADDRESS))
     }
 
-    /// Whether the object at `obj`, written here, stores its attributes densely (as of the
-    /// next flush).
-    pub fn attributes_are_dense(&self, obj: u64) -> bool {
-        self.write
-            .as_ref()
-            .and_then(|w| w.lock().ok())
-            .is_some_and(|w| w.attr_tables.contains_key(&obj))
-    }
-
-    /// Whether the new-style group at `group`, created here, stores its links densely (after
-    /// the next flush); `None` for other groups.
+    /// Whether the new-style group at `group` stores its links densely (`None`: an old-style
+    /// group).
     pub fn group_is_dense(&self, group: u64) -> Option<bool> {
-        let w = self.write.as_ref()?.lock().ok()?;
-        w.link_tables.get(&group).map(links::LinkTable::is_dense)
+        let oh = crate::object::ObjectHeader::load(self, group).ok()?;
+        if !links::is_new_style(&oh) {
+            return None;
+        }
+        links::is_dense(self, group).ok()
     }
 
-    /// One link of a group being written (`None` outside: ask the file).
+    /// One link of an old-style group whose table is kept here (`None` outside: ask the file).
     pub(crate) fn written_link(
         &self,
         group: u64,
         name: &str,
     ) -> Option<Option<crate::group::LinkEntry>> {
         let w = self.write.as_ref()?.lock().ok()?;
-        if let Some(t) = w.link_tables.get(&group) {
-            return Some(t.find(name));
-        }
         w.groups.get(&group).map(|g| g.find(name))
+    }
+
+    /// Whether the group at `parent` has a link `name`.
+    pub(crate) fn link_exists(&self, parent: u64, name: &str) -> Result<bool> {
+        if let Some(l) = self.written_link(parent, name) {
+            return Ok(l.is_some());
+        }
+        let oh = crate::object::ObjectHeader::load(self, parent)?;
+        Ok(crate::group::find(self, &oh, name)?.is_some())
     }
 
     /// Creates a group named `name` in the group whose header is at `parent`; returns the new
@@ -523,7 +521,7 @@ impl FileShared {
     ) -> Result<u64> {
         self.check_usable()?;
         check_name(name)?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.link_exists(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         let (addr, scratch) = create_group_object(self, options)?;
@@ -568,7 +566,7 @@ impl FileShared {
     pub fn link_hard(&self, parent: u64, name: &str, target: u64) -> Result<()> {
         self.check_usable()?;
         check_name(name)?;
-        if self.written_link(parent, name).flatten().is_some() {
+        if self.link_exists(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
         ohdr::adjust_refcount(self, target, 1)?;
@@ -597,14 +595,11 @@ impl FileShared {
         )
     }
 
-    /// Makes sure the group at `parent` has a table in the write state: new-style groups made
-    /// here have one; an existing old-style group's links are loaded from the file.
-    fn ensure_table(&self, parent: u64) -> Result<()> {
-        {
-            let w = self.state()?;
-            if w.groups.contains_key(&parent) || w.link_tables.contains_key(&parent) {
-                return Ok(());
-            }
+    /// Whether the group at `parent` is a new-style group (link messages, dense storage);
+    /// otherwise its old-style table is loaded into the write state.
+    fn new_style_or_table(&self, parent: u64) -> Result<bool> {
+        if self.state()?.groups.contains_key(&parent) {
+            return Ok(false);
         }
         // Loaded outside the state lock: loading goes through the metadata cache.
         let oh = crate::object::ObjectHeader::load(self, parent)?;
@@ -613,13 +608,11 @@ impl FileShared {
             _ => None,
         });
         let Some(st) = st else {
-            let table = links::LinkTable::load(self, &oh)?;
-            self.state()?.link_tables.entry(parent).or_insert(table);
-            return Ok(());
+            return Ok(true);
         };
         let table = GroupTable::load(self, st.btree_address, st.heap_address)?;
         self.state()?.groups.entry(parent).or_insert(table);
-        Ok(())
+        Ok(false)
     }
 
     /// Adds `target` as `name` to the group at `parent`: a link message in a new-style group,
@@ -631,15 +624,10 @@ impl FileShared {
         target: LinkTarget,
         scratch: ScratchPad,
     ) -> Result<()> {
-        self.ensure_table(parent)?;
-        let mut w = self.state()?;
-        if let Some(t) = w.link_tables.get_mut(&parent) {
-            if t.links.contains_key(name.as_bytes()) {
-                return Err(Error::Exists(name.into()));
-            }
-            t.insert(name, target);
-            return Ok(());
+        if self.new_style_or_table(parent)? {
+            return links::insert(self, parent, name, target);
         }
+        let mut w = self.state()?;
         let g = w
             .groups
             .get_mut(&parent)
@@ -664,12 +652,12 @@ impl FileShared {
     /// Takes the link `name` out of the group at `parent` (no reference count changes):
     /// its target and, from an old-style group, the entry's scratch pad.
     fn take_link(&self, parent: u64, name: &str) -> Result<(LinkTarget, ScratchPad)> {
-        self.ensure_table(parent)?;
-        let mut w = self.state()?;
-        if let Some(t) = w.link_tables.get_mut(&parent) {
-            let link = t.remove(name).ok_or_else(|| Error::NotFound(name.into()))?;
+        if self.new_style_or_table(parent)? {
+            let link =
+                links::remove(self, parent, name)?.ok_or_else(|| Error::NotFound(name.into()))?;
             return Ok((link.target, ScratchPad::None));
         }
+        let mut w = self.state()?;
         let g = w
             .groups
             .get_mut(&parent)
@@ -707,8 +695,7 @@ impl FileShared {
     ) -> Result<()> {
         self.check_usable()?;
         check_name(new_name)?;
-        self.ensure_table(new_parent)?;
-        if self.written_link(new_parent, new_name).flatten().is_some() {
+        if self.link_exists(new_parent, new_name)? {
             return Err(Error::Exists(new_name.into()));
         }
         let (t, scratch) = self.take_link(parent, name)?;
@@ -732,27 +719,21 @@ impl FileShared {
     /// or a group's table (releasing every member).
     fn delete_object(&self, addr: u64) -> Result<()> {
         use h5_format::message::Message;
-        // Members and raw data first, while the header still describes them. Tables kept for
-        // the object must not be laid out into its freed header at the next flush.
-        let (links, _attrs) = {
-            let mut w = self.state()?;
-            (w.link_tables.remove(&addr), w.attr_tables.remove(&addr))
-        };
-        if let Some(t) = links {
-            // A new-style group made here: its members lose a reference (the table's heap and
-            // index blocks, if laid out, are left unused).
-            for link in t.links.values() {
+        // Members, dense storage and raw data first, while the header still describes them.
+        let oh = crate::object::ObjectHeader::load(self, addr)?;
+        if links::is_new_style(&oh) {
+            for link in links::take_all(self, addr)? {
                 if let LinkTarget::Hard(child) = link.target {
                     self.release(child)?;
                 }
             }
         }
-        let oh = crate::object::ObjectHeader::load(self, addr)?;
+        attrs::delete_dense(self, &oh)?;
         if let Some(st) = oh.find(|m| match m {
             Message::SymbolTable(st) => Some(*st),
             _ => None,
         }) {
-            self.ensure_table(addr)?;
+            self.new_style_or_table(addr)?;
             let table = self.state()?.groups.remove(&addr);
             if let Some(mut table) = table {
                 for t in table.links.values() {
@@ -836,6 +817,29 @@ impl FileShared {
                 let chunk = dims[..dims.len().saturating_sub(1)].to_vec();
                 chunks::ChunkTable::load_btree(self, space, *address, chunk)?.free(self)?;
             }
+            LayoutClass::Chunked {
+                index: ChunkIndex::BtreeV2 { address, .. },
+                dims,
+                ..
+            } if *address != UNDEFINED_ADDRESS => {
+                // A v2 B-tree index never opened for writing: its chunks and nodes are freed
+                // through the tree.
+                let rank = dims.len().saturating_sub(1);
+                let chunk_bytes = dims.iter().try_fold(1u64, |a, d| a.checked_mul(*d));
+                let filtered = oh_filtered(self, addr)?;
+                let bt = chunk_index::ChunkBtree {
+                    header: *address,
+                    rank,
+                    chunk_bytes: chunk_bytes.unwrap_or(u64::MAX),
+                    filtered,
+                };
+                bt.delete(self, &mut |s, r| {
+                    if r.size > 0 {
+                        s.free(SpaceKind::Raw, r.addr, r.size)?;
+                    }
+                    Ok(())
+                })?;
+            }
             _ => {}
         }
         Ok(())
@@ -855,6 +859,7 @@ impl FileShared {
         self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
+            ix.apply_pending(self)?;
             ix.lay_out(self)?;
         }
         let mut tables: Vec<u64> = {
@@ -879,8 +884,6 @@ impl FileShared {
             self.state()?.groups.insert(addr, g);
             r?;
         }
-        self.lay_out_dirty(|w| &mut w.link_tables)?;
-        self.lay_out_dirty(|w| &mut w.attr_tables)?;
         crate::fheap::persist_all(self)?;
         // Everything is placed: the aggregators give their unused space back and the end of
         // allocation shrinks over free space at the end, before the superblock records it;
@@ -903,58 +906,15 @@ impl FileShared {
     }
 }
 
-/// A structure kept as a table while the file is open and laid out at flush.
-trait LaidOutAtFlush {
-    /// Changed since its last layout.
-    fn is_dirty(&self) -> bool;
-    /// Writes it for the object whose header is at `addr`.
-    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()>;
-}
-
-impl LaidOutAtFlush for links::LinkTable {
-    fn is_dirty(&self) -> bool {
-        self.dirty
-    }
-    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()> {
-        self.lay_out(file, addr)
-    }
-}
-
-impl LaidOutAtFlush for attrs::AttrTable {
-    fn is_dirty(&self) -> bool {
-        self.dirty
-    }
-    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()> {
-        self.lay_out(file, addr)
-    }
-}
-
-impl FileShared {
-    /// Lays out every dirty table of one kind, in address order, each outside the state lock
-    /// (laying out allocates and uses the cache).
-    fn lay_out_dirty<T: LaidOutAtFlush>(
-        &self,
-        pick: impl Fn(&mut WriteState) -> &mut HashMap<u64, T>,
-    ) -> Result<()> {
-        let mut dirty: Vec<u64> = {
-            let mut w = self.state()?;
-            pick(&mut w)
-                .iter()
-                .filter(|(_, t)| t.is_dirty())
-                .map(|(a, _)| *a)
-                .collect()
-        };
-        dirty.sort_unstable();
-        for addr in dirty {
-            let Some(mut t) = pick(&mut *self.state()?).remove(&addr) else {
-                continue;
-            };
-            let r = t.lay_out_for(self, addr);
-            pick(&mut *self.state()?).insert(addr, t);
-            r?;
-        }
-        Ok(())
-    }
+/// Whether the object at `addr` has a filter pipeline.
+fn oh_filtered(file: &FileShared, addr: u64) -> Result<bool> {
+    let oh = crate::object::ObjectHeader::load(file, addr)?;
+    Ok(oh
+        .find(|m| match m {
+            h5_format::message::Message::FilterPipeline(p) => Some(!p.filters.is_empty()),
+            _ => None,
+        })
+        .unwrap_or(false))
 }
 
 fn check_name(name: &str) -> Result<()> {
@@ -1014,9 +974,6 @@ fn create_group_object(
         let reserve =
             usize::from(links::ESTIMATED_ENTRIES) * ohdr::message_bytes(version, flags, estimate);
         let addr = ohdr::create_with_flags(file, version, flags, reserve, messages)?;
-        file.state()?
-            .link_tables
-            .insert(addr, links::LinkTable::new(*options));
         return Ok((addr, ScratchPad::None));
     }
     let heap = file.allocate(SpaceKind::Meta, LocalHeapHeader::encoded_len(sizes) as u64)?;

@@ -270,6 +270,12 @@ impl FileShared {
             }
         };
         let table = Arc::new(ChunkTable::new(space, shape, spec.chunk.to_vec()));
+        if let Some(me) = self.me.get() {
+            let _ = table.file.set(me.clone());
+        }
+        if let Some(bt) = table.btree() {
+            bt.create(self)?;
+        }
         self.state()?.indexes.push(Arc::clone(&table));
         let pipeline = filtered.then(|| FilterPipeline {
             version: self.bounds().pipeline_version(),
@@ -326,6 +332,29 @@ impl FileShared {
         let zeros = layout.pipeline.is_none() && image.iter().all(|b| *b == 0);
         let end = self.storage.len()?;
         let table = &layout.index;
+        if let Some(bt) = table.btree() {
+            // Every chunk of the extent without a record gets one, in the tree itself.
+            let mut scaled = vec![0u64; counts.len()];
+            loop {
+                let mut a = crate::access::Reading(self);
+                if bt.lookup(&mut a, &scaled)?.is_none() {
+                    let rel = self.allocate(SpaceKind::Raw, image.len() as u64)?;
+                    let addr = self.abs(rel)?;
+                    if write && !(zeros && addr >= end) {
+                        self.storage.write_at(addr, &image)?;
+                    }
+                    let r = ChunkRecord {
+                        addr: rel,
+                        size: image.len() as u64,
+                        filter_mask: mask,
+                    };
+                    bt.upsert(self, &scaled, &r)?;
+                }
+                if !next_coord(&mut scaled, &counts) {
+                    return Ok(());
+                }
+            }
+        }
         let mut records = table.records.lock().map_err(|_| Error::Poisoned)?;
         let mut scaled = vec![0u64; counts.len()];
         loop {
@@ -362,4 +391,17 @@ impl FileShared {
             }
         }
     }
+}
+
+/// Steps `scaled` to the next coordinates of a grid of `counts` (row-major); `false` past the
+/// last.
+fn next_coord(scaled: &mut [u64], counts: &[u64]) -> bool {
+    for d in (0..scaled.len()).rev() {
+        scaled[d] += 1;
+        if scaled[d] < counts[d] {
+            return true;
+        }
+        scaled[d] = 0;
+    }
+    false
 }

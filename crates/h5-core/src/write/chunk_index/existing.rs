@@ -151,7 +151,13 @@ pub(crate) fn load(
         }
     };
     let table = ChunkTable::new(space, shape, chunk.to_vec());
-    if allocated {
+    let _ = table.file.set(Arc::downgrade(file));
+    if let Some(bt) = table.btree() {
+        // The tree is changed in place: nothing to read, an index never made gets its header.
+        if !allocated {
+            bt.create(file)?;
+        }
+    } else if allocated {
         let records = read_records(file, info, chunk)?;
         *table.records.lock().map_err(|_| Error::Poisoned)? = records;
     }

@@ -24,7 +24,7 @@ use crate::file::FileShared;
 use crate::layouts::ChunkRecord;
 use crate::write::FormatBounds;
 
-pub(crate) use bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
+pub(crate) use bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT, ChunkBtree};
 pub(crate) use earray::EA_PARAMS;
 pub(crate) use farray::{FA_PAGE_BITS, linear};
 
@@ -188,7 +188,8 @@ impl ArrayIndex {
         match self.kind {
             ChunkIndexKind::FixedArray => farray::lay_out(self, file, records),
             ChunkIndexKind::ExtensibleArray => earray::lay_out(self, file, records),
-            _ => bt2::lay_out(self, file, records),
+            // Changed record by record as chunks come and go (`ChunkBtree`).
+            _ => Ok(LaidOut::default()),
         }
     }
 
@@ -205,6 +206,16 @@ impl ArrayIndex {
             address,
             size: self.filtered.then_some(r.size),
             filter_mask: if self.filtered { r.filter_mask } else { 0 },
+        })
+    }
+
+    /// The v2 B-tree this index is, if it is one.
+    pub(crate) fn btree(&self) -> Option<ChunkBtree> {
+        (self.kind == ChunkIndexKind::BtreeV2).then_some(ChunkBtree {
+            header: self.header,
+            rank: self.chunk_dims.len(),
+            chunk_bytes: self.chunk_bytes,
+            filtered: self.filtered,
         })
     }
 
