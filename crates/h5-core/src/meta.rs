@@ -361,7 +361,7 @@ pub fn classes() -> Vec<Arc<dyn Class<Meta>>> {
                 info: ClassInfo {
                     id: k.id(),
                     name: k.name(),
-                    flags: ClassFlags::SPECULATIVE_LOAD,
+                    flags: ClassFlags::SPECULATIVE_LOAD | ClassFlags::DIFF_WRITES,
                     mem_type: mem_type(*k),
                 },
             }) as Arc<dyn Class<Meta>>
