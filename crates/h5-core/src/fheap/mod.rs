@@ -14,10 +14,12 @@
 //!
 //! The heap's free space (`space.rs`) is kept as libhdf5 keeps it in its free-space manager:
 //! free ranges inside direct blocks and direct-block slots below the iterator that hold no
-//! block. A heap written before the file was opened brings its persisted manager: its
-//! single sections are taken over at the heap's first change and the manager is freed; at each
-//! flush, a heap whose free space changed gets a new manager holding its single sections
-//! (libhdf5 takes them over; the slots it finds again from the blocks).
+//! block. The manager is persisted as libhdf5 persists it: its header (the heap header points
+//! at it) stays where it is; its section list is freed when a session takes the sections over
+//! (the heap's first change) and written again, holding the single sections, at each flush
+//! that follows a change (libhdf5 reads them back; the slots, which libhdf5 keeps as row
+//! sections, both libraries find again from the blocks). A heap without free sections keeps
+//! no manager.
 //!
 //! Every block is a flush-dependency child of the block or header that points at it, as in
 //! libhdf5, so the cache writes a block before its parent.

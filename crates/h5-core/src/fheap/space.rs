@@ -52,6 +52,17 @@ pub(crate) struct HeapSpace {
     slots: BTreeMap<u64, u64>,
     /// Changed since the heap's manager was last written.
     pub(super) dirty: bool,
+    /// Where the heap's persisted manager is (taken over from the file or written here), to
+    /// write it again in place.
+    manager: Option<Manager>,
+}
+
+/// A persisted free-space manager: header address, section list address and allocated length.
+#[derive(Clone, Copy, Debug)]
+struct Manager {
+    header: u64,
+    list: u64,
+    list_alloc: u64,
 }
 
 impl HeapSpace {
@@ -117,6 +128,7 @@ impl HeapSpace {
     pub(super) fn clear(&mut self) {
         *self = HeapSpace {
             dirty: true,
+            manager: self.manager,
             ..HeapSpace::default()
         };
     }
@@ -129,13 +141,32 @@ impl HeapSpace {
 }
 
 /// The free space of the heap being changed, at its first change in this session: the single
-/// sections of the heap's persisted manager (which is then freed: the heap keeps no manager),
-/// and every slot below the iterator that holds no block.
+/// sections of the heap's persisted manager (whose header is kept, to be written again in
+/// place, and whose list is freed as libhdf5 frees it when it takes the sections over), and
+/// every slot below the iterator that holds no block.
 pub(super) fn take_over(c: &mut HeapChange<'_, '_>) -> Result<HeapSpace> {
     let mut sp = HeapSpace::default();
     let geom = Arc::clone(&c.geom);
     if c.hdr.free_space_manager_address != UNDEFINED_ADDRESS {
-        for (offset, size, kind) in manager_sections(c.s, &geom)? {
+        let fs = manager_header(c.s, &geom)?;
+        let sections = manager_sections(c.s, &geom)?;
+        // As libhdf5 does when it takes a manager's sections into memory, the list's space
+        // is freed now (a new list is written at the next flush); the header stays.
+        if fs.sections_address != UNDEFINED_ADDRESS {
+            c.s.remove(
+                K::FreeSpaceSections,
+                fs.sections_address,
+                fs.sections_alloc_len,
+            )?;
+        }
+        sp.manager = Some(Manager {
+            header: fs.address,
+            list: UNDEFINED_ADDRESS,
+            list_alloc: 0,
+        });
+        // The header names a list no longer there: it is written again at the next flush.
+        sp.dirty = true;
+        for (offset, size, kind) in sections {
             // Only single sections (type 0) are taken; rows and indirect sections are slots,
             // found below from the blocks themselves.
             if kind != 0 || size == 0 {
@@ -150,8 +181,6 @@ pub(super) fn take_over(c: &mut HeapChange<'_, '_>) -> Result<HeapSpace> {
                 sp.add_single(offset, size);
             }
         }
-        delete_manager(c.s, &geom)?;
-        c.hdr.free_space_manager_address = UNDEFINED_ADDRESS;
     }
     if let RootBlock::Indirect { address, rows } = c.hdr.root() {
         let at = IblockAt {
@@ -324,7 +353,7 @@ pub(crate) fn persist_all(file: &crate::file::FileShared) -> Result<()> {
         let Some(mut sp) = file.state()?.heap_space.remove(&heap) else {
             continue;
         };
-        let r = persist(file, heap, &sp);
+        let r = persist(file, heap, &mut sp);
         if r.is_ok() {
             sp.dirty = false;
         }
@@ -334,21 +363,33 @@ pub(crate) fn persist_all(file: &crate::file::FileShared) -> Result<()> {
     Ok(())
 }
 
-fn persist(file: &crate::file::FileShared, heap: u64, sp: &HeapSpace) -> Result<()> {
+fn persist(file: &crate::file::FileShared, heap: u64, sp: &mut HeapSpace) -> Result<()> {
     let mut s = Session::new(file)?;
     let sizes = file.sizes;
     let hh = s.protect(K::FractalHeapHeader, heap, super::header_load(sizes, heap))?;
     let hdr: FractalHeapHeader = s.value::<FractalHeapHeader>(&hh)?.clone();
-    delete_manager(&mut s, &hdr)?;
+    let header_len = FreeSpaceHeader::encoded_len(sizes) as u64;
+    let old = sp.manager.take();
     let mut addr = UNDEFINED_ADDRESS;
-    if !sp.singles.is_empty() {
+    if sp.singles.is_empty() {
+        if let Some(m) = old {
+            if m.list != UNDEFINED_ADDRESS {
+                s.remove(K::FreeSpaceSections, m.list, m.list_alloc)?;
+            }
+            s.remove(K::FreeSpaceHeader, m.header, header_len)?;
+        }
+    } else {
         let format = SectionFormat::FractalHeap {
             heap_offset_len: hdr.heap_offset_size() as u8,
         };
-        addr = s.allocate(FreeSpaceHeader::encoded_len(sizes) as u64)?;
+        let header_addr = match old {
+            Some(m) => m.header,
+            None => s.allocate(header_len)?,
+        };
+        addr = header_addr;
         let list = FreeSpaceSections::from_sections(
             UNDEFINED_ADDRESS,
-            addr,
+            header_addr,
             sp.singles.iter().map(|(&o, &n)| (o, n, 0u8)),
         );
         let mut fs = FreeSpaceHeader {
@@ -358,11 +399,23 @@ fn persist(file: &crate::file::FileShared, heap: u64, sp: &HeapSpace) -> Result<
             expand_percent: EXPAND_PERCENT,
             address_bits: hdr.table.max_heap_size_bits,
             max_section_size: hdr.table.max_direct_block_size,
-            ..FreeSpaceHeader::file_manager(addr, 1)
+            ..FreeSpaceHeader::file_manager(header_addr, 1)
         };
         fs.summarize(&list, sizes, format)?;
-        fs.sections_alloc_len = fs.sections_len;
-        fs.sections_address = s.allocate(fs.sections_len)?;
+        // The list is written again where it was while it fits there.
+        (fs.sections_address, fs.sections_alloc_len) = match old {
+            Some(m) if m.list != UNDEFINED_ADDRESS && fs.sections_len <= m.list_alloc => {
+                s.forget(K::FreeSpaceSections, m.list)?;
+                (m.list, m.list_alloc)
+            }
+            _ => {
+                if let Some(m) = old.filter(|m| m.list != UNDEFINED_ADDRESS) {
+                    s.remove(K::FreeSpaceSections, m.list, m.list_alloc)?;
+                }
+                (s.allocate(fs.sections_len)?, fs.sections_len)
+            }
+        };
+        s.forget(K::FreeSpaceHeader, header_addr)?;
         let list = FreeSpaceSections {
             address: fs.sections_address,
             ..list
@@ -375,14 +428,17 @@ fn persist(file: &crate::file::FileShared, heap: u64, sp: &HeapSpace) -> Result<
                 l.encode(&h, sizes, format)
             }),
         )?;
+        sp.manager = Some(Manager {
+            header: header_addr,
+            list: fs.sections_address,
+            list_alloc: fs.sections_alloc_len,
+        });
         s.insert(
             K::FreeSpaceHeader,
-            addr,
-            crate::meta::Decoded::writable(
-                FreeSpaceHeader::encoded_len(sizes),
-                fs,
-                move |h: &FreeSpaceHeader| Ok(h.encode(sizes)),
-            ),
+            header_addr,
+            crate::meta::Decoded::writable(header_len as usize, fs, move |h: &FreeSpaceHeader| {
+                Ok(h.encode(sizes))
+            }),
         )?;
     }
     if hdr.free_space_manager_address != addr {
