@@ -458,10 +458,9 @@ pub(crate) fn delete(s: &mut Session<'_>, addr: u64) -> Result<()> {
         )?,
     }
     huge::delete_all(s, &hdr)?;
-    space::delete_manager(s, &hdr)?;
-    s.remove(K::FractalHeapHeader, addr, hdr.encoded_len() as u64)?;
-    s.file().state()?.heap_space.remove(&addr);
-    Ok(())
+    let known = s.file().state()?.heap_space.remove(&addr);
+    space::delete_manager(s, &hdr, known.as_ref())?;
+    s.remove(K::FractalHeapHeader, addr, hdr.encoded_len() as u64)
 }
 
 fn delete_iblock(

@@ -448,19 +448,34 @@ fn persist(file: &crate::file::FileShared, heap: u64, sp: &mut HeapSpace) -> Res
     s.release(hh)
 }
 
-/// Frees the heap's persisted free-space manager (header and section list), if it has one.
-pub(super) fn delete_manager(s: &mut Session<'_>, geom: &FractalHeapHeader) -> Result<()> {
-    if geom.free_space_manager_address == UNDEFINED_ADDRESS {
-        return Ok(());
+/// Frees the heap's persisted free-space manager (header and section list), if it has one:
+/// as this session knows it (`known`: a list taken over is already freed), else as the file
+/// describes it.
+pub(super) fn delete_manager(
+    s: &mut Session<'_>,
+    geom: &FractalHeapHeader,
+    known: Option<&HeapSpace>,
+) -> Result<()> {
+    let header_len = FreeSpaceHeader::encoded_len(s.file().sizes) as u64;
+    let m = match known {
+        Some(sp) => match sp.manager {
+            Some(m) => m,
+            None => return Ok(()),
+        },
+        None => {
+            if geom.free_space_manager_address == UNDEFINED_ADDRESS {
+                return Ok(());
+            }
+            let fs = manager_header(s, geom)?;
+            Manager {
+                header: fs.address,
+                list: fs.sections_address,
+                list_alloc: fs.sections_alloc_len,
+            }
+        }
+    };
+    if m.list != UNDEFINED_ADDRESS {
+        s.remove(K::FreeSpaceSections, m.list, m.list_alloc)?;
     }
-    let fs = manager_header(s, geom)?;
-    if fs.sections_address != UNDEFINED_ADDRESS {
-        s.remove(
-            K::FreeSpaceSections,
-            fs.sections_address,
-            fs.sections_alloc_len,
-        )?;
-    }
-    let len = FreeSpaceHeader::encoded_len(s.file().sizes) as u64;
-    s.remove(K::FreeSpaceHeader, geom.free_space_manager_address, len)
+    s.remove(K::FreeSpaceHeader, m.header, header_len)
 }
