@@ -3,8 +3,10 @@
 //! Every structure written goes into the metadata cache as an entry whose value knows how to
 //! encode itself ([`Decoded::writable`]); the cache writes them in address order on flush, the
 //! superblock last. Raw data goes through the shared chunk cache with writable layouts
-//! (`chunks.rs`). Structures that libhdf5 updates node by node (old-style group tables, v1 B-tree
-//! chunk indexes) are kept as ordered tables here and laid out at flush; see `docs/design.md` §5.
+//! (`chunks.rs`). New-style groups, attributes and v2 B-tree chunk indexes are changed in place,
+//! one entry at a time (`links.rs`, `attrs.rs`, `chunk_index/bt2.rs`); old-style group tables and
+//! v1 B-tree chunk indexes are still kept as ordered tables here and laid out at flush; see
+//! `docs/design.md` §5.
 
 pub mod alloc;
 pub(crate) mod alloc_time;

@@ -1,9 +1,9 @@
 //! Chunk indexes of written datasets: which index a dataset gets (libhdf5's rule per format
-//! bound), and how the layout version 4 indexes (fixed array, extensible array, v2 B-tree) are
-//! laid out at flush from the dataset's ordered chunk table.
+//! bound), how the fixed and extensible arrays are laid out at flush from the dataset's ordered
+//! chunk table, and the v2 B-tree index changed record by record (`bt2.rs`).
 //!
 //! Invariants: the index's header (the structure the layout message points at) never moves;
-//! everything below it is re-placed as a whole when the table changed since the last flush, the
+//! below an array's header everything is re-placed as a whole when the table changed since the last flush, the
 //! old blocks' space being freed first. Every structure goes into the metadata cache as the
 //! decoded value the reader loads (so a reader in the same process sees the same types), and the
 //! cache writes them in ascending address order at flush.
