@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use h5_format::btree2::{Record, SharedMessageRecord};
+use h5_format::btree2::Record;
 use h5_format::message::{Message, decode_message, kind};
 
 use super::Key;
@@ -161,35 +161,6 @@ impl NamedIn {
         match self {
             NamedIn::Links => kind::LINK,
             NamedIn::Attributes => kind::ATTRIBUTE,
-        }
-    }
-}
-
-/// Shared object header messages (type 7) by message hash; records of equal hash are ordered
-/// by where the message is (in the heap before in an object header, then by heap ID or by
-/// header address and index). libhdf5 breaks hash ties by comparing the messages themselves;
-/// h5 reads such indexes and orders its own lookups this way.
-pub(crate) struct SharedMessageKey(pub(crate) SharedMessageRecord);
-
-impl SharedMessageKey {
-    fn order(r: &SharedMessageRecord) -> (u32, u8, [u8; 8], u64, u16, u8) {
-        match r {
-            SharedMessageRecord::InHeap { hash, heap_id, .. } => (*hash, 0, *heap_id, 0, 0, 0),
-            SharedMessageRecord::InObjectHeader {
-                hash,
-                message_type,
-                index,
-                address,
-            } => (*hash, 1, [0; 8], *address, *index, *message_type),
-        }
-    }
-}
-
-impl Key for SharedMessageKey {
-    fn cmp(&self, _: &mut dyn MetaAccess, rec: &Record) -> Result<Ordering> {
-        match rec {
-            Record::SharedMessage(r) => Ok(Self::order(&self.0).cmp(&Self::order(r))),
-            _ => Err(other(rec, "shared messages")),
         }
     }
 }

@@ -21,9 +21,11 @@
 //!
 //! Records are ordered by the tree type's key ([`Key`], `keys.rs`): name hash then name for
 //! types 5 and 8 (names read from the fractal heap on a hash tie), creation order for 6 and 9,
-//! scaled chunk coordinates for 10 and 11, object ID for huge objects 1–2 and address for 3–4,
-//! message hash for 7.
+//! scaled chunk coordinates for 10 and 11, object ID for huge objects 1–2 and address for 3–4.
+//! Shared-message indexes (type 7) are read and written by the same engine given a key; h5
+//! does not write shared messages, so it has none.
 
+#[cfg(test)]
 mod check;
 mod insert;
 mod keys;
@@ -39,12 +41,13 @@ use h5_format::btree2::RecordContext;
 use h5_format::btree2::{Btree2Header, Btree2Node, Btree2Params, Btree2Type, ChildPointer, Record};
 use h5_metacache::MetadataKind as K;
 
+#[cfg(test)]
 pub(crate) use check::check;
 pub(crate) use insert::{insert, update};
-pub(crate) use keys::{
-    ChunkKey, HugeAddrKey, HugeIdKey, NameKey, NamedIn, OrderKey, SharedMessageKey,
-};
-pub(crate) use read::{count, find, iterate, records};
+pub(crate) use keys::{ChunkKey, HugeAddrKey, HugeIdKey, NameKey, NamedIn, OrderKey};
+#[cfg(test)]
+pub(crate) use read::records;
+pub(crate) use read::{count, find, iterate};
 pub(crate) use remove::{delete, remove};
 
 use crate::access::{MetaAccess, Session};

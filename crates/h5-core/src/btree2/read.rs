@@ -40,12 +40,11 @@ pub(crate) fn count(a: &mut dyn MetaAccess, tree: &Tree) -> Result<u64> {
     Ok(header(a, tree)?.root.total_records)
 }
 
+/// A visitor of records: it may read other structures, and breaks to stop the iteration.
+pub(crate) type Visit<'a> = dyn FnMut(&mut dyn MetaAccess, &Record) -> Result<ControlFlow<()>> + 'a;
+
 /// Calls `f` on every record in key order until it breaks.
-pub(crate) fn iterate(
-    a: &mut dyn MetaAccess,
-    tree: &Tree,
-    f: &mut dyn FnMut(&mut dyn MetaAccess, &Record) -> Result<ControlFlow<()>>,
-) -> Result<()> {
+pub(crate) fn iterate(a: &mut dyn MetaAccess, tree: &Tree, f: &mut Visit<'_>) -> Result<()> {
     let geom = header(a, tree)?;
     if geom.root.address == UNDEFINED_ADDRESS {
         return Ok(());
@@ -60,7 +59,7 @@ fn walk(
     geom: &std::sync::Arc<h5_format::btree2::Btree2Header>,
     ptr: ChildPointer,
     depth: u16,
-    f: &mut dyn FnMut(&mut dyn MetaAccess, &Record) -> Result<ControlFlow<()>>,
+    f: &mut Visit<'_>,
 ) -> Result<ControlFlow<()>> {
     let n = node(a, geom, tree.ctx, ptr, depth)?;
     if depth == 0 {
@@ -87,6 +86,7 @@ fn walk(
 }
 
 /// Every record in key order.
+#[cfg(test)]
 pub(crate) fn records(a: &mut dyn MetaAccess, tree: &Tree) -> Result<Vec<Record>> {
     let mut out = Vec::new();
     iterate(a, tree, &mut |_, r| {

@@ -192,11 +192,14 @@ fn run(u: Use, ops: &[Op], tiny: bool, check_each: bool) {
                 let mut s = Session::new(&file).unwrap();
                 let r = insert(&mut s, &tree, u.key(k).as_ref(), u.record(k, v));
                 drop(s);
-                if model.contains_key(&u.sort_key(k)) {
-                    assert!(matches!(r, Err(crate::Error::Exists(_))), "{r:?}");
-                } else {
-                    r.unwrap();
-                    model.insert(u.sort_key(k), (k, u.record(k, v)));
+                match model.entry(u.sort_key(k)) {
+                    std::collections::btree_map::Entry::Occupied(_) => {
+                        assert!(matches!(r, Err(crate::Error::Exists(_))), "{r:?}");
+                    }
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        r.unwrap();
+                        e.insert((k, u.record(k, v)));
+                    }
                 }
             }
             Op::Remove(k) => {

@@ -340,12 +340,6 @@ impl<'s, 'a> HeapChange<'s, 'a> {
         Ok(())
     }
 
-    fn header_held(&self) -> Result<&crate::access::Held> {
-        self.held
-            .as_ref()
-            .ok_or_else(|| Error::Unsupported("a finished heap change used again".into()))
-    }
-
     fn table(&self) -> DoublingTable {
         self.hdr.table
     }
@@ -411,22 +405,6 @@ impl<'s, 'a> HeapChange<'s, 'a> {
             _ => Err(Error::Invalid(
                 "rewriting a fractal heap object with another length".into(),
             )),
-        }
-    }
-
-    /// Reads object `id` (the change's view; the header is held, so the reader's path that
-    /// loads it cannot be used).
-    pub(crate) fn read(&mut self, id: &[u8]) -> Result<Vec<u8>> {
-        match HeapId::decode(id, &self.hdr)? {
-            HeapId::Tiny(b) => Ok(b.to_vec()),
-            HeapId::Managed { offset, len } => {
-                let at = locate_direct(self.s, &self.geom, &self.hdr, offset)?
-                    .ok_or_else(|| corrupt(self.hdr.address, "object in an unallocated block"))?;
-                Ok(dblock(self.s, &self.geom, &at)?
-                    .object(offset, len)?
-                    .to_vec())
-            }
-            HeapId::Huge(h) => huge::read(self.s, &self.hdr, h),
         }
     }
 }

@@ -132,12 +132,6 @@ impl HeapSpace {
             ..HeapSpace::default()
         };
     }
-
-    /// Free bytes in single sections (for checks).
-    #[cfg(test)]
-    pub(super) fn single_bytes(&self) -> u64 {
-        self.singles.values().sum()
-    }
 }
 
 /// The free space of the heap being changed, at its first change in this session: the single

@@ -1,7 +1,7 @@
 //! New-style groups (format bounds V18 and newer) changed in place: their links are link
 //! messages in the group's object header (compact) or dense storage (a fractal heap of link
 //! messages indexed by name and, when creation order is indexed, by creation order; see
-//! [`crate::dense`]), the link info message pointing at it. A change touches only the
+//! `crate::dense`), the link info message pointing at it. A change touches only the
 //! structures it changes: one heap object and one record per index, or one header message.
 //!
 //! libhdf5's phase changes: the link that would make a compact group hold more than

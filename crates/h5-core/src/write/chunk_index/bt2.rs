@@ -4,8 +4,6 @@
 //! chunk cache's inserts and deletions, and the whole tree's deletion with its dataset. Nothing
 //! is kept besides the tree: a lookup descends one node per level.
 
-use std::ops::ControlFlow;
-
 use h5_format::btree2::{Btree2Type, Record, RecordContext};
 
 use crate::access::{MetaAccess, Session};
@@ -139,21 +137,6 @@ impl ChunkBtree {
             Some(r) => Ok(Some(self.chunk_of(&r)?.1)),
             None => Ok(None),
         }
-    }
-
-    /// Calls `f` with every chunk (scaled coordinates, relative address), in key order.
-    pub(crate) fn for_each(
-        &self,
-        a: &mut dyn MetaAccess,
-        f: &mut dyn FnMut(&[u64], ChunkRecord) -> Result<()>,
-    ) -> Result<()> {
-        let t = self.tree(a.file().sizes);
-        let me = *self;
-        btree2::iterate(a, &t, &mut |_, r| {
-            let (scaled, c) = me.chunk_of(r)?;
-            f(&scaled, c)?;
-            Ok(ControlFlow::Continue(()))
-        })
     }
 
     /// Deletes the whole index (every node and the header), `f` seeing every chunk first.
