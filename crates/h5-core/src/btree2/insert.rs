@@ -9,7 +9,7 @@ use h5_format::UNDEFINED_ADDRESS;
 use h5_format::btree2::{Btree2Header, Btree2Node, ChildPointer, Record};
 use h5_metacache::MetadataKind as K;
 
-use super::reshape::{redistribute2_counts, redistribute3_counts, reshape, split_counts};
+use super::reshape::{Level, plan_full, reshape, split_counts};
 use super::{
     Key, Tree, check_node, child_index, corrupt, header_load, locate, node_entry, node_kind,
     node_load, split_nrec,
@@ -109,7 +109,13 @@ fn split_root(s: &mut Session<'_>, tree: &Tree, hh: &Held, hdr: &mut Btree2Heade
         total_records: old.total_records,
     };
     let counts = split_counts(old.records);
-    let r = reshape(s, tree, &geom, depth, &rh, &mut ptr, 0, 1, &counts);
+    let level = Level {
+        tree,
+        geom: &geom,
+        depth,
+        node: &rh,
+    };
+    let r = reshape(s, &level, &mut ptr, 0, 1, &counts);
     s.depend_held(hh, addr)?;
     s.release(rh)?;
     r?;
@@ -201,67 +207,19 @@ fn insert_through(
     }
     let mut idx = locate_child(s)?;
     let split = split_nrec(geom, depth - 1)?;
+    let level = Level {
+        tree,
+        geom,
+        depth,
+        node: h,
+    };
     let mut retries = 2u32;
     loop {
-        let n: Arc<Btree2Node> = s.value_arc(h)?;
-        let count = |i: usize| n.children.get(i).map(|c| c.records);
-        if count(idx) != Some(split) {
+        let around = level.around(s, idx)?;
+        if around.here != Some(split) {
             break;
         }
-        let last = n.records.len();
-        let (l, here, r) = (
-            idx.checked_sub(1).and_then(count),
-            count(idx).unwrap_or(0),
-            count(idx + 1),
-        );
-        drop(n);
-        let has_room = |c: Option<u64>| c.is_some_and(|c| c < split);
-        if idx == 0 {
-            match r {
-                Some(r) if retries > 0 && has_room(Some(r)) => reshape(
-                    s,
-                    tree,
-                    geom,
-                    depth,
-                    h,
-                    ptr,
-                    0,
-                    2,
-                    &redistribute2_counts(here, r),
-                )?,
-                _ => reshape(s, tree, geom, depth, h, ptr, 0, 1, &split_counts(here))?,
-            }
-        } else if idx == last {
-            match l {
-                Some(l) if retries > 0 && has_room(Some(l)) => reshape(
-                    s,
-                    tree,
-                    geom,
-                    depth,
-                    h,
-                    ptr,
-                    idx - 1,
-                    2,
-                    &redistribute2_counts(l, here),
-                )?,
-                _ => reshape(s, tree, geom, depth, h, ptr, idx, 1, &split_counts(here))?,
-            }
-        } else if retries > 0 && (has_room(l) || has_room(r)) {
-            let (l, r) = (l.unwrap_or(0), r.unwrap_or(0));
-            reshape(
-                s,
-                tree,
-                geom,
-                depth,
-                h,
-                ptr,
-                idx - 1,
-                3,
-                &redistribute3_counts(l, here, r),
-            )?;
-        } else {
-            reshape(s, tree, geom, depth, h, ptr, idx, 1, &split_counts(here))?;
-        }
+        level.apply(s, ptr, &plan_full(&around, idx, split, retries > 0))?;
         idx = locate_child(s)?;
         retries = retries.saturating_sub(1);
     }

@@ -10,7 +10,7 @@ use h5_format::UNDEFINED_ADDRESS;
 use h5_format::btree2::{Btree2Header, Btree2Node, ChildPointer, Record};
 use h5_metacache::MetadataKind as K;
 
-use super::reshape::{merge3_counts, redistribute2_counts, redistribute3_counts, reshape};
+use super::reshape::{Level, plan_sparse, reshape};
 use super::{
     Key, Tree, check_node, child_index, corrupt, header_load, locate, merge_nrec, node, node_kind,
     node_load,
@@ -165,7 +165,13 @@ fn remove_internal(
     if is_root && n_recs == 1 && c0 + c1 <= 2 * merge + 1 {
         // The root's two children fit one node: merge them, drop the root, and go on in the
         // merged child, the new root (one level less).
-        reshape(s, tree, geom, depth, &h, ptr, 0, 2, &[c0 + c1 + 1])?;
+        let level = Level {
+            tree,
+            geom,
+            depth,
+            node: &h,
+        };
+        reshape(s, &level, ptr, 0, 2, &[c0 + c1 + 1])?;
         let child = *s
             .value::<Btree2Node>(&h)?
             .children
@@ -227,80 +233,19 @@ fn remove_through(
         target.locate(s, &n.records)
     };
     let (mut idx, mut cmp) = locate_child(s)?;
+    let level = Level {
+        tree,
+        geom,
+        depth,
+        node: h,
+    };
     let mut retries = 2u32;
     loop {
-        let n: Arc<Btree2Node> = s.value_arc(h)?;
-        let count = |i: usize| n.children.get(i).map(|c| c.records);
-        if count(idx) != Some(merge) {
+        let around = level.around(s, idx)?;
+        if around.here != Some(merge) {
             break;
         }
-        let last = n.records.len();
-        let (l, here, r) = (idx.checked_sub(1).and_then(count), merge, count(idx + 1));
-        drop(n);
-        let can_give = |c: Option<u64>| c.is_some_and(|c| c > merge);
-        if idx == 0 {
-            let r = r.unwrap_or(0);
-            if retries > 0 && r > merge {
-                reshape(
-                    s,
-                    tree,
-                    geom,
-                    depth,
-                    h,
-                    ptr,
-                    0,
-                    2,
-                    &redistribute2_counts(here, r),
-                )?;
-            } else {
-                reshape(s, tree, geom, depth, h, ptr, 0, 2, &[here + r + 1])?;
-            }
-        } else if idx == last {
-            let l = l.unwrap_or(0);
-            if retries > 0 && l > merge {
-                reshape(
-                    s,
-                    tree,
-                    geom,
-                    depth,
-                    h,
-                    ptr,
-                    idx - 1,
-                    2,
-                    &redistribute2_counts(l, here),
-                )?;
-            } else {
-                reshape(s, tree, geom, depth, h, ptr, idx - 1, 2, &[l + here + 1])?;
-            }
-        } else {
-            let counts_l = l.unwrap_or(0);
-            let counts_r = r.unwrap_or(0);
-            if retries > 0 && (can_give(r) || can_give(l)) {
-                reshape(
-                    s,
-                    tree,
-                    geom,
-                    depth,
-                    h,
-                    ptr,
-                    idx - 1,
-                    3,
-                    &redistribute3_counts(counts_l, here, counts_r),
-                )?;
-            } else {
-                reshape(
-                    s,
-                    tree,
-                    geom,
-                    depth,
-                    h,
-                    ptr,
-                    idx - 1,
-                    3,
-                    &merge3_counts(counts_l, here, counts_r),
-                )?;
-            }
-        }
+        level.apply(s, ptr, &plan_sparse(&around, idx, merge, retries > 0))?;
         (idx, cmp) = locate_child(s)?;
         retries = retries.saturating_sub(1);
     }

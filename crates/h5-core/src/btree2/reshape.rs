@@ -16,21 +16,130 @@ use super::{Tree, check_node, corrupt, node_entry, node_kind, node_load, pointer
 use crate::access::{Held, Session};
 use crate::error::Result;
 
-/// Lays the `inputs` children of `parent` (a node at `depth`, its pointer `parent_ptr`)
-/// starting at child `first`, with the parent's separators between them, out again as
-/// `outputs.len()` nodes holding `outputs[i]` records each.
-#[allow(clippy::too_many_arguments)]
+/// A held internal node whose children are reshaped: its tree, geometry and depth.
+pub(super) struct Level<'a> {
+    pub(super) tree: &'a Tree,
+    pub(super) geom: &'a Arc<Btree2Header>,
+    pub(super) depth: u16,
+    pub(super) node: &'a Held,
+}
+
+/// Record counts around child `idx` of a node: of the child and its siblings, and the node's
+/// record count (its last child's index).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Around {
+    pub(super) last: usize,
+    pub(super) left: Option<u64>,
+    pub(super) here: Option<u64>,
+    pub(super) right: Option<u64>,
+}
+
+impl Level<'_> {
+    /// The counts around child `idx`.
+    pub(super) fn around(&self, s: &Session<'_>, idx: usize) -> Result<Around> {
+        let n: Arc<Btree2Node> = s.value_arc(self.node)?;
+        let count = |i: usize| n.children.get(i).map(|c| c.records);
+        Ok(Around {
+            last: n.records.len(),
+            left: idx.checked_sub(1).and_then(count),
+            here: count(idx),
+            right: count(idx + 1),
+        })
+    }
+
+    /// Lays out `plan` (see [`reshape`]), the node's pointer being `ptr`.
+    pub(super) fn apply(
+        &self,
+        s: &mut Session<'_>,
+        ptr: &mut ChildPointer,
+        plan: &Plan,
+    ) -> Result<()> {
+        reshape(s, self, ptr, plan.first, plan.inputs, &plan.outputs)
+    }
+}
+
+/// Which siblings a reshape takes (`inputs` children from `first`) and the record counts it
+/// gives the nodes it lays out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Plan {
+    pub(super) first: usize,
+    pub(super) inputs: usize,
+    pub(super) outputs: Vec<u64>,
+}
+
+/// libhdf5's reshape of a full child `idx` before an insert enters it (`H5B2__insert_internal`):
+/// redistribution with a sibling that has room (2-way at the edges, 3-way in the middle) while
+/// `redistribute` (retries left), else a 1→2 split.
+pub(super) fn plan_full(a: &Around, idx: usize, split: u64, redistribute: bool) -> Plan {
+    let here = a.here.unwrap_or(0);
+    let room = |c: Option<u64>| redistribute && c.is_some_and(|c| c < split);
+    let plan = |first, inputs, outputs: Vec<u64>| Plan {
+        first,
+        inputs,
+        outputs,
+    };
+    let split1 = plan(idx, 1, split_counts(here).to_vec());
+    if idx == 0 {
+        match a.right {
+            Some(r) if room(a.right) => plan(0, 2, redistribute2_counts(here, r).to_vec()),
+            _ => split1,
+        }
+    } else if idx == a.last {
+        match a.left {
+            Some(l) if room(a.left) => plan(idx - 1, 2, redistribute2_counts(l, here).to_vec()),
+            _ => split1,
+        }
+    } else if room(a.left) || room(a.right) {
+        let (l, r) = (a.left.unwrap_or(0), a.right.unwrap_or(0));
+        plan(idx - 1, 3, redistribute3_counts(l, here, r).to_vec())
+    } else {
+        split1
+    }
+}
+
+/// libhdf5's reshape of a child `idx` holding the merge threshold before a removal enters it
+/// (`H5B2__remove_internal`): redistribution with a sibling that can give (2-way at the edges,
+/// 3-way in the middle) while `redistribute`, else a 2→1 or 3→2 merge.
+pub(super) fn plan_sparse(a: &Around, idx: usize, merge: u64, redistribute: bool) -> Plan {
+    let here = a.here.unwrap_or(0);
+    let gives = |c: Option<u64>| redistribute && c.is_some_and(|c| c > merge);
+    let plan = |first, inputs, outputs: Vec<u64>| Plan {
+        first,
+        inputs,
+        outputs,
+    };
+    let (l, r) = (a.left.unwrap_or(0), a.right.unwrap_or(0));
+    if idx == 0 {
+        if gives(a.right) {
+            plan(0, 2, redistribute2_counts(here, r).to_vec())
+        } else {
+            plan(0, 2, vec![here + r + 1])
+        }
+    } else if idx == a.last {
+        if gives(a.left) {
+            plan(idx - 1, 2, redistribute2_counts(l, here).to_vec())
+        } else {
+            plan(idx - 1, 2, vec![l + here + 1])
+        }
+    } else if gives(a.left) || gives(a.right) {
+        plan(idx - 1, 3, redistribute3_counts(l, here, r).to_vec())
+    } else {
+        plan(idx - 1, 3, merge3_counts(l, here, r).to_vec())
+    }
+}
+
+/// Lays the `inputs` children of `at`'s node (its pointer `parent_ptr`) starting at child
+/// `first`, with the node's separators between them, out again as `outputs.len()` nodes holding
+/// `outputs[i]` records each.
 pub(super) fn reshape(
     s: &mut Session<'_>,
-    tree: &Tree,
-    geom: &Arc<Btree2Header>,
-    depth: u16,
-    parent: &Held,
+    at: &Level<'_>,
     parent_ptr: &mut ChildPointer,
     first: usize,
     inputs: usize,
     outputs: &[u64],
 ) -> Result<()> {
+    let (tree, geom, depth, parent) = (at.tree, at.geom, at.depth, at.node);
     let child_depth = depth - 1;
     let kind = node_kind(child_depth);
     let pnode: Arc<Btree2Node> = s.value_arc(parent)?;

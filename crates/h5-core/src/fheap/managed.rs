@@ -64,67 +64,20 @@ impl HeapChange<'_, '_> {
         }
     }
 
-    /// Row of the blocks of `size` bytes.
-    fn size_to_row(&self, size: u64) -> u32 {
-        let start = self.table().start_block_size;
-        if size <= start {
-            0
-        } else {
-            size.trailing_zeros() - start.trailing_zeros() + 1
-        }
-    }
-
-    /// Data bytes of the direct blocks of one slot of `row` (a direct block, or every block of
-    /// a child indirect block).
-    fn row_free_space(&self, row: u32) -> u64 {
-        let t = self.table();
-        if row < t.max_direct_rows() {
-            t.row_block_size(row)
-                .map_or(0, |s| s.saturating_sub(self.overhead()))
-        } else {
-            let rows = t.child_rows(row).map_or(0, u32::from);
-            (0..rows)
-                .map(|r| self.row_free_space(r) * self.width() as u64)
-                .sum()
-        }
-    }
-
-    /// Data bytes of every slot of a root indirect block of `rows` rows.
-    fn capacity(&self, rows: u16) -> u64 {
-        (0..u32::from(rows))
-            .map(|r| self.row_free_space(r) * self.width() as u64)
-            .sum()
-    }
-
     /// libhdf5's smallest direct block for an object of `len` bytes.
     fn min_block_size(&self, len: u64) -> Result<u64> {
-        let start = self.table().start_block_size;
-        let mut min = if len < start {
-            start
-        } else {
-            1u64.checked_shl(1 + (63 - len.leading_zeros()))
-                .unwrap_or(u64::MAX)
-        };
-        if min < self.overhead() + len {
-            min = min.saturating_mul(2);
-        }
-        if min > self.table().max_direct_block_size {
-            return Err(unsupported(format!(
-                "an object of {len} bytes needs a direct block of {min} bytes"
-            )));
-        }
-        Ok(min)
+        self.hdr.min_block_size(len).ok_or_else(|| {
+            unsupported(format!(
+                "an object of {len} bytes needs a direct block over the maximum"
+            ))
+        })
     }
 
     /// Heap offset of slot `entry` of `ib`.
     fn entry_offset(&self, ib: IblockAt, entry: usize) -> Result<u64> {
-        let row = (entry / self.width()) as u32;
-        let column = (entry % self.width()) as u64;
-        let t = self.table();
-        match (t.row_offset(row), t.row_block_size(row)) {
-            (Some(off), Some(size)) => Ok(ib.block_offset + off + column * size),
-            _ => Err(corrupt(ib.addr, format!("row {row}"))),
-        }
+        self.table()
+            .entry_offset(ib.block_offset, entry)
+            .ok_or_else(|| corrupt(ib.addr, format!("slot {entry}")))
     }
 
     /// Makes the block at `child` a flush-dependency child of its parent (`None`: the
@@ -280,15 +233,7 @@ impl HeapChange<'_, '_> {
     /// Turns the root (empty or a direct block) into an indirect block.
     fn create_root_indirect(&mut self, min: u64) -> Result<()> {
         let t = self.table();
-        let rows = if self.hdr.starting_root_rows == 0 {
-            t.max_root_rows()
-        } else {
-            let mut row_off = min.trailing_zeros() - t.start_bits();
-            if row_off > 0 {
-                row_off += 1;
-            }
-            u32::from(self.hdr.starting_root_rows).max(1 + row_off)
-        };
+        let rows = self.hdr.new_root_rows(min);
         let rows = u16::try_from(rows)
             .ok()
             .filter(|&r| u32::from(r) <= t.max_root_rows())
@@ -326,11 +271,11 @@ impl HeapChange<'_, '_> {
             self.skip(root, has_direct, n)?;
         }
         let counted = if old.is_some() {
-            self.row_free_space(0)
+            self.hdr.row_free_space(0)
         } else {
             0
         };
-        self.hdr.managed_free_space += self.capacity(rows) - counted;
+        self.hdr.managed_free_space += self.hdr.rows_free_space(u32::from(rows)) - counted;
         self.hdr.managed_space = t
             .indirect_span(rows)
             .ok_or_else(|| corrupt(addr, format!("span of {rows} rows")))?;
@@ -345,20 +290,13 @@ impl HeapChange<'_, '_> {
             .ok_or_else(|| corrupt(self.hdr.address, "doubling without a root indirect block"))?;
         let t = self.table();
         let old = u32::from(root.rows);
-        let skip_direct =
-            old < t.max_direct_rows() && t.row_block_size(old).is_some_and(|s| min > s);
-        let min_rows = if skip_direct {
-            1 + self.size_to_row(min)
-        } else {
-            0
-        };
-        let new = min_rows.max((2 * old).min(t.max_root_rows()));
-        if new <= old {
-            return Err(unsupported(format!(
+        let (new, min_rows) = self.hdr.doubled_root_rows(old, min).ok_or_else(|| {
+            unsupported(format!(
                 "heap full: the root indirect block has all {old} rows of a {}-bit heap",
                 t.max_heap_size_bits
-            )));
-        }
+            ))
+        })?;
+        let skip_direct = min_rows > 0;
         let new_rows = u16::try_from(new).map_err(|_| unsupported(format!("{new} rows")))?;
         let before: FractalIndirectBlock = (*iblock(self.s, &self.geom, root)?).clone();
         let mut after = empty_iblock(&self.hdr, 0, new_rows);
@@ -403,9 +341,7 @@ impl HeapChange<'_, '_> {
             let first = old as usize * self.width();
             self.skip(grown, first, (min_rows as usize - 1) * self.width() - first)?;
         }
-        let added: u64 = (old..new)
-            .map(|r| self.row_free_space(r) * self.width() as u64)
-            .sum();
+        let added = self.hdr.rows_free_space(new) - self.hdr.rows_free_space(old);
         self.hdr.managed_free_space += added;
         self.hdr.managed_space = t
             .indirect_span(new_rows)
@@ -438,7 +374,7 @@ impl HeapChange<'_, '_> {
         if self.root_iblock().is_none() {
             return self.create_root_indirect(min);
         }
-        let min_row = self.size_to_row(min);
+        let min_row = self.table().size_to_row(min);
         let pos = self.position()?;
         let rows = u32::from(pos.ib.rows);
         if min_row > pos.row && pos.row < rows {
@@ -762,7 +698,7 @@ impl HeapChange<'_, '_> {
             self.hdr.indirect_block_len(root.rows) as u64,
         )?;
         self.link(None, first)?;
-        let capacity = self.capacity(root.rows);
+        let capacity = self.hdr.rows_free_space(u32::from(root.rows));
         self.hdr.managed_free_space =
             (self.hdr.managed_free_space + start - self.overhead()).saturating_sub(capacity);
         self.hdr.root_block_address = first;
