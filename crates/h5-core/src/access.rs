@@ -121,15 +121,7 @@ impl MetaAccess for Session<'_> {
         load: Load,
     ) -> Result<Arc<dyn Any + Send + Sync>> {
         let abs = self.file.abs(addr)?;
-        let h = self
-            .meta
-            .protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
-            .map_err(cache_error)?;
-        let value = self.meta.icr(&h).map(|d| Arc::clone(&d.value));
-        self.meta
-            .unprotect(h, UnprotectFlags::NONE)
-            .map_err(|e| Error::Cache(e.error))?;
-        Ok(value?)
+        crate::meta::read(&mut self.meta, kind, abs, &load)
     }
 }
 

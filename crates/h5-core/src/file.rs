@@ -233,13 +233,7 @@ impl FileShared {
     ) -> Result<Arc<dyn Any + Send + Sync>> {
         let abs = self.abs(addr)?;
         let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
-        let h = meta
-            .protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
-            .map_err(cache_error)?;
-        let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
-        meta.unprotect(h, UnprotectFlags::NONE)
-            .map_err(|e| Error::Cache(e.error))?;
-        Ok(value?)
+        crate::meta::read(&mut meta, kind, abs, &load)
     }
 
     /// The absolute file offset of relative address `addr`.

@@ -25,6 +25,8 @@ pub mod meta;
 pub mod nav;
 pub mod object;
 pub mod space;
+#[cfg(test)]
+pub(crate) mod testutil;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;

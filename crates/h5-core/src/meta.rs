@@ -190,6 +190,24 @@ impl Load {
     }
 }
 
+/// The value of the entry of `kind` at absolute `abs` (loaded with `load` when it is not
+/// cached): protected read-only just long enough to clone it out.
+pub fn read(
+    meta: &mut MetadataCache<Meta>,
+    kind: MetadataKind,
+    abs: u64,
+    load: &Load,
+) -> Result<Arc<dyn Any + Send + Sync>, crate::Error> {
+    use h5_metacache::{ProtectFlags, UnprotectFlags};
+    let h = meta
+        .protect(kind.id(), abs, load, ProtectFlags::READ_ONLY)
+        .map_err(crate::file::cache_error)?;
+    let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
+    meta.unprotect(h, UnprotectFlags::NONE)
+        .map_err(|e| crate::Error::Cache(e.error))?;
+    Ok(value?)
+}
+
 /// Protects the entry of `kind` at absolute `abs` read-write (loading it with `load` when it is
 /// not cached), lets `change` edit its value (a `T`) and unprotects it, dirtied when `change`
 /// succeeds. `change` must leave the value as it was when it fails (the entry is then released

@@ -6,36 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use h5_format::btree2::{Btree2Type, Record, RecordContext};
-use h5_metacache::CacheConfig;
 use proptest::prelude::*;
 
 use super::*;
 use crate::access::{Reading, Session};
-use crate::file::{CacheSettings, FileShared};
-use crate::write::{CreateOptions, FormatBounds};
-
-fn settings(tiny: bool) -> CacheSettings {
-    CacheSettings {
-        metadata: tiny.then(|| CacheConfig::fixed_size(1024)),
-        invariant_checks: tiny,
-        ..CacheSettings::default()
-    }
-}
-
-fn new_file(tiny: bool) -> (Arc<dyn h5_io::Storage>, Arc<FileShared>) {
-    let storage: Arc<dyn h5_io::Storage> = Arc::new(h5_io::MemoryStorage::new());
-    let file = FileShared::create(
-        Arc::clone(&storage),
-        &settings(tiny),
-        &CreateOptions {
-            bounds: FormatBounds::V110,
-            ..CreateOptions::default()
-        },
-        None,
-    )
-    .unwrap();
-    (storage, file)
-}
+use crate::file::FileShared;
+use crate::testutil::{new_file, settings};
 
 /// The trees under test: their record type and how to make a record and its key from a
 /// number.

@@ -183,6 +183,28 @@ impl HeapChange<'_, '_> {
         Ok((size - overhead, block_offset + overhead))
     }
 
+    /// Puts the new indirect block `b` into the file and the cache, a flush-dependency child of
+    /// `parent` (`None`: the header); returns where it is.
+    fn put_iblock(
+        &mut self,
+        b: FractalIndirectBlock,
+        parent: Option<IblockAt>,
+    ) -> Result<IblockAt> {
+        let (rows, block_offset) = (b.rows, b.block_offset);
+        let addr = self.s.allocate(self.hdr.indirect_block_len(rows) as u64)?;
+        self.s.insert(
+            K::FractalHeapIndirectBlock,
+            addr,
+            iblock_entry(&self.geom, b),
+        )?;
+        self.link(parent, addr)?;
+        Ok(IblockAt {
+            addr,
+            rows,
+            block_offset,
+        })
+    }
+
     /// Makes an empty indirect block of `rows` rows at heap offset `block_offset` in slot
     /// `entry` of `parent`.
     fn create_child_iblock(
@@ -192,20 +214,9 @@ impl HeapChange<'_, '_> {
         rows: u16,
         block_offset: u64,
     ) -> Result<IblockAt> {
-        let b = empty_iblock(&self.hdr, block_offset, rows);
-        let addr = self.s.allocate(self.hdr.indirect_block_len(rows) as u64)?;
-        self.s.insert(
-            K::FractalHeapIndirectBlock,
-            addr,
-            iblock_entry(&self.geom, b),
-        )?;
-        self.set_entry(parent, entry, addr)?;
-        self.link(Some(parent), addr)?;
-        Ok(IblockAt {
-            addr,
-            rows,
-            block_offset,
-        })
+        let child = self.put_iblock(empty_iblock(&self.hdr, block_offset, rows), Some(parent))?;
+        self.set_entry(parent, entry, child.addr)?;
+        Ok(child)
     }
 
     /// Skips `n` slots of `ib` from `start`: each becomes a free slot and the iterator moves
@@ -246,18 +257,8 @@ impl HeapChange<'_, '_> {
         if let (Some(first), Some(old)) = (b.direct.first_mut(), old) {
             first.address = old;
         }
-        let addr = self.s.allocate(self.hdr.indirect_block_len(rows) as u64)?;
-        self.s.insert(
-            K::FractalHeapIndirectBlock,
-            addr,
-            iblock_entry(&self.geom, b),
-        )?;
-        self.link(None, addr)?;
-        let root = IblockAt {
-            addr,
-            rows,
-            block_offset: 0,
-        };
+        let root = self.put_iblock(b, None)?;
+        let addr = root.addr;
         if let Some(old) = old {
             self.s.undepend(self.hdr.address, old)?;
             self.link(Some(root), old)?;
@@ -318,20 +319,8 @@ impl HeapChange<'_, '_> {
             root.addr,
             self.hdr.indirect_block_len(root.rows) as u64,
         )?;
-        let addr = self
-            .s
-            .allocate(self.hdr.indirect_block_len(new_rows) as u64)?;
-        self.s.insert(
-            K::FractalHeapIndirectBlock,
-            addr,
-            iblock_entry(&self.geom, after),
-        )?;
-        self.link(None, addr)?;
-        let grown = IblockAt {
-            addr,
-            rows: new_rows,
-            block_offset: 0,
-        };
+        let grown = self.put_iblock(after, None)?;
+        let addr = grown.addr;
         for c in children {
             self.link(Some(grown), c)?;
         }

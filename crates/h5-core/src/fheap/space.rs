@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use h5_format::UNDEFINED_ADDRESS;
 use h5_format::free_space::{FreeSpaceHeader, FreeSpaceSections, SectionFormat};
-use h5_format::heap::fractal::{ChildKind, FractalHeapHeader, RootBlock};
+use h5_format::heap::fractal::{FractalHeapHeader, RootBlock};
 use h5_metacache::MetadataKind as K;
 
 use super::{HeapChange, IblockAt, MAX_DEPTH, corrupt, iblock, locate_direct};
@@ -187,7 +187,9 @@ pub(super) fn take_over(c: &mut HeapChange<'_, '_>) -> Result<HeapSpace> {
     Ok(sp)
 }
 
-/// Adds the slots of the indirect block `at` (and of absent child blocks) below `iter`.
+/// Adds the slots of the indirect block `at` below `iter` that hold no direct block, within
+/// child indirect blocks too; an indirect block that does not exist (`at.addr` undefined) has
+/// every slot free.
 fn scan_slots(
     a: &mut dyn MetaAccess,
     geom: &Arc<FractalHeapHeader>,
@@ -199,75 +201,46 @@ fn scan_slots(
     if level > MAX_DEPTH {
         return Err(corrupt(at.addr, "indirect blocks nested too deep"));
     }
-    let block = iblock(a, geom, at)?;
+    let block = if at.addr == UNDEFINED_ADDRESS {
+        None
+    } else {
+        Some(iblock(a, geom, at)?)
+    };
     let t = geom.table;
-    let width = u64::from(t.width);
     let overhead = geom.direct_block_header_len() as u64;
-    for entry in 0..u64::from(at.rows) * width {
+    let width = usize::from(t.width);
+    for entry in 0..usize::from(at.rows) * width {
         let row = (entry / width) as u32;
-        let (Some(row_off), Some(size)) = (t.row_offset(row), t.row_block_size(row)) else {
+        let (Some(offset), Some(size)) = (
+            t.entry_offset(at.block_offset, entry),
+            t.row_block_size(row),
+        ) else {
             break;
         };
-        let offset = at.block_offset + row_off + (entry % width) * size;
         if offset >= iter {
             break;
         }
         let child = block
-            .child_address(entry as usize)
+            .as_ref()
+            .and_then(|b| b.child_address(entry))
             .unwrap_or(UNDEFINED_ADDRESS);
-        let loc = t.locate(at.block_offset, at.rows, offset)?;
-        match loc.kind {
-            ChildKind::Direct => {
+        match t.child_rows(row).filter(|_| row >= t.max_direct_rows()) {
+            None => {
                 if child == UNDEFINED_ADDRESS && offset + size <= iter {
                     sp.add_slot(offset, size - overhead);
                 }
             }
-            ChildKind::Indirect { rows } => {
+            Some(rows) => {
                 let child_at = IblockAt {
                     addr: child,
                     rows,
                     block_offset: offset,
                 };
-                if child == UNDEFINED_ADDRESS {
-                    absent_slots(geom, child_at, iter, sp);
-                } else {
-                    scan_slots(a, geom, child_at, iter, sp, level + 1)?;
-                }
+                scan_slots(a, geom, child_at, iter, sp, level + 1)?;
             }
         }
     }
     Ok(())
-}
-
-/// Adds the direct-block slots below `iter` of an indirect block that does not exist.
-fn absent_slots(geom: &FractalHeapHeader, at: IblockAt, iter: u64, sp: &mut HeapSpace) {
-    let t = geom.table;
-    let width = u64::from(t.width);
-    let overhead = geom.direct_block_header_len() as u64;
-    for entry in 0..u64::from(at.rows) * width {
-        let row = (entry / width) as u32;
-        let (Some(row_off), Some(size)) = (t.row_offset(row), t.row_block_size(row)) else {
-            return;
-        };
-        let offset = at.block_offset + row_off + (entry % width) * size;
-        if offset + size > iter {
-            return;
-        }
-        if row < t.max_direct_rows() {
-            sp.add_slot(offset, size - overhead);
-        } else if let Some(rows) = t.child_rows(row) {
-            absent_slots(
-                geom,
-                IblockAt {
-                    addr: UNDEFINED_ADDRESS,
-                    rows,
-                    block_offset: offset,
-                },
-                iter,
-                sp,
-            );
-        }
-    }
 }
 
 fn manager_header(

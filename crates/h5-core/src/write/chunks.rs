@@ -693,22 +693,21 @@ impl ChunkLayout for ChunkedWriteLayout {
 
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
         let hint = self.chunk_elems() * self.elem_size;
+        let found = |r: Option<ChunkRecord>| match r {
+            Some(r) => Lookup::dense(
+                Some(DiskLocation {
+                    addr: r.addr,
+                    size: r.size,
+                }),
+                hint,
+                Box::new(Mask(r.filter_mask)),
+            ),
+            None => Lookup::dense(None, 0, Box::new(Mask(0))),
+        };
         if let Some(bt) = self.index.btree() {
             return coords
                 .iter()
-                .map(|c| {
-                    Ok(match self.index.tree_lookup(&bt, c.as_slice())? {
-                        Some(r) => Lookup::dense(
-                            Some(DiskLocation {
-                                addr: r.addr,
-                                size: r.size,
-                            }),
-                            hint,
-                            Box::new(Mask(r.filter_mask)),
-                        ),
-                        None => Lookup::dense(None, 0, Box::new(Mask(0))),
-                    })
-                })
+                .map(|c| Ok(found(self.index.tree_lookup(&bt, c.as_slice())?)))
                 .collect();
         }
         let records = self
@@ -723,15 +722,7 @@ impl ChunkLayout for ChunkedWriteLayout {
                 None if self.index.implicit(c).is_some() => {
                     Lookup::dense(self.index.implicit(c), hint, Box::new(Mask(0)))
                 }
-                Some(r) => Lookup::dense(
-                    Some(DiskLocation {
-                        addr: r.addr,
-                        size: r.size,
-                    }),
-                    hint,
-                    Box::new(Mask(r.filter_mask)),
-                ),
-                None => Lookup::dense(None, 0, Box::new(Mask(0))),
+                r => found(r.copied()),
             })
             .collect())
     }
@@ -778,37 +769,18 @@ impl ChunkLayout for ChunkedWriteLayout {
 
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
         let space = &self.index.space;
-        if let Some(bt) = self.index.btree() {
-            let mut out = Vec::with_capacity(reqs.len());
-            for r in reqs.iter_mut() {
-                let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
-                let loc = match r.old {
-                    Some(old) if old.size == r.new_size => old,
-                    old => {
-                        if let Some(old) = old {
-                            space.free(old.addr, old.size)?;
-                        }
-                        DiskLocation {
-                            addr: space.allocate(r.new_size)?,
-                            size: r.new_size,
-                        }
-                    }
-                };
-                let rec = ChunkRecord {
-                    addr: loc.addr,
-                    size: loc.size,
-                    filter_mask: mask,
-                };
-                self.index.tree_set(&bt, r.coord.as_slice(), Some(rec))?;
-                out.push(loc);
-            }
-            return Ok(out);
-        }
-        let mut records = self
-            .index
-            .records
-            .lock()
-            .map_err(|_| "index lock poisoned")?;
+        // A v2 B-tree index takes each record in place; the others' tables are laid out at
+        // flush.
+        let bt = self.index.btree();
+        let mut records = match bt {
+            Some(_) => None,
+            None => Some(
+                self.index
+                    .records
+                    .lock()
+                    .map_err(|_| "index lock poisoned")?,
+            ),
+        };
         let mut out = Vec::with_capacity(reqs.len());
         for r in reqs.iter_mut() {
             let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
@@ -826,17 +798,23 @@ impl ChunkLayout for ChunkedWriteLayout {
                     }
                 }
             };
-            records.insert(
-                self.index.offsets(&r.coord),
-                ChunkRecord {
-                    addr: loc.addr,
-                    size: loc.size,
-                    filter_mask: mask,
-                },
-            );
+            let rec = ChunkRecord {
+                addr: loc.addr,
+                size: loc.size,
+                filter_mask: mask,
+            };
+            match (&bt, records.as_mut()) {
+                (Some(bt), _) => self.index.tree_set(bt, r.coord.as_slice(), Some(rec))?,
+                (None, Some(records)) => {
+                    records.insert(self.index.offsets(&r.coord), rec);
+                }
+                (None, None) => {}
+            }
             out.push(loc);
         }
-        *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;
+        if bt.is_none() {
+            *self.index.dirty.lock().map_err(|_| "index lock poisoned")? = true;
+        }
         Ok(out)
     }
 
