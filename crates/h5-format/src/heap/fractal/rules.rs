@@ -100,7 +100,6 @@ impl FractalHeapHeader {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::heap::fractal::{FractalHeapBuilder, FractalHeapParams};
     use crate::reader::Sizes;
 
