@@ -11,8 +11,8 @@ use h5_metacache::MetadataKind as K;
 
 use super::reshape::{Level, plan_full, reshape, split_counts};
 use super::{
-    Key, Tree, check_node, child_index, corrupt, header_load, locate, node_entry, node_kind,
-    node_load, split_nrec,
+    Key, Tree, check_node, child_index, corrupt, header_load, locate, node_entry, protect_node,
+    release_node, split_nrec,
 };
 use crate::access::{Held, Session};
 use crate::error::{Error, Result};
@@ -132,11 +132,7 @@ fn insert_leaf(
     key: &dyn Key,
     rec: Record,
 ) -> Result<()> {
-    let h = s.protect(
-        K::BTreeV2Leaf,
-        ptr.address,
-        node_load(geom, tree.ctx, *ptr, 0),
-    )?;
+    let h = protect_node(s, tree, geom, *ptr, 0)?;
     let n: Arc<Btree2Node> = s.value_arc(&h)?;
     check_node(&n, *ptr, 0)?;
     let (idx, cmp) = locate(s, key, &n.records)?;
@@ -152,8 +148,7 @@ fn insert_leaf(
         .insert(child_index(idx, cmp), rec);
     ptr.records += 1;
     ptr.total_records += 1;
-    s.depend_held(parent, ptr.address)?;
-    s.release(h)
+    release_node(s, parent, h)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -167,14 +162,9 @@ fn insert_internal(
     key: &dyn Key,
     rec: Record,
 ) -> Result<()> {
-    let h = s.protect(
-        node_kind(depth),
-        ptr.address,
-        node_load(geom, tree.ctx, *ptr, depth),
-    )?;
+    let h = protect_node(s, tree, geom, *ptr, depth)?;
     let r = insert_through(s, tree, geom, depth, ptr, &h, key, rec);
-    s.depend_held(parent, ptr.address)?;
-    s.release(h)?;
+    release_node(s, parent, h)?;
     r
 }
 
@@ -259,11 +249,7 @@ pub(crate) fn update(
     let mut path: Vec<Held> = vec![hh];
     let (mut ptr, mut depth) = (geom.root, geom.depth);
     let found = loop {
-        let h = s.protect(
-            node_kind(depth),
-            ptr.address,
-            node_load(&geom, tree.ctx, ptr, depth),
-        )?;
+        let h = protect_node(s, tree, &geom, ptr, depth)?;
         let n: Arc<Btree2Node> = s.value_arc(&h)?;
         check_node(&n, ptr, depth)?;
         let (idx, cmp) = locate(s, key, &n.records)?;

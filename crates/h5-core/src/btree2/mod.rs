@@ -161,6 +161,32 @@ fn node_load(geom: &Arc<Btree2Header>, ctx: RecordContext, ptr: ChildPointer, de
     .writable_with(move |n: &Btree2Node| n.encode(&e, &ctx))
 }
 
+/// Protects (holds) the node `ptr` points at, at `depth`, for a change below it.
+fn protect_node(
+    s: &mut Session<'_>,
+    tree: &Tree,
+    geom: &Arc<Btree2Header>,
+    ptr: ChildPointer,
+    depth: u16,
+) -> Result<crate::access::Held> {
+    s.protect(
+        node_kind(depth),
+        ptr.address,
+        node_load(geom, tree.ctx, ptr, depth),
+    )
+}
+
+/// Ends a change of held node `h`: it becomes a flush-dependency child of `parent` (when it is
+/// still cached) and is released.
+fn release_node(
+    s: &mut Session<'_>,
+    parent: &crate::access::Held,
+    h: crate::access::Held,
+) -> Result<()> {
+    s.depend_held(parent, h.addr)?;
+    s.release(h)
+}
+
 /// A node as a new cache entry.
 fn node_entry(node: Btree2Node, geom: &Arc<Btree2Header>, ctx: RecordContext) -> Decoded {
     let g = Arc::clone(geom);

@@ -13,7 +13,7 @@ use h5_metacache::MetadataKind as K;
 use super::reshape::{Level, plan_sparse, reshape};
 use super::{
     Key, Tree, check_node, child_index, corrupt, header_load, locate, merge_nrec, node, node_kind,
-    node_load,
+    protect_node, release_node,
 };
 use crate::access::{Held, MetaAccess, Session};
 use crate::error::Result;
@@ -96,11 +96,7 @@ fn remove_leaf(
     parent: &Held,
     target: Target<'_>,
 ) -> Result<Record> {
-    let h = s.protect(
-        K::BTreeV2Leaf,
-        ptr.address,
-        node_load(geom, tree.ctx, *ptr, 0),
-    )?;
+    let h = protect_node(s, tree, geom, *ptr, 0)?;
     let n: Arc<Btree2Node> = s.value_arc(&h)?;
     check_node(&n, *ptr, 0)?;
     let idx = match target {
@@ -147,11 +143,7 @@ fn remove_internal(
     depth_decreased: &mut u16,
     is_root: bool,
 ) -> Result<Record> {
-    let h = s.protect(
-        node_kind(depth),
-        ptr.address,
-        node_load(geom, tree.ctx, *ptr, depth),
-    )?;
+    let h = protect_node(s, tree, geom, *ptr, depth)?;
     let merge = merge_nrec(geom, depth - 1)?;
     let (n_recs, c0, c1) = {
         let n: Arc<Btree2Node> = s.value_arc(&h)?;
@@ -208,8 +200,7 @@ fn remove_internal(
         merge,
         depth_decreased,
     );
-    s.depend_held(parent, ptr.address)?;
-    s.release(h)?;
+    release_node(s, parent, h)?;
     r
 }
 
