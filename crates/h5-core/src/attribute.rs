@@ -1,7 +1,6 @@
 //! Attributes of an object: attribute messages in its header (compact storage) and, in dense
 //! storage, attribute messages in a fractal heap indexed by name in a v2 B-tree.
 
-use h5_format::btree2::Record;
 use h5_format::datatype::Datatype;
 use h5_format::message::attribute::AttributeMessage;
 use h5_format::message::dataspace::Dataspace;
@@ -10,7 +9,6 @@ use h5_format::message::{Message, decode_message, kind};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::object::ObjectHeader;
-use crate::walk;
 
 /// One attribute, resolved: name, type, shape and raw value bytes (file representation).
 #[derive(Clone, Debug)]
@@ -88,18 +86,9 @@ fn shared(file: &FileShared, k: u16, bytes: &[u8]) -> Result<(Message, Option<u6
 /// Every attribute of the object with header `oh`, in name order.
 pub fn attributes(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<Attribute>> {
     file.check_open()?;
+    let fresh = crate::group::reloaded(file, oh)?;
+    let oh = fresh.as_deref().unwrap_or(oh);
     let mut out = Vec::new();
-    if let Some(bodies) = file.written_attributes(oh.address) {
-        // Dense attributes being written: their table answers until the file is reopened.
-        for b in bodies {
-            if let Message::Attribute(a) =
-                decode_message(kind::ATTRIBUTE, 0, &b, file.sizes, oh.address)?
-            {
-                out.push(resolve(file, a)?);
-            }
-        }
-        return Ok(out);
-    }
     for m in oh.all(|m| match m {
         Message::Attribute(a) => Some(a.clone()),
         _ => None,
@@ -109,19 +98,11 @@ pub fn attributes(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<Attribute>
     if let Some(info) = oh.find(|m| match m {
         Message::AttributeInfo(i) => Some(*i),
         _ => None,
-    }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
-    {
-        for m in walk::dense_messages(
-            file,
-            info.fractal_heap_address,
-            info.name_index_address,
-            kind::ATTRIBUTE,
-            |r| match r {
-                Record::AttributeName { heap_id, .. } => Some(heap_id.to_vec()),
-                _ => None,
-            },
-        )? {
-            if let Message::Attribute(a) = m {
+    }) {
+        for body in crate::write::attrs::dense_bodies(file, &info)? {
+            if let Message::Attribute(a) =
+                decode_message(kind::ATTRIBUTE, 0, &body, file.sizes, oh.address)?
+            {
                 out.push(resolve(file, a)?);
             }
         }

@@ -364,7 +364,6 @@ pub(crate) fn build_layout(
                         file.sizes,
                         chunk_bytes,
                     ),
-                    map: Mutex::new(None),
                 }),
             };
             let index = Arc::new(WithinFile {

@@ -13,9 +13,10 @@ use h5_metacache::{
     CacheBuilder, CacheConfig, MetadataCache, MetadataKind, ProtectFlags, UnprotectFlags,
 };
 
+use crate::access::{CacheAccess, CacheHandle, SharedCache};
 use crate::error::{Error, Result};
 use crate::guard::GuardedStorage;
-use crate::meta::{CacheAccess, CacheHandle, FileSpace, Load, Meta, SharedCache, classes};
+use crate::meta::{FileSpace, Load, Meta, classes};
 
 /// Cache settings of an open file.
 #[derive(Clone, Debug, Default)]
@@ -78,8 +79,8 @@ pub struct FileShared {
     pub(crate) write: Option<Mutex<crate::write::WriteState>>,
     /// Flushes are made durable ([`CacheSettings::sync`]).
     pub(crate) sync: bool,
-    /// This file's own `Arc` (set by [`FileShared::shared`]), for work inside `&self` methods
-    /// that registers layouts (which hold a `Weak` of the file).
+    /// This file's own `Arc` (set by [`FileShared::shared`]), for structures that outlive a
+    /// call (layouts reaching their index, work inside `&self` methods that registers layouts).
     pub(crate) this: std::sync::OnceLock<std::sync::Weak<FileShared>>,
 }
 
@@ -317,8 +318,7 @@ impl FileShared {
         addr: u64,
         load: Load,
     ) -> Result<Arc<T>> {
-        self.check_open()?;
-        load_from(&self.meta, self.abs(addr)?, kind, addr, load)
+        downcast(self.load_value(kind, addr, load)?, kind, addr)
     }
 
     /// The metadata cache locked for one operation on the file's structures.
@@ -333,6 +333,17 @@ impl FileShared {
         CacheHandle::new(Arc::clone(&self.meta), self.sizes, self.base)
     }
 
+    /// [`FileShared::load`] with the value left type-erased.
+    pub(crate) fn load_value(
+        &self,
+        kind: MetadataKind,
+        addr: u64,
+        load: Load,
+    ) -> Result<Arc<dyn Any + Send + Sync>> {
+        self.check_open()?;
+        load_value_from(&self.meta, self.abs(addr)?, kind, load)
+    }
+
     /// The absolute file offset of relative address `addr`.
     pub(crate) fn abs(&self, addr: u64) -> Result<u64> {
         absolute(self.base, addr)
@@ -341,12 +352,6 @@ impl FileShared {
 
 /// Loads the structure of `kind` at absolute `abs` (relative `rel`, for messages) through
 /// `cache` and returns its value as a `T` (see [`FileShared::load`]).
-///
-/// The cache's lock is not held during a load's I/O: on a miss the load is detached from the
-/// cache under the lock, run without it, and its result protected under the lock again, so
-/// loads of different structures by different threads overlap. The first copy of an entry to
-/// reach the cache wins (a thread that loaded the same structure meanwhile uses the cached one);
-/// hits and misses are counted as one protect each (`MetadataCache::protect_loaded`).
 pub(crate) fn load_from<T: Any + Send + Sync>(
     cache: &Mutex<MetadataCache<Meta>>,
     abs: u64,
@@ -354,6 +359,23 @@ pub(crate) fn load_from<T: Any + Send + Sync>(
     rel: u64,
     load: Load,
 ) -> Result<Arc<T>> {
+    downcast(load_value_from(cache, abs, kind, load)?, kind, rel)
+}
+
+/// Loads the structure of `kind` at absolute `abs` through `cache` and returns its value
+/// type-erased.
+///
+/// The cache's lock is not held during a load's I/O: on a miss the load is detached from the
+/// cache under the lock, run without it, and its result protected under the lock again, so
+/// loads of different structures by different threads overlap. The first copy of an entry to
+/// reach the cache wins (a thread that loaded the same structure meanwhile uses the cached one);
+/// hits and misses are counted as one protect each (`MetadataCache::protect_loaded`).
+fn load_value_from(
+    cache: &Mutex<MetadataCache<Meta>>,
+    abs: u64,
+    kind: MetadataKind,
+    load: Load,
+) -> Result<Arc<dyn Any + Send + Sync>> {
     let mut meta = cache.lock().map_err(|_| Error::Poisoned)?;
     let h = if meta.contains(abs) {
         meta.protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
@@ -368,11 +390,11 @@ pub(crate) fn load_from<T: Any + Send + Sync>(
     let value = meta.icr(&h).map(|d| Arc::clone(&d.value));
     meta.unprotect(h, UnprotectFlags::NONE)
         .map_err(|e| Error::Cache(e.error))?;
-    downcast(value?, kind, rel)
+    Ok(value?)
 }
 
 /// The cached `value` of the `kind` entry at relative `rel` as a `T`.
-fn downcast<T: Any + Send + Sync>(
+pub(crate) fn downcast<T: Any + Send + Sync>(
     value: Arc<dyn Any + Send + Sync>,
     kind: MetadataKind,
     rel: u64,

@@ -1,15 +1,14 @@
 //! Links of a group in its three storage forms: old-style symbol tables, compact link messages
 //! and dense storage (a fractal heap of link messages indexed by a v2 B-tree).
 
-use h5_format::btree2::{Record, RecordContext};
+use h5_format::message::Message;
 use h5_format::message::link::{Link, LinkTarget};
-use h5_format::message::{Message, decode_message, kind};
 
+use crate::access::Reading;
 use crate::error::Result;
 use crate::file::FileShared;
 use crate::object::ObjectHeader;
 use crate::stab::{StabLink, SymbolTable, Target};
-use crate::walk;
 
 /// Where a link points.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -72,12 +71,24 @@ fn from_stab(l: StabLink) -> LinkEntry {
     }
 }
 
+/// The header `oh` read again when the file is writable (its headers change after a handle
+/// read them); `None`: `oh` is current.
+pub(crate) fn reloaded(
+    file: &FileShared,
+    oh: &ObjectHeader,
+) -> Result<Option<std::sync::Arc<ObjectHeader>>> {
+    if file.is_writable() {
+        ObjectHeader::load(file, oh.address).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
 /// Every link of the group whose header is `oh`, sorted by name.
 pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
     file.check_open()?;
-    if let Some(links) = file.written_links(oh.address) {
-        return Ok(links);
-    }
+    let fresh = reloaded(file, oh)?;
+    let oh = fresh.as_deref().unwrap_or(oh);
     let mut out: Vec<LinkEntry> = Vec::new();
     if let Some(st) = SymbolTable::of(oh) {
         let links = st.links(&mut file.cache()?, file.group_ks())?;
@@ -89,24 +100,15 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
     }) {
         out.push(from_message(&l));
     }
-    if let Some(info) = oh.find(|m| match m {
-        Message::LinkInfo(i) => Some(*i),
-        _ => None,
-    }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
+    if let Some(d) = oh
+        .find(|m| match m {
+            Message::LinkInfo(i) => Some(*i),
+            _ => None,
+        })
+        .and_then(|i| crate::write::links::dense_of(&i))
     {
-        for m in walk::dense_messages(
-            file,
-            info.fractal_heap_address,
-            info.name_index_address,
-            kind::LINK,
-            |r| match r {
-                Record::LinkName { heap_id, .. } => Some(heap_id.clone()),
-                _ => None,
-            },
-        )? {
-            if let Message::Link(l) = m {
-                out.push(from_message(&l));
-            }
+        for l in crate::write::links::dense_list(&mut Reading(file), &d)? {
+            out.push(from_message(&l));
         }
     }
     out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
@@ -115,9 +117,8 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
 
 /// The link `name` of the group whose header is `oh` (see [`crate::nav::find_link`]).
 pub fn find(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<LinkEntry>> {
-    if let Some(link) = file.written_link(oh.address, name) {
-        return Ok(link);
-    }
+    let fresh = reloaded(file, oh)?;
+    let oh = fresh.as_deref().unwrap_or(oh);
     for l in oh.all(|m| match m {
         Message::Link(l) => Some(l.clone()),
         _ => None,
@@ -130,37 +131,15 @@ pub fn find(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Option<L
         let found = st.find(&mut file.cache()?, file.group_ks(), name.as_bytes())?;
         return Ok(found.map(from_stab));
     }
-    if let Some(info) = oh.find(|m| match m {
-        Message::LinkInfo(i) => Some(*i),
-        _ => None,
-    }) && info.fractal_heap_address != h5_format::UNDEFINED_ADDRESS
+    if let Some(d) = oh
+        .find(|m| match m {
+            Message::LinkInfo(i) => Some(*i),
+            _ => None,
+        })
+        .and_then(|i| crate::write::links::dense_of(&i))
+        && let Some(l) = crate::write::links::dense_find(&mut Reading(file), &d, name)?
     {
-        let hash = h5_format::checksum::lookup3(name.as_bytes(), 0);
-        let cmp = move |r: &Record| match r {
-            Record::LinkName { hash: h, .. } => h.cmp(&hash),
-            _ => std::cmp::Ordering::Less,
-        };
-        let records = walk::btree2_find(
-            file,
-            info.name_index_address,
-            RecordContext::new(file.sizes),
-            &cmp,
-        )?;
-        if records.is_empty() {
-            return Ok(None);
-        }
-        let heap = walk::fractal_header(file, info.fractal_heap_address)?;
-        for r in records {
-            if let Record::LinkName { heap_id, .. } = r {
-                let bytes = walk::fractal_object(file, &heap, &heap_id)?;
-                if let Message::Link(l) =
-                    decode_message(kind::LINK, 0, &bytes, file.sizes, info.fractal_heap_address)?
-                    && l.name == name.as_bytes()
-                {
-                    return Ok(Some(from_message(&l)));
-                }
-            }
-        }
+        return Ok(Some(from_message(&l)));
     }
     Ok(None)
 }

@@ -20,8 +20,9 @@ use h5_format::writer::Writer;
 use h5_format::{FormatError, Sizes, UNDEFINED_ADDRESS};
 use h5_metacache::MetadataKind as K;
 
+use crate::access::CacheAccess;
 use crate::error::{Error, Result};
-use crate::meta::{CacheAccess, Decoded, Load};
+use crate::meta::{Decoded, Load};
 
 /// Bytes of one cached page of a data segment.
 pub(crate) const PAGE: u64 = 4096;

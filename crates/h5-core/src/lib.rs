@@ -6,12 +6,16 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub(crate) mod access;
 pub mod attribute;
 pub(crate) mod btree1;
+pub(crate) mod btree2;
 pub mod convert;
 pub mod dataset;
+pub(crate) mod dense;
 pub mod error;
 pub mod external;
+pub(crate) mod fheap;
 pub mod file;
 pub mod filters;
 pub mod free_space;
@@ -26,6 +30,8 @@ pub mod object;
 pub mod space;
 pub(crate) mod stab;
 pub mod status;
+#[cfg(test)]
+pub(crate) mod testutil;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;

@@ -123,8 +123,8 @@ pub(crate) fn resolve_shared(
                     &format!("no SOHM index holds message type {k:#x}"),
                 )
             })?;
-            let heap = crate::walk::fractal_header(file, index.heap_address)?;
-            let bytes = crate::walk::fractal_object(file, &heap, &id)?;
+            let bytes =
+                crate::fheap::read(&mut crate::access::Reading(file), index.heap_address, &id)?;
             Ok(decode_message(
                 k,
                 0,

@@ -10,10 +10,10 @@ use h5_format::heap::local::LOCAL_HEAP_ALIGN;
 use h5_format::symbol_node::{ScratchPad, SymbolTableEntry};
 use h5_format::{Sizes, UNDEFINED_ADDRESS};
 
+use crate::access::CacheAccess;
 use crate::btree1::{self, Tree, group};
 use crate::error::{Error, Result};
 use crate::lheap::LocalHeap;
-use crate::meta::CacheAccess;
 
 /// libhdf5's group-info estimates for a new group's heap: entries and name length.
 const ESTIMATED_ENTRIES: u64 = 4;

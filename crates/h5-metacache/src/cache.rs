@@ -58,6 +58,9 @@ pub(crate) struct Entry<I> {
     pub(crate) icr: Option<I>,
     pub(crate) image: Vec<u8>,
     pub(crate) image_up_to_date: bool,
+    /// `image` is what the file holds at the entry's address (it was loaded or written there
+    /// since the entry last moved or changed size).
+    pub(crate) image_on_disk: bool,
     pub(crate) place: Place,
     pub(crate) dirty: bool,
     pub(crate) read_only: bool,
@@ -86,6 +89,7 @@ impl<I> Entry<I> {
             icr: Some(icr),
             image: Vec::new(),
             image_up_to_date: false,
+            image_on_disk: false,
             place: Place::Lru,
             dirty,
             read_only: false,
@@ -728,6 +732,7 @@ impl<T: CacheTypes> MetadataCache<T> {
             self.by_addr.insert(new_addr, slot);
         }
         self.slab.entry_mut(slot).addr = new_addr;
+        self.slab.entry_mut(slot).image_on_disk = false;
         let nb = self.bucket_of(new_addr);
         self.hash_link_head(slot, nb);
         if dirty {
@@ -938,6 +943,7 @@ impl<T: CacheTypes> MetadataCache<T> {
         }
         self.index_size = self.index_size - old + new_size;
         self.slab.entry_mut(slot).size = new_size;
+        self.slab.entry_mut(slot).image_on_disk = false;
         self.link(slot, place);
         self.stats
             .size_change(self.slab.entry(slot).class, new_size > old);

@@ -66,6 +66,12 @@ impl ClassFlags {
     #[cfg(any(test, feature = "test-classes"))]
     pub const SKIP_WRITES: Self = Self(0x10);
 
+    /// Writes of an entry whose cached image is what the file holds (it was loaded, or written
+    /// since) store only the byte ranges that changed (an extension: libhdf5 writes whole
+    /// entries). Runs closer than [`DIFF_WRITE_GAP`](crate::DIFF_WRITE_GAP) bytes are written
+    /// as one.
+    pub const DIFF_WRITES: Self = Self(0x20);
+
     /// Whether every flag in `other` is set.
     pub const fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
@@ -84,6 +90,9 @@ impl ClassFlags {
     }
     pub(crate) const fn skip_writes(self) -> bool {
         self.0 & 0x10 != 0
+    }
+    pub(crate) const fn diff_writes(self) -> bool {
+        self.0 & 0x20 != 0
     }
 }
 

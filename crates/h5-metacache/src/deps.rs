@@ -184,4 +184,18 @@ impl<T: CacheTypes> MetadataCache<T> {
             })
             .unwrap_or_default()
     }
+
+    /// Children of the entry at `addr`.
+    pub fn flush_dependency_children(&self, addr: u64) -> Vec<u64> {
+        self.peek(addr)
+            .map(|s| {
+                self.slab
+                    .entry(s)
+                    .children
+                    .iter()
+                    .map(|&c| self.slab.entry(c).addr)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }

@@ -79,7 +79,7 @@ pub use load::{DetachedLoad, LoadedEntry};
 pub use ops::UNDEFINED_ADDR;
 pub use resize::{ResizeOutcome, ResizeReport};
 pub use stats::{ClassStats, DirtyBytesCreated, Stats};
-pub use write::SERIALIZE_POISON;
+pub use write::{DIFF_WRITE_GAP, SERIALIZE_POISON};
 
 #[cfg(test)]
 mod tests {

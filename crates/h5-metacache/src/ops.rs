@@ -261,6 +261,7 @@ impl<T: CacheTypes> MetadataCache<T> {
                 let mut e = Entry::new(addr, loaded.size, class, loaded.icr, loaded.repaired);
                 e.image = loaded.image;
                 e.image_up_to_date = !loaded.repaired;
+                e.image_on_disk = !loaded.repaired;
                 e.flush_last = flags.contains(ProtectFlags::FLUSH_LAST);
                 e.collective = flags.contains(ProtectFlags::FLUSH_COLLECTIVELY);
                 e.tag = self.current_tag;

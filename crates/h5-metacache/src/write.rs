@@ -9,6 +9,32 @@ use crate::trace::{Outcome, TraceOp};
 /// Byte pattern the serialize buffer starts with, so that unwritten bytes are recognisable (MDC-070).
 pub const SERIALIZE_POISON: u8 = 0xA5;
 
+/// Unchanged bytes between two changed runs below which the runs are written as one
+/// ([`crate::ClassFlags::DIFF_WRITES`]).
+pub const DIFF_WRITE_GAP: usize = 64;
+
+/// The byte ranges `[start, end)` where `new` differs from `old` (same length), runs closer
+/// than [`DIFF_WRITE_GAP`] merged.
+fn changed_runs(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < new.len() {
+        if old.get(i) == new.get(i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < new.len() && old.get(i) != new.get(i) {
+            i += 1;
+        }
+        match runs.last_mut() {
+            Some(last) if start - last.1 < DIFF_WRITE_GAP => last.1 = i,
+            _ => runs.push((start, i)),
+        }
+    }
+    runs
+}
+
 /// What a write observed, for the flush loop's restart rule (MDC-076).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct WriteOutcome {
@@ -90,8 +116,12 @@ impl<T: CacheTypes> MetadataCache<T> {
             let e = self.slab.entry(slot);
             (e.addr, e.size)
         };
-        let mut buf = std::mem::take(&mut self.slab.entry_mut(slot).image);
-        buf.clear();
+        let old = std::mem::take(&mut self.slab.entry_mut(slot).image);
+        // The image the file holds, when only the changed bytes are to be written.
+        let on_disk =
+            (info_flags.diff_writes() && self.slab.entry(slot).image_on_disk && old.len() == len)
+                .then_some(old);
+        let mut buf = Vec::with_capacity(len);
         buf.resize(len, SERIALIZE_POISON);
         self.slist_changed = false;
         let ser = self.with_icr(slot, |c, cls, icr| cls.serialize(c, icr, &mut buf))?;
@@ -120,16 +150,39 @@ impl<T: CacheTypes> MetadataCache<T> {
             });
         }
         if !(info_flags.skip_writes() || info_flags.no_io()) {
+            let runs = match &on_disk {
+                Some(old) => changed_runs(old, &buf),
+                None => vec![(0, len)],
+            };
+            let segments: Vec<h5_io::WriteSegment<'_>> = runs
+                .iter()
+                .filter_map(|&(start, end)| {
+                    buf.get(start..end).map(|data| h5_io::WriteSegment {
+                        offset: addr + start as u64,
+                        data,
+                    })
+                })
+                .collect();
+            let written: usize = segments.iter().map(|s| s.data.len()).sum();
             // Counted before the write: a detached load racing it must not be installed.
             self.image_writes += 1;
-            if let Err(e) = self.storage.write_at(addr, &buf) {
-                self.slab.entry_mut(slot).image = buf;
+            let r = match segments.as_slice() {
+                [] => Ok(()),
+                [one] => self.storage.write_at(one.offset, one.data),
+                many => self.storage.write_vectored(many),
+            };
+            if let Err(e) = r {
+                let entry = self.slab.entry_mut(slot);
+                entry.image = buf;
+                entry.image_on_disk = false;
                 return Err(e.into());
             }
-            self.stats.bytes_written += len as u64;
+            self.stats.bytes_written += written as u64;
             self.stats.writes += 1;
         }
-        self.slab.entry_mut(slot).image = buf;
+        let entry = self.slab.entry_mut(slot);
+        entry.image = buf;
+        entry.image_on_disk = true;
         Ok((
             WriteOutcome {
                 slist_changed: changed,
@@ -308,5 +361,28 @@ impl<T: CacheTypes> MetadataCache<T> {
             return Err(CacheError::WriteNotPermitted);
         }
         self.flush_single(slot, flags)
+    }
+}
+
+#[cfg(test)]
+mod diff_tests {
+    use super::*;
+
+    /// Changed bytes come out as runs; runs closer than the gap merge; equal images none.
+    #[test]
+    fn changed_runs_merge_close_changes() {
+        let old = vec![0u8; 1000];
+        assert!(changed_runs(&old, &old).is_empty());
+        let mut new = old.clone();
+        new[10] = 1;
+        new[12] = 1;
+        new[500] = 2;
+        new[999] = 3;
+        assert_eq!(
+            changed_runs(&old, &new),
+            vec![(10, 13), (500, 501), (999, 1000)]
+        );
+        new[10 + DIFF_WRITE_GAP] = 4;
+        assert_eq!(changed_runs(&old, &new)[0], (10, 11 + DIFF_WRITE_GAP));
     }
 }

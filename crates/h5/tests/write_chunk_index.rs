@@ -769,9 +769,9 @@ fn allocation_and_fill_times_follow_libhdf5() {
     assert_eq!(got, vec![1.25; 120]);
 }
 
-/// Indexes changed between flushes (the extensible array in place, the v2 B-tree laid out again
-/// with the space of its previous nodes freed) put their blocks under flush dependencies: a file
-/// flushed after every append is hardly larger than one flushed once.
+/// Indexes changed in place between flushes (an extensible array and a v2 B-tree) put their
+/// blocks under flush dependencies (children written before the parents that point at them),
+/// and a file flushed after every append is hardly larger than one flushed once.
 #[test]
 fn relaid_indexes_free_their_old_blocks() {
     let sizes: Vec<u64> = [false, true]
@@ -809,7 +809,7 @@ fn relaid_indexes_free_their_old_blocks() {
                     }
                 }
                 if every {
-                    assert!(f.metadata_cache_stats().unwrap().flush_deps_created > 300);
+                    assert!(f.metadata_cache_stats().unwrap().flush_deps_created > 0);
                 }
                 f.close().unwrap();
             }

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use h5_format::btree1::{BtreeV1Node, ChunkKey, Keys, NodeType};
 
 use super::{Class, Critical, Ins, NewNode, Tree};
+use crate::access::{CacheAccess, CacheHandle};
 use crate::error::{Error, Result};
 use crate::layouts::ChunkRecord;
-use crate::meta::{CacheAccess, CacheHandle};
 
 /// The key side of the chunk kind (shared by every chunk request, each holding the chunk it
 /// concerns in `at`).

@@ -14,9 +14,10 @@ use h5_format::symbol_node::{ScratchPad, SymbolTableEntry, SymbolTableNode};
 use h5_metacache::MetadataKind as K;
 
 use super::{Class, Critical, Ins, NewNode};
+use crate::access::CacheAccess;
 use crate::error::{Error, Result};
 use crate::lheap::{self, LocalHeap};
-use crate::meta::{CacheAccess, Decoded, Load};
+use crate::meta::{Decoded, Load};
 
 /// The symbol table node K of the file (nodes hold `2K` entries).
 #[derive(Clone, Copy, Debug)]

@@ -31,8 +31,9 @@ use h5_format::btree1::{BtreeV1Node, Keys, NodeType, node_len};
 use h5_format::{FormatError, UNDEFINED_ADDRESS};
 use h5_metacache::MetadataKind as K;
 
+use crate::access::CacheAccess;
 use crate::error::{Error, Result};
-use crate::meta::{CacheAccess, Decoded, Load};
+use crate::meta::{Decoded, Load};
 
 pub(crate) mod chunk;
 pub(crate) mod group;

@@ -15,9 +15,9 @@ use proptest::prelude::*;
 
 use super::chunk::ChunkBtree;
 use super::{Class, Tree, group};
+use crate::access::CacheAccess;
 use crate::file::{CacheSettings, FileShared};
 use crate::layouts::ChunkRecord;
-use crate::meta::CacheAccess;
 use crate::stab::{GroupKs, SymbolTable, Target};
 use crate::write::{CreateOptions, FormatBounds};
 
@@ -460,7 +460,7 @@ mod kinds {
     use h5_format::btree1::{ChunkKey, Keys};
 
     use super::super::{Class, Critical};
-    use crate::meta::CacheAccess;
+    use crate::access::CacheAccess;
 
     pub(super) struct Chunks;
 

@@ -29,10 +29,10 @@ use h5_metacache::MetadataKind as K;
 
 use super::farray::set_bit;
 use super::{element, empty_element, layout_error, linear, record, usize_of};
+use crate::access::{CacheAccess, CacheHandle, Slot};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::{ChunkIndex, ChunkRecord};
-use crate::meta::{CacheAccess, CacheHandle, Slot};
 use crate::meta::{Decoded, EncodeFn, Load, encoder};
 use crate::write::chunks::{AtFlush, ChunkSpace, WritableChunkIndex};
 

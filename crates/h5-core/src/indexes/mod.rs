@@ -2,8 +2,8 @@
 //!
 //! Fixed and extensible arrays have one module each that serves both directions: lookups (for
 //! readers and writers) and in-place changes (for writers), one entry at a time through the
-//! metadata cache. The v1 B-tree is descended per lookup (`crate::btree1::chunk`); the v2
-//! B-tree reader here still reads a whole tree into a map on first use.
+//! metadata cache. The v1 and v2 B-trees are descended per lookup (`crate::btree1::chunk`,
+//! `crate::write::chunk_index::bt2`).
 //!
 //! A B-tree layout holds a `Weak` reference to its file: the file owns the chunk cache that
 //! owns the layout, so a strong one would be a cycle. Array indexes hold the file's metadata
@@ -12,19 +12,16 @@
 pub mod earray;
 pub mod farray;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use h5_chunkcache::{ChunkCoord, LayoutError};
 use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree2::{Record, RecordContext};
 use h5_format::fixed_array::{ArrayClient, ChunkEntry, ElementFormat};
 
+use crate::access::CacheHandle;
 use crate::btree1::chunk::ChunkBtree;
 use crate::file::FileShared;
 use crate::layouts::{ChunkIndex, ChunkRecord};
-use crate::meta::CacheHandle;
-use crate::walk;
 
 fn file_of(w: &Weak<FileShared>) -> Result<Arc<FileShared>, LayoutError> {
     w.upgrade().ok_or_else(|| "the file was closed".into())
@@ -153,27 +150,8 @@ impl ChunkIndex for BtreeV1Index {
     }
 }
 
-/// A B-tree index read once into a map from scaled coordinates to records.
-pub type ChunkMap = Mutex<Option<HashMap<Vec<u64>, ChunkRecord>>>;
-
-/// Looks `coords` up in `map`, building it with `build` on first use.
-fn lookup_in_map(
-    map: &ChunkMap,
-    coords: &[ChunkCoord],
-    build: impl FnOnce() -> Result<HashMap<Vec<u64>, ChunkRecord>, LayoutError>,
-) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
-    let mut guard = map.lock().map_err(|_| "index lock poisoned")?;
-    if guard.is_none() {
-        *guard = Some(build()?);
-    }
-    let map = guard.as_ref().ok_or("index not built")?;
-    Ok(coords
-        .iter()
-        .map(|c| map.get(c.as_slice()).copied())
-        .collect())
-}
-
-/// v2 B-tree chunk index (layout v4, several unlimited dimensions): read once into a map.
+/// v2 B-tree chunk index (layout v4, several unlimited dimensions): each lookup descends the
+/// tree through the metadata cache, one node per level.
 #[derive(Debug)]
 pub struct BtreeV2Index {
     /// The file.
@@ -186,43 +164,30 @@ pub struct BtreeV2Index {
     pub chunk_bytes: u64,
     /// Width of the records' chunk size field (filtered chunks), from the layout version.
     pub chunk_size_len: usize,
-    /// The map, built on first use.
-    pub map: ChunkMap,
 }
 
 impl ChunkIndex for BtreeV2Index {
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
         let file = file_of(&self.file)?;
-        lookup_in_map(&self.map, coords, || {
-            let ctx = RecordContext {
-                chunk_size_len: self.chunk_size_len,
-                ..RecordContext::for_chunks(file.sizes, self.rank, self.chunk_bytes)
-            };
-            let recs = walk::btree2_records(&file, self.header, ctx)
-                .map_err(|e| Box::new(e) as LayoutError)?;
-            let mut map = HashMap::new();
-            for r in recs {
-                let (addr, size, mask, scaled) = match r {
-                    Record::Chunk { address, scaled } => (address, self.chunk_bytes, 0, scaled),
-                    Record::FilteredChunk {
-                        address,
-                        size,
-                        filter_mask,
-                        scaled,
-                    } => (address, size, filter_mask, scaled),
-                    _ => return Err("a non-chunk record in a chunk B-tree".into()),
-                };
-                let abs = file.abs(addr).map_err(|e| Box::new(e) as LayoutError)?;
-                map.insert(
-                    scaled,
-                    ChunkRecord {
-                        addr: abs,
-                        size,
-                        filter_mask: mask,
-                    },
-                );
-            }
-            Ok(map)
-        })
+        let tree = crate::write::chunk_index::ChunkBtree {
+            header: self.header,
+            rank: self.rank,
+            chunk_bytes: self.chunk_bytes,
+            chunk_size_len: self.chunk_size_len,
+            filtered: false,
+        };
+        let mut a = crate::access::Reading(&file);
+        let mut out = Vec::with_capacity(coords.len());
+        for c in coords {
+            let r = tree.lookup(&mut a, c.as_slice()).map_err(layout_error)?;
+            out.push(match r {
+                Some(r) => Some(ChunkRecord {
+                    addr: file.abs(r.addr).map_err(layout_error)?,
+                    ..r
+                }),
+                None => None,
+            });
+        }
+        Ok(out)
     }
 }

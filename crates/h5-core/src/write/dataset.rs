@@ -491,28 +491,11 @@ impl FileShared {
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
         self.check_usable()?;
         let old = self.vlen_attribute(obj, name)?;
-        self.remove_attribute(obj, name)?;
+        attrs::delete(self, obj, name)?;
         match old {
             Some((t, raw)) => self.free_replaced_vlen(&t, &raw, None, &[]),
             None => Ok(()),
         }
-    }
-
-    /// Removes the attribute message `name` of the object at `obj`.
-    fn remove_attribute(&self, obj: u64, name: &str) -> Result<()> {
-        attrs::load_existing_dense(self, obj)?;
-        if let Some(t) = self.state()?.attr_tables.get_mut(&obj) {
-            return t.remove(name);
-        }
-        let sizes = self.sizes;
-        ohdr::update(self, obj, |msgs| {
-            let before = msgs.len();
-            msgs.retain(|m| attrs::attribute_named(m, name, sizes, obj).is_none());
-            if msgs.len() == before {
-                return Err(Error::NotFound(format!("attribute {name}")));
-            }
-            Ok(())
-        })
     }
 
     /// Renames the attribute `name` of the object at `obj` to `new_name` (which must be free).
@@ -521,29 +504,7 @@ impl FileShared {
         if new_name.is_empty() || new_name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {new_name:?}")));
         }
-        let sizes = self.sizes;
-        attrs::load_existing_dense(self, obj)?;
-        if let Some(t) = self.state()?.attr_tables.get_mut(&obj) {
-            return t.rename(name, new_name, sizes, obj);
-        }
-        ohdr::update(self, obj, |msgs| {
-            if msgs
-                .iter()
-                .any(|m| attrs::attribute_named(m, new_name, sizes, obj).is_some())
-            {
-                return Err(Error::Exists(format!("attribute {new_name}")));
-            }
-            let m = msgs
-                .iter_mut()
-                .find(|m| attrs::attribute_named(m, name, sizes, obj).is_some())
-                .ok_or_else(|| Error::NotFound(format!("attribute {name}")))?;
-            let Some(mut a) = attrs::attribute_named(m, name, sizes, obj) else {
-                return Err(Error::NotFound(format!("attribute {name}")));
-            };
-            a.name = new_name.to_owned();
-            m.body = encode_message(&Message::Attribute(a), sizes)?;
-            Ok(())
-        })
+        attrs::rename(self, obj, name, new_name)
     }
 }
 

@@ -1,28 +1,28 @@
-//! New-style groups being written (format bounds V18 and newer): the links live in a
-//! `LinkTable` and are laid out at flush, either as link messages in the group's object
-//! header (compact) or as a fractal heap of link messages indexed by v2 B-trees (dense), the
-//! group's link info message pointing at them.
+//! New-style groups (format bounds V18 and newer) changed in place: their links are link
+//! messages in the group's object header (compact) or dense storage (a fractal heap of link
+//! messages indexed by name and, when creation order is indexed, by creation order; see
+//! `crate::dense`), the link info message pointing at it. A change touches only the
+//! structures it changes: one heap object and one record per index, or one header message.
 //!
-//! Invariants: a table turns dense when it holds more than `max_compact` links and back to
-//! compact when removals leave fewer than `min_dense` (libhdf5's phase change); creation
-//! orders are handed out increasing from 0 and never reused; every dense structure of the
-//! previous layout is freed before the next one is placed.
-
-use std::collections::BTreeMap;
+//! libhdf5's phase changes: the link that would make a compact group hold more than
+//! `max_compact` links (or whose message does not fit a header message) moves the group to
+//! dense storage, the link messages in header order first; a removal that leaves a dense group
+//! with fewer than `min_dense` links moves it back to link messages (in name order) and deletes
+//! the dense storage, as does a removal of its last link. Creation orders count up from 0 and
+//! start again at 0 when the group is emptied (libhdf5 resets the link info's maximum).
 
 use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree2::{Btree2Type, Record};
-use h5_format::heap::fractal::FractalHeapParams;
 use h5_format::message::group_info::GroupInfo;
-use h5_format::message::kind;
 use h5_format::message::link::{CharSet, Link, LinkTarget};
 use h5_format::message::link_info::LinkInfo;
+use h5_format::message::{Message, decode_message, kind};
 
-use crate::error::Result;
+use crate::access::{MetaAccess, Session};
+use crate::btree2::NamedIn;
+use crate::dense::Dense;
+use crate::error::{Error, Result};
 use crate::file::FileShared;
-use crate::group::{LinkEntry, LinkValue};
-use crate::object::StoredMessage;
-use crate::write::dense::{Placed, build_btree2, build_heap, free_placed, name_hash};
+use crate::object::ObjectHeader;
 use crate::write::ohdr;
 
 /// libhdf5's default largest compact group (links stored as header messages).
@@ -105,299 +105,322 @@ impl GroupOptions {
     }
 }
 
-/// The links of one new-style group.
-#[derive(Debug)]
-pub(crate) struct LinkTable {
-    /// Creation options.
-    pub(crate) options: GroupOptions,
-    /// The links by name.
-    pub(crate) links: BTreeMap<Vec<u8>, Link>,
-    /// The next creation order.
-    next_order: i64,
-    /// Stored densely (since the count passed `max_compact`).
-    dense: bool,
-    /// Dense structures of the last layout.
-    placed: Vec<Placed>,
-    /// Changed since the last layout.
-    pub(crate) dirty: bool,
+/// The largest encoded message a header message holds (libhdf5's `H5O_MESG_MAX_SIZE`).
+const MESSAGE_MAX: usize = 65_536;
+
+/// How a new-style group stores its links, read from its object header.
+struct Storage {
+    info: LinkInfo,
+    max_compact: u16,
+    min_dense: u16,
+    /// The link messages, in header order (compact storage).
+    compact: Vec<Link>,
+    /// The dense storage, if the group has one.
+    dense: Option<Dense>,
+    /// The group has an I/O filter pipeline for its dense heap.
+    filtered: bool,
 }
 
-impl LinkTable {
-    /// An empty group with `options`.
-    pub(crate) fn new(options: GroupOptions) -> Self {
-        LinkTable {
-            options,
-            links: BTreeMap::new(),
-            next_order: 0,
-            dense: false,
-            placed: Vec::new(),
-            dirty: false,
-        }
-    }
+/// The dense link storage a link info message points at.
+pub(crate) fn dense_of(info: &LinkInfo) -> Option<Dense> {
+    Dense::at(
+        NamedIn::Links,
+        info.fractal_heap_address,
+        info.name_index_address,
+        info.creation_order_index_address,
+    )
+}
 
-    /// The table of an existing new-style group (object header `oh`) written before this
-    /// session: its links and settings. Dense structures of the old layout are not freed by
-    /// the next layout (their extent is not tracked): that space is left unused.
-    pub(crate) fn load(file: &FileShared, oh: &crate::object::ObjectHeader) -> Result<Self> {
-        use h5_format::message::Message;
-        let info = oh
-            .find(|m| match m {
-                Message::LinkInfo(i) => Some(*i),
-                _ => None,
-            })
-            .ok_or_else(|| {
-                crate::Error::Unsupported(format!("group {:#x} has no link info", oh.address))
-            })?;
-        let phase = oh.find(|m| match m {
+fn storage_of(oh: &ObjectHeader) -> Result<Storage> {
+    let info = oh
+        .find(|m| match m {
+            Message::LinkInfo(i) => Some(*i),
+            _ => None,
+        })
+        .ok_or_else(|| Error::Unsupported(format!("group {:#x} has no link info", oh.address)))?;
+    let (max_compact, min_dense) = oh
+        .find(|m| match m {
             Message::GroupInfo(g) => g.link_phase_change,
             _ => None,
-        });
-        let (max_compact, min_dense) = phase.unwrap_or((DEFAULT_MAX_COMPACT, DEFAULT_MIN_DENSE));
-        let options = GroupOptions {
-            track_order: info.creation_order_tracked,
-            index_order: info.creation_order_indexed,
-            max_compact,
-            min_dense,
-            ..GroupOptions::default()
-        };
-        let mut table = LinkTable::new(options);
-        for e in crate::group::links(file, oh)? {
-            let target = match e.value {
-                LinkValue::Hard(a) => LinkTarget::Hard(a),
-                LinkValue::Soft(p) => LinkTarget::Soft(p.into_bytes()),
-                LinkValue::External { file, path } => LinkTarget::External {
-                    flags: 0,
-                    file: file.into_bytes(),
-                    path: path.into_bytes(),
-                },
-                LinkValue::UserDefined(k) => {
-                    return Err(crate::Error::Unsupported(format!(
-                        "changing a group holding a user-defined link (type {k})"
-                    )));
-                }
-            };
-            let charset = if e.name.is_ascii() {
-                CharSet::Ascii
-            } else {
-                CharSet::Utf8
-            };
-            table.links.insert(
-                e.name.as_bytes().to_vec(),
-                Link {
-                    name: e.name.into_bytes(),
-                    charset,
-                    creation_order: e.creation_order,
-                    target,
-                },
-            );
+        })
+        .unwrap_or((DEFAULT_MAX_COMPACT, DEFAULT_MIN_DENSE));
+    Ok(Storage {
+        info,
+        max_compact,
+        min_dense,
+        compact: oh.all(|m| match m {
+            Message::Link(l) => Some(l.clone()),
+            _ => None,
+        }),
+        dense: dense_of(&info),
+        filtered: oh
+            .find(|m| matches!(m, Message::FilterPipeline(_)).then_some(()))
+            .is_some(),
+    })
+}
+
+fn storage(file: &FileShared, group: u64) -> Result<Storage> {
+    storage_of(&*ObjectHeader::load(file, group)?)
+}
+
+/// Whether the group whose header is `oh` is a new-style group (it has a link info message).
+pub(crate) fn is_new_style(oh: &ObjectHeader) -> bool {
+    oh.find(|m| matches!(m, Message::LinkInfo(_)).then_some(()))
+        .is_some()
+}
+
+/// Whether the new-style group at `group` stores its links densely.
+pub(crate) fn is_dense(file: &FileShared, group: u64) -> Result<bool> {
+    Ok(storage(file, group)?.dense.is_some())
+}
+
+fn charset(name: &str) -> CharSet {
+    if name.is_ascii() {
+        CharSet::Ascii
+    } else {
+        CharSet::Utf8
+    }
+}
+
+fn decode_link(a: &dyn MetaAccess, body: &[u8]) -> Result<Link> {
+    match decode_message(kind::LINK, 0, body, a.file().sizes, UNDEFINED_ADDRESS)? {
+        Message::Link(l) => Ok(l),
+        _ => Err(Error::Unsupported(
+            "a dense link record naming another kind of message".into(),
+        )),
+    }
+}
+
+/// The link `name` of a dense storage.
+pub(crate) fn dense_find(a: &mut dyn MetaAccess, d: &Dense, name: &str) -> Result<Option<Link>> {
+    match d.find(a, name.as_bytes())? {
+        Some(st) => Ok(Some(decode_link(a, &st.body)?)),
+        None => Ok(None),
+    }
+}
+
+/// Every link of a dense storage, in name-index order.
+pub(crate) fn dense_list(a: &mut dyn MetaAccess, d: &Dense) -> Result<Vec<Link>> {
+    d.list(a)?
+        .iter()
+        .map(|st| decode_link(a, &st.body))
+        .collect()
+}
+
+/// Writes the link info message `info` into the group's header (in place: its length never
+/// changes).
+fn write_info(file: &FileShared, group: u64, info: &LinkInfo) -> Result<()> {
+    let body = info.encode(file.sizes);
+    if ohdr::replace_in_place(file, group, kind::LINK_INFO, &body)? {
+        return Ok(());
+    }
+    ohdr::update(file, group, |msgs| {
+        for m in msgs.iter_mut().filter(|m| m.kind == kind::LINK_INFO) {
+            m.body = body.clone();
         }
-        table.next_order = info
-            .max_creation_index
-            .and_then(|m| i64::try_from(m).ok())
-            .unwrap_or(0);
-        table.dense = info.fractal_heap_address != UNDEFINED_ADDRESS;
-        Ok(table)
-    }
+        Ok(())
+    })
+}
 
-    /// Adds the link `name` → `target` (the caller checked the name is free).
-    pub(crate) fn insert(&mut self, name: &str, target: LinkTarget) {
-        let creation_order = self.options.track_order.then_some(self.next_order);
-        self.next_order += 1;
-        let charset = if name.is_ascii() {
-            CharSet::Ascii
-        } else {
-            CharSet::Utf8
-        };
-        self.links.insert(
-            name.as_bytes().to_vec(),
-            Link {
-                name: name.as_bytes().to_vec(),
-                charset,
-                creation_order,
-                target,
-            },
-        );
-        if self.links.len() > usize::from(self.options.max_compact) {
-            self.dense = true;
-        }
-        self.dirty = true;
+/// Adds the link `name` → `target` to the new-style group at `group` (an error if the name
+/// exists).
+pub(crate) fn insert(file: &FileShared, group: u64, name: &str, target: LinkTarget) -> Result<()> {
+    let mut st = storage(file, group)?;
+    let exists = match &st.dense {
+        Some(d) => d
+            .find(&mut crate::access::Reading(file), name.as_bytes())?
+            .is_some(),
+        None => st.compact.iter().any(|l| l.name == name.as_bytes()),
+    };
+    if exists {
+        return Err(Error::Exists(name.into()));
     }
-
-    /// Removes the link `name`; a dense group with fewer than `min_dense` links left goes
-    /// back to compact storage (libhdf5's phase change).
-    pub(crate) fn remove(&mut self, name: &str) -> Option<Link> {
-        let link = self.links.remove(name.as_bytes())?;
-        if self.dense && self.links.len() < usize::from(self.options.min_dense) {
-            self.dense = false;
-        }
-        self.dirty = true;
-        Some(link)
-    }
-
-    /// Whether the links are (or will be at the next flush) stored densely.
-    pub(crate) fn is_dense(&self) -> bool {
-        self.dense
-    }
-
-    /// The links as the reader reports them, in name order.
-    pub(crate) fn entries(&self) -> Vec<LinkEntry> {
-        self.links.values().map(entry).collect()
-    }
-
-    /// One link by name.
-    pub(crate) fn find(&self, name: &str) -> Option<LinkEntry> {
-        self.links.get(name.as_bytes()).map(entry)
-    }
-
-    /// The links in creation order (name order when not tracked).
-    fn in_creation_order(&self) -> Vec<Link> {
-        let mut v: Vec<Link> = self.links.values().cloned().collect();
-        v.sort_by_key(|l| l.creation_order);
-        v
-    }
-
-    /// Writes the links into the group's object header at `addr` (compact) or into a new
-    /// heap and B-trees (dense), replacing the previous layout.
-    pub(crate) fn lay_out(&mut self, file: &FileShared, addr: u64) -> Result<()> {
-        let sizes = file.sizes;
-        free_placed(file, &mut self.placed)?;
-        let mut placed = Vec::new();
-        let mut info = self.options.link_info();
-        if self.options.track_order {
-            info.max_creation_index = Some(u64::try_from(self.next_order).unwrap_or(0));
-        }
-        let ordered = self.in_creation_order();
-        let mut messages: Vec<StoredMessage> = Vec::new();
-        if self.dense {
-            let bodies = ordered
-                .iter()
-                .map(|l| l.encode(sizes))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
-            let (heap, ids) =
-                build_heap(file, FractalHeapParams::dense_links(), &refs, &mut placed)?;
-            let mut by_name: Vec<(u32, &[u8], Vec<u8>)> = ordered
-                .iter()
-                .zip(&ids)
-                .map(|(l, id)| (name_hash(&l.name), l.name.as_slice(), id.clone()))
-                .collect();
-            by_name.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-            let records = by_name
-                .into_iter()
-                .map(|(hash, _, heap_id)| Record::LinkName { hash, heap_id })
-                .collect();
-            info.fractal_heap_address = heap;
-            info.name_index_address =
-                build_btree2(file, Btree2Type::LinkName, records, &mut placed)?;
-            if info.creation_order_indexed {
-                let records = ordered
-                    .iter()
-                    .zip(&ids)
-                    .map(|(l, id)| Record::LinkCreationOrder {
-                        creation_order: l.creation_order.map_or(0, |o| o as u64),
-                        heap_id: id.clone(),
-                    })
-                    .collect();
-                info.creation_order_index_address = Some(build_btree2(
-                    file,
-                    Btree2Type::LinkCreationOrder,
-                    records,
-                    &mut placed,
-                )?);
-            }
-        } else {
-            for l in &ordered {
-                messages.push(ohdr::message(kind::LINK, 0, l.encode(sizes)?));
-            }
-        }
-        let info_body = info.encode(sizes);
-        ohdr::update(file, addr, move |msgs| {
-            msgs.retain(|m| m.kind != kind::LINK);
+    let creation_order = if st.info.creation_order_tracked {
+        let next = st.info.max_creation_index.unwrap_or(0);
+        st.info.max_creation_index = Some(next + 1);
+        Some(i64::try_from(next).map_err(|_| Error::Unsupported("creation order".into()))?)
+    } else {
+        None
+    };
+    let link = Link {
+        name: name.as_bytes().to_vec(),
+        charset: charset(name),
+        creation_order,
+        target,
+    };
+    let body = link.encode(file.sizes)?;
+    if st.dense.is_none()
+        && st.compact.len() < usize::from(st.max_compact)
+        && body.len() < MESSAGE_MAX
+    {
+        let info = st.info.encode(file.sizes);
+        return ohdr::update(file, group, move |msgs| {
             for m in msgs.iter_mut().filter(|m| m.kind == kind::LINK_INFO) {
-                m.body = info_body.clone();
+                m.body = info.clone();
+            }
+            msgs.push(ohdr::message(kind::LINK, 0, body));
+            Ok(())
+        });
+    }
+    if st.filtered {
+        return Err(Error::Unsupported(
+            "dense links of a group with an I/O filter pipeline".into(),
+        ));
+    }
+    let dense = match st.dense {
+        Some(d) => d,
+        None => {
+            // The group goes dense: every link message moves to a new dense storage.
+            let indexed = st.info.creation_order_indexed;
+            let d = {
+                let mut s = Session::new(file)?;
+                let d = Dense::create(&mut s, NamedIn::Links, indexed)?;
+                for l in &st.compact {
+                    let order = l.creation_order.map_or(0, |o| o as u64);
+                    d.insert(&mut s, &l.name, order, 0, &l.encode(file.sizes)?)?;
+                }
+                d
+            };
+            st.info.fractal_heap_address = d.heap;
+            st.info.name_index_address = d.names;
+            if indexed {
+                st.info.creation_order_index_address = d.orders;
+            }
+            let info = st.info.encode(file.sizes);
+            ohdr::update(file, group, move |msgs| {
+                msgs.retain(|m| m.kind != kind::LINK);
+                for m in msgs.iter_mut().filter(|m| m.kind == kind::LINK_INFO) {
+                    m.body = info.clone();
+                }
+                Ok(())
+            })?;
+            d
+        }
+    };
+    {
+        let mut s = Session::new(file)?;
+        let order = creation_order.map_or(0, |o| o as u64);
+        dense.insert(&mut s, name.as_bytes(), order, 0, &body)?;
+    }
+    if st.info.creation_order_tracked {
+        write_info(file, group, &st.info)?;
+    }
+    Ok(())
+}
+
+/// Removes the link `name` from the new-style group at `group`; returns it (`None`: no such
+/// link).
+pub(crate) fn remove(file: &FileShared, group: u64, name: &str) -> Result<Option<Link>> {
+    let mut st = storage(file, group)?;
+    let Some(dense) = st.dense else {
+        let Some(i) = st.compact.iter().position(|l| l.name == name.as_bytes()) else {
+            return Ok(None);
+        };
+        let link = st.compact.remove(i);
+        let empty = st.compact.is_empty() && st.info.creation_order_tracked;
+        if empty {
+            st.info.max_creation_index = Some(0);
+        }
+        let info = st.info.encode(file.sizes);
+        let sizes = file.sizes;
+        ohdr::update(file, group, move |msgs| {
+            let at = msgs.iter().position(|m| {
+                m.kind == kind::LINK
+                    && matches!(
+                        decode_message(kind::LINK, 0, &m.body, sizes, group),
+                        Ok(Message::Link(l)) if l.name == name.as_bytes()
+                    )
+            });
+            if let Some(at) = at {
+                msgs.remove(at);
+            }
+            if empty {
+                for m in msgs.iter_mut().filter(|m| m.kind == kind::LINK_INFO) {
+                    m.body = info.clone();
+                }
+            }
+            Ok(())
+        })?;
+        return Ok(Some(link));
+    };
+    let (removed, left, back) = {
+        let mut s = Session::new(file)?;
+        let Some(stored) = dense.remove(&mut s, name.as_bytes())? else {
+            return Ok(None);
+        };
+        let removed = decode_link(&s, &stored.body)?;
+        let left = dense.count(&mut s)?;
+        // Back to link messages below the minimum, if every link fits one.
+        let back = if left > 0 && left < u64::from(st.min_dense) {
+            let links = dense_list(&mut s, &dense)?;
+            let fits = links
+                .iter()
+                .all(|l| l.encode(file.sizes).is_ok_and(|b| b.len() < MESSAGE_MAX));
+            fits.then_some(links)
+        } else {
+            None
+        };
+        if left == 0 || back.is_some() {
+            dense.delete(&mut s)?;
+        }
+        (removed, left, back)
+    };
+    if left == 0 || back.is_some() {
+        st.info.fractal_heap_address = UNDEFINED_ADDRESS;
+        st.info.name_index_address = UNDEFINED_ADDRESS;
+        if st.info.creation_order_indexed {
+            st.info.creation_order_index_address = Some(UNDEFINED_ADDRESS);
+        }
+        if left == 0 && st.info.creation_order_tracked {
+            st.info.max_creation_index = Some(0);
+        }
+        let info = st.info.encode(file.sizes);
+        let mut messages = Vec::new();
+        for l in back.unwrap_or_default() {
+            messages.push(ohdr::message(kind::LINK, 0, l.encode(file.sizes)?));
+        }
+        ohdr::update(file, group, move |msgs| {
+            for m in msgs.iter_mut().filter(|m| m.kind == kind::LINK_INFO) {
+                m.body = info.clone();
             }
             msgs.extend(messages);
             Ok(())
         })?;
-        self.placed = placed;
-        self.dirty = false;
-        Ok(())
     }
+    Ok(Some(removed))
 }
 
-fn entry(l: &Link) -> LinkEntry {
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    LinkEntry {
-        name: text(&l.name),
-        creation_order: l.creation_order,
-        value: match &l.target {
-            LinkTarget::Hard(a) => LinkValue::Hard(*a),
-            LinkTarget::Soft(p) => LinkValue::Soft(text(p)),
-            LinkTarget::External { file, path, .. } => LinkValue::External {
-                file: text(file),
-                path: text(path),
-            },
-            LinkTarget::UserDefined { kind, .. } => LinkValue::UserDefined(*kind),
-        },
+/// Every link of the new-style group at `group`, its dense storage (if any) deleted: the group
+/// itself is being deleted.
+pub(crate) fn take_all(file: &FileShared, group: u64) -> Result<Vec<Link>> {
+    let st = storage(file, group)?;
+    let mut links = st.compact;
+    if let Some(d) = st.dense {
+        let mut s = Session::new(file)?;
+        links.extend(dense_list(&mut s, &d)?);
+        d.delete(&mut s)?;
     }
+    Ok(links)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn hard(t: &mut LinkTable, name: &str) {
-        t.insert(name, LinkTarget::Hard(8));
-    }
-
-    /// Dense past `max_compact`, compact again below `min_dense`, with custom thresholds too.
+    /// The group info message stores the phase change only when it is not libhdf5's default;
+    /// a tracked and indexed group's link info has an (undefined) creation-order index.
     #[test]
-    fn phase_changes_follow_the_thresholds() {
-        let mut t = LinkTable::new(GroupOptions::default());
-        for i in 0..8 {
-            hard(&mut t, &format!("l{i}"));
-        }
-        assert!(!t.is_dense());
-        hard(&mut t, "l8");
-        assert!(t.is_dense());
-        for i in 0..3 {
-            assert!(t.remove(&format!("l{i}")).is_some());
-        }
-        assert!(t.is_dense(), "6 links left: still dense");
-        assert!(t.remove("l3").is_some());
-        assert!(!t.is_dense(), "5 links left: compact");
-        assert!(t.remove("missing").is_none());
-
+    fn creation_messages_follow_libhdf5() {
         let opts = GroupOptions {
             max_compact: 2,
             min_dense: 1,
             ..GroupOptions::default()
         };
-        let mut t = LinkTable::new(opts);
-        for name in ["a", "b", "c"] {
-            hard(&mut t, name);
-        }
-        assert!(t.is_dense());
-        assert_eq!(t.options.group_info().link_phase_change, Some((2, 1)));
+        assert_eq!(opts.group_info().link_phase_change, Some((2, 1)));
         assert_eq!(GroupOptions::default().group_info().link_phase_change, None);
-    }
-
-    /// Creation orders count up from 0 and are not reused after a removal.
-    #[test]
-    fn creation_orders_are_never_reused() {
-        let mut t = LinkTable::new(GroupOptions::tracked());
-        hard(&mut t, "b");
-        hard(&mut t, "a");
-        t.remove("b");
-        hard(&mut t, "c");
-        let orders: Vec<(String, Option<i64>)> = t
-            .entries()
-            .into_iter()
-            .map(|e| (e.name, e.creation_order))
-            .collect();
-        assert_eq!(orders, vec![("a".into(), Some(1)), ("c".into(), Some(2))]);
         let info = GroupOptions::tracked().link_info();
         assert!(info.creation_order_tracked && info.creation_order_indexed);
         assert_eq!(info.creation_order_index_address, Some(UNDEFINED_ADDRESS));
+        assert_eq!(info.max_creation_index, Some(0));
     }
 }

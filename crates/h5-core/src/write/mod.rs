@@ -3,8 +3,11 @@
 //! Every structure written goes into the metadata cache as an entry whose value knows how to
 //! encode itself ([`Decoded::writable`]); the cache writes them in address order on flush, the
 //! superblock last. Raw data goes through the shared chunk cache with writable layouts
-//! (`chunks.rs`). Old-style groups and version 1 B-tree chunk indexes are changed in place, node
-//! by node, through the cache (`crate::stab`, `crate::btree1`); see `docs/design.md` §5.
+//! (`chunks.rs`). Every structure is changed in place, one entry at a time, through the cache:
+//! old-style groups and version 1 B-tree chunk indexes node by node (`crate::stab`,
+//! `crate::btree1`), new-style groups, attributes and v2 B-tree chunk indexes record by record
+//! (`links.rs`, `attrs.rs`, `chunk_index/bt2.rs` over `crate::btree2` and `crate::fheap`), array
+//! chunk indexes element by element (`crate::indexes`); see `docs/design.md` §5.
 
 pub mod alloc;
 pub(crate) mod alloc_time;
@@ -13,7 +16,7 @@ pub mod chunk_index;
 pub(crate) mod chunks;
 pub mod compact;
 pub mod dataset;
-pub(crate) mod dense;
+
 pub mod fspace;
 pub mod gheap;
 pub mod io;
@@ -194,10 +197,6 @@ pub(crate) struct WriteState {
     pub(crate) bounds: FormatBounds,
     /// The newest formats objects may be written in (`None`: the latest).
     pub(crate) high: Option<FormatBounds>,
-    /// New-style groups created or changed, by object header address.
-    pub(crate) link_tables: HashMap<u64, links::LinkTable>,
-    /// Dense attribute storage of objects written here, by object header address.
-    pub(crate) attr_tables: HashMap<u64, attrs::AttrTable>,
     /// Storage of datasets written that has work to do at flush (chunk indexes, compact
     /// data).
     pub(crate) indexes: Vec<Arc<dyn chunks::AtFlush>>,
@@ -213,6 +212,9 @@ pub(crate) struct WriteState {
     /// The file space info message and the persisted managers (files with non-default
     /// file-space settings).
     pub(crate) space_info: Option<fspace::SpaceInfoState>,
+    /// The free space of the fractal heaps changed in this session, by header address (libhdf5
+    /// keeps the same in each heap's free-space manager).
+    pub(crate) heap_space: HashMap<u64, crate::fheap::HeapSpace>,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached
@@ -538,50 +540,29 @@ impl FileShared {
             .unwrap_or(FormatBounds::LATEST)
     }
 
-    /// The links of a group being written (`None`: not a group created here).
-    pub(crate) fn written_links(&self, group: u64) -> Option<Vec<crate::group::LinkEntry>> {
-        let w = self.write.as_ref()?.lock().ok()?;
-        w.link_tables.get(&group).map(|t| t.entries())
+    /// Whether the object at `obj` stores its attributes densely.
+    pub fn attributes_are_dense(&self, obj: u64) -> Result<bool> {
+        let oh = crate::object::ObjectHeader::load(self, obj)?;
+        Ok(oh
+            .find(|m| match m {
+                h5_format::message::Message::AttributeInfo(i) => Some(*i),
+                _ => None,
+            })
+            .is_some_and(|i| i.fractal_heap_address != UNDEFINED_ADDRESS))
     }
 
-    /// The encoded attribute messages of an object whose attributes are dense and written
-    /// here (`None`: ask the file), in name order.
-    pub(crate) fn written_attributes(&self, obj: u64) -> Option<Vec<Vec<u8>>> {
-        let w = self.write.as_ref()?.lock().ok()?;
-        w.attr_tables.get(&obj).map(attrs::AttrTable::bodies)
-    }
-
-    /// Whether the object at `obj`, written here, stores its attributes densely (as of the
-    /// next flush).
-    pub fn attributes_are_dense(&self, obj: u64) -> bool {
-        self.write
-            .as_ref()
-            .and_then(|w| w.lock().ok())
-            .is_some_and(|w| w.attr_tables.contains_key(&obj))
-    }
-
-    /// Whether the new-style group at `group`, created here, stores its links densely (after
-    /// the next flush); `None` for other groups.
+    /// Whether the new-style group at `group` stores its links densely (`None`: an old-style
+    /// group).
     pub fn group_is_dense(&self, group: u64) -> Option<bool> {
-        let w = self.write.as_ref()?.lock().ok()?;
-        w.link_tables.get(&group).map(links::LinkTable::is_dense)
-    }
-
-    /// One link of a group being written (`None` outside: ask the file).
-    pub(crate) fn written_link(
-        &self,
-        group: u64,
-        name: &str,
-    ) -> Option<Option<crate::group::LinkEntry>> {
-        let w = self.write.as_ref()?.lock().ok()?;
-        w.link_tables.get(&group).map(|t| t.find(name))
-    }
-
-    /// Whether the group at `group` has a link `name` (as of the last change).
-    pub(crate) fn has_link(&self, group: u64, name: &str) -> Result<bool> {
-        if let Some(found) = self.written_link(group, name) {
-            return Ok(found.is_some());
+        let oh = crate::object::ObjectHeader::load(self, group).ok()?;
+        if !links::is_new_style(&oh) {
+            return None;
         }
+        links::is_dense(self, group).ok()
+    }
+
+    /// Whether the group at `group` has a link `name`.
+    pub(crate) fn has_link(&self, group: u64, name: &str) -> Result<bool> {
         let oh = crate::object::ObjectHeader::load(self, group)?;
         Ok(crate::group::find(self, &oh, name)?.is_some())
     }
@@ -682,22 +663,6 @@ impl FileShared {
         )
     }
 
-    /// Makes sure a new-style group at `parent` has a table in the write state: groups made
-    /// here have one; an existing group's links are loaded from the file. Old-style groups are
-    /// changed in place and have none.
-    fn ensure_table(&self, parent: u64) -> Result<()> {
-        if self.state()?.link_tables.contains_key(&parent) {
-            return Ok(());
-        }
-        // Loaded outside the state lock: loading goes through the metadata cache.
-        let oh = crate::object::ObjectHeader::load(self, parent)?;
-        if SymbolTable::of(&oh).is_none() {
-            let table = links::LinkTable::load(self, &oh)?;
-            self.state()?.link_tables.entry(parent).or_insert(table);
-        }
-        Ok(())
-    }
-
     /// Adds `target` as `name` to the group at `parent`: a link message in a new-style group,
     /// a symbol table entry (hard with `scratch`, or soft) in an old-style one.
     fn insert_link(
@@ -719,17 +684,7 @@ impl FileShared {
             };
             return st.insert(&mut self.cache()?, self.group_ks(), name.as_bytes(), &t);
         }
-        self.ensure_table(parent)?;
-        let mut w = self.state()?;
-        let t = w
-            .link_tables
-            .get_mut(&parent)
-            .ok_or_else(|| Error::Unsupported(format!("group {parent:#x} has no table")))?;
-        if t.links.contains_key(name.as_bytes()) {
-            return Err(Error::Exists(name.into()));
-        }
-        t.insert(name, target);
-        Ok(())
+        links::insert(self, parent, name, target)
     }
 
     /// Takes the link `name` out of the group at `parent` (no reference count changes):
@@ -744,13 +699,8 @@ impl FileShared {
                 Target::Soft(p) => (LinkTarget::Soft(p), ScratchPad::None),
             });
         }
-        self.ensure_table(parent)?;
-        let mut w = self.state()?;
-        let t = w
-            .link_tables
-            .get_mut(&parent)
-            .ok_or_else(|| Error::Unsupported(format!("group {parent:#x} has no table")))?;
-        let link = t.remove(name).ok_or_else(|| Error::NotFound(name.into()))?;
+        let link =
+            links::remove(self, parent, name)?.ok_or_else(|| Error::NotFound(name.into()))?;
         Ok((link.target, ScratchPad::None))
     }
 
@@ -776,7 +726,6 @@ impl FileShared {
     ) -> Result<()> {
         self.check_usable()?;
         check_name(new_name)?;
-        self.ensure_table(new_parent)?;
         if self.has_link(new_parent, new_name)? {
             return Err(Error::Exists(new_name.into()));
         }
@@ -802,22 +751,16 @@ impl FileShared {
     fn delete_object(&self, addr: u64) -> Result<()> {
         use h5_format::message::Message;
         self.descriptions.remove(addr);
-        // Members and raw data first, while the header still describes them. Tables kept for
-        // the object must not be laid out into its freed header at the next flush.
-        let (links, _attrs) = {
-            let mut w = self.state()?;
-            (w.link_tables.remove(&addr), w.attr_tables.remove(&addr))
-        };
-        if let Some(t) = links {
-            // A new-style group made here: its members lose a reference (the table's heap and
-            // index blocks, if laid out, are left unused).
-            for link in t.links.values() {
+        // Members, dense storage and raw data first, while the header still describes them.
+        let oh = crate::object::ObjectHeader::load(self, addr)?;
+        if links::is_new_style(&oh) {
+            for link in links::take_all(self, addr)? {
                 if let LinkTarget::Hard(child) = link.target {
                     self.release(child)?;
                 }
             }
         }
-        let oh = crate::object::ObjectHeader::load(self, addr)?;
+        attrs::delete_dense(self, &oh)?;
         if let Some(st) = SymbolTable::of(&oh) {
             // Its nodes and heap go first (libhdf5's `H5G__stab_delete`), then its members
             // lose a reference each.
@@ -840,7 +783,8 @@ impl FileShared {
     }
 
     /// Frees a deleted dataset's raw data: a contiguous block, or the chunks and nodes of a
-    /// version 1 B-tree index (other indexes' space is left unused).
+    /// B-tree index (v1 or v2) never opened for writing here (array indexes' space is left
+    /// unused).
     fn delete_raw_data(
         &self,
         addr: u64,
@@ -900,6 +844,37 @@ impl FileShared {
                 use chunks::WritableChunkIndex;
                 index.free(self)?;
             }
+            LayoutClass::Chunked {
+                index: ChunkIndex::BtreeV2 { address, .. },
+                dims,
+                ..
+            } if *address != UNDEFINED_ADDRESS => {
+                // A v2 B-tree index never opened for writing: its chunks and nodes are freed
+                // through the tree.
+                let rank = dims.len().saturating_sub(1);
+                let chunk_bytes = dims
+                    .iter()
+                    .try_fold(1u64, |a, d| a.checked_mul(*d))
+                    .unwrap_or(u64::MAX);
+                let filtered = oh_filtered(self, addr)?;
+                let bt = chunk_index::ChunkBtree {
+                    header: *address,
+                    rank,
+                    chunk_bytes,
+                    chunk_size_len: h5_format::btree2::filtered_chunk_size_len(
+                        layout.version,
+                        self.sizes,
+                        chunk_bytes,
+                    ),
+                    filtered,
+                };
+                bt.delete(self, &mut |s, r| {
+                    if r.size > 0 {
+                        s.free(SpaceKind::Raw, r.addr, r.size)?;
+                    }
+                    Ok(())
+                })?;
+            }
             _ => {}
         }
         Ok(())
@@ -948,8 +923,7 @@ impl FileShared {
         for ix in indexes {
             ix.flush(self)?;
         }
-        self.lay_out_dirty(|w| &mut w.link_tables)?;
-        self.lay_out_dirty(|w| &mut w.attr_tables)?;
+        crate::fheap::persist_all(self)?;
         // Everything is placed: the aggregators give their unused space back and the end of
         // allocation shrinks over free space at the end, before the superblock records it;
         // persisted free space gets its managers (§5.3).
@@ -1009,58 +983,15 @@ fn commit_point(unused: Vec<std::ops::Range<u64>>, superblock_at: u64) -> Commit
     }
 }
 
-/// A structure kept as a table while the file is open and laid out at flush.
-trait LaidOutAtFlush {
-    /// Changed since its last layout.
-    fn is_dirty(&self) -> bool;
-    /// Writes it for the object whose header is at `addr`.
-    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()>;
-}
-
-impl LaidOutAtFlush for links::LinkTable {
-    fn is_dirty(&self) -> bool {
-        self.dirty
-    }
-    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()> {
-        self.lay_out(file, addr)
-    }
-}
-
-impl LaidOutAtFlush for attrs::AttrTable {
-    fn is_dirty(&self) -> bool {
-        self.dirty
-    }
-    fn lay_out_for(&mut self, file: &FileShared, addr: u64) -> Result<()> {
-        self.lay_out(file, addr)
-    }
-}
-
-impl FileShared {
-    /// Lays out every dirty table of one kind, in address order, each outside the state lock
-    /// (laying out allocates and uses the cache).
-    fn lay_out_dirty<T: LaidOutAtFlush>(
-        &self,
-        pick: impl Fn(&mut WriteState) -> &mut HashMap<u64, T>,
-    ) -> Result<()> {
-        let mut dirty: Vec<u64> = {
-            let mut w = self.state()?;
-            pick(&mut w)
-                .iter()
-                .filter(|(_, t)| t.is_dirty())
-                .map(|(a, _)| *a)
-                .collect()
-        };
-        dirty.sort_unstable();
-        for addr in dirty {
-            let Some(mut t) = pick(&mut *self.state()?).remove(&addr) else {
-                continue;
-            };
-            let r = t.lay_out_for(self, addr);
-            pick(&mut *self.state()?).insert(addr, t);
-            r?;
-        }
-        Ok(())
-    }
+/// Whether the object at `addr` has a filter pipeline.
+fn oh_filtered(file: &FileShared, addr: u64) -> Result<bool> {
+    let oh = crate::object::ObjectHeader::load(file, addr)?;
+    Ok(oh
+        .find(|m| match m {
+            h5_format::message::Message::FilterPipeline(p) => Some(!p.filters.is_empty()),
+            _ => None,
+        })
+        .unwrap_or(false))
 }
 
 fn check_name(name: &str) -> Result<()> {
@@ -1120,9 +1051,6 @@ fn create_group_object(
         let reserve =
             usize::from(links::ESTIMATED_ENTRIES) * ohdr::message_bytes(version, flags, estimate);
         let addr = ohdr::create_with_flags(file, version, flags, reserve, messages)?;
-        file.state()?
-            .link_tables
-            .insert(addr, links::LinkTable::new(*options));
         return Ok((addr, ScratchPad::None));
     }
     let st = SymbolTable::create(&mut file.cache()?, file.group_ks())?;

@@ -10,7 +10,6 @@
 
 use std::collections::HashSet;
 
-use h5_format::btree2::{Record, RecordContext};
 use h5_format::datatype::{Datatype, VarLenKind};
 use h5_format::heap::global::GlobalHeapId;
 use h5_format::message::{Message, decode_message, kind};
@@ -220,14 +219,6 @@ impl FileShared {
             let a = crate::attribute::resolve(self, a)?;
             Ok(has_vlen(&a.datatype).then_some((a.datatype, a.data)))
         };
-        if let Some(bodies) = self.written_attributes(obj) {
-            for b in bodies {
-                if let Some(found) = decode(&b)? {
-                    return Ok(Some(found));
-                }
-            }
-            return Ok(None);
-        }
         let oh = ObjectHeader::load(self, obj)?;
         if let Some(m) = oh.find(|m| match m {
             Message::Attribute(a) if a.name == name => Some(a.clone()),
@@ -242,32 +233,12 @@ impl FileShared {
         }) else {
             return Ok(None);
         };
-        if info.fractal_heap_address == h5_format::UNDEFINED_ADDRESS {
+        let Some(dense) = crate::write::attrs::dense_of(&info) else {
             return Ok(None);
-        }
-        let hash = h5_format::checksum::lookup3(name.as_bytes(), 0);
-        let cmp = move |r: &Record| match r {
-            Record::AttributeName { hash: h, .. } => h.cmp(&hash),
-            _ => std::cmp::Ordering::Less,
         };
-        let records = walk::btree2_find(
-            self,
-            info.name_index_address,
-            RecordContext::new(self.sizes),
-            &cmp,
-        )?;
-        if records.is_empty() {
-            return Ok(None);
+        match dense.find(&mut crate::access::Reading(self), name.as_bytes())? {
+            Some(stored) => decode(&stored.body),
+            None => Ok(None),
         }
-        let heap = walk::fractal_header(self, info.fractal_heap_address)?;
-        for r in records {
-            if let Record::AttributeName { heap_id, .. } = r {
-                let bytes = walk::fractal_object(self, &heap, &heap_id)?;
-                if let Some(found) = decode(&bytes)? {
-                    return Ok(Some(found));
-                }
-            }
-        }
-        Ok(None)
     }
 }

@@ -9,11 +9,12 @@ use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
 use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass, SINGLE_INDEX_WITH_FILTER};
 
+use super::ChunkBtree as Btree2Index;
 use super::btree1::BtreeV1Chunks;
+use super::btree2::BtreeV2Chunks;
 use super::simple::{ImplicitChunks, SingleChunk};
-use super::table::{TableIndex, TableShape};
-use super::{ArrayIndex, ChunkIndexKind, EA_PARAMS, FA_PAGE_BITS, header_len};
 use super::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
+use super::{ChunkIndexKind, EA_PARAMS, FA_PAGE_BITS, header_len};
 use crate::btree1::chunk::ChunkBtree;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
@@ -289,13 +290,15 @@ impl FileShared {
             }
             ChunkIndexKind::BtreeV2 => {
                 let address = header(kind)?;
-                let shape = TableShape::BtreeV2(ArrayIndex {
+                let tree = Btree2Index {
                     header: address,
-                    chunk_dims: spec.chunk.to_vec(),
+                    rank: spec.chunk.len(),
                     chunk_bytes,
                     chunk_size_len,
                     filtered,
-                });
+                };
+                tree.create(self)?;
+                let file = self.this.get().cloned().unwrap_or_default();
                 (
                     ChunkIndex::BtreeV2 {
                         address,
@@ -303,7 +306,7 @@ impl FileShared {
                         split_percent: BT2_SPLIT_PERCENT,
                         merge_percent: BT2_MERGE_PERCENT,
                     },
-                    Arc::new(TableIndex::new(space.clone(), shape, spec.chunk.to_vec())),
+                    Arc::new(BtreeV2Chunks::new(tree, file, space.clone())),
                     0,
                 )
             }

@@ -1,7 +1,7 @@
 //! Writable indexes of chunked datasets that existed before the file was opened for writing,
 //! with a layout version 4 index. Fixed and extensible arrays are changed in place whatever
 //! their creation parameters; a single chunk and implicit chunks need no structure; a v2
-//! B-tree is read into the table adapter (and must have the parameters h5 lays out).
+//! B-tree is changed in place too (when it has libhdf5's default parameters).
 
 use std::sync::Arc;
 
@@ -9,10 +9,11 @@ use h5_format::UNDEFINED_ADDRESS;
 use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::layout::{ChunkIndex, LayoutClass};
 
+use super::ChunkBtree as Btree2Index;
 use super::bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
+use super::btree2::BtreeV2Chunks;
 use super::simple::{ImplicitChunks, SingleChunk};
-use super::table::{TableIndex, TableShape};
-use super::{ArrayIndex, ChunkIndexKind, header_len};
+use super::{ChunkIndexKind, header_len};
 use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
@@ -168,31 +169,23 @@ pub(crate) fn load(
             {
                 return Ok(None);
             }
-            let allocated = address != UNDEFINED_ADDRESS;
-            let header = if allocated {
-                address
-            } else {
-                new_header(file, info, kind)?
-            };
-            let shape = TableShape::BtreeV2(ArrayIndex {
-                header,
-                chunk_dims: chunk.to_vec(),
+            let tree = Btree2Index {
+                header: if address != UNDEFINED_ADDRESS {
+                    address
+                } else {
+                    new_header(file, info, kind)?
+                },
+                rank: chunk.len(),
                 chunk_bytes,
                 chunk_size_len,
                 filtered,
-            });
-            if allocated {
-                let records = read_records(file, info)?;
-                Arc::new(TableIndex::with_records(
-                    space,
-                    shape,
-                    chunk.to_vec(),
-                    records,
-                    Vec::new(),
-                ))
-            } else {
-                Arc::new(TableIndex::new(space, shape, chunk.to_vec()))
+            };
+            // The tree is changed in place: nothing to read; an index never made gets its
+            // header.
+            if address == UNDEFINED_ADDRESS {
+                tree.create(file)?;
             }
+            Arc::new(BtreeV2Chunks::new(tree, Arc::downgrade(file), space))
         }
     };
     Ok(Some(out))
@@ -223,22 +216,4 @@ fn new_header(file: &Arc<FileShared>, info: &DatasetInfo, kind: ChunkIndexKind) 
         },
     )?;
     Ok(h)
-}
-
-/// Every written chunk's record, by scaled coordinates, read through the file's index.
-fn read_records(
-    file: &Arc<FileShared>,
-    info: &DatasetInfo,
-) -> Result<Vec<(Vec<u64>, ChunkRecord)>> {
-    let layout = crate::dataset::build_layout(file, info)?;
-    let chunk = info.chunk_dims().unwrap_or_default();
-    let counts = crate::indexes::grid(info.dims(), &chunk);
-    let mut out = Vec::new();
-    crate::dataset::visit_chunks(layout.as_ref(), &counts, "take over for writing", |c, l| {
-        if let Some(r) = l.udata.downcast_ref::<ChunkRecord>() {
-            out.push((c.as_slice().to_vec(), *r));
-        }
-        Ok(())
-    })?;
-    Ok(out)
 }

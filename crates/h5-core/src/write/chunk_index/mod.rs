@@ -1,8 +1,9 @@
 //! Chunk indexes of written datasets: which index a dataset gets (libhdf5's rule per format
 //! bound), creating it, and the kinds without a structure of their own (`simple.rs`: single
-//! chunk, implicit). Fixed and extensible arrays are changed in place by their modules in
-//! `crate::indexes`, the version 1 B-tree by `crate::btree1::chunk` (`btree1.rs`); the v2
-//! B-tree (`bt2.rs`) is for now an ordered table laid out at flush (`table.rs`).
+//! chunk, implicit). Every index is changed in place through the metadata cache: fixed and
+//! extensible arrays by their modules in `crate::indexes`, the version 1 B-tree by
+//! `crate::btree1::chunk` (`btree1.rs`), the v2 B-tree record by record (`bt2.rs` over
+//! `crate::btree2`, behind the trait in `btree2.rs`).
 //!
 //! Invariants: an index's root or header (the structure the layout message points at) never
 //! moves. Every structure goes into the metadata cache as the decoded value the reader loads
@@ -10,15 +11,12 @@
 
 mod bt2;
 pub(crate) mod btree1;
+pub(crate) mod btree2;
 pub(crate) mod create;
 pub(crate) mod existing;
 pub(crate) mod simple;
-pub(crate) mod table;
-
-use std::collections::BTreeMap;
 
 use h5_format::message::dataspace::UNLIMITED;
-use h5_metacache::MetadataKind;
 
 use crate::error::Result;
 use crate::file::FileShared;
@@ -27,7 +25,7 @@ use crate::write::FormatBounds;
 
 pub(crate) use crate::indexes::earray::EA_PARAMS;
 pub(crate) use crate::indexes::farray::FA_PAGE_BITS;
-pub(crate) use bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
+pub(crate) use bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT, ChunkBtree};
 
 /// The kind of chunk index of a chunked dataset.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -122,76 +120,6 @@ pub(crate) fn check(
     }
 }
 
-/// What a v2 B-tree laid out at flush needs to know besides its chunk table.
-#[derive(Clone, Debug)]
-pub(crate) struct ArrayIndex {
-    /// Relative address of its header (fixed).
-    pub(crate) header: u64,
-    /// Chunk dimensions.
-    pub(crate) chunk_dims: Vec<u64>,
-    /// Bytes of an unfiltered chunk.
-    pub(crate) chunk_bytes: u64,
-    /// Width of a filtered record's chunk size (from the layout message version, see
-    /// `h5_format::btree2::filtered_chunk_size_len`).
-    pub(crate) chunk_size_len: usize,
-    /// Whether records carry a size and filter mask.
-    pub(crate) filtered: bool,
-}
-
-/// One structure placed below a header: its cache class, relative address and length (0 for
-/// pages, whose space is their block's).
-pub(crate) type Placed = (MetadataKind, u64, u64);
-
-/// A flush dependency: the parent (class, relative address) is written after the child
-/// (relative address), so that a structure on disk never points at one not yet written.
-pub(crate) type Dep = (MetadataKind, u64, u64);
-
-/// What one layout of an index put into the cache below its header.
-#[derive(Debug, Default)]
-pub(crate) struct LaidOut {
-    /// The blocks (removed, and their space freed, when the index is laid out again).
-    pub(crate) placed: Vec<Placed>,
-    /// Parent → child flush dependencies among the header and the blocks.
-    pub(crate) deps: Vec<Dep>,
-}
-
-impl ArrayIndex {
-    /// Scaled chunk coordinates of the element offsets `off`.
-    pub(crate) fn scaled(&self, off: &[u64]) -> Vec<u64> {
-        off.iter()
-            .zip(&self.chunk_dims)
-            .map(|(o, c)| o / c.max(&1))
-            .collect()
-    }
-
-    /// Puts the header and the nodes for `records` (keyed by element offsets, absolute
-    /// addresses) into the cache bottom-up, each node or header a flush-dependency parent of
-    /// the nodes it points at; returns what was placed (the header excluded).
-    pub(crate) fn lay_out(
-        &self,
-        file: &FileShared,
-        records: &BTreeMap<Vec<u64>, ChunkRecord>,
-    ) -> Result<LaidOut> {
-        bt2::lay_out(self, file, records)
-    }
-
-    /// The array-style entry for `r` (relative address).
-    pub(crate) fn entry(
-        &self,
-        file: &FileShared,
-        r: &ChunkRecord,
-    ) -> Result<h5_format::fixed_array::ChunkEntry> {
-        let address = r.addr.checked_sub(file.base).ok_or_else(|| {
-            crate::error::Error::Unsupported("a chunk below the base address".into())
-        })?;
-        Ok(h5_format::fixed_array::ChunkEntry {
-            address,
-            size: self.filtered.then_some(r.size),
-            filter_mask: if self.filtered { r.filter_mask } else { 0 },
-        })
-    }
-}
-
 /// Bytes of the header an index of `kind` needs allocated at creation (fixed array, extensible
 /// array or v2 B-tree).
 pub(crate) fn header_len(kind: ChunkIndexKind, sizes: h5_format::Sizes) -> usize {
@@ -202,105 +130,6 @@ pub(crate) fn header_len(kind: ChunkIndexKind, sizes: h5_format::Sizes) -> usize
         }
         _ => h5_format::btree2::Btree2Header::encoded_len(sizes),
     }
-}
-
-/// Puts a parent structure into the cache after its `children` (relative addresses), then makes
-/// it their flush-dependency parent (recorded in `deps`), so that the cache writes it only
-/// after them. Blocks are put bottom-up for this: a child already evicted has been written.
-pub(crate) fn put_parent(
-    file: &FileShared,
-    kind: MetadataKind,
-    addr: u64,
-    value: crate::meta::Decoded,
-    children: &[u64],
-    deps: &mut Vec<Dep>,
-) -> Result<()> {
-    crate::write::put(file, kind, addr, value)?;
-    deps.extend(children.iter().map(|c| (kind, addr, *c)));
-    depend(file, kind, addr, children)
-}
-
-/// Makes `parent` the flush-dependency parent of its resident `children`. The parent is
-/// protected while the dependencies are made (the cache requires a pinned or protected parent;
-/// having children then keeps it pinned).
-fn depend(file: &FileShared, kind: MetadataKind, parent: u64, children: &[u64]) -> Result<()> {
-    use h5_metacache::{ProtectFlags, UnprotectFlags};
-    let p = file.abs(parent)?;
-    let mut meta = file
-        .meta
-        .lock()
-        .map_err(|_| crate::error::Error::Poisoned)?;
-    let mut resident = Vec::with_capacity(children.len());
-    for c in children {
-        let c = file.abs(*c)?;
-        if meta.contains(c) {
-            resident.push(c);
-        }
-    }
-    if resident.is_empty() || !meta.contains(p) {
-        return Ok(());
-    }
-    let never =
-        crate::meta::Load::exact(0, |_| -> std::result::Result<(), h5_format::FormatError> {
-            Err(h5_format::FormatError::Unsupported {
-                structure: "chunk index",
-                address: h5_format::UNDEFINED_ADDRESS,
-                what: "reloading a block being laid out".into(),
-            })
-        });
-    let h = meta
-        .protect(kind.id(), p, &never, ProtectFlags::NONE)
-        .map_err(crate::file::cache_error)?;
-    let mut r = Ok(());
-    for c in resident {
-        r = meta
-            .create_flush_dependency(p, c)
-            .map_err(crate::file::cache_error);
-        if r.is_err() {
-            break;
-        }
-    }
-    meta.unprotect(h, UnprotectFlags::NONE)
-        .map_err(|e| crate::error::Error::Cache(e.error))?;
-    r
-}
-
-/// Destroys the flush dependencies of a previous layout (those whose entries are still
-/// resident; an evicted entry took its dependencies with it).
-pub(crate) fn undepend(file: &FileShared, deps: &[Dep]) -> Result<()> {
-    let mut meta = file
-        .meta
-        .lock()
-        .map_err(|_| crate::error::Error::Poisoned)?;
-    for &(_, parent, child) in deps {
-        let (p, c) = (file.abs(parent)?, file.abs(child)?);
-        if meta.contains(p) && meta.contains(c) {
-            meta.destroy_flush_dependency(p, c)
-                .map_err(crate::file::cache_error)?;
-        }
-    }
-    Ok(())
-}
-
-/// Removes the blocks of a previous layout from the cache, freeing the space of those with a
-/// length (pages inside a block have none: their block's space covers them).
-pub(crate) fn remove(file: &FileShared, placed: Vec<Placed>) -> Result<()> {
-    for (kind, addr, len) in placed {
-        if len > 0 {
-            crate::write::drop_entry(file, kind, addr, len)?;
-        } else {
-            let abs = file.abs(addr)?;
-            let mut meta = file
-                .meta
-                .lock()
-                .map_err(|_| crate::error::Error::Poisoned)?;
-            if meta.contains(abs) {
-                meta.expunge(kind.id(), abs, h5_metacache::ExpungeFlags::NONE)
-                    .map_err(crate::file::cache_error)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Rewrites the layout message of the single-chunk dataset whose header is at `at` with the

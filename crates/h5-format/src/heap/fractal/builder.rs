@@ -512,30 +512,14 @@ impl FractalHeapBuilder {
         }
     }
 
-    /// libhdf5's smallest direct block size for an object of `len` bytes.
-    fn min_block_size(&self, len: u64) -> Result<u64> {
-        let start = self.table().start_block_size;
-        let mut min = if len < start {
-            start
-        } else {
-            1u64.checked_shl(1 + (63 - len.leading_zeros()))
-                .unwrap_or(u64::MAX)
-        };
-        if min < self.overhead() + len {
-            min = min.saturating_mul(2);
-        }
-        if min > self.table().max_direct_block_size {
-            return Err(encode_error(
-                STRUCTURE,
-                format!("object of {len} bytes needs a direct block of {min} bytes"),
-            ));
-        }
-        Ok(min)
-    }
-
     /// Creates a direct block large enough for `len` bytes; returns its free section.
     fn new_direct_block(&mut self, len: u64) -> Result<(u64, u64)> {
-        let min = self.min_block_size(len)?;
+        let min = self.hdr.min_block_size(len).ok_or_else(|| {
+            encode_error(
+                STRUCTURE,
+                format!("object of {len} bytes needs a direct block over the maximum"),
+            )
+        })?;
         let start = self.table().start_block_size;
         if self.root.is_none() && min == start {
             self.hdr.managed_space = start;
@@ -554,41 +538,12 @@ impl FractalHeapBuilder {
         self.create_direct(Some((pos.iblock, pos.entry)), block_offset, size)
     }
 
-    /// Row of the blocks of `size` bytes.
-    fn size_to_row(&self, size: u64) -> u32 {
-        let start = self.table().start_block_size;
-        if size <= start {
-            0
-        } else {
-            size.trailing_zeros() - start.trailing_zeros() + 1
-        }
-    }
-
     /// Heap offset of slot `entry` of indirect block `i`.
     fn entry_offset(&self, i: usize, entry: usize) -> Result<u64> {
         let b = self.iblock(i)?;
-        let row = (entry / self.width()) as u32;
-        let column = (entry % self.width()) as u64;
-        let t = self.table();
-        match (t.row_offset(row), t.row_block_size(row)) {
-            (Some(off), Some(size)) => Ok(b.block_offset + off + column * size),
-            _ => Err(internal(format!("row {row}"))),
-        }
-    }
-
-    /// Free space of all direct blocks in one slot of `row` (a direct block, or a whole child
-    /// indirect block).
-    fn row_free_space(&self, row: u32) -> u64 {
-        let t = self.table();
-        if row < t.max_direct_rows() {
-            t.row_block_size(row)
-                .map_or(0, |s| s.saturating_sub(self.overhead()))
-        } else {
-            let rows = t.child_rows(row).map_or(0, u32::from);
-            (0..rows)
-                .map(|r| self.row_free_space(r) * self.width() as u64)
-                .sum()
-        }
+        self.table()
+            .entry_offset(b.block_offset, entry)
+            .ok_or_else(|| internal(format!("slot {entry}")))
     }
 
     /// Where the next-block iterator is: the deepest existing indirect block covering the
@@ -631,7 +586,7 @@ impl FractalHeapBuilder {
         if !matches!(self.root, Some(Node::Indirect(_))) {
             return self.create_root_indirect(min);
         }
-        let min_row = self.size_to_row(min);
+        let min_row = self.table().size_to_row(min);
         let pos = self.position()?;
         let rows = u32::from(self.iblock(pos.iblock)?.rows);
         if min_row > pos.row && pos.row < rows {
@@ -686,15 +641,7 @@ impl FractalHeapBuilder {
     /// Turns the root (empty or a direct block) into an indirect block.
     fn create_root_indirect(&mut self, min: u64) -> Result<()> {
         let t = self.table();
-        let rows = if self.hdr.starting_root_rows == 0 {
-            t.max_root_rows()
-        } else {
-            let mut row_off = min.trailing_zeros() - t.start_bits();
-            if row_off > 0 {
-                row_off += 1;
-            }
-            u32::from(self.hdr.starting_root_rows).max(1 + row_off)
-        };
+        let rows = self.hdr.new_root_rows(min);
         let rows = u16::try_from(rows)
             .ok()
             .filter(|&r| u32::from(r) <= t.max_root_rows())
@@ -724,11 +671,9 @@ impl FractalHeapBuilder {
             let n = (usize::from(rows) - 1) * self.width() - has_direct;
             self.skip(i, has_direct, n)?;
         }
-        let all: u64 = (0..u32::from(rows))
-            .map(|r| self.row_free_space(r) * self.width() as u64)
-            .sum();
+        let all = self.hdr.rows_free_space(u32::from(rows));
         let counted = if has_direct == 1 {
-            self.row_free_space(0)
+            self.hdr.row_free_space(0)
         } else {
             0
         };
@@ -747,23 +692,16 @@ impl FractalHeapBuilder {
         };
         let t = self.table();
         let old = u32::from(self.iblock(i)?.rows);
-        let next_size = t.row_block_size(old);
-        let skip_direct = old < t.max_direct_rows() && next_size.is_some_and(|s| min > s);
-        let min_rows = if skip_direct {
-            1 + self.size_to_row(min)
-        } else {
-            0
-        };
-        let new = min_rows.max((2 * old).min(t.max_root_rows()));
-        if new <= old {
-            return Err(encode_error(
+        let (new, min_rows) = self.hdr.doubled_root_rows(old, min).ok_or_else(|| {
+            encode_error(
                 STRUCTURE,
                 format!(
                     "heap full: the root indirect block has all {old} rows of a {}-bit heap",
                     t.max_heap_size_bits
                 ),
-            ));
-        }
+            )
+        })?;
+        let skip_direct = min_rows > 0;
         let width = self.width();
         let new_rows = u16::try_from(new).map_err(|_| internal(format!("{new} rows")))?;
         let b = self
@@ -778,9 +716,7 @@ impl FractalHeapBuilder {
             let first = old as usize * width;
             self.skip(i, first, (min_rows as usize - 1) * width - first)?;
         }
-        let added: u64 = (old..new)
-            .map(|r| self.row_free_space(r) * width as u64)
-            .sum();
+        let added = self.hdr.rows_free_space(new) - self.hdr.rows_free_space(old);
         self.hdr.managed_free_space += added;
         self.hdr.managed_space = t
             .indirect_span(new_rows)

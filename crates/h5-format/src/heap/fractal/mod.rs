@@ -17,6 +17,7 @@ mod builder;
 mod dtable;
 mod header;
 mod id;
+mod rules;
 
 pub use block::{ChildDirectBlock, FractalDirectBlock, FractalIndirectBlock};
 pub use builder::{

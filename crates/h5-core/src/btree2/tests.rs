@@ -1,0 +1,317 @@
+//! The v2 B-tree engine against a reference map: random inserts, updates and removals with a
+//! structural check after every change, a tiny metadata cache with per-call invariant checks,
+//! and flushes and reopenings at random points.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use h5_format::btree2::{Btree2Type, Record, RecordContext};
+use proptest::prelude::*;
+
+use super::*;
+use crate::access::{Reading, Session};
+use crate::file::FileShared;
+use crate::testutil::{new_file, settings};
+
+/// The trees under test: their record type and how to make a record and its key from a
+/// number.
+#[derive(Clone, Copy, Debug)]
+enum Use {
+    /// Chunk records of a 2-d dataset (2048-byte nodes).
+    Chunks,
+    /// Filtered chunk records of a 3-d dataset.
+    FilteredChunks,
+    /// Link creation orders (512-byte nodes).
+    LinkOrder,
+    /// Attribute creation orders.
+    AttrOrder,
+    /// Huge objects by ID.
+    HugeIds,
+}
+
+impl Use {
+    fn ctx(self, sizes: h5_format::Sizes) -> RecordContext {
+        match self {
+            Use::Chunks => RecordContext::for_chunks(sizes, 2, 4096),
+            Use::FilteredChunks => RecordContext::for_chunks(sizes, 3, 4096),
+            _ => RecordContext::new(sizes),
+        }
+    }
+
+    fn tree_type(self) -> Btree2Type {
+        match self {
+            Use::Chunks => Btree2Type::Chunks,
+            Use::FilteredChunks => Btree2Type::FilteredChunks,
+            Use::LinkOrder => Btree2Type::LinkCreationOrder,
+            Use::AttrOrder => Btree2Type::AttributeCreationOrder,
+            Use::HugeIds => Btree2Type::HugeIndirect,
+        }
+    }
+
+    fn scaled(self, k: u64) -> Vec<u64> {
+        match self {
+            Use::FilteredChunks => vec![k % 7, k / 7 % 13, k / 91],
+            _ => vec![k / 100, k % 100],
+        }
+    }
+
+    /// The record of key `k` carrying `v`.
+    fn record(self, k: u64, v: u64) -> Record {
+        let mut id = v.to_le_bytes()[..7].to_vec();
+        id[0] = 0x20;
+        match self {
+            Use::Chunks => Record::Chunk {
+                address: v,
+                scaled: self.scaled(k),
+            },
+            Use::FilteredChunks => Record::FilteredChunk {
+                address: v,
+                size: v % 4000,
+                filter_mask: (v % 3) as u32,
+                scaled: self.scaled(k),
+            },
+            Use::LinkOrder => Record::LinkCreationOrder {
+                creation_order: k,
+                heap_id: id,
+            },
+            Use::AttrOrder => Record::AttributeCreationOrder {
+                heap_id: v.to_le_bytes(),
+                flags: 0,
+                creation_order: k as u32,
+            },
+            Use::HugeIds => Record::HugeIndirect {
+                address: v,
+                length: v / 2,
+                id: k + 1,
+            },
+        }
+    }
+
+    fn key(self, k: u64) -> Box<dyn Key> {
+        match self {
+            Use::Chunks | Use::FilteredChunks => Box::new(OwnedChunkKey(self.scaled(k))),
+            Use::LinkOrder | Use::AttrOrder => Box::new(OrderKey(k)),
+            Use::HugeIds => Box::new(HugeIdKey(k + 1)),
+        }
+    }
+
+    /// Every key this use can make sorts the same way as the numbers (for the reference map).
+    fn sort_key(self, k: u64) -> Vec<u64> {
+        match self {
+            Use::Chunks | Use::FilteredChunks => self.scaled(k),
+            _ => vec![k],
+        }
+    }
+}
+
+struct OwnedChunkKey(Vec<u64>);
+
+impl Key for OwnedChunkKey {
+    fn cmp(&self, a: &mut dyn crate::access::MetaAccess, rec: &Record) -> Result<Ordering> {
+        ChunkKey(&self.0).cmp(a, rec)
+    }
+}
+
+fn order_of(u: Use) -> impl Fn(&Record, &Record) -> Ordering {
+    move |a: &Record, b: &Record| {
+        let k = |r: &Record| match r {
+            Record::Chunk { scaled, .. } | Record::FilteredChunk { scaled, .. } => scaled.clone(),
+            Record::LinkCreationOrder { creation_order, .. } => vec![*creation_order],
+            Record::AttributeCreationOrder { creation_order, .. } => {
+                vec![u64::from(*creation_order)]
+            }
+            Record::HugeIndirect { id, .. } => vec![*id],
+            _ => Vec::new(),
+        };
+        let _ = u;
+        k(a).cmp(&k(b))
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u64, u64),
+    Remove(u64),
+    Update(u64, u64),
+    Flush,
+    Reopen,
+}
+
+fn ops(max_key: u64) -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            6 => (0..max_key, 1..u32::MAX as u64).prop_map(|(k, v)| Op::Insert(k, v)),
+            3 => (0..max_key).prop_map(Op::Remove),
+            1 => (0..max_key, 1..u32::MAX as u64).prop_map(|(k, v)| Op::Update(k, v)),
+            1 => Just(Op::Flush),
+            1 => Just(Op::Reopen),
+        ],
+        1..400,
+    )
+}
+
+/// Runs `ops` on a fresh tree of `u` and checks it against a map after each one.
+fn run(u: Use, ops: &[Op], tiny: bool, check_each: bool) {
+    let (storage, mut file) = new_file(tiny);
+    let sizes = file.sizes;
+    let ctx = u.ctx(sizes);
+    let addr = {
+        let mut s = Session::new(&file).unwrap();
+        create(&mut s, params_for(u.tree_type(), &ctx).unwrap()).unwrap()
+    };
+    let tree = Tree { addr, ctx };
+    let mut model: BTreeMap<Vec<u64>, (u64, Record)> = BTreeMap::new();
+    let order = order_of(u);
+    for op in ops {
+        match *op {
+            Op::Insert(k, v) => {
+                let mut s = Session::new(&file).unwrap();
+                let r = insert(&mut s, &tree, u.key(k).as_ref(), u.record(k, v));
+                drop(s);
+                match model.entry(u.sort_key(k)) {
+                    std::collections::btree_map::Entry::Occupied(_) => {
+                        assert!(matches!(r, Err(crate::Error::Exists(_))), "{r:?}");
+                    }
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        r.unwrap();
+                        e.insert((k, u.record(k, v)));
+                    }
+                }
+            }
+            Op::Remove(k) => {
+                let mut s = Session::new(&file).unwrap();
+                let r = remove(&mut s, &tree, u.key(k).as_ref()).unwrap();
+                drop(s);
+                assert_eq!(r, model.remove(&u.sort_key(k)).map(|(_, r)| r));
+            }
+            Op::Update(k, v) => {
+                let mut s = Session::new(&file).unwrap();
+                let new = u.record(k, v);
+                let n2 = new.clone();
+                let found =
+                    update(&mut s, &tree, u.key(k).as_ref(), &mut |r| *r = n2.clone()).unwrap();
+                drop(s);
+                assert_eq!(found, model.contains_key(&u.sort_key(k)));
+                if let Some(e) = model.get_mut(&u.sort_key(k)) {
+                    e.1 = new;
+                }
+            }
+            Op::Flush => file.flush().unwrap(),
+            Op::Reopen => {
+                file.flush().unwrap();
+                drop(file);
+                file = FileShared::open_rw(Arc::clone(&storage), &settings(tiny), None).unwrap();
+            }
+        }
+        if check_each {
+            let n = check(&mut Reading(&file), &tree, Some(&order)).unwrap();
+            assert_eq!(n, model.len() as u64);
+        }
+    }
+    let want: Vec<Record> = model.values().map(|(_, r)| r.clone()).collect();
+    assert_eq!(records(&mut Reading(&file), &tree).unwrap(), want);
+    for (k, r) in model.values() {
+        assert_eq!(
+            find(&mut Reading(&file), &tree, u.key(*k).as_ref())
+                .unwrap()
+                .as_ref(),
+            Some(r)
+        );
+    }
+    // Read back from the bytes alone, by a read-only handle.
+    file.flush().unwrap();
+    drop(file);
+    let file = FileShared::open(storage, &settings(false), None).unwrap();
+    assert_eq!(records(&mut Reading(&file), &tree).unwrap(), want);
+    assert_eq!(
+        check(&mut Reading(&file), &tree, Some(&order)).unwrap(),
+        want.len() as u64
+    );
+}
+
+/// Sequential inserts grow the tree to depth 2 and more; removing everything in another order
+/// shrinks it back to empty (root collapses), with the structure checked all the way.
+#[test]
+fn grows_and_shrinks_through_every_depth() {
+    for u in [Use::LinkOrder, Use::Chunks] {
+        let n = if matches!(u, Use::Chunks) {
+            12_000
+        } else {
+            4_000
+        };
+        let mut ops: Vec<Op> = (0..n).map(|k| Op::Insert(k, k * 3 + 1)).collect();
+        ops.push(Op::Reopen);
+        ops.extend((0..n).map(|k| Op::Remove((k * 7919) % n)));
+        run(u, &ops, false, false);
+    }
+    // Depth reached, checked on a tree kept full.
+    let (_storage, file) = new_file(false);
+    let ctx = Use::LinkOrder.ctx(file.sizes);
+    let mut s = Session::new(&file).unwrap();
+    let addr = create(
+        &mut s,
+        params_for(Btree2Type::LinkCreationOrder, &ctx).unwrap(),
+    )
+    .unwrap();
+    let tree = Tree { addr, ctx };
+    for k in 0..5_000u64 {
+        insert(&mut s, &tree, &OrderKey(k), Use::LinkOrder.record(k, k)).unwrap();
+    }
+    drop(s);
+    let h = header(&mut Reading(&file), &tree).unwrap();
+    assert!(h.depth >= 2, "depth {}", h.depth);
+    assert_eq!(h.root.total_records, 5_000);
+    let order = order_of(Use::LinkOrder);
+    assert_eq!(
+        check(&mut Reading(&file), &tree, Some(&order)).unwrap(),
+        5_000
+    );
+}
+
+/// Node sizes and split/merge percents are libhdf5's per use.
+#[test]
+fn parameters_are_libhdf5s() {
+    let sizes = h5_format::Sizes::EIGHT;
+    let p = params_for(
+        Btree2Type::FilteredChunks,
+        &RecordContext::for_chunks(sizes, 2, 1 << 20),
+    )
+    .unwrap();
+    assert_eq!(
+        (p.node_size, p.split_percent, p.merge_percent),
+        (2048, 100, 40)
+    );
+    for t in [
+        Btree2Type::LinkName,
+        Btree2Type::LinkCreationOrder,
+        Btree2Type::AttributeName,
+        Btree2Type::AttributeCreationOrder,
+        Btree2Type::HugeIndirect,
+    ] {
+        let p = params_for(t, &RecordContext::new(sizes)).unwrap();
+        assert_eq!(
+            (p.node_size, p.split_percent, p.merge_percent),
+            (512, 100, 40)
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random changes on every use, a tiny cache with invariant checks after every call.
+    #[test]
+    fn random_changes_match_a_map_with_a_tiny_cache(
+        which in 0usize..5,
+        ops in ops(3_000),
+    ) {
+        let u = [Use::Chunks, Use::FilteredChunks, Use::LinkOrder, Use::AttrOrder, Use::HugeIds][which];
+        run(u, &ops, true, true);
+    }
+
+    /// Dense key ranges make deep trees with many merges and redistributions.
+    #[test]
+    fn dense_keys_with_many_merges(ops in ops(600)) {
+        run(Use::LinkOrder, &ops, false, true);
+    }
+}
