@@ -127,7 +127,8 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
     block = bbytes / es;
     let (nfull, bb, last, tail) = plan(total, es, block);
     let mut out = Vec::with_capacity(total);
-    let mut tmp = Vec::with_capacity(bb);
+    // The block size is the chunk's word: bounded by the chunk's own size, not trusted.
+    let mut tmp = Vec::with_capacity(bb.min(total));
     let mut at = 12usize;
     let sizes = std::iter::repeat_n(bb, nfull).chain((last > 0).then_some(last));
     for n in sizes {

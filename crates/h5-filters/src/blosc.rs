@@ -64,7 +64,8 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     let codec = flags >> 5;
     let nblocks = nbytes.div_ceil(blocksize);
     let mut out = Vec::with_capacity(nbytes);
-    let mut tmp = Vec::with_capacity(blocksize);
+    // The block size is the chunk's word: bounded by the chunk's own size, not trusted.
+    let mut tmp = Vec::with_capacity(blocksize.min(nbytes));
     for b in 0..nblocks {
         let bsize = blocksize.min(nbytes - b * blocksize);
         let leftover = bsize < blocksize;

@@ -8,6 +8,39 @@
 //!   16-bit **big-endian** pairs of bytes, both sums start at 0, an odd trailing byte counts as the
 //!   high byte of a final word. Where the filter stores the value is the filter's business (the
 //!   `h5-filters` crate); this only computes it.
+//!
+//! Every decoder compares a stored lookup3 checksum with [`matches`]. A fuzzer (which cannot forge
+//! checksums) runs decoders inside [`without_verification`] so that its mutations reach the
+//! fields behind them; nothing else turns verification off.
+
+use std::cell::Cell;
+
+thread_local! {
+    /// Set while the calling thread runs inside [`without_verification`].
+    static UNVERIFIED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a structure whose checksum field holds `stored` and whose bytes sum to `computed`
+/// is accepted: when they are equal (or inside [`without_verification`] on this thread).
+#[inline]
+pub fn matches(stored: u32, computed: u32) -> bool {
+    stored == computed || UNVERIFIED.with(Cell::get)
+}
+
+/// Runs `f` with lookup3 checksum verification turned off on the calling thread (decoders then
+/// accept any stored checksum). For fuzzing only: a fuzzer's mutations would otherwise stop at
+/// the checksum of every version-2 structure. Verification is back on when `f` returns or
+/// unwinds.
+pub fn without_verification<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            UNVERIFIED.with(|u| u.set(self.0));
+        }
+    }
+    let _restore = Restore(UNVERIFIED.with(|u| u.replace(true)));
+    f()
+}
 
 /// Rotates `x` left by `k` bits (lookup3's `rot`).
 #[inline]

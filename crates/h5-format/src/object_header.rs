@@ -679,7 +679,7 @@ fn split_messages<'a>(
         tail.skip(end)?;
         let stored = tail.u32()?;
         let computed = lookup3(block.get(..end).unwrap_or_default(), 0);
-        if stored != computed {
+        if !crate::checksum::matches(stored, computed) {
             return Err(whole.corrupted(format!(
                 "checksum {stored:#010x} stored, {computed:#010x} computed"
             )));

@@ -38,7 +38,7 @@ const NODE_OVERHEAD: usize = 4 + 1 + 1 + 4;
 pub(crate) fn verify_checksum(r: &mut Reader<'_>) -> Result<()> {
     let computed = crate::checksum::lookup3(r.consumed(), 0);
     let stored = r.u32()?;
-    if computed != stored {
+    if !crate::checksum::matches(stored, computed) {
         return Err(r.corrupted(format!(
             "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
         )));

@@ -67,10 +67,10 @@ impl Datatype {
                 let mut s = format!(
                     "{}int{}{}",
                     if t.signed { "" } else { "u" },
-                    t.size * 8,
+                    u64::from(t.size) * 8,
                     order_suffix(t.size, t.order)
                 );
-                if t.bit_offset != 0 || u32::from(t.precision) != t.size * 8 {
+                if t.bit_offset != 0 || u64::from(t.precision) != u64::from(t.size) * 8 {
                     let _ = write!(s, " ({} bits at {})", t.precision, t.bit_offset);
                 }
                 s
@@ -91,7 +91,11 @@ impl Datatype {
                     ),
                 }
             }
-            Datatype::Time(t) => format!("time{}{}", t.size * 8, order_suffix(t.size, t.order)),
+            Datatype::Time(t) => format!(
+                "time{}{}",
+                u64::from(t.size) * 8,
+                order_suffix(t.size, t.order)
+            ),
             Datatype::String(t) => format!(
                 "string({}, {}, {})",
                 t.size,
@@ -99,7 +103,11 @@ impl Datatype {
                 charset_name(t.charset)
             ),
             Datatype::Bitfield(t) => {
-                format!("bitfield{}{}", t.size * 8, order_suffix(t.size, t.order))
+                format!(
+                    "bitfield{}{}",
+                    u64::from(t.size) * 8,
+                    order_suffix(t.size, t.order)
+                )
             }
             Datatype::Opaque(t) if t.tag.is_empty() => format!("opaque({})", t.size),
             Datatype::Opaque(t) => format!("opaque({}, {:?})", t.size, t.tag),

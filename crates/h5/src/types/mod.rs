@@ -360,13 +360,15 @@ macro_rules! numbers {
                 n: usize,
                 fill: &mut dyn FnMut(NumType, &mut [u8]) -> Result<()>,
             ) -> Option<Result<Vec<Self>>> {
-                let mut out: Vec<$t> = Vec::new();
-                if out.try_reserve_exact(n).is_err() {
-                    return Some(Err(Error::Invalid(format!(
-                        "{n} elements do not fit in memory"
-                    ))));
-                }
-                out.resize(n, <$t>::default());
+                let out = h5_core::buffer::filled(
+                    || format!("{n} elements of {}", stringify!($t)),
+                    Some(n as u64),
+                    <$t>::default(),
+                );
+                let mut out = match out {
+                    Ok(v) => v,
+                    Err(e) => return Some(Err(e)),
+                };
                 Some(fill(<$t as NativeNum>::TYPE, bytemuck::cast_slice_mut(&mut out)).map(|()| out))
             }
         }

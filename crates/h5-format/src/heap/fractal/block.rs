@@ -94,7 +94,7 @@ impl FractalDirectBlock {
                 field.fill(0);
             }
             let computed = lookup3(&copy, 0);
-            if stored != computed {
+            if !crate::checksum::matches(stored, computed) {
                 return Err(r.corrupted(format!(
                     "checksum {stored:#010x} stored, {computed:#010x} computed"
                 )));
@@ -257,7 +257,7 @@ impl FractalIndirectBlock {
         }
         let computed = lookup3(r.consumed(), 0);
         let stored = r.u32()?;
-        if stored != computed {
+        if !crate::checksum::matches(stored, computed) {
             return Err(r.corrupted(format!(
                 "checksum {stored:#010x} stored, {computed:#010x} computed"
             )));

@@ -177,7 +177,7 @@ impl FractalHeapHeader {
         };
         let stored = r.u32()?;
         let computed = lookup3(body, 0);
-        if stored != computed {
+        if !crate::checksum::matches(stored, computed) {
             return Err(r.corrupted(format!(
                 "checksum {stored:#010x} stored, {computed:#010x} computed"
             )));
