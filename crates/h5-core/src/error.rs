@@ -250,6 +250,26 @@ impl Error {
         }
     }
 
+    /// The error a layout callback returned (a chunk index lookup, a chunk decode) made typed:
+    /// the engine's or the format's error it carries, else the message as the corruption of
+    /// `structure` it reports.
+    pub fn from_layout(e: h5_chunkcache::LayoutError, structure: &'static str) -> Error {
+        match e.downcast::<Error>() {
+            Ok(e) => *e,
+            Err(e) => match e.downcast::<FormatError>() {
+                Ok(e) => Error::Format(*e),
+                Err(e) => match e.downcast::<h5_io::Error>() {
+                    Ok(e) => Error::Io(*e),
+                    Err(e) => Error::Format(FormatError::Corrupted {
+                        structure,
+                        address: u64::MAX,
+                        reason: e.to_string(),
+                    }),
+                },
+            },
+        }
+    }
+
     /// [`Error::TooLarge`] for a buffer of `bytes` bytes (`None`: the size overflows) for
     /// `what`.
     pub fn too_large(what: impl Into<String>, bytes: Option<u64>) -> Error {

@@ -130,7 +130,7 @@ impl SelectionSpec {
     pub fn boxes(&self) -> Vec<(&[u64], &[u64])> {
         match self {
             SelectionSpec::Blocks { rank, corners } if *rank > 0 => corners
-                .chunks_exact(2 * rank)
+                .chunks_exact(rank.saturating_mul(2))
                 .map(|c| c.split_at(*rank))
                 .collect(),
             _ => Vec::new(),
@@ -185,8 +185,9 @@ fn values(r: &mut Reader<'_>, count: u64, per: usize, size: usize) -> Result<Vec
         .and_then(|n| n.checked_mul(size as u64))
         .unwrap_or(u64::MAX);
     let n = r.check_len(bytes)?;
-    let mut out = Vec::with_capacity(n / size.max(1));
-    for _ in 0..n / size.max(1) {
+    let values = n.checked_div(size).unwrap_or(0);
+    let mut out = Vec::with_capacity(values);
+    for _ in 0..values {
         out.push(r.uint(size)?);
     }
     Ok(out)
@@ -233,12 +234,8 @@ fn decode_hyperslab(r: &mut Reader<'_>, version: u32) -> Result<SelectionSpec> {
     }
     let rank = decode_rank(r)?;
     if flags & 1 != 0 {
-        let all_ones = if size >= 8 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * size)) - 1
-        };
-        let v = values(r, 1, 4 * rank, size)?;
+        let all_ones = crate::reader::all_ones(size);
+        let v = values(r, 1, rank.saturating_mul(4), size)?;
         let unlimited = |x: u64| if x == all_ones { UNLIMITED } else { x };
         let pick = |k: usize| -> Vec<u64> { v.iter().skip(k).step_by(4).copied().collect() };
         Ok(SelectionSpec::Regular {
@@ -249,8 +246,9 @@ fn decode_hyperslab(r: &mut Reader<'_>, version: u32) -> Result<SelectionSpec> {
         })
     } else {
         let count = r.uint(size)?;
-        let corners = values(r, count, 2 * rank, size)?;
-        for c in corners.chunks_exact(2 * rank) {
+        let corners = values(r, count, rank.saturating_mul(2), size)?;
+        // `decode_rank` refuses rank 0.
+        for c in corners.chunks_exact(rank.saturating_mul(2).max(1)) {
             let (s, e) = c.split_at(rank);
             if s.iter().zip(e).any(|(a, b)| a > b) {
                 return Err(r.corrupted("hyperslab block ends before it starts"));

@@ -46,13 +46,17 @@ fn int_value(t: &FixedPoint, bytes: &[u8]) -> Option<i128> {
     }
     let bits = u32::from(t.precision).min(64);
     let shifted = raw.checked_shr(u32::from(t.bit_offset)).unwrap_or(0);
-    let v = if bits >= 64 {
-        shifted
-    } else {
-        shifted & ((1u64 << bits) - 1)
-    };
-    if t.signed && bits > 0 && bits <= 64 && (v >> (bits - 1)) & 1 == 1 {
-        Some(i128::from(v) - (1i128 << bits))
+    let v = shifted & crate::reader::low_mask(bits);
+    let sign_bit = bits
+        .checked_sub(1)
+        .and_then(|b| v.checked_shr(b))
+        .unwrap_or(0)
+        & 1;
+    if t.signed && sign_bit == 1 {
+        // `v` < 2^bits ≤ 2^64: the difference fits i128.
+        1i128
+            .checked_shl(bits)
+            .and_then(|m| i128::from(v).checked_sub(m))
     } else {
         Some(i128::from(v))
     }
@@ -130,7 +134,8 @@ impl Datatype {
                 let mut s = format!("enum {} {{", t.base.describe());
                 for (i, m) in t.members.iter().enumerate() {
                     if i == ENUM_SHOWN {
-                        let _ = write!(s, ", … {} more", t.members.len() - ENUM_SHOWN);
+                        let more = t.members.len().saturating_sub(ENUM_SHOWN);
+                        let _ = write!(s, ", … {more} more");
                         break;
                     }
                     if i > 0 {
