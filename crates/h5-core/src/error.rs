@@ -177,6 +177,7 @@ fn filter_kind(e: &h5_filters::FilterError) -> ErrorKind {
     match e {
         F::Unknown { .. } | F::Unsupported { .. } => ErrorKind::Unsupported,
         F::EncodeFailed { .. } => ErrorKind::Invalid,
+        F::TooLarge { .. } => ErrorKind::TooLarge,
         _ => ErrorKind::Corrupted,
     }
 }

@@ -16,7 +16,7 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
 pub(crate) fn encode(buf: &[u8], cd: &[u32]) -> Result<Vec<u8>, FilterError> {
     let level = cd.first().copied().unwrap_or(6).min(9);
     let mut enc = flate2::write::ZlibEncoder::new(
-        Vec::with_capacity(buf.len() / 2 + 64),
+        Vec::with_capacity((buf.len() / 2).saturating_add(64)),
         flate2::Compression::new(level),
     );
     enc.write_all(buf)

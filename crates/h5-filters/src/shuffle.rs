@@ -16,13 +16,16 @@ pub(crate) fn shuffle(data: &[u8], es: usize) -> Vec<u8> {
     if es <= 1 || data.len() < es {
         return data.to_vec();
     }
-    let n = data.len() / es;
-    let body = n * es;
+    // `es` > 1 here; `body` ≤ `data.len()`.
+    let body = data
+        .len()
+        .saturating_sub(data.len().checked_rem(es).unwrap_or(0));
+    let (whole, tail) = data.split_at(body);
     let mut out = Vec::with_capacity(data.len());
     for j in 0..es {
-        out.extend(data[..body].iter().skip(j).step_by(es));
+        out.extend(whole.iter().skip(j).step_by(es));
     }
-    out.extend_from_slice(&data[body..]);
+    out.extend_from_slice(tail);
     out
 }
 
@@ -31,16 +34,20 @@ pub(crate) fn unshuffle(data: &[u8], es: usize) -> Vec<u8> {
     if es <= 1 || data.len() < es {
         return data.to_vec();
     }
-    let n = data.len() / es;
-    let body = n * es;
+    // `es` > 1 and `data.len()` ≥ `es` here, so `n` ≥ 1; plane j is data[j*n .. (j+1)*n].
+    let n = data.len().checked_div(es).unwrap_or(1);
+    let body = data
+        .len()
+        .saturating_sub(data.len().checked_rem(es).unwrap_or(0));
+    let (whole, tail) = data.split_at(body);
     let mut out = vec![0u8; data.len()];
-    // Invariant: plane j is data[j*n .. (j+1)*n], and j*n + n <= body <= data.len().
-    for (j, plane) in data[..body].chunks_exact(n).enumerate() {
-        for (dst, &b) in out[j..body].iter_mut().step_by(es).zip(plane) {
+    let (out_whole, out_tail) = out.split_at_mut(body);
+    for (j, plane) in whole.chunks_exact(n).enumerate() {
+        for (dst, &b) in out_whole.iter_mut().skip(j).step_by(es).zip(plane) {
             *dst = b;
         }
     }
-    out[body..].copy_from_slice(&data[body..]);
+    out_tail.copy_from_slice(tail);
     out
 }
 
