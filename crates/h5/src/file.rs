@@ -253,6 +253,7 @@ impl File {
 
     /// The root group (the group `File` dereferences to).
     pub fn root(&self) -> Result<Group> {
+        self.shared().check_open()?;
         Ok(self.root.clone())
     }
 
