@@ -30,6 +30,7 @@ mod group;
 mod heap;
 mod raw;
 mod rawio;
+pub mod references;
 pub mod slice;
 pub mod types;
 mod write;
@@ -66,6 +67,7 @@ pub fn clear_status_flags(path: impl AsRef<std::path::Path>) -> Result<u32> {
     h5_core::status::clear_status_flags(&storage)
 }
 pub use raw::{NamedDatatype, RawDatasetBuilder};
+pub use references::{RefTarget, Reference, Referenced, RegionRef, Selection};
 #[doc(hidden)]
 pub use types::__private;
 pub use types::{
