@@ -56,6 +56,11 @@ pub struct RegionRef {
 }
 
 impl RegionRef {
+    /// The reference to `selection` of the dataset whose header is at `object` (unchecked).
+    pub(crate) fn from_parts(object: u64, selection: Selection) -> Self {
+        RegionRef { object, selection }
+    }
+
     /// The null region reference (refers to nothing).
     pub fn null() -> Self {
         RegionRef {
@@ -113,13 +118,13 @@ impl H5Type for RegionRef {
             out.fill(0);
             return Ok(());
         }
-        let (file, how) = encoding_ctx(ctx)?;
+        let (_, how) = encoding_ctx(ctx)?;
+        let sizes = ctx.sizes();
         let blob = RegionObject {
             object: self.object,
             selection: self.selection.clone(),
         }
-        .encode(file.superblock().sizes, how)?;
-        let sizes = file.superblock().sizes;
+        .encode(sizes, how)?;
         let id = ctx.heap_insert(&blob)?;
         let mut w = h5_format::Writer::with_capacity(out.len());
         id.encode(sizes, &mut w);
