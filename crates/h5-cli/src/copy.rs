@@ -330,7 +330,10 @@ mod tests {
         assert_eq!(parse_chunk("auto").unwrap(), ChunkShape::Auto);
         assert!(parse_chunk("0x4").is_err());
         assert!(parse_chunk("ax4").is_err());
-        assert_eq!(parse_bounds("latest").unwrap().0, Some(FormatBounds::LATEST));
+        assert_eq!(
+            parse_bounds("latest").unwrap().0,
+            Some(FormatBounds::LATEST)
+        );
         assert_eq!(parse_bounds("Source").unwrap().0, None);
         assert!(parse_bounds("v1.8").is_err());
         assert_eq!(

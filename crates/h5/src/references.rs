@@ -42,8 +42,9 @@ pub use h5_format::selection::Selection;
 use crate::types::{DecodeCtx, EncodeCtx, H5Type, Object};
 use crate::{Attribute, Dataset, Error, File, FormatBounds, Result};
 
-/// Elements of an irregular selection enumerated at most, when one is read.
-const MAX_ENUMERATED: u64 = 1 << 28;
+/// Elements of an irregular selection (several blocks) enumerated at most when one is read:
+/// its points are listed in C order, `rank` coordinates each (a typed error beyond).
+const MAX_ENUMERATED: u64 = 1 << 24;
 
 /// A dataset region reference (`H5R_DATASET_REGION1`): a dataset and a selection of its
 /// elements. As an element type it is HDF5's `H5T_STD_REF_DSETREG` (12 bytes: a global heap

@@ -271,6 +271,28 @@ fn region_references_are_reencoded_for_the_destination() {
         assert!(a.contains("4294967301"), "{a}");
         assert_eq!(a, b, "{reader:?}");
     }
+    // Revised references (datatype version 4) and version 3 selections copied into the
+    // earliest format resolve alike in both references.
+    let dst = dir.path().join("references_latest_earliest.h5");
+    h5::copy::copy_path(
+        fixture("references_latest.h5"),
+        &dst,
+        &h5::CreateOptions {
+            bounds: FormatBounds::Earliest,
+            ..Default::default()
+        },
+        &CopyOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    for reader in readers(false) {
+        compare_with(
+            reader.python(),
+            &fixture("references_latest.h5"),
+            &dst,
+            json!({"storage": false}),
+        );
+    }
 }
 
 /// A dataset h5 cannot decode (a damaged Blosc2 chunk) fails the copy with the dataset's path.
