@@ -486,4 +486,21 @@ mod tests {
             assert!(RegionObject::decode(&b[..cut], Sizes::EIGHT, 0).is_err());
         }
     }
+
+    proptest::proptest! {
+        /// Arbitrary bytes never panic the decoders of references and selections: they decode
+        /// or are a typed error.
+        #[test]
+        fn arbitrary_bytes_are_decoded_or_refused(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..96)) {
+            let _ = RevisedRef::decode(&bytes, 0);
+            let _ = RevisedElement::decode(&bytes, Sizes::EIGHT, 0);
+            let _ = RegionObject::decode(&bytes, Sizes::EIGHT, 0);
+            let mut r = Reader::new(&bytes, "t", 0);
+            if let Ok(sel) = Selection::decode(&mut r) {
+                let dims = [7u64, 5];
+                let _ = (sel.check_extent(&dims), sel.num_elements(&dims), sel.bounds(&dims));
+                let _ = sel.block_list(1000);
+            }
+        }
+    }
 }
