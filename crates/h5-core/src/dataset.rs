@@ -682,3 +682,55 @@ pub fn stored_sizes(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<u6
         _ => Ok(Vec::new()),
     }
 }
+
+/// Which elements of a dataset have storage in the file (the others read as the fill value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredData {
+    /// None: the dataset was never written (no chunk, or contiguous storage never allocated).
+    Nothing,
+    /// The chunks of a chunked dataset that are allocated, some but not all of its grid.
+    Chunks {
+        /// Chunk dimensions.
+        chunk: Vec<u64>,
+        /// Scaled coordinates (element offset / chunk dimension) of every allocated chunk.
+        allocated: std::collections::HashSet<Vec<u64>>,
+    },
+    /// Every element (or the dataset's storage cannot be listed chunk by chunk).
+    Everything,
+}
+
+/// Which elements of the dataset `info` describes have storage (for copying only what was
+/// written). Compact, virtual and external data count as everything; a chunk grid too large
+/// to list ([`stored_sizes`]' limit) too.
+pub fn stored_data(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<StoredData> {
+    match &info.layout.class {
+        LayoutClass::Contiguous { address, .. } => Ok(
+            if info.external.is_none() && *address == UNDEFINED_ADDRESS {
+                StoredData::Nothing
+            } else {
+                StoredData::Everything
+            },
+        ),
+        LayoutClass::Chunked { .. } => {
+            let layout = build_layout(file, info)?;
+            let chunk = info.chunk_dims().unwrap_or_default();
+            let counts = grid(info.dims(), &chunk);
+            let total = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
+            let mut allocated = std::collections::HashSet::new();
+            let listed = visit_chunks(layout.as_ref(), &counts, "list", |c, l| {
+                if l.location.is_some() {
+                    allocated.insert(c.as_slice().to_vec());
+                }
+                Ok(())
+            });
+            Ok(match listed {
+                Err(Error::Unsupported(_)) => StoredData::Everything,
+                Err(e) => return Err(e),
+                Ok(()) if allocated.is_empty() => StoredData::Nothing,
+                Ok(()) if Some(allocated.len() as u64) == total => StoredData::Everything,
+                Ok(()) => StoredData::Chunks { chunk, allocated },
+            })
+        }
+        _ => Ok(StoredData::Everything),
+    }
+}

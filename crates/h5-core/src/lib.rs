@@ -21,6 +21,7 @@ pub mod layouts;
 pub mod meta;
 pub mod nav;
 pub mod object;
+pub mod references;
 pub mod space;
 pub mod status;
 pub mod values;

@@ -103,6 +103,7 @@ mod open;
 mod raw;
 mod rawio;
 mod read;
+pub mod references;
 pub mod slice;
 pub mod types;
 mod write;
@@ -142,6 +143,7 @@ pub fn clear_status_flags(path: impl AsRef<std::path::Path>) -> Result<u32> {
 pub use location::Location;
 pub use open::journal_path;
 pub use raw::{NamedDatatype, RawDatasetBuilder};
+pub use references::{RefTarget, Reference, Referenced, RegionRef, Selection};
 #[doc(hidden)]
 pub use types::__private;
 pub use types::{

@@ -20,7 +20,7 @@ use crate::{Dataset, Error, Result};
 
 impl Dataset {
     /// The `n` elements `sel` selects as `T`s, in selection order.
-    fn read_selection<T: H5Type>(
+    fn read_selected<T: H5Type>(
         &self,
         info: &DatasetInfo,
         sel: &Selection,
@@ -71,7 +71,7 @@ impl Dataset {
             info.dims().iter().map(|&d| d as usize).collect()
         };
         let n = element_count(&shape, self.path())?;
-        let v = self.read_selection(&info, &Selection::All, n, lossy)?;
+        let v = self.read_selected(&info, &Selection::All, n, lossy)?;
         to_array(v, &shape)
     }
 
@@ -105,7 +105,7 @@ impl Dataset {
     /// Every element as a `T`, C order (hdf5-metno's `read_raw`, h5py's `ds[()].ravel()`).
     pub fn read_vec<T: H5Type>(&self) -> Result<Vec<T>> {
         let info = self.info();
-        self.read_selection(&info, &Selection::All, self.size(), false)
+        self.read_selected(&info, &Selection::All, self.size(), false)
     }
 
     /// A one-dimensional dataset.
@@ -142,7 +142,7 @@ impl Dataset {
         let info = self.info();
         let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
         let n = element_count(&shape, self.path())?;
-        let v = self.read_selection(&info, &Selection::Hyperslab(slab), n, false)?;
+        let v = self.read_selected(&info, &Selection::Hyperslab(slab), n, false)?;
         to_array(v, &shape)
     }
 
@@ -159,7 +159,7 @@ impl Dataset {
         let sel =
             Selection::Points(Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?);
         let info = self.info();
-        self.read_selection(&info, &sel, points.len(), false)
+        self.read_selected(&info, &sel, points.len(), false)
     }
 
     /// Every element in the file representation, C order.

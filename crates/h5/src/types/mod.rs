@@ -233,6 +233,11 @@ impl<'a> EncodeCtx<'a> {
         Ok(())
     }
 
+    /// The file written (`None` when encoding without one, as for fill values).
+    pub(crate) fn file(&self) -> Option<&'a FileShared> {
+        self.file
+    }
+
     /// Sizes of addresses and lengths in the file written (8 and 8 without a file).
     pub(crate) fn sizes(&self) -> h5_format::Sizes {
         self.file
@@ -282,6 +287,11 @@ impl<'a> DecodeCtx<'a> {
     /// Sizes of addresses and lengths in the file.
     pub fn sizes(&self) -> h5_format::Sizes {
         self.file.superblock().sizes
+    }
+
+    /// The file read.
+    pub(crate) fn file(&self) -> &'a FileShared {
+        self.file
     }
 }
 
