@@ -31,8 +31,9 @@ pub(crate) struct SideBySide {
     /// temporary directory, reused by later runs where inputs match).
     #[arg(long)]
     pub(crate) dir: Option<PathBuf>,
-    /// Do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (h5's large buffers then get
-    /// no transparent huge pages, unlike numpy's).
+    /// `read` only: do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (glibc then asks
+    /// for no transparent huge pages on large buffers; h5's fresh arrays ask for them anyway,
+    /// as numpy's do). `all` never re-runs.
     #[arg(long)]
     pub(crate) no_thp: bool,
     /// Run only these workloads (comma-separated ids; `all`: 1, 2a, 2b, 3, 3m, 4, 4l, 5, 6, 6m,

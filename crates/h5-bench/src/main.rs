@@ -82,9 +82,8 @@ fn main() {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::All(cli.all)) {
         Command::All(opts) => {
-            if let Some(code) = common::reexec_with_thp(opts.common.no_thp) {
-                std::process::exit(code);
-            }
+            // No re-run with glibc's huge-page tunable: h5 and the C side ask for huge pages on
+            // large arrays themselves, as numpy does, so every system allocates as users get.
             match all::run(&opts) {
                 Ok(true) => {}
                 Ok(false) => {

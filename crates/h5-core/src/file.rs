@@ -26,6 +26,11 @@ pub struct CacheSettings {
     /// built with its `extreme-checks` feature, as in the workspace's test builds). Off by
     /// default: the check is O(entries) per call; small-cache tests switch it on.
     pub invariant_checks: bool,
+    /// A writable file's flush (and so its close) ends with the storage's `sync` (`fsync`):
+    /// what was flushed then survives a crash of the operating system or a power loss. Off by
+    /// default, as in libhdf5, whose `H5Fflush`/`H5Fclose` hand the data to the operating
+    /// system without syncing.
+    pub sync: bool,
 }
 
 /// One open file.

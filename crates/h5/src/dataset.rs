@@ -176,29 +176,51 @@ impl Dataset {
         self.info.fill.as_deref()
     }
 
-    /// Reads `n` selected elements straight into a `Vec<T>`: the chunk cache converts (or
-    /// copies) each element into its place, with no intermediate buffer.
+    /// Reads `n` selected elements straight into a new `Vec<T>` (allocated as numpy allocates
+    /// arrays: [`h5_io::buffer::zeroed_vec`]); the chunk cache converts (or copies) each
+    /// element into its place, with no intermediate buffer.
     fn read_typed<T: H5Num>(&self, sel: &Selection, n: usize, lossy: bool) -> Result<Vec<T>> {
         if self.is_null() {
             return Ok(Vec::new());
+        }
+        let mut out = h5_io::buffer::zeroed_vec::<T>(n);
+        self.read_typed_into(sel, &mut out, lossy)?;
+        Ok(out)
+    }
+
+    /// Reads the selected elements (exactly `out.len()` of them) into `out`.
+    fn read_typed_into<T: H5Num>(&self, sel: &Selection, out: &mut [T], lossy: bool) -> Result<()> {
+        if self.is_null() {
+            return if out.is_empty() {
+                Ok(())
+            } else {
+                Err(self.wrong_length(0, out.len()))
+            };
         }
         let from = h5_core::convert::num_type(self.dtype()).ok_or_else(|| {
             Error::Invalid(format!("{} is not a numeric type", self.dtype().describe()))
         })?;
         let conv = h5_core::convert::NumConversion::new(from, T::TYPE, lossy)?;
-        let mut out = vec![T::default(); n];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         let c: Option<&dyn h5_chunkcache::Conversion> = if conv.is_identity() {
             None
         } else {
             Some(&conv)
         };
         read(&self.file, &self.info, sel, None, c, bytes)?;
-        Ok(out)
+        Ok(())
+    }
+
+    /// The error for a destination of `got` elements where the selection has `want`.
+    fn wrong_length(&self, want: usize, got: usize) -> Error {
+        Error::Invalid(format!(
+            "{}: the destination holds {got} elements, the selection {want}",
+            self.path
+        ))
     }
 
     fn read_sel(&self, sel: &Selection, n: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; n * self.element_size()];
+        let mut buf = h5_io::buffer::zeroed_vec::<u8>(n * self.element_size());
         read(&self.file, &self.info, sel, None, None, &mut buf)?;
         Ok(buf)
     }
@@ -215,6 +237,63 @@ impl Dataset {
     pub fn read<T: H5Num>(&self) -> Result<ArrayD<T>> {
         let v = self.read_typed::<T>(&Selection::All, self.size(), false)?;
         ArrayD::from_shape_vec(IxDyn(&self.shape()), v).map_err(|e| Error::Invalid(e.to_string()))
+    }
+
+    /// Reads the whole dataset into `out`, C order, converting to `T` (lossless conversions
+    /// only), without allocating the result: `out` must hold exactly [`Dataset::size`]
+    /// elements. Reuse one buffer for many reads, or read into memory laid out as you need.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("r.h5");
+    /// # let f = h5::File::create(&path)?;
+    /// # f.root()?.new_dataset::<i32>().shape([2, 3]).create("d")?.write(&[1, 2, 3, 4, 5, 6])?;
+    /// # f.close()?;
+    /// let ds = h5::File::open(&path)?.dataset("d")?;
+    /// let mut buf = vec![0i64; ds.size()];
+    /// ds.read_into(&mut buf)?; // i32 in the file, widened to i64
+    /// assert_eq!(buf, [1, 2, 3, 4, 5, 6]);
+    /// # Ok::<(), h5::Error>(())
+    /// ```
+    pub fn read_into<T: H5Num>(&self, out: &mut [T]) -> Result<()> {
+        let n = self.size();
+        if out.len() != n {
+            return Err(self.wrong_length(n, out.len()));
+        }
+        self.read_typed_into(&Selection::All, out, false)
+    }
+
+    /// Reads a hyperslab (described like ndarray's `s![..]`, positive steps) into `out`, C
+    /// order of the hyperslab's shape, without allocating the result: `out` must hold exactly
+    /// the hyperslab's number of elements.
+    ///
+    /// ```
+    /// use ndarray::SliceInfoElem::Slice;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("s.h5");
+    /// # let f = h5::File::create(&path)?;
+    /// # f.root()?.new_dataset::<f32>().shape([3, 3]).create("d")?
+    /// #     .write(&[0f32, 1., 2., 3., 4., 5., 6., 7., 8.])?;
+    /// # f.close()?;
+    /// let ds = h5::File::open(&path)?.dataset("d")?;
+    /// let mut block = [0f32; 4];
+    /// let rows_1_2 = Slice { start: 1, end: Some(3), step: 1 };
+    /// let cols_0_1 = Slice { start: 0, end: Some(2), step: 1 };
+    /// ds.read_slice_into([rows_1_2, cols_0_1], &mut block)?;
+    /// assert_eq!(block, [3., 4., 6., 7.]);
+    /// # Ok::<(), h5::Error>(())
+    /// ```
+    pub fn read_slice_into<T: H5Num>(
+        &self,
+        slice: impl AsRef<[SliceInfoElem]>,
+        out: &mut [T],
+    ) -> Result<()> {
+        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info.dims())?;
+        let n: usize = shape.iter().product();
+        if out.len() != n {
+            return Err(self.wrong_length(n, out.len()));
+        }
+        self.read_typed_into(&Selection::Hyperslab(slab), out, false)
     }
 
     /// The whole dataset as `T`, allowing narrowing conversions (saturating, like libhdf5).

@@ -43,6 +43,26 @@ impl FileAccess {
         self
     }
 
+    /// Durable writes: when `on`, every [`File::flush`] and [`File::close`] of a file opened
+    /// for writing with this access ends with an `fsync` of the file, so that what they wrote
+    /// survives a crash of the operating system or a power loss once they return. Off by
+    /// default, as in libhdf5 (`H5Fflush` and `H5Fclose` do not sync): flush and close then
+    /// hand every byte to the operating system, which is enough for other processes to read
+    /// the complete file and for it to survive a crash of this process, but the kernel writes
+    /// it to the disk when it chooses.
+    ///
+    /// ```
+    /// let access = h5::FileAccess::new().sync(true);
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let file = h5::File::create_with(dir.path().join("d.h5"), &access, &Default::default())?;
+    /// file.close()?; // flushed and fsynced
+    /// # Ok::<(), h5::Error>(())
+    /// ```
+    pub fn sync(mut self, on: bool) -> Self {
+        self.settings.sync = on;
+        self
+    }
+
     pub(crate) fn settings(&self) -> &CacheSettings {
         &self.settings
     }

@@ -62,13 +62,19 @@ impl File {
         Ok(File::from_shared(shared, Some(path.to_path_buf())))
     }
 
-    /// Writes everything to the file (raw data, then metadata, the superblock last) and syncs.
+    /// Writes everything to the file (raw data, then metadata, the superblock last). When it
+    /// returns, the operating system holds a complete, consistent file (other processes can
+    /// open it; a crash of this process loses nothing flushed). It is on stable storage only if
+    /// the file was opened with [`FileAccess::sync`]`(true)`, which adds an `fsync`; by default,
+    /// as libhdf5's `H5Fflush`, it does not sync.
     pub fn flush(&self) -> Result<()> {
         self.shared().flush()
     }
 
     /// Flushes and closes this handle, reporting any error (dropping the last handle flushes
-    /// too, but cannot report).
+    /// too, but cannot report). The same guarantee as [`File::flush`]: complete in the
+    /// operating system, and on stable storage only with [`FileAccess::sync`]`(true)` (libhdf5's
+    /// `H5Fclose` does not sync either).
     pub fn close(self) -> Result<()> {
         self.shared().flush()
     }

@@ -167,6 +167,8 @@ pub(crate) struct WriteState {
     /// The file space info message and the persisted managers (files with non-default
     /// file-space settings).
     pub(crate) space_info: Option<fspace::SpaceInfoState>,
+    /// Every flush ends with the storage's `sync` ([`CacheSettings::sync`]).
+    pub(crate) sync: bool,
 }
 
 /// Puts `value` at relative `addr` into the cache: inserted if absent, replacing the cached
@@ -286,6 +288,7 @@ impl FileShared {
             alloc: Some(alloc),
             write: Some(Mutex::new(WriteState {
                 bounds: options.bounds,
+                sync: settings.sync,
                 ..WriteState::default()
             })),
         };
@@ -366,6 +369,7 @@ impl FileShared {
             superblock_at: at,
             bounds,
             space_info,
+            sync: settings.sync,
             ..WriteState::default()
         }));
         fspace::release_loaded(&file)?;
@@ -894,7 +898,10 @@ impl FileShared {
         if self.storage.len()? != end {
             self.storage.set_len(end)?;
         }
-        self.storage.sync()?;
+        // Durability is asked for, not implied (libhdf5's flush and close do not sync either).
+        if self.state()?.sync {
+            self.storage.sync()?;
+        }
         Ok(())
     }
 }
