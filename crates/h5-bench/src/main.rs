@@ -13,6 +13,9 @@
 //! the time and peak-memory ratios `h5/h5py` (see `docs/benchmarks.md`); `--quick` divides the
 //! volumes by 16.
 //!
+//! `h5-bench threads` reads cached data from one thread and from several threads sharing one
+//! file (the chunk cache serves hits under a shared lock).
+//!
 //! `h5-bench read` runs read workloads on h5 and on libhdf5 through h5py in the same run,
 //! alternating, and reports medians and `h5/h5py` ratios (see `docs/benchmarks.md`).
 
@@ -21,6 +24,7 @@ mod chunkcache;
 mod common;
 mod probe;
 mod read;
+mod threads;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -76,6 +80,21 @@ enum Command {
     },
     /// Read workloads on h5 and on libhdf5 through h5py, side by side (medians, h5/h5py ratios).
     Read(read::ReadOptions),
+    /// Reads of cached data from one thread and from several threads sharing the file.
+    Threads {
+        /// Random 64x64 block reads per repetition (split evenly between the threads).
+        #[arg(long, default_value_t = 4000)]
+        reads: usize,
+        /// Threads of the parallel run.
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        /// Timed repetitions per configuration (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Directory of the file written (default: under the system's temporary directory).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() {
@@ -102,6 +121,25 @@ fn main() {
             chunks,
             chunk_kib,
         } => chunkcache::run(reps.max(1), chunks.max(1), chunk_kib.max(1)),
+        Command::Threads {
+            reads,
+            threads,
+            reps,
+            dir,
+        } => {
+            let dir = dir.unwrap_or_else(|| std::env::temp_dir().join("h5-bench-threads"));
+            match threads::run(reads.max(1), threads.max(1), reps, &dir) {
+                Ok(true) => {}
+                Ok(false) => {
+                    eprintln!("h5-bench threads: some values did not match");
+                    std::process::exit(1);
+                }
+                Err(e) => {
+                    eprintln!("h5-bench threads: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
         Command::Read(opts) => {
             if let Some(code) = common::reexec_with_thp(opts.no_thp) {
                 std::process::exit(code);

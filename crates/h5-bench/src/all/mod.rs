@@ -757,6 +757,11 @@ fn access_with_limit(limit: usize) -> FileAccess {
     })
 }
 
+/// The standard workloads' test data at (`r`, `c`) of the `side`×`side` field of `salt`.
+pub(crate) fn field_value(side: usize, salt: u64, r: usize, c: usize) -> f32 {
+    field::value(side, salt, r, c)
+}
+
 /// The C side's run of a workload, made by `make` from the path of its file; `None` when
 /// this build has no C side.
 fn c_run<'a>(
