@@ -27,7 +27,7 @@ use crate::selection::{ChunkPiece, CopyRun};
 /// The accesses of hits (replacement policy, coverage, counters) need the cache exclusively;
 /// readers leave them in `pending` (a short critical section), and whoever takes the cache
 /// exclusively next records them first ([`SharedChunkCache::lock`]); a reader that finds
-/// [`PENDING_MAX`] of them waiting records them itself if the cache is free. So a hit never
+/// 1024 of them waiting records them itself if the cache is free. So a hit never
 /// waits for another reader, and the policy sees every access before its next decision.
 #[derive(Debug)]
 pub struct SharedChunkCache {
@@ -72,7 +72,7 @@ impl SharedChunkCache {
     }
 
     /// Leaves `hits` for the next exclusive holder; records every pending hit now when there
-    /// are [`PENDING_MAX`] of them and the cache is free.
+    /// are `PENDING_MAX` of them and the cache is free.
     fn record_or_defer(&self, hits: Vec<Hit>) {
         let waiting = {
             let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
