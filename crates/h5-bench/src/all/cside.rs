@@ -617,3 +617,70 @@ pub(crate) fn w5(
         file_size(path),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::h5side;
+    use super::*;
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("h5-bench-cside-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    }
+
+    #[test]
+    fn c_side_fields_read_back_and_h5_reads_its_files() {
+        init();
+        let d = dir("field");
+        let side = 64;
+        let values = super::super::field::make(side, 0);
+        let field = Field {
+            checksum: checksum(values.iter().map(|x| x.bits())),
+            values,
+            side,
+        };
+        for kind in [
+            FieldKind::Contiguous,
+            FieldKind::Chunked,
+            FieldKind::Deflate,
+        ] {
+            let path = d.join(format!("{}.h5", kind.py_name()));
+            let out =
+                field_write_read(&path, kind, &field, 16, FormatBounds::V18, false).expect("C run");
+            let RunOut::Done { checksum, .. } = out else {
+                panic!("C side not available")
+            };
+            assert_eq!(checksum, field.checksum, "{kind:?}");
+            assert_eq!(h5side::check_field(&path, &field), Ok(field.checksum));
+        }
+        std::fs::remove_dir_all(d).ok();
+    }
+
+    #[test]
+    fn c_side_appends_and_groups_match_the_expected_checksums() {
+        init();
+        let d = dir("w45");
+        let s = AppendSizes {
+            n: 5,
+            rounds: 3,
+            per: 7,
+        };
+        let path = d.join("w4.h5");
+        let out = w4(&path, s, FormatBounds::V18, true).expect("C W4");
+        let RunOut::Done { checksum, .. } = out else {
+            panic!("C side not available")
+        };
+        assert_eq!(checksum, h5side::w4_expected(s));
+        assert_eq!(h5side::check_w4(&path, s), Ok(h5side::w4_expected(s)));
+        let order = [3, 0, 4, 1, 2];
+        let path = d.join("w5.h5");
+        let out = w5(&path, 5, &order, FormatBounds::Earliest, false).expect("C W5");
+        let RunOut::Done { checksum, .. } = out else {
+            panic!("C side not available")
+        };
+        assert_eq!(checksum, h5side::w5_expected(&order));
+        assert_eq!(h5side::check_w5(&path, &order), Ok(checksum));
+        std::fs::remove_dir_all(d).ok();
+    }
+}
