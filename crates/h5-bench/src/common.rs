@@ -312,6 +312,23 @@ pub(crate) fn reexec_with_thp(no_thp: bool) -> Option<i32> {
     Some(status.code().unwrap_or(1))
 }
 
+/// The lines of a [`markdown_table`], each split into its trimmed cells (tests check tables
+/// with it); every line must have the width of the first (aligned columns).
+#[cfg(test)]
+pub(crate) fn table_cells(t: &str) -> Vec<Vec<String>> {
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{t}");
+    lines
+        .iter()
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
 /// An h5 error as a message.
 pub(crate) fn h5e(e: h5::Error) -> String {
     format!("h5: {e}")

@@ -103,17 +103,7 @@ fn main() {
         Command::All(opts) => {
             // No re-run with glibc's huge-page tunable: h5 and the C side ask for huge pages on
             // large arrays themselves, as numpy does, so every system allocates as users get.
-            match all::run(&opts) {
-                Ok(true) => {}
-                Ok(false) => {
-                    eprintln!("h5-bench: some values did not match (see MISMATCH above)");
-                    std::process::exit(1);
-                }
-                Err(e) => {
-                    eprintln!("h5-bench: {e}");
-                    std::process::exit(2);
-                }
-            }
+            exit_on("h5-bench", all::run(&opts));
         }
         Command::Metacache { reps, pairs } => metacache(reps.max(1), pairs.max(1)),
         Command::Chunkcache {
@@ -128,33 +118,32 @@ fn main() {
             dir,
         } => {
             let dir = dir.unwrap_or_else(|| std::env::temp_dir().join("h5-bench-threads"));
-            match threads::run(reads.max(1), threads.max(1), reps, &dir) {
-                Ok(true) => {}
-                Ok(false) => {
-                    eprintln!("h5-bench threads: some values did not match");
-                    std::process::exit(1);
-                }
-                Err(e) => {
-                    eprintln!("h5-bench threads: {e}");
-                    std::process::exit(2);
-                }
-            }
+            exit_on(
+                "h5-bench threads",
+                threads::run(reads.max(1), threads.max(1), reps, &dir),
+            );
         }
         Command::Read(opts) => {
             if let Some(code) = common::reexec_with_thp(opts.no_thp) {
                 std::process::exit(code);
             }
-            match read::run(&opts) {
-                Ok(true) => {}
-                Ok(false) => {
-                    eprintln!("h5-bench read: some values did not match (see MISMATCH above)");
-                    std::process::exit(1);
-                }
-                Err(e) => {
-                    eprintln!("h5-bench read: {e}");
-                    std::process::exit(2);
-                }
-            }
+            exit_on("h5-bench read", read::run(&opts));
+        }
+    }
+}
+
+/// Ends the process as a side-by-side command's result says: status 1 when some values did
+/// not match (the run printed MISMATCH), 2 on an error, 0 otherwise.
+fn exit_on(name: &str, result: Result<bool, String>) {
+    match result {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("{name}: some values did not match (see MISMATCH above)");
+            std::process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::exit(2);
         }
     }
 }

@@ -45,7 +45,7 @@ use hdf5_metno_sys::h5s::{
 use hdf5_metno_sys::h5t::{H5T_IEEE_F32LE, H5T_STD_I32LE, H5T_STD_I64LE};
 
 use super::RunOut;
-use super::h5side::{AppendSizes, Field, FieldKind, w4_name, w4_value, w5_name, w5_value};
+use super::h5side::{AppendSizes, Field, FieldKind, w4_name, w4_value, w5_name, w5_out, w5_value};
 use crate::common::{BenchResult, Bits, checksum};
 use crate::probe::Probe;
 
@@ -238,6 +238,24 @@ fn open_dataset(loc: &Id, name: &str) -> BenchResult<Id> {
     Id::new(id, H5Dclose, "H5Dopen2")
 }
 
+/// Selects the block at `start` of `count` elements (one value per dimension of `space`).
+fn select(space: &Id, start: &[hsize_t], count: &[hsize_t]) -> BenchResult<()> {
+    // SAFETY: both arrays have the dataspace's rank and outlive the call.
+    ok(
+        unsafe {
+            H5Sselect_hyperslab(
+                space.id,
+                H5S_seloper_t::H5S_SELECT_SET,
+                start.as_ptr(),
+                std::ptr::null(),
+                count.as_ptr(),
+                std::ptr::null(),
+            )
+        },
+        "H5Sselect_hyperslab",
+    )
+}
+
 /// An uninitialised buffer of `n` elements allocated the way numpy allocates arrays: from
 /// malloc, with transparent huge pages requested for the page-aligned rest of buffers of 4 MiB
 /// or more (`madvise(MADV_HUGEPAGE)`, numpy's `PyDataMem` allocator on Linux).
@@ -384,20 +402,9 @@ pub(crate) fn slabs(
             let start = [r as hsize_t, c as hsize_t];
             let count = [kk, kk];
             let mut v = read_buffer::<f32>(k * k);
-            // SAFETY: `start`/`count` have the dataspace's rank; the buffer holds k×k floats,
-            // all written by the read before `set_len`.
+            select(fs, &start, &count)?;
+            // SAFETY: the buffer holds k×k floats, all written by the read before `set_len`.
             unsafe {
-                ok(
-                    H5Sselect_hyperslab(
-                        fs.id,
-                        H5S_seloper_t::H5S_SELECT_SET,
-                        start.as_ptr(),
-                        std::ptr::null(),
-                        count.as_ptr(),
-                        std::ptr::null(),
-                    ),
-                    "H5Sselect_hyperslab",
-                )?;
                 ok(
                     H5Dread(
                         ds.id,
@@ -451,21 +458,14 @@ pub(crate) fn w4(
             }
             let size = [hi as hsize_t];
             let (start, count) = ([lo as hsize_t], [s.per as hsize_t]);
-            // SAFETY: valid identifiers; the arrays have rank 1; `buf` holds `per` int32.
-            unsafe {
+            // SAFETY: valid identifiers; `size` has rank 1.
+            let fs = unsafe {
                 ok(H5Dset_extent(d.id, size.as_ptr()), "H5Dset_extent")?;
-                let fs = Id::new(H5Dget_space(d.id), H5Sclose, "H5Dget_space")?;
-                ok(
-                    H5Sselect_hyperslab(
-                        fs.id,
-                        H5S_seloper_t::H5S_SELECT_SET,
-                        start.as_ptr(),
-                        std::ptr::null(),
-                        count.as_ptr(),
-                        std::ptr::null(),
-                    ),
-                    "H5Sselect_hyperslab",
-                )?;
+                Id::new(H5Dget_space(d.id), H5Sclose, "H5Dget_space")?
+            };
+            select(&fs, &start, &count)?;
+            // SAFETY: valid identifiers; `buf` holds the `per` int32 both spaces select.
+            unsafe {
                 ok(
                     H5Dwrite(d.id, i32le, mem.id, fs.id, H5P_DEFAULT, buf.as_ptr().cast()),
                     "H5Dwrite",
@@ -607,15 +607,14 @@ pub(crate) fn w5(
         )?;
     }
     let listed = p.stop();
-    if names.len() != members || names.iter().enumerate().any(|(i, n)| *n != w5_name(i)) {
-        return Err(format!("W5: libhdf5 listed other names ({})", names.len()));
-    }
-    let cs = checksum(vals.iter().map(|v| v.bits()));
-    Ok(RunOut::done(
+    w5_out(
+        &names,
+        members,
+        "libhdf5",
+        &vals,
         vec![create, opened, listed],
-        cs,
-        file_size(path),
-    ))
+        path,
+    )
 }
 
 #[cfg(test)]

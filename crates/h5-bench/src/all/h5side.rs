@@ -289,6 +289,14 @@ pub(crate) fn w5_name(i: usize) -> String {
     format!("d{i:05}")
 }
 
+/// Checks that `who` listed W5's `members` names in order.
+fn check_w5_names(names: &[String], members: usize, who: &str) -> BenchResult<()> {
+    if names.len() != members || names.iter().enumerate().any(|(i, n)| *n != w5_name(i)) {
+        return Err(format!("W5: {who} listed other names ({})", names.len()));
+    }
+    Ok(())
+}
+
 /// W5's value of member `i`.
 pub(crate) fn w5_value(i: usize) -> i64 {
     i as i64 * 7 + 3
@@ -351,15 +359,28 @@ pub(crate) fn w5(
         .map_err(h5e)?;
     drop(file);
     let listed = p.stop();
-    if names.len() != members || names.iter().enumerate().any(|(i, n)| *n != w5_name(i)) {
-        return Err(format!("W5: h5 listed other names ({})", names.len()));
-    }
-    let cs = checksum(vals.iter().map(|v| v.bits()));
-    Ok(RunOut::done(
+    w5_out(
+        &names,
+        members,
+        "h5",
+        &vals,
         vec![create, opened, listed],
-        cs,
-        file_size(path),
-    ))
+        path,
+    )
+}
+
+/// W5's result: `who`'s listed `names` checked, the checksum of the values read.
+pub(crate) fn w5_out(
+    names: &[String],
+    members: usize,
+    who: &str,
+    vals: &[i64],
+    phases: Vec<crate::probe::Sample>,
+    path: &Path,
+) -> BenchResult<RunOut> {
+    check_w5_names(names, members, who)?;
+    let cs = checksum(vals.iter().map(|v| v.bits()));
+    Ok(RunOut::done(phases, cs, file_size(path)))
 }
 
 /// Reads a W5 file's members in `order` and returns their checksum (untimed).

@@ -1366,18 +1366,10 @@ mod tests {
             },
         ];
         // With the C columns.
-        let t = format_table(&rows, true);
-        let lines: Vec<&str> = t.lines().collect();
+        let lines = crate::common::table_cells(&format_table(&rows, true));
         assert_eq!(lines.len(), 4);
-        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{t}");
-        let cells = |l: &str| -> Vec<String> {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_owned())
-                .collect()
-        };
         assert_eq!(
-            cells(lines[0]),
+            lines[0],
             [
                 "workload",
                 "size",
@@ -1401,7 +1393,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            cells(lines[2]),
+            lines[2],
             [
                 "W1 write",
                 "64 MiB",
@@ -1424,20 +1416,12 @@ mod tests {
                 "ok"
             ]
         );
-        assert_eq!(cells(lines[3])[3], "-");
+        assert_eq!(lines[3][3], "-");
         // Without them (a build without the c-api feature).
-        let t = format_table(&rows, false);
-        let lines: Vec<&str> = t.lines().collect();
+        let lines = crate::common::table_cells(&format_table(&rows, false));
         assert_eq!(lines.len(), 4);
-        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{t}");
-        let cells = |l: &str| -> Vec<String> {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_owned())
-                .collect()
-        };
         assert_eq!(
-            cells(lines[2]),
+            lines[2],
             [
                 "W1 write",
                 "64 MiB",
@@ -1455,7 +1439,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            cells(lines[3]),
+            lines[3],
             [
                 "W4 append, latest",
                 "x",

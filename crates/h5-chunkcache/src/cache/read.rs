@@ -245,18 +245,9 @@ impl ChunkCache {
                     coord: p.coord,
                 };
                 if let Some(id) = self.lookup_id(&key)
-                    && let Some(e) = self.entry(id).filter(|e| e.has_values)
+                    && self.entry(id).is_some_and(|e| e.has_values)
                 {
-                    let st = self.state(ds)?;
-                    Self::scatter_chunk(
-                        st,
-                        ds,
-                        &p.coord,
-                        &e.chunk,
-                        &p.runs,
-                        req.buf,
-                        req.conversion,
-                    )?;
+                    self.scatter_entry(id, &p, req)?;
                     hits.push(Hit {
                         id,
                         key,
@@ -325,6 +316,13 @@ impl ChunkCache {
         p: &ChunkPiece,
         req: &mut ReadRequest<'_>,
     ) -> Result<()> {
+        self.scatter_entry(id, p, req)?;
+        self.touch(id, &p.runs);
+        Ok(())
+    }
+
+    /// Scatters a piece from a resident entry (shared access: the access is not recorded).
+    fn scatter_entry(&self, id: EntryId, p: &ChunkPiece, req: &mut ReadRequest<'_>) -> Result<()> {
         let st = self.state(req.dataset)?;
         let e = self
             .entry(id)
@@ -337,9 +335,7 @@ impl ChunkCache {
             &p.runs,
             req.buf,
             req.conversion,
-        )?;
-        self.touch(id, &p.runs);
-        Ok(())
+        )
     }
 
     /// With the loaded chunks: fills pieces of chunks that do not exist, admits the others busy
