@@ -506,7 +506,7 @@ fn dataset_id(file: &FileShared, info: &DatasetInfo) -> Result<DatasetId> {
 pub(crate) fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<DatasetId> {
     let id = dataset_id(file, info)?;
     {
-        let chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+        let chunks = file.chunks.read().map_err(|_| Error::Poisoned)?;
         if chunks.is_registered(id) {
             return Ok(id);
         }

@@ -51,8 +51,8 @@ pub struct FileShared {
     pub(crate) storage: Arc<GuardedStorage>,
     /// Every metadata structure goes through this cache.
     pub(crate) meta: Mutex<MetadataCache<Meta>>,
-    /// All raw data goes through this cache.
-    pub(crate) chunks: Mutex<ChunkCache>,
+    /// All raw data goes through this cache (hits are served under its shared lock).
+    pub(crate) chunks: h5_chunkcache::SharedChunkCache,
     /// Sizes of addresses and lengths.
     pub(crate) sizes: Sizes,
     /// Absolute file offset that relative addresses count from (the superblock's base address).
@@ -205,7 +205,7 @@ impl FileShared {
         let file = FileShared {
             storage,
             meta: Mutex::new(meta),
-            chunks: Mutex::new(chunks),
+            chunks: h5_chunkcache::SharedChunkCache::new(chunks),
             sizes: sb.sizes,
             base,
             superblock: sb,

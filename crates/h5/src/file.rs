@@ -99,6 +99,14 @@ impl FileAccess {
     /// rollback journal is synced in the order that survives power loss (docs/design.md §6).
     /// Off by default, as in libhdf5: a completed flush then survives a killed process, and a
     /// power cut only once the operating system has written its cache.
+    ///
+    /// ```
+    /// let access = h5::FileAccess::new().sync(true);
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let file = h5::File::create_with(dir.path().join("d.h5"), &access, &Default::default())?;
+    /// file.close()?; // flushed and fsynced
+    /// # Ok::<(), h5::Error>(())
+    /// ```
     pub fn sync(mut self, on: bool) -> Self {
         self.settings.sync = on;
         self

@@ -370,13 +370,12 @@ macro_rules! numbers {
                 n: usize,
                 fill: &mut dyn FnMut(NumType, &mut [u8]) -> Result<()>,
             ) -> Option<Result<Vec<Self>>> {
-                let mut out: Vec<$t> = Vec::new();
-                if out.try_reserve_exact(n).is_err() {
+                // Allocated as numpy allocates arrays (zeroed pages, huge pages when large).
+                let Some(mut out) = h5_io::buffer::try_zeroed_vec::<$t>(n) else {
                     return Some(Err(Error::Invalid(format!(
                         "{n} elements do not fit in memory"
                     ))));
-                }
-                out.resize(n, <$t>::default());
+                };
                 Some(fill(<$t as NativeNum>::TYPE, bytemuck::cast_slice_mut(&mut out)).map(|()| out))
             }
         }
