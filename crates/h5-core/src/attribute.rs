@@ -86,6 +86,7 @@ fn shared(file: &FileShared, k: u16, bytes: &[u8]) -> Result<(Message, Option<u6
 
 /// Every attribute of the object with header `oh`, in name order.
 pub fn attributes(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<Attribute>> {
+    file.check_open()?;
     let mut out = Vec::new();
     if let Some(bodies) = file.written_attributes(oh.address) {
         // Dense attributes being written: their table answers until the file is reopened.

@@ -532,7 +532,7 @@ fn dataset_id(file: &FileShared, info: &DatasetInfo) -> Result<DatasetId> {
 pub(crate) fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<DatasetId> {
     let id = dataset_id(file, info)?;
     {
-        let chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+        let chunks = file.chunks.read().map_err(|_| Error::Poisoned)?;
         if chunks.is_registered(id) {
             return Ok(id);
         }
@@ -608,6 +608,7 @@ pub fn read(
     conv: Option<&dyn Conversion>,
     buf: &mut [u8],
 ) -> Result<()> {
+    file.check_open()?;
     let id = ensure_registered(file, info)?;
     let mut req = ReadRequest::new(id, sel, buf);
     if let Some(m) = memory {
@@ -629,6 +630,7 @@ pub fn read_many(
     file: &Arc<FileShared>,
     reqs: &mut [(&DatasetInfo, &Selection, &mut [u8])],
 ) -> Result<()> {
+    file.check_open()?;
     let mut ids = Vec::with_capacity(reqs.len());
     for (info, _, _) in reqs.iter() {
         ids.push(ensure_registered(file, info)?);
@@ -712,5 +714,57 @@ pub fn stored_sizes(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<u6
             Ok(sizes)
         }
         _ => Ok(Vec::new()),
+    }
+}
+
+/// Which elements of a dataset have storage in the file (the others read as the fill value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredData {
+    /// None: the dataset was never written (no chunk, or contiguous storage never allocated).
+    Nothing,
+    /// The chunks of a chunked dataset that are allocated, some but not all of its grid.
+    Chunks {
+        /// Chunk dimensions.
+        chunk: Vec<u64>,
+        /// Scaled coordinates (element offset / chunk dimension) of every allocated chunk.
+        allocated: std::collections::HashSet<Vec<u64>>,
+    },
+    /// Every element (or the dataset's storage cannot be listed chunk by chunk).
+    Everything,
+}
+
+/// Which elements of the dataset `info` describes have storage (for copying only what was
+/// written). Compact, virtual and external data count as everything; a chunk grid too large
+/// to list ([`stored_sizes`]' limit) too.
+pub fn stored_data(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<StoredData> {
+    match &info.layout.class {
+        LayoutClass::Contiguous { address, .. } => Ok(
+            if info.external.is_none() && *address == UNDEFINED_ADDRESS {
+                StoredData::Nothing
+            } else {
+                StoredData::Everything
+            },
+        ),
+        LayoutClass::Chunked { .. } => {
+            let layout = build_layout(file, info)?;
+            let chunk = info.chunk_dims().unwrap_or_default();
+            let counts = grid(info.dims(), &chunk);
+            let total = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
+            let mut allocated = std::collections::HashSet::new();
+            let listed = visit_chunks(layout.as_ref(), &counts, "list", |c, l| {
+                if l.location.is_some() {
+                    allocated.insert(c.as_slice().to_vec());
+                }
+                Ok(())
+            });
+            Ok(match listed {
+                Err(Error::Unsupported(_)) => StoredData::Everything,
+                Err(e) => return Err(e),
+                Ok(()) if allocated.is_empty() => StoredData::Nothing,
+                Ok(()) if Some(allocated.len() as u64) == total => StoredData::Everything,
+                Ok(()) => StoredData::Chunks { chunk, allocated },
+            })
+        }
+        _ => Ok(StoredData::Everything),
     }
 }

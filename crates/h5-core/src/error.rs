@@ -73,6 +73,13 @@ pub enum Error {
         /// The superblock's status flags.
         flags: u32,
     },
+    /// The file was closed (`File::close`): handles that outlive it refuse every call.
+    #[error("the file was closed")]
+    Closed,
+    /// The file was being changed in place by an h5 writer that stopped, and the rollback
+    /// journal that would bring it back to its last flush is missing or cannot be applied.
+    #[error("{0}")]
+    NeedsRecovery(String),
     /// A lock was poisoned by a panic in another thread.
     #[error("internal lock poisoned")]
     Poisoned,
@@ -246,7 +253,9 @@ impl Error {
             Error::ReadOnly
             | Error::Exists(_)
             | Error::Failed(_)
-            | Error::OpenForWriting { .. } => ErrorKind::State,
+            | Error::OpenForWriting { .. }
+            | Error::Closed
+            | Error::NeedsRecovery(_) => ErrorKind::State,
             Error::Poisoned | Error::Context { .. } => ErrorKind::Internal,
         }
     }

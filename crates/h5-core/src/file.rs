@@ -14,6 +14,7 @@ use h5_metacache::{
 };
 
 use crate::error::{Error, Result};
+use crate::guard::GuardedStorage;
 use crate::meta::{FileSpace, Load, Meta, classes};
 
 /// Cache settings of an open file.
@@ -32,6 +33,10 @@ pub struct CacheSettings {
     /// behaviour, which `h5clear -s` / `h5 clear` undoes). The data may be inconsistent if the
     /// writer is still running or crashed mid-flush.
     pub ignore_open_for_writing: bool,
+    /// Make every flush durable (`fsync`, in the order the rollback journal needs to survive
+    /// power loss). Off by default, as in libhdf5: a flush then guarantees that a killed
+    /// process leaves the flushed state, not that a power cut does.
+    pub sync: bool,
 }
 
 /// Superblock (version 3) status flag: a writer has the file open.
@@ -41,12 +46,13 @@ pub const STATUS_SWMR_WRITE: u32 = 0x04;
 
 /// One open file.
 pub struct FileShared {
-    /// The file's bytes.
-    pub(crate) storage: Arc<dyn h5_io::Storage>,
+    /// The file's bytes: every read and write of the engine and its caches goes through this
+    /// one guard (failed and closed states, `guard.rs`).
+    pub(crate) storage: Arc<GuardedStorage>,
     /// Every metadata structure goes through this cache.
     pub(crate) meta: Mutex<MetadataCache<Meta>>,
-    /// All raw data goes through this cache.
-    pub(crate) chunks: Mutex<ChunkCache>,
+    /// All raw data goes through this cache (hits are served under its shared lock).
+    pub(crate) chunks: h5_chunkcache::SharedChunkCache,
     /// Sizes of addresses and lengths.
     pub(crate) sizes: Sizes,
     /// Absolute file offset that relative addresses count from (the superblock's base address).
@@ -69,6 +75,8 @@ pub struct FileShared {
     pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
     /// What a writable file keeps besides the caches (`None`: read-only).
     pub(crate) write: Option<Mutex<crate::write::WriteState>>,
+    /// Flushes are made durable ([`CacheSettings::sync`]).
+    pub(crate) sync: bool,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -102,6 +110,25 @@ pub(crate) fn cache_error(e: h5_metacache::CacheError) -> Error {
     }
 }
 
+/// The metadata cache of a file on `storage`: `settings`' configuration and checks; it writes
+/// only while the file is not in the failed state (so that reads of a failed file evict clean
+/// entries and grow rather than try to write dirty ones).
+pub(crate) fn build_metadata_cache(
+    storage: &Arc<GuardedStorage>,
+    settings: &CacheSettings,
+    ctx: FileSpace,
+) -> Result<MetadataCache<Meta>> {
+    let guard = Arc::clone(storage);
+    let mut builder = CacheBuilder::new(Arc::clone(storage) as Arc<dyn Storage>, classes(), ctx)
+        .check_write_permitted(move || !guard.is_failed());
+    if let Some(c) = &settings.metadata {
+        builder = builder.config(c.clone());
+    }
+    let mut meta = builder.build()?;
+    meta.set_invariant_checks(settings.invariant_checks);
+    Ok(meta)
+}
+
 impl FileShared {
     /// Opens the HDF5 file in `storage`: finds the superblock (after any userblock), loads it
     /// through the metadata cache and sets up both caches.
@@ -119,26 +146,22 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<(FileShared, u64)> {
+        let storage = GuardedStorage::new(storage);
         let len = storage.len()?;
         let at = superblock::locate(len, |off| {
             let mut sig = vec![0u8; superblock::SIGNATURE.len()];
             storage.read_at_zero_fill(off, &mut sig).map(|()| sig)
         })?
         .ok_or(Error::NotHdf5)?;
-        let mut builder = CacheBuilder::new(
-            Arc::clone(&storage),
-            classes(),
+        let mut meta = build_metadata_cache(
+            &storage,
+            settings,
             FileSpace {
                 eoa: len,
                 alloc: None,
                 base: 0,
             },
-        );
-        if let Some(c) = &settings.metadata {
-            builder = builder.config(c.clone());
-        }
-        let mut meta = builder.build()?;
-        meta.set_invariant_checks(settings.invariant_checks);
+        )?;
         let load = Load::sized(
             superblock::MAX_LEN,
             move |b| superblock::needed_len(b, at),
@@ -175,11 +198,14 @@ impl FileShared {
             Root::SymbolTableEntry(e) => e.object_header_address,
             Root::ObjectHeader(a) => a,
         };
-        let chunks = ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
+        let chunks = ChunkCache::new(
+            Arc::clone(&storage) as Arc<dyn Storage>,
+            settings.chunks.clone(),
+        )?;
         let file = FileShared {
             storage,
             meta: Mutex::new(meta),
-            chunks: Mutex::new(chunks),
+            chunks: h5_chunkcache::SharedChunkCache::new(chunks),
             sizes: sb.sizes,
             base,
             superblock: sb,
@@ -190,8 +216,19 @@ impl FileShared {
             descriptions: Default::default(),
             alloc: None,
             write: None,
+            sync: settings.sync,
         };
         Ok((file, at))
+    }
+
+    /// The storage holding the file's bytes, behind the engine's guard.
+    pub fn storage(&self) -> &Arc<GuardedStorage> {
+        &self.storage
+    }
+
+    /// `Ok` until the file is closed ([`Error::Closed`] after).
+    pub fn check_open(&self) -> Result<()> {
+        self.storage.check_open()
     }
 
     /// Records the path the file was opened from (for error messages); only the first call
@@ -223,11 +260,6 @@ impl FileShared {
         info: crate::dataset::DatasetInfo,
     ) -> Arc<crate::dataset::DatasetInfo> {
         self.descriptions.put(info)
-    }
-
-    /// The storage holding the file's bytes.
-    pub fn storage(&self) -> &Arc<dyn h5_io::Storage> {
-        &self.storage
     }
 
     /// Whether the superblock says a writer has the file open (status flags of a version 3
@@ -268,6 +300,7 @@ impl FileShared {
         addr: u64,
         load: Load,
     ) -> Result<Arc<T>> {
+        self.check_open()?;
         let abs = self.abs(addr)?;
         let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
         let h = meta

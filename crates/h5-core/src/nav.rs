@@ -80,6 +80,7 @@ pub fn resolve(
     start_path: &str,
     path: &str,
 ) -> Result<Resolved> {
+    file.check_open()?;
     let mut budget = MAX_LINK_TRAVERSALS;
     resolve_inner(file, start, start_path, path, &mut budget)
 }

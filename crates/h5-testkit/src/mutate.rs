@@ -428,7 +428,7 @@ pub fn run(config: &Config) -> std::io::Result<Report> {
                         break;
                     }
                     let done = i + 1;
-                    if config.progress > 0 && done % config.progress == 0 {
+                    if config.progress > 0 && done.is_multiple_of(config.progress) {
                         let r = report.lock().unwrap();
                         eprintln!(
                             "mutate: {done} mutants, {} runs, {} failures, {:.0?}",
@@ -525,7 +525,7 @@ mod tests {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
         let corpus = Corpus::load(&[dir]).unwrap();
         assert!(corpus.seeds.len() > 50, "{} seeds", corpus.seeds.len());
-        let mut kinds = std::collections::BTreeSet::new();
+        let mut kinds = std::collections::HashSet::new();
         for i in 0..200 {
             let (s, a, m) = corpus.mutant(7, i);
             let (_, b, m2) = corpus.mutant(7, i);

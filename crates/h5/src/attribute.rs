@@ -127,6 +127,7 @@ impl Attribute {
 
     /// Every element as a `T`, C order.
     pub fn read_vec<T: H5Type>(&self) -> Result<Vec<T>> {
+        self.file_shared().check_open()?;
         if self.is_null() {
             return Ok(Vec::new());
         }
@@ -152,11 +153,13 @@ impl Attribute {
 
     /// The value as strings (fixed or variable length).
     pub fn read_strings(&self) -> Result<Vec<String>> {
+        self.file_shared().check_open()?;
         h5_core::values::strings(self.file_shared(), &self.datatype, &self.read_raw())
     }
 
     /// Every element as a [`Value`](crate::Value), whatever the datatype, in C order.
     pub fn read_values(&self) -> Result<Vec<crate::Value>> {
+        self.file_shared().check_open()?;
         h5_core::values::values(self.file_shared(), &self.datatype, &self.read_raw())
     }
 
@@ -190,6 +193,7 @@ impl Attribute {
     }
 
     fn write_view<T: H5Type>(&self, view: ArrayView<'_, T, IxDyn>, mode: WriteMode) -> Result<()> {
+        self.file_shared().check_open()?;
         crate::convert::check_shape(view.shape(), &self.shape(), &self.name)?;
         let conv = write_conversion::<T>(&self.datatype, mode, &self.name)?;
         let file = self.file_shared();

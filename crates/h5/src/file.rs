@@ -7,9 +7,10 @@ use std::sync::Arc;
 use h5_chunkcache::{ChunkCacheConfig, ChunkCacheStats};
 use h5_core::file::{CacheSettings, FileShared};
 use h5_core::free_space::PersistedSpace;
-use h5_io::{FileStorage, OpenMode, Storage};
+use h5_io::{Locking, Storage};
 use h5_metacache::{CacheConfig, Stats};
 
+use crate::open::{Mode, explain, open_path};
 use crate::{Dataset, Error, Group, Result};
 
 /// `e`, from opening the file at `path`, naming the file when it comes from the layers below.
@@ -17,10 +18,28 @@ fn in_file(e: Error, path: &Path) -> Error {
     e.in_object(|| path.display().to_string(), "/")
 }
 
-/// How to open a file: cache configurations (the seed's defaults otherwise).
-#[derive(Clone, Debug, Default)]
+/// Wraps the storage of a file opened by path (see [`FileAccess::storage_decorator`]).
+pub type StorageDecorator = Arc<dyn Fn(Arc<dyn Storage>) -> Arc<dyn Storage> + Send + Sync>;
+
+/// How to open a file: cache configurations (the seed's defaults otherwise), locking,
+/// durability and crash safety.
+#[derive(Clone, Default)]
 pub struct FileAccess {
     settings: CacheSettings,
+    locking: Locking,
+    no_journal: bool,
+    decorator: Option<StorageDecorator>,
+}
+
+impl std::fmt::Debug for FileAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileAccess")
+            .field("settings", &self.settings)
+            .field("locking", &self.locking)
+            .field("rollback_journal", &!self.no_journal)
+            .field("storage_decorator", &self.decorator.is_some())
+            .finish()
+    }
 }
 
 impl FileAccess {
@@ -60,8 +79,77 @@ impl FileAccess {
         self
     }
 
+    /// File locking, as libhdf5's `H5Pset_file_locking`: `use_locking` takes an OS lock
+    /// (`flock`) shared for readers and exclusive for writers; `ignore_when_disabled` treats a
+    /// file system without locks as success. The default is libhdf5's (both on). The
+    /// environment variable `HDF5_USE_FILE_LOCKING` (`TRUE`/`1`, `FALSE`/`0`, `BEST_EFFORT`)
+    /// overrides this setting, as in libhdf5. Whatever the setting, a file is never open twice
+    /// in one process in conflicting modes (a second writer, or readers and a writer):
+    /// `h5_io::Error::AlreadyOpen`.
+    pub fn file_locking(mut self, use_locking: bool, ignore_when_disabled: bool) -> Self {
+        self.locking = match (use_locking, ignore_when_disabled) {
+            (false, _) => Locking::Disabled,
+            (true, true) => Locking::BestEffort,
+            (true, false) => Locking::Enabled,
+        };
+        self
+    }
+
+    /// Make `flush` and `close` durable: the file is synced (`fsync`) at every flush, and the
+    /// rollback journal is synced in the order that survives power loss (docs/design.md §6).
+    /// Off by default, as in libhdf5: a completed flush then survives a killed process, and a
+    /// power cut only once the operating system has written its cache.
+    ///
+    /// ```
+    /// let access = h5::FileAccess::new().sync(true);
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let file = h5::File::create_with(dir.path().join("d.h5"), &access, &Default::default())?;
+    /// file.close()?; // flushed and fsynced
+    /// # Ok::<(), h5::Error>(())
+    /// ```
+    pub fn sync(mut self, on: bool) -> Self {
+        self.settings.sync = on;
+        self
+    }
+
+    /// Keep a rollback journal (`<file>-journal`) while the file is open for writing, so that
+    /// a writer killed at any instant leaves the file as of its last completed flush (on by
+    /// default; see docs/design.md §6). Off, a kill during a flush, or after a flush while
+    /// flushed structures are changed in place, can leave a file mixing two states, as with
+    /// libhdf5. A hot journal left by an earlier writer is rolled back either way.
+    pub fn rollback_journal(mut self, on: bool) -> Self {
+        self.no_journal = !on;
+        self
+    }
+
+    /// Wraps the storage of files opened by path (`open`, `open_rw`, `create`) before the
+    /// engine and its rollback journal use it: metrics, logging or fault injection
+    /// (`h5_io::{Metrics, Logging, FaultInjection}`).
+    pub fn storage_decorator(
+        mut self,
+        f: impl Fn(Arc<dyn Storage>) -> Arc<dyn Storage> + Send + Sync + 'static,
+    ) -> Self {
+        self.decorator = Some(Arc::new(f));
+        self
+    }
+
     pub(crate) fn settings(&self) -> &CacheSettings {
         &self.settings
+    }
+
+    pub(crate) fn locking(&self) -> Locking {
+        self.locking
+    }
+
+    pub(crate) fn journal(&self) -> bool {
+        !self.no_journal
+    }
+
+    pub(crate) fn decorate(&self, s: Arc<dyn Storage>) -> Arc<dyn Storage> {
+        match &self.decorator {
+            Some(f) => f(s),
+            None => s,
+        }
     }
 }
 
@@ -77,6 +165,12 @@ impl FileAccess {
 /// threads at once. Reads of the same or of different datasets overlap (the chunk cache's
 /// lock is released while chunks are read and decoded); changes (writes, resizes, new
 /// objects) are serialised by the file's locks, each one applied whole.
+///
+/// A file opened by path holds an OS lock (shared for reading, exclusive for writing, as
+/// libhdf5 does) until it is closed: [`File::close`], or dropping the last handle of the file
+/// (the `File`s, groups, datasets and attributes). After `close` every handle of the file
+/// refuses calls with [`Error::Closed`](crate::Error::Closed) (libhdf5's strong close degree,
+/// as h5py's `File.close`).
 ///
 /// ```
 /// # fn main() -> h5::Result<()> {
@@ -113,10 +207,11 @@ impl File {
     /// Opens the file at `path` for reading with the given cache settings.
     pub fn open_with(path: impl AsRef<Path>, access: &FileAccess) -> Result<File> {
         let path = path.as_ref();
-        let storage = FileStorage::open(path, OpenMode::ReadOnly)?;
+        let opened = open_path(path, Mode::Read, access)?;
         let dir = path.parent().map(Path::to_path_buf);
-        let shared = FileShared::open(Arc::new(storage), &access.settings, dir)
-            .map_err(|e| in_file(e, path))?;
+        let shared = FileShared::open(opened.storage, &access.settings, dir)
+            .map_err(|e| in_file(explain(path, e), path))?;
+        shared.storage().set_on_close(opened.on_close);
         Ok(File::from_shared(shared, Some(path.to_path_buf())))
     }
 
@@ -166,6 +261,7 @@ impl File {
 
     /// The root group (the group `File` dereferences to).
     pub fn root(&self) -> Result<Group> {
+        self.shared().check_open()?;
         Ok(self.root.clone())
     }
 

@@ -99,9 +99,11 @@ mod file;
 mod group;
 mod heap;
 mod location;
+mod open;
 mod raw;
 mod rawio;
 mod read;
+pub mod references;
 pub mod slice;
 pub mod types;
 mod write;
@@ -110,7 +112,7 @@ mod write_data;
 pub use attribute::{Attribute, AttributeBuilder};
 pub use dataset::{ChunkInfo, Dataset, FilterInfo};
 pub use error::{Error, ErrorKind, Result};
-pub use file::{File, FileAccess};
+pub use file::{File, FileAccess, StorageDecorator};
 pub use group::{Group, Link, LinkKind, ObjectKind, TreeEntry};
 pub use h5_chunkcache::ChunkCacheConfig;
 pub use h5_chunkcache::ChunkCacheStats;
@@ -139,7 +141,9 @@ pub fn clear_status_flags(path: impl AsRef<std::path::Path>) -> Result<u32> {
     h5_core::status::clear_status_flags(&storage)
 }
 pub use location::Location;
+pub use open::journal_path;
 pub use raw::{NamedDatatype, RawDatasetBuilder};
+pub use references::{RefTarget, Reference, Referenced, RegionRef, Selection};
 #[doc(hidden)]
 pub use types::__private;
 pub use types::{

@@ -3,7 +3,6 @@
 
 use std::marker::PhantomData;
 use std::path::Path;
-use std::sync::Arc;
 
 use h5_core::filters::{
     BitshuffleCompression, BloscCompressor, BloscShuffle, FilterRequest, ScaleOffset, SzipCoding,
@@ -15,9 +14,9 @@ use h5_format::datatype::Datatype;
 use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::Filter;
-use h5_io::{FileStorage, OpenMode};
 use ndarray::{ArrayView, Dimension};
 
+use crate::open::{Mode, explain, open_path};
 use crate::types::{EncodeCtx, H5Type};
 use crate::{Dataset, Error, File, FileAccess, FilterInfo, Group, GroupOptions, Result};
 
@@ -39,11 +38,12 @@ impl File {
         options: &CreateOptions,
     ) -> Result<File> {
         let path = path.as_ref();
-        let storage = FileStorage::open(path, OpenMode::Create)?;
+        let opened = open_path(path, Mode::Create, access)?;
         let dir = path.parent().map(Path::to_path_buf);
         let shared =
-            h5_core::file::FileShared::create(Arc::new(storage), access.settings(), options, dir)
+            h5_core::file::FileShared::create(opened.storage, access.settings(), options, dir)
                 .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
+        shared.storage().set_on_close(opened.on_close);
         Ok(File::from_shared(shared, Some(path.to_path_buf())))
     }
 
@@ -58,22 +58,32 @@ impl File {
     /// [`File::open_rw`] with the given cache settings.
     pub fn open_rw_with(path: impl AsRef<Path>, access: &FileAccess) -> Result<File> {
         let path = path.as_ref();
-        let storage = FileStorage::open(path, OpenMode::ReadWrite)?;
+        let opened = open_path(path, Mode::ReadWrite, access)?;
         let dir = path.parent().map(Path::to_path_buf);
-        let shared = h5_core::file::FileShared::open_rw(Arc::new(storage), access.settings(), dir)
-            .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
+        let shared = h5_core::file::FileShared::open_rw(opened.storage, access.settings(), dir)
+            .map_err(|e| explain(path, e).in_object(|| path.display().to_string(), "/"))?;
+        shared.storage().set_on_close(opened.on_close);
         Ok(File::from_shared(shared, Some(path.to_path_buf())))
     }
 
-    /// Writes everything to the file (raw data, then metadata, the superblock last) and syncs.
+    /// Writes everything to the file (raw data, then metadata, the superblock last). When it
+    /// returns, the operating system holds a complete, consistent file (other processes can
+    /// open it; a writer killed at any later instant leaves at least this state, docs/design.md
+    /// §6). It is on stable storage only if the file was opened with
+    /// [`FileAccess::sync`]`(true)`, which adds an `fsync`; by default, as libhdf5's `H5Fflush`,
+    /// it does not sync.
     pub fn flush(&self) -> Result<()> {
         self.ctx(self.shared().flush())
     }
 
-    /// Flushes and closes this handle, reporting any error (dropping the last handle flushes
-    /// too, but cannot report).
+    /// Flushes and closes the file, reporting any error (dropping the last handle flushes and
+    /// closes too, but cannot report). Every other handle of the file — clones of this `File`,
+    /// groups, datasets, attributes — refuses later calls with [`Error::Closed`], and the
+    /// file's lock is released (libhdf5's strong close degree). A file in the failed state is
+    /// closed as well, and the failure returned. The same durability as
+    /// [`File::flush`] (libhdf5's `H5Fclose` does not sync either).
     pub fn close(self) -> Result<()> {
-        self.ctx(self.shared().flush())
+        self.ctx(self.shared().close())
     }
 }
 

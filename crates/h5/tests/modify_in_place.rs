@@ -70,8 +70,10 @@ fn modify_and_check(userblock: u32) {
         }
         grp.move_link("d01", "renamed").unwrap();
         root.move_link("grp/d02", "new/inner/moved").unwrap();
-        // The last link to "big" goes: its megabyte is free for the next dataset.
+        // The last link to "big" goes: its megabyte is free for the next dataset once a flush
+        // has completed without it (delayed reuse, docs/design.md §6).
         root.unlink("big").unwrap();
+        f.flush().unwrap();
         let again: Vec<f64> = (0..(1 << 17)).map(f64::from).collect();
         root.new_dataset::<f64>()
             .create_with_data("big2", &again)

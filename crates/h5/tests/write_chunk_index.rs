@@ -831,8 +831,10 @@ fn relaid_indexes_free_their_old_blocks() {
         "file sizes: flushed once {}, after every append {}",
         sizes[0], sizes[1]
     );
+    // Delayed reuse (docs/design.md §6): the blocks an index had at one flush are reused only
+    // after the next one, so flushing at every append keeps up to two layouts' worth.
     assert!(
-        sizes[1] < sizes[0] + sizes[0] / 4,
+        sizes[1] < sizes[0] + sizes[0] * 3 / 4,
         "flushing after every append grew the file from {} to {} bytes",
         sizes[0],
         sizes[1]

@@ -1,6 +1,6 @@
 //! Raw-data operations beyond plain writes: several datasets in one chunk-cache call, direct
-//! chunk reads and writes (stored images, filters bypassed), and the sticky failure state of a
-//! writable file.
+//! chunk reads and writes (stored images, filters bypassed), and the checks of the sticky
+//! failure state of a writable file (kept by [`crate::guard::GuardedStorage`]).
 
 use std::sync::Arc;
 
@@ -25,22 +25,22 @@ pub(crate) fn is_storage_failure(e: &Error) -> bool {
 }
 
 impl FileShared {
-    /// Refuses changes once a write to the storage has failed (the sticky failed state).
+    /// Refuses changes once a write to the storage has failed (the sticky failed state, kept
+    /// by the storage guard, which every write goes through) or the file was closed.
     pub(crate) fn check_usable(&self) -> Result<()> {
-        match &self.state()?.failed {
-            Some(why) => Err(Error::Failed(why.clone())),
-            None => Ok(()),
+        self.storage.check_writable()?;
+        if self.write.is_none() {
+            return Err(Error::ReadOnly);
         }
+        Ok(())
     }
 
     /// Records that a write to the storage failed with `e` (if it is such a failure) and
-    /// returns `e`.
+    /// returns `e`. The guard has already recorded any failure that reached the storage; this
+    /// catches one reported by a layer above it.
     pub(crate) fn note_failure(&self, e: Error) -> Error {
-        if is_storage_failure(&e)
-            && let Ok(mut w) = self.state()
-            && w.failed.is_none()
-        {
-            w.failed = Some(e.to_string());
+        if is_storage_failure(&e) {
+            self.storage.fail(|| e.to_string());
         }
         e
     }

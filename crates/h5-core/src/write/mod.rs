@@ -32,13 +32,15 @@ use h5_format::message::kind;
 use h5_format::message::link::LinkTarget;
 use h5_format::message::symbol_table::SymbolTableMessage;
 use h5_format::superblock::{Root, ScratchPad, Superblock, SymbolTableEntry, encoded_len};
+use h5_io::{CommitPoint, Marker, Storage};
 use h5_metacache::{
-    CacheBuilder, ExpungeFlags, FlushFlags, InsertFlags, MetadataKind, ProtectFlags, UnprotectFlags,
+    ExpungeFlags, FlushFlags, InsertFlags, MetadataKind, ProtectFlags, UnprotectFlags,
 };
 
 use crate::error::{Error, Result};
-use crate::file::{CacheSettings, FileShared, cache_error};
-use crate::meta::{Decoded, FileSpace, Load, classes};
+use crate::file::{CacheSettings, FileShared, build_metadata_cache, cache_error};
+use crate::guard::GuardedStorage;
+use crate::meta::{Decoded, FileSpace, Load};
 use alloc::{FileAlloc, SpaceKind};
 use symtab::{GROUP_INTERNAL_K, GROUP_LEAF_K, GroupTable, Target};
 
@@ -204,9 +206,6 @@ pub(crate) struct WriteState {
     pub(crate) pending: HashMap<u64, alloc_time::Pending>,
     /// Absolute address of the superblock (after any userblock).
     pub(crate) superblock_at: u64,
-    /// Set when a write to the storage failed: the file then refuses every change (what
-    /// failed is kept for the error message).
-    pub(crate) failed: Option<String>,
     /// The global heap collection being filled with variable-length data.
     pub(crate) heap: gheap::HeapState,
     /// The file space info message and the persisted managers (files with non-default
@@ -274,7 +273,10 @@ impl FileShared {
     ) -> Result<Arc<FileShared>> {
         options.file_space.validate()?;
         options.check_bounds()?;
+        let storage = GuardedStorage::new(storage);
         storage.set_len(0)?;
+        // The committed state is the empty file: nothing to journal until the first flush.
+        storage.commit(&commit_point(Vec::new(), 0))?;
         let sizes = Sizes::EIGHT;
         // Non-default file-space settings live in the superblock extension (version 2 and
         // up), whatever the low bound: libhdf5 raises the superblock the same way.
@@ -293,13 +295,11 @@ impl FileShared {
             alloc: Some(Arc::clone(&alloc)),
             base: 0,
         };
-        let mut builder = CacheBuilder::new(Arc::clone(&storage), classes(), ctx);
-        if let Some(c) = &settings.metadata {
-            builder = builder.config(c.clone());
-        }
-        let mut meta = builder.build()?;
-        meta.set_invariant_checks(settings.invariant_checks);
-        let chunks = h5_chunkcache::ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
+        let meta = build_metadata_cache(&storage, settings, ctx)?;
+        let chunks = h5_chunkcache::ChunkCache::new(
+            Arc::clone(&storage) as Arc<dyn Storage>,
+            settings.chunks.clone(),
+        )?;
         let old = sb_version < 2;
         let superblock = Superblock {
             version: sb_version,
@@ -322,7 +322,7 @@ impl FileShared {
         let mut file = FileShared {
             storage,
             meta: Mutex::new(meta),
-            chunks: Mutex::new(chunks),
+            chunks: h5_chunkcache::SharedChunkCache::new(chunks),
             sizes,
             base: 0,
             superblock,
@@ -337,6 +337,7 @@ impl FileShared {
                 high: Some(options.high),
                 ..WriteState::default()
             })),
+            sync: settings.sync,
         };
         let (root, scratch) = create_group_object(&file, &options.root_group)?;
         file.root = root;
@@ -391,6 +392,17 @@ impl FileShared {
         let eoa = sb.eof_address.saturating_sub(file.base).max(end);
         // The file's own file-space settings and persisted free space, if any.
         let (alloc, space_info) = fspace::open_alloc(&file, eoa)?;
+        // The file as found is the committed state, except its free space: what libhdf5
+        // persisted, and anything past the recorded end of the file.
+        {
+            let mut unused: Vec<std::ops::Range<u64>> = alloc
+                .free_sections()
+                .iter()
+                .map(|s| file.base + s.addr..file.base + s.addr + s.len)
+                .collect();
+            unused.push(sb.eof_address.max(at)..file.storage.len()?);
+            file.storage.commit(&commit_point(unused, at))?;
+        }
         let alloc = Arc::new(Mutex::new(alloc));
         {
             let meta = file.meta.get_mut().map_err(|_| Error::Poisoned)?;
@@ -898,16 +910,43 @@ impl FileShared {
     }
 
     /// Writes every change to the file: raw data, chunk indexes, group tables, then all
-    /// metadata (the superblock last), and syncs the storage.
+    /// metadata (the superblock last), syncs the storage when the file was opened with
+    /// [`CacheSettings::sync`], and commits (docs/design.md §6): once this returns, a crash
+    /// comes back to this state or a later one.
     pub fn flush(&self) -> Result<()> {
         if self.write.is_none() {
-            return Ok(());
+            return self.check_open();
         }
         self.check_usable()?;
-        self.flush_all().map_err(|e| self.note_failure(e))
+        self.flush_all().map(drop).map_err(|e| self.note_failure(e))
     }
 
-    fn flush_all(&self) -> Result<()> {
+    /// Flushes (twice when space freed before the flush was released by it, so that the file
+    /// records it as free or ends before it) and closes: every handle of the file refuses
+    /// later calls ([`Error::Closed`]) and the storage's lock is released (libhdf5's strong
+    /// close degree, as h5py's `File.close`). A file in the failed state is closed too, and
+    /// its failure reported. Closing again is a no-op.
+    pub fn close(&self) -> Result<()> {
+        if self.storage.is_closed() {
+            return Ok(());
+        }
+        let r = match self.write {
+            None => Ok(()),
+            Some(_) => self.check_usable().and_then(|()| {
+                let released = self.flush_all()?;
+                if released {
+                    self.flush_all()?;
+                }
+                Ok(())
+            }),
+        };
+        let r = r.map_err(|e| self.note_failure(e));
+        self.storage.close();
+        r
+    }
+
+    /// The flush itself; returns whether committed space freed before it was released.
+    fn flush_all(&self) -> Result<bool> {
         self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
@@ -942,19 +981,57 @@ impl FileShared {
         // persisted free space gets its managers (§5.3).
         let eoa = fspace::settle(self)?;
         let at = self.state()?.superblock_at;
+        // The file ends at the end of allocation: grown first if the last blocks were never
+        // written (all fill), so the superblock never describes bytes the file lacks.
+        let end = self.abs(eoa)?;
+        if self.storage.len()? < end {
+            self.storage.set_len(end)?;
+        }
         {
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
             meta.mark_dirty(at).map_err(cache_error)?;
             meta.flush(FlushFlags::NONE).map_err(cache_error)?;
         }
-        // The file ends at the end of allocation: grown if the last blocks were never written
-        // (all fill), truncated over space given back.
-        let end = self.abs(eoa)?;
-        if self.storage.len()? != end {
+        // Then cut over space given back (free in this state: delayed reuse kept the last
+        // flush's space allocated).
+        if self.storage.len()? > end {
             self.storage.set_len(end)?;
         }
-        self.storage.sync()?;
-        Ok(())
+        if self.sync {
+            self.storage.sync()?;
+        }
+        let alloc = self.alloc.as_ref().ok_or(Error::ReadOnly)?;
+        let unused: Vec<std::ops::Range<u64>> = alloc
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .unused()
+            .into_iter()
+            .map(|r| self.base + r.start..self.base + r.end)
+            .collect();
+        self.storage.commit(&commit_point(unused, at))?;
+        // The state that stopped using the deferred frees is complete: they can be reused.
+        Ok(alloc
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .release_deferred()?)
+    }
+}
+
+/// The bytes written over the superblock signature while a flushed file is being changed in
+/// place (`\x89HDF\r\n\x1a\n` with its last byte spoiled): libhdf5 and h5 then find no HDF5
+/// file there until the change is complete or rolled back (docs/design.md §6). One byte
+/// differs, so writing the signature back, the commit point, is a one-byte change.
+pub const IN_PLACE_MARKER: [u8; 8] = *b"\x89HDF\r\n\x1aJ";
+
+/// A commit of the storage's current bytes minus `unused` (absolute ranges), with the
+/// signature of the superblock at absolute `superblock_at` as the in-place marker.
+fn commit_point(unused: Vec<std::ops::Range<u64>>, superblock_at: u64) -> CommitPoint {
+    CommitPoint {
+        unused,
+        marker: Some(Marker {
+            offset: superblock_at,
+            bytes: IN_PLACE_MARKER.to_vec(),
+        }),
     }
 }
 
@@ -1098,11 +1175,9 @@ fn create_group_object(
 }
 
 impl Drop for FileShared {
-    /// A writable file is flushed when its last handle goes; errors are lost here, which is why
-    /// `File::close` exists.
+    /// A writable file is flushed and closed when its last handle goes; errors are lost here,
+    /// which is why `File::close` exists.
     fn drop(&mut self) {
-        if self.write.is_some() {
-            let _ = self.flush();
-        }
+        let _ = self.close();
     }
 }
