@@ -9,7 +9,7 @@
 //!   high byte of a final word. Where the filter stores the value is the filter's business (the
 //!   `h5-filters` crate); this only computes it.
 //!
-//! Every decoder compares a stored lookup3 checksum with [`matches`]. A fuzzer (which cannot forge
+//! Every decoder compares a stored lookup3 checksum with [`matches()`]. A fuzzer (which cannot forge
 //! checksums) runs decoders inside [`without_verification`] so that its mutations reach the
 //! fields behind them; nothing else turns verification off.
 
