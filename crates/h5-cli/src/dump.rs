@@ -10,6 +10,8 @@ use serde_json::{Map, Value, json};
 
 use crate::values::{Val, decode_all, is_vlen_string, string_text};
 
+mod refs;
+
 /// Column limit of data lines: an element is appended to a line only while the line, with its
 /// trailing comma, stays within this many characters (h5dump's default width of 80 minus the
 /// separator and suffix it reserves).
@@ -137,6 +139,13 @@ fn ddl_value(dt: &Datatype, v: &Val) -> String {
             let parts: Vec<String> = items.iter().map(|x| ddl_value(base, x)).collect();
             format!("({})", parts.join(", "))
         }
+        Val::Ref(r) => refs::inline(
+            match dt {
+                Datatype::Reference(rt) => Some(rt),
+                _ => None,
+            },
+            r,
+        ),
         Val::Unsupported(what) => format!("<{what}: not printed>"),
     }
 }
@@ -377,6 +386,10 @@ struct Ddl<'f> {
     /// Committed datatypes of the main file: relative address → first path (depth first by
     /// name), as h5dump names them in `DATATYPE  "/path"`.
     named: HashMap<u64, String>,
+    /// Every object's kind and first path, for naming references (built on first use).
+    names: Option<refs::Names>,
+    /// Datasets whose data is being printed as the target of an object reference.
+    expanding: Vec<u64>,
 }
 
 impl Ddl<'_> {
@@ -422,28 +435,8 @@ impl Ddl<'_> {
             None => ddl_type(c.dtype, level),
         };
         self.line(level, &format!("DATATYPE  {t}"));
-        match &c.shape {
-            None => self.line(level, "DATASPACE  NULL"),
-            Some(s) if s.is_empty() => self.line(level, "DATASPACE  SCALAR"),
-            Some(s) => {
-                let dims: Vec<String> = s.iter().map(ToString::to_string).collect();
-                let max: Vec<String> = match &c.maxshape {
-                    Some(m) => m
-                        .iter()
-                        .map(|d| d.map_or_else(|| "H5S_UNLIMITED".to_owned(), |d| d.to_string()))
-                        .collect(),
-                    None => dims.clone(),
-                };
-                self.line(
-                    level,
-                    &format!(
-                        "DATASPACE  SIMPLE {{ ( {} ) / ( {} ) }}",
-                        dims.join(", "),
-                        max.join(", ")
-                    ),
-                );
-            }
-        }
+        let space = dataspace_text(c.shape.as_deref(), c.maxshape.as_deref());
+        self.line(level, &format!("DATASPACE  {space}"));
     }
 
     /// The elements, h5dump style: a new line at each row of the fastest dimension and when
@@ -459,6 +452,10 @@ impl Ddl<'_> {
         first: usize,
         total: usize,
     ) {
+        if let Datatype::Reference(rt) = dt {
+            self.reference_data(level, rt, values, first);
+            return;
+        }
         if matches!(dt, Datatype::Compound(_)) || sequence_of_compounds(dt) {
             self.compound_data(level, dt, dims, values, first, total);
             return;
@@ -538,27 +535,35 @@ impl Ddl<'_> {
             Ok(attrs) => {
                 for a in attrs {
                     self.line(level, &format!("ATTRIBUTE \"{}\" {{", a.name()));
-                    let null = a.is_null();
-                    let shape = (!null).then(|| a.shape());
-                    let vstr = if is_vlen_string(a.dtype()) {
-                        a.read_strings().map(Some).map_err(|e| e.to_string())
-                    } else {
-                        Ok(None)
-                    };
-                    let heap = a.global_heap();
-                    let values = vstr.map(|v| decode_all(a.dtype(), &a.read_raw(), v, Some(&heap)));
-                    let c = Contents {
-                        dtype: a.dtype(),
-                        committed: a.committed_type_address(),
-                        shape,
-                        maxshape: None,
-                        values: (!self.options.header_only).then_some(values),
-                    };
-                    self.contents(level + 1, &c);
+                    self.attribute_contents(level + 1, &a);
                     self.line(level, "}");
                 }
             }
         }
+    }
+
+    /// An attribute's type, dataspace and data.
+    fn attribute_contents(&mut self, level: usize, a: &Attribute) {
+        let null = a.is_null();
+        let shape = (!null).then(|| a.shape());
+        let vstr = if is_vlen_string(a.dtype()) {
+            a.read_strings().map(Some).map_err(|e| e.to_string())
+        } else {
+            Ok(None)
+        };
+        let heap = a.global_heap();
+        let mut values = vstr.map(|v| decode_all(a.dtype(), &a.read_raw(), v, Some(&heap)));
+        if let Ok(v) = &mut values {
+            self.name_refs(a.dtype(), v);
+        }
+        let c = Contents {
+            dtype: a.dtype(),
+            committed: a.committed_type_address(),
+            shape,
+            maxshape: None,
+            values: (!self.options.header_only).then_some(values),
+        };
+        self.contents(level, &c);
     }
 
     fn dataset(&mut self, level: usize, name: &str, d: &Dataset) {
@@ -648,7 +653,10 @@ impl Ddl<'_> {
         if dims.is_empty() {
             // A scalar: one element.
             match dataset_values(d) {
-                Ok(values) => self.data(level, d.dtype(), &dims, &values, 0, 1),
+                Ok(mut values) => {
+                    self.name_refs(d.dtype(), &mut values);
+                    self.data(level, d.dtype(), &dims, &values, 0, 1);
+                }
                 Err(e) => self.line(level, &format!("<data not read: {e}>")),
             }
             return;
@@ -661,7 +669,8 @@ impl Ddl<'_> {
         while row < outer {
             let rows = rows_per_block.min(outer - row);
             match block_values(d, &dims, sel.as_ref(), row, rows) {
-                Ok(values) => {
+                Ok(mut values) => {
+                    self.name_refs(d.dtype(), &mut values);
                     self.data(level, d.dtype(), &dims, &values, row * per_row, total);
                 }
                 Err(e) => {
@@ -948,6 +957,29 @@ pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
     out
 }
 
+/// `SIMPLE { ( dims ) / ( max ) }`, `SCALAR` or `NULL` (`shape` `None`), as after `DATASPACE  `.
+fn dataspace_text(shape: Option<&[usize]>, maxshape: Option<&[Option<usize>]>) -> String {
+    match shape {
+        None => "NULL".to_owned(),
+        Some([]) => "SCALAR".to_owned(),
+        Some(s) => {
+            let dims: Vec<String> = s.iter().map(ToString::to_string).collect();
+            let max: Vec<String> = match maxshape {
+                Some(m) => m
+                    .iter()
+                    .map(|d| d.map_or_else(|| "H5S_UNLIMITED".to_owned(), |d| d.to_string()))
+                    .collect(),
+                None => dims.clone(),
+            };
+            format!(
+                "SIMPLE {{ ( {} ) / ( {} ) }}",
+                dims.join(", "),
+                max.join(", ")
+            )
+        }
+    }
+}
+
 fn is_null(d: &Dataset) -> bool {
     d.is_null()
 }
@@ -1074,6 +1106,8 @@ pub(crate) fn ddl_with<'f>(
         external: HashMap::new(),
         current: 0,
         named: named_types(file),
+        names: None,
+        expanding: Vec::new(),
     };
     p.out.push_str(&format!("HDF5 \"{shown_name}\" {{\n"));
     let root = p.file().root().map_err(|e| e.to_string())?;
@@ -1125,6 +1159,8 @@ pub(crate) fn data_preview(file: &File, d: &Dataset, limit: usize, level: usize)
         external: HashMap::new(),
         current: 0,
         named: HashMap::new(),
+        names: None,
+        expanding: Vec::new(),
     };
     let dims = d.shape();
     let total = d.size();
@@ -1203,9 +1239,14 @@ pub(crate) fn numpy_dtype(dt: &Datatype) -> Value {
         Datatype::Bitfield(t) => json!(format!("{}u{}", endian(t.size, t.order), t.size)),
         Datatype::Opaque(o) => json!(format!("|V{}", o.size)),
         Datatype::Time(t) => json!(format!("|V{}", t.size)),
-        Datatype::Reference(r) => {
-            json!({"kind": "reference", "reference": format!("{:?}", r.kind)})
-        }
+        Datatype::Reference(r) => json!({
+            "kind": "reference",
+            "reference": match r.kind {
+                ReferenceKind::Object => "object",
+                ReferenceKind::DatasetRegion => "region",
+                _ => "revised",
+            }
+        }),
         Datatype::Compound(c) if complex_like(c).is_some() => {
             let f = complex_like(c).map_or((0, ByteOrder::LittleEndian), |f| (f.size, f.order));
             json!(format!("{}c{}", endian(f.0, f.1), c.size))
@@ -1329,12 +1370,32 @@ pub(crate) fn json_value(dt: &Datatype, v: &Val) -> Value {
             };
             Value::Array(items.iter().map(|x| json_value(base, x)).collect())
         }
+        Val::Ref(r) => refs::json_ref(r),
         Val::Unsupported(what) => json!({"unsupported": what}),
     }
 }
 
 /// Committed datatypes by relative address → path (see [`named_types`]).
 type Named = HashMap<u64, String>;
+
+/// What the JSON printer needs besides an object: the committed datatypes' paths and every
+/// object's name for references (the latter walked on first use).
+struct JsonCtx<'f> {
+    file: &'f File,
+    named: Named,
+    names: std::cell::OnceCell<refs::Names>,
+}
+
+impl JsonCtx<'_> {
+    /// Names the references in `vals`.
+    fn name_refs(&self, dt: &Datatype, vals: &mut [Val]) {
+        if refs::has_refs(dt) {
+            self.names
+                .get_or_init(|| refs::Names::of(self.file))
+                .name_all(vals);
+        }
+    }
+}
 
 /// `"named_dtype": path` for a type that is a committed datatype.
 fn named_field(o: &mut Map<String, Value>, committed: Option<u64>, named: &Named) {
@@ -1343,7 +1404,7 @@ fn named_field(o: &mut Map<String, Value>, committed: Option<u64>, named: &Named
     }
 }
 
-fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>, named: &Named) -> Value {
+fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>, ctx: &JsonCtx<'_>) -> Value {
     match attrs {
         Err(e) => json!({"error": e.to_string()}),
         Ok(attrs) => {
@@ -1354,11 +1415,12 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>, named: &Named) -> Value 
                 } else {
                     None
                 };
-                let vals = decode_all(a.dtype(), &a.read_raw(), vstr, Some(&a.global_heap()));
+                let mut vals = decode_all(a.dtype(), &a.read_raw(), vstr, Some(&a.global_heap()));
+                ctx.name_refs(a.dtype(), &mut vals);
                 let data: Vec<Value> = vals.iter().map(|v| json_value(a.dtype(), v)).collect();
                 let mut o = Map::new();
                 o.insert("dtype".into(), numpy_dtype(a.dtype()));
-                named_field(&mut o, a.committed_type_address(), named);
+                named_field(&mut o, a.committed_type_address(), &ctx.named);
                 o.insert("shape".into(), json!(a.shape()));
                 o.insert("data".into(), Value::Array(data));
                 m.insert(a.name().to_owned(), Value::Object(o));
@@ -1369,7 +1431,7 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>, named: &Named) -> Value 
 }
 
 /// A dataset's JSON description.
-pub(crate) fn json_dataset(d: &Dataset, named: &Named) -> Value {
+fn json_dataset(d: &Dataset, ctx: &JsonCtx<'_>) -> Value {
     let fill = d.fill_value_raw().map_or(Value::Null, |b| {
         decode_all(d.dtype(), b, None, None)
             .first()
@@ -1378,9 +1440,9 @@ pub(crate) fn json_dataset(d: &Dataset, named: &Named) -> Value {
     let mut o = Map::new();
     o.insert("path".into(), json!(d.path()));
     o.insert("kind".into(), json!("dataset"));
-    o.insert("attributes".into(), json_attrs(d.attrs(), named));
+    o.insert("attributes".into(), json_attrs(d.attrs(), ctx));
     o.insert("dtype".into(), numpy_dtype(d.dtype()));
-    named_field(&mut o, d.committed_type_address(), named);
+    named_field(&mut o, d.committed_type_address(), &ctx.named);
     let null = is_null(d);
     o.insert(
         "shape".into(),
@@ -1407,7 +1469,8 @@ pub(crate) fn json_dataset(d: &Dataset, named: &Named) -> Value {
     );
     o.insert("fillvalue".into(), fill);
     match dataset_values(d) {
-        Ok(vals) => {
+        Ok(mut vals) => {
+            ctx.name_refs(d.dtype(), &mut vals);
             o.insert(
                 "data".into(),
                 Value::Array(vals.iter().map(|v| json_value(d.dtype(), v)).collect()),
@@ -1421,13 +1484,11 @@ pub(crate) fn json_dataset(d: &Dataset, named: &Named) -> Value {
     Value::Object(o)
 }
 
-fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>, named: &Named) {
+fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>, ctx: &JsonCtx<'_>) {
     if seen.insert(g.address(), g.path().to_owned()).is_some() {
         return;
     }
-    out.push(
-        json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs(), named)}),
-    );
+    out.push(json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs(), ctx)}));
     let links = match g.links() {
         Ok(l) => l,
         Err(e) => {
@@ -1447,13 +1508,13 @@ fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>, n
             }
             LinkKind::Hard => match g.kind_of(&link.name) {
                 Ok(ObjectKind::Group) => match g.group(&link.name) {
-                    Ok(sub) => json_walk(&sub, out, seen, named),
+                    Ok(sub) => json_walk(&sub, out, seen, ctx),
                     Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
                 },
                 Ok(ObjectKind::Dataset) => match g.dataset(&link.name) {
                     Ok(d) => {
                         if seen.insert(d.address(), path.clone()).is_none() {
-                            out.push(json_dataset(&d, named));
+                            out.push(json_dataset(&d, ctx));
                         }
                     }
                     Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
@@ -1465,7 +1526,7 @@ fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>, n
                                 "path": path,
                                 "kind": "datatype",
                                 "dtype": t.dtype().map_or(Value::Null, |dt| numpy_dtype(&dt)),
-                                "attributes": json_attrs(t.attrs(), named),
+                                "attributes": json_attrs(t.attrs(), ctx),
                             }));
                         }
                     }
@@ -1491,15 +1552,19 @@ pub(crate) fn json_doc(file: &File, shown_name: &str, path: Option<&str>) -> Res
     let path = path.unwrap_or("/");
     let root = file.root().map_err(|e| e.to_string())?;
     let mut objects = Vec::new();
-    let named = named_types(file);
+    let ctx = JsonCtx {
+        file,
+        named: named_types(file),
+        names: std::cell::OnceCell::new(),
+    };
     match root.kind_of(path).map_err(|e| format!("{path}: {e}"))? {
         ObjectKind::Group => {
             let g = file.group(path).map_err(|e| e.to_string())?;
-            json_walk(&g, &mut objects, &mut HashMap::new(), &named);
+            json_walk(&g, &mut objects, &mut HashMap::new(), &ctx);
         }
         ObjectKind::Dataset => {
             let d = file.dataset(path).map_err(|e| e.to_string())?;
-            objects.push(json_dataset(&d, &named));
+            objects.push(json_dataset(&d, &ctx));
         }
         other => return Err(format!("{path}: cannot dump a {other:?}")),
     }

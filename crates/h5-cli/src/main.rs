@@ -177,9 +177,10 @@ enum Command {
         /// fletcher32, no-filters, filter=ID:V;V. Repeatable.
         #[arg(long = "dataset", value_name = "PATH:SPEC", value_parser = copy::parse_override)]
         datasets: Vec<(String, h5::copy::StorageChanges)>,
-        /// Format versions of the new file: earliest, v18, v110, v112, v114, v200 or latest.
-        #[arg(long, value_name = "BOUNDS", value_parser = copy::parse_bounds, default_value = "earliest")]
-        bounds: h5::FormatBounds,
+        /// Format versions of the new file: source (those the source was written with, raised
+        /// to what its objects need), earliest, v18, v110, v112, v114, v200 or latest.
+        #[arg(long, value_name = "BOUNDS", value_parser = copy::parse_bounds, default_value = "source")]
+        bounds: copy::BoundsArg,
         #[command(flatten)]
         common: CopyFlags,
     },
@@ -366,7 +367,7 @@ fn main() -> ExitCode {
         Command::Copy { src, dst, common } => copy::run(copy::CopyArgs {
             src: &src,
             dst: &dst,
-            bounds: h5::FormatBounds::Earliest,
+            bounds: None,
             options: common.options(),
             quiet: common.quiet,
         }),
@@ -402,7 +403,7 @@ fn main() -> ExitCode {
             copy::run(copy::CopyArgs {
                 src: &src,
                 dst: &dst,
-                bounds,
+                bounds: bounds.0,
                 options,
                 quiet: common.quiet,
             })

@@ -23,11 +23,23 @@ pub(crate) enum Val {
     Array(Vec<Val>),
     /// The elements of a variable-length sequence.
     Seq(Vec<Val>),
-    /// Bitfield / opaque / reference bytes.
+    /// Bitfield / opaque bytes.
     Bytes(Vec<u8>),
+    /// A reference: what it refers to (`None`: the null reference) and the kind and path of
+    /// the object, once named ([`crate::dump`] names them before printing).
+    Ref(Box<RefVal>),
     /// Something this decoder does not handle (variable-length data without its heap, as in
     /// a fill value; a heap object that cannot be read).
     Unsupported(&'static str),
+}
+
+/// A reference element.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RefVal {
+    /// What the reference refers to (`None`: the null reference).
+    pub(crate) reference: Option<h5::Reference>,
+    /// The referenced object's kind and (first, depth-first in name order) path, when known.
+    pub(crate) target: Option<(h5::ObjectKind, String)>,
 }
 
 /// The unsigned value of `bytes` in the given byte order (at most 16 bytes).
@@ -121,9 +133,8 @@ pub(crate) fn decode(dt: &Datatype, bytes: &[u8], heap: Option<&GlobalHeap>) -> 
         }
         Datatype::Float(t) => float_value(t, bytes).map_or(Val::Unsupported("float"), Val::Float),
         Datatype::String(_) => Val::Str(bytes.to_vec()),
-        Datatype::Bitfield(_) | Datatype::Opaque(_) | Datatype::Reference(_) => {
-            Val::Bytes(bytes.to_vec())
-        }
+        Datatype::Bitfield(_) | Datatype::Opaque(_) => Val::Bytes(bytes.to_vec()),
+        Datatype::Reference(rt) => reference(rt, bytes, heap),
         Datatype::Time(_) => Val::Bytes(bytes.to_vec()),
         Datatype::Enum(e) => {
             let name = e
@@ -212,6 +223,35 @@ pub(crate) fn decode(dt: &Datatype, bytes: &[u8], heap: Option<&GlobalHeap>) -> 
                 }
             }
         }
+    }
+}
+
+/// A reference element: object references (an address) decode alone, the other kinds through
+/// the global heap.
+fn reference(
+    rt: &h5_format::datatype::ReferenceType,
+    bytes: &[u8],
+    heap: Option<&GlobalHeap>,
+) -> Val {
+    let r = if rt.kind == h5_format::datatype::ReferenceKind::Object {
+        match raw_uint(bytes, ByteOrder::LittleEndian).and_then(|a| u64::try_from(a).ok()) {
+            Some(a) => {
+                Ok((a != 0 && a != h5_format::UNDEFINED_ADDRESS).then(|| h5::Reference::object(a)))
+            }
+            None => return Val::Unsupported("object reference"),
+        }
+    } else {
+        match heap {
+            Some(h) => h.reference(rt, bytes),
+            None => return Val::Unsupported("reference"),
+        }
+    };
+    match r {
+        Ok(reference) => Val::Ref(Box::new(RefVal {
+            reference,
+            target: None,
+        })),
+        Err(_) => Val::Unsupported("reference not readable"),
     }
 }
 

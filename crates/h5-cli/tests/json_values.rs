@@ -4,7 +4,7 @@
 //! version 5, version 1 VDS mapping lists, complex numbers). Every dataset and attribute whose
 //! values h5py recorded is compared structurally through its JSON dtype (enum names against
 //! h5py's integers, compounds by member, arrays and sequences element by element, floats
-//! exactly).
+//! exactly, references by what libhdf5 resolved them to).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -109,7 +109,9 @@ fn same(ours: &Value, theirs: &Value, dtype: &Value) -> Result<(), String> {
                 fail()
             }
         }
-        Some("reference") => Ok(()),
+        Some("reference") => {
+            same_reference(ours, theirs).map_err(|e| format!("{e}: {ours} != {theirs}"))
+        }
         _ => {
             if ours == theirs || same_scalar(ours, theirs) {
                 Ok(())
@@ -136,6 +138,54 @@ fn same(ours: &Value, theirs: &Value, dtype: &Value) -> Result<(), String> {
             }
         }
     }
+}
+
+/// A reference in the JSON (`null`, `{"object"}`, `{"attribute", "of"}`, `{"region_of",
+/// "selection", "points" | "blocks"}`) against libhdf5's description in the manifest (the
+/// region's element count and bounds computed from its points or blocks).
+fn same_reference(ours: &Value, theirs: &Value) -> Result<(), String> {
+    if ours.get("region_of").is_none() {
+        return if ours == theirs {
+            Ok(())
+        } else {
+            Err("differs".into())
+        };
+    }
+    for k in ["region_of", "selection"] {
+        if ours[k] != theirs[k] {
+            return Err(format!("{k} differs"));
+        }
+    }
+    let corners: Vec<(Vec<u64>, Vec<u64>)> = match ours["selection"].as_str() {
+        Some("points") => serde_json::from_value::<Vec<Vec<u64>>>(ours["points"].clone())
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|p| (p.clone(), p))
+            .collect(),
+        Some("hyperslab") => {
+            serde_json::from_value(ours["blocks"].clone()).map_err(|e| e.to_string())?
+        }
+        // "all" and "none" carry nothing more.
+        _ => return Ok(()),
+    };
+    let n: u64 = corners
+        .iter()
+        .map(|(s, e)| s.iter().zip(e).map(|(a, b)| b - a + 1).product::<u64>())
+        .sum();
+    let rank = corners.first().map_or(0, |c| c.0.len());
+    let lo: Vec<u64> = (0..rank)
+        .map(|d| corners.iter().map(|c| c.0[d]).min().unwrap_or(0))
+        .collect();
+    let hi: Vec<u64> = (0..rank)
+        .map(|d| corners.iter().map(|c| c.1[d]).max().unwrap_or(0))
+        .collect();
+    if theirs["npoints"] != n
+        || theirs["bounds_start"] != serde_json::json!(lo)
+        || theirs["bounds_end"] != serde_json::json!(hi)
+    {
+        return Err(format!("{n} points in {lo:?}-{hi:?}"));
+    }
+    Ok(())
 }
 
 /// The elements `levels` list levels down (`[[a, b], [c]]` one level down: `[a, b], [c]`).
@@ -172,9 +222,16 @@ fn real_world_fixtures_match_h5py_value_by_value() {
     let mut checked = 0;
     let mut values = 0;
     for f in manifest.files.iter().filter(|f| {
-        ["vlen_", "named_types_", "unwritten_", "blosc2_", "hdf5_2_"]
-            .iter()
-            .any(|p| f.name.starts_with(p))
+        [
+            "vlen_",
+            "named_types_",
+            "unwritten_",
+            "blosc2_",
+            "hdf5_2_",
+            "references_",
+        ]
+        .iter()
+        .any(|p| f.name.starts_with(p))
     }) {
         let rel = format!("fixtures/files/{}", f.name);
         let doc = dump_json(&rel);

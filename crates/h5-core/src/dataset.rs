@@ -229,9 +229,6 @@ pub(crate) fn build_layout(
 ) -> Result<Arc<dyn ChunkLayout>> {
     let dims = info.dims().to_vec();
     let elem = info.elem_size();
-    if elem == 0 {
-        return Err(Error::Unsupported("zero-sized datatype".into()));
-    }
     let fill = info.fill.clone().unwrap_or_default();
     let corrupt = |reason: &str| {
         Error::Format(h5_format::FormatError::Corrupted {
@@ -240,6 +237,10 @@ pub(crate) fn build_layout(
             reason: reason.into(),
         })
     };
+    if elem == 0 {
+        // libhdf5 refuses datatypes of 0 bytes.
+        return Err(corrupt("the datatype has 0 bytes"));
+    }
     let elements: u64 = dims
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
@@ -263,7 +264,18 @@ pub(crate) fn build_layout(
             let location = if *address == UNDEFINED_ADDRESS {
                 None
             } else {
-                let size = size.unwrap_or(elements.saturating_mul(elem as u64));
+                // As libhdf5 checks: the storage holds at least every element, and lies in the
+                // file (so reading it never allocates more than the file's size).
+                let data_size = elements
+                    .checked_mul(elem as u64)
+                    .ok_or_else(|| corrupt("the dataset's size in bytes overflows"))?;
+                let size = size.unwrap_or(data_size);
+                if size < data_size {
+                    return Err(corrupt(&format!(
+                        "contiguous storage of {size} bytes is smaller than the dataset's \
+                         {data_size} bytes (dimensions × element size)"
+                    )));
+                }
                 let addr = file.abs(*address)?;
                 within_file(file, addr, size).map_err(|reason| {
                     Error::Format(h5_format::FormatError::Corrupted {
@@ -294,8 +306,19 @@ pub(crate) fn build_layout(
                     reason: "chunk dimensions do not match the dataspace".into(),
                 }));
             }
-            let chunk_elems: u64 = chunk_dims.iter().product();
-            let chunk_bytes = chunk_elems.saturating_mul(elem as u64);
+            // libhdf5 refuses chunks of 4 GiB or more: no chunk of a valid file is bigger, so a
+            // chunk buffer never exceeds that whatever the file says.
+            let chunk_elems = crate::buffer::product(chunk_dims.iter().copied())
+                .ok_or_else(|| corrupt("the number of elements of a chunk overflows"))?;
+            let chunk_bytes = chunk_elems
+                .checked_mul(elem as u64)
+                .filter(|&b| b < MAX_CHUNK_BYTES)
+                .ok_or_else(|| {
+                    corrupt(&format!(
+                        "chunks of {chunk_elems} elements of {elem} bytes reach the format's \
+                         limit of 4 GiB"
+                    ))
+                })?;
             let max: Vec<u64> = match &info.dataspace.max_dims {
                 Some(m) => m.clone(),
                 None => dims.clone(),
@@ -396,6 +419,9 @@ pub(crate) fn build_layout(
         )?)),
     }
 }
+
+/// Chunks are smaller than this (libhdf5: "chunk size must be < 4GB").
+pub const MAX_CHUNK_BYTES: u64 = 1 << 32;
 
 /// Checks that `size` bytes at absolute `addr` lie inside the file (a damaged size or address
 /// must not drive an allocation or a read past the end).
@@ -510,7 +536,7 @@ fn dataset_id(file: &FileShared, info: &DatasetInfo) -> Result<DatasetId> {
 pub(crate) fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<DatasetId> {
     let id = dataset_id(file, info)?;
     {
-        let chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+        let chunks = file.chunks.read().map_err(|_| Error::Poisoned)?;
         if chunks.is_registered(id) {
             return Ok(id);
         }
@@ -560,8 +586,16 @@ fn external_layout(
         });
     }
     let storage = crate::external::ExternalStorage::new(segments);
-    let elements: u64 = info.dims().iter().product();
-    let size = elements.saturating_mul(info.elem_size() as u64);
+    let size = crate::buffer::product(info.dims().iter().copied())
+        .and_then(|n| n.checked_mul(info.elem_size() as u64))
+        .filter(|&size| size <= h5_io::Storage::len(&storage).unwrap_or(0))
+        .ok_or_else(|| {
+            Error::Format(h5_format::FormatError::Corrupted {
+                structure: "external data files message",
+                address: info.address,
+                reason: "the external files hold fewer bytes than the dataset".into(),
+            })
+        })?;
     let layout = SingleBlockLayout {
         dims: info.dims().to_vec(),
         elem_size: info.elem_size(),
@@ -633,7 +667,7 @@ pub(crate) fn visit_chunks(
     let mut lookup = |batch: &mut Vec<h5_chunkcache::ChunkCoord>| -> Result<()> {
         let found = layout
             .lookup(batch)
-            .map_err(|e| Error::Invalid(format!("chunk index: {e}")))?;
+            .map_err(|e| Error::from_layout(e, "chunk index"))?;
         for (c, l) in batch.iter().zip(found) {
             visit(c, l)?;
         }
@@ -670,10 +704,10 @@ pub fn stored_sizes(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<u6
             if info.external.is_some() || *address == UNDEFINED_ADDRESS {
                 return Ok(Vec::new());
             }
-            let elements: u64 = info.dims().iter().product();
-            Ok(vec![size.unwrap_or(
-                elements.saturating_mul(info.elem_size() as u64),
-            )])
+            let data_size = crate::buffer::product(info.dims().iter().copied())
+                .and_then(|n| n.checked_mul(info.elem_size() as u64))
+                .unwrap_or(u64::MAX);
+            Ok(vec![size.unwrap_or(data_size)])
         }
         LayoutClass::Chunked { .. } => {
             let layout = build_layout(file, info)?;
@@ -687,5 +721,57 @@ pub fn stored_sizes(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<u6
             Ok(sizes)
         }
         _ => Ok(Vec::new()),
+    }
+}
+
+/// Which elements of a dataset have storage in the file (the others read as the fill value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredData {
+    /// None: the dataset was never written (no chunk, or contiguous storage never allocated).
+    Nothing,
+    /// The chunks of a chunked dataset that are allocated, some but not all of its grid.
+    Chunks {
+        /// Chunk dimensions.
+        chunk: Vec<u64>,
+        /// Scaled coordinates (element offset / chunk dimension) of every allocated chunk.
+        allocated: std::collections::HashSet<Vec<u64>>,
+    },
+    /// Every element (or the dataset's storage cannot be listed chunk by chunk).
+    Everything,
+}
+
+/// Which elements of the dataset `info` describes have storage (for copying only what was
+/// written). Compact, virtual and external data count as everything; a chunk grid too large
+/// to list ([`stored_sizes`]' limit) too.
+pub fn stored_data(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<StoredData> {
+    match &info.layout.class {
+        LayoutClass::Contiguous { address, .. } => Ok(
+            if info.external.is_none() && *address == UNDEFINED_ADDRESS {
+                StoredData::Nothing
+            } else {
+                StoredData::Everything
+            },
+        ),
+        LayoutClass::Chunked { .. } => {
+            let layout = build_layout(file, info)?;
+            let chunk = info.chunk_dims().unwrap_or_default();
+            let counts = grid(info.dims(), &chunk);
+            let total = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
+            let mut allocated = std::collections::HashSet::new();
+            let listed = visit_chunks(layout.as_ref(), &counts, "list", |c, l| {
+                if l.location.is_some() {
+                    allocated.insert(c.as_slice().to_vec());
+                }
+                Ok(())
+            });
+            Ok(match listed {
+                Err(Error::Unsupported(_)) => StoredData::Everything,
+                Err(e) => return Err(e),
+                Ok(()) if allocated.is_empty() => StoredData::Nothing,
+                Ok(()) if Some(allocated.len() as u64) == total => StoredData::Everything,
+                Ok(()) => StoredData::Chunks { chunk, allocated },
+            })
+        }
+        _ => Ok(StoredData::Everything),
     }
 }

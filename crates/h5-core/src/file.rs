@@ -53,8 +53,8 @@ pub struct FileShared {
     /// Every metadata structure goes through this cache (shared with the chunk indexes of
     /// datasets being written, which must reach it while the file flushes as it is dropped).
     pub(crate) meta: SharedCache,
-    /// All raw data goes through this cache.
-    pub(crate) chunks: Mutex<ChunkCache>,
+    /// All raw data goes through this cache (hits are served under its shared lock).
+    pub(crate) chunks: h5_chunkcache::SharedChunkCache,
     /// Sizes of addresses and lengths.
     pub(crate) sizes: Sizes,
     /// Absolute file offset that relative addresses count from (the superblock's base address).
@@ -210,7 +210,7 @@ impl FileShared {
         let file = FileShared {
             storage,
             meta: Arc::new(Mutex::new(meta)),
-            chunks: Mutex::new(chunks),
+            chunks: h5_chunkcache::SharedChunkCache::new(chunks),
             sizes: sb.sizes,
             base,
             superblock: sb,

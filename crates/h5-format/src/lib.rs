@@ -7,6 +7,12 @@
 //! caches, or panics on bytes.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+// Bytes from a file never drive unchecked arithmetic or indexing: sizes are checked (`checked_*`,
+// `saturating_*`, `get`), and the few places where a bound is proven say so in an `allow`.
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
 
 pub mod btree1;
 pub mod btree2;
@@ -20,6 +26,8 @@ pub mod heap;
 pub mod message;
 pub mod object_header;
 pub mod reader;
+pub mod reference;
+pub mod selection;
 pub mod sohm;
 pub mod superblock;
 pub mod symbol_node;

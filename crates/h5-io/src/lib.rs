@@ -25,6 +25,9 @@
 //! operation and offsets involved ([`Error::OutOfBounds`],
 //! [`Error::AddressOverflow`], [`Error::Locked`], ...), never a bare string.
 //!
+//! **Buffers** for large reads ([`buffer::zeroed_vec`]) are allocated as numpy allocates
+//! arrays: zeroed pages from the kernel with transparent huge pages requested.
+//!
 //! The contract every implementation must meet is documented on [`Storage`]
 //! and checked by `testkit::run_conformance` (cargo feature `testkit`).
 //!
@@ -42,9 +45,11 @@
 //! # Ok::<(), h5_io::Error>(())
 //! ```
 
-#![forbid(unsafe_code)]
+// Unsafe code is denied everywhere but in `buffer` (one `madvise` call, see there).
+#![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod buffer;
 mod error;
 mod fault;
 #[cfg(any(unix, windows))]

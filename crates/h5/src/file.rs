@@ -99,6 +99,14 @@ impl FileAccess {
     /// rollback journal is synced in the order that survives power loss (docs/design.md §6).
     /// Off by default, as in libhdf5: a completed flush then survives a killed process, and a
     /// power cut only once the operating system has written its cache.
+    ///
+    /// ```
+    /// let access = h5::FileAccess::new().sync(true);
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let file = h5::File::create_with(dir.path().join("d.h5"), &access, &Default::default())?;
+    /// file.close()?; // flushed and fsynced
+    /// # Ok::<(), h5::Error>(())
+    /// ```
     pub fn sync(mut self, on: bool) -> Self {
         self.settings.sync = on;
         self
@@ -253,6 +261,7 @@ impl File {
 
     /// The root group (the group `File` dereferences to).
     pub fn root(&self) -> Result<Group> {
+        self.shared().check_open()?;
         Ok(self.root.clone())
     }
 
@@ -262,10 +271,8 @@ impl File {
         let mut bufs: Vec<Vec<u8>> = datasets
             .iter()
             .map(|d| {
-                d.size()
-                    .checked_mul(d.element_size())
-                    .map(|n| vec![0u8; n])
-                    .ok_or_else(|| Error::Invalid(format!("{}: too many elements", d.path())))
+                let len = (d.size() as u64).checked_mul(d.element_size() as u64);
+                h5_core::buffer::zeroed(|| format!("reading {}", d.path()), len)
             })
             .collect::<Result<_>>()?;
         let infos: Vec<_> = datasets.iter().map(|d| d.info()).collect();

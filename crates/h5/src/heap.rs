@@ -35,4 +35,14 @@ impl GlobalHeap {
     pub fn element(&self, element: &[u8]) -> Result<Option<(u32, Vec<u8>)>> {
         h5_core::values::vlen_element(&self.file, element)
     }
+
+    /// What the reference element `element` (its stored bytes, of reference type `rt`) refers
+    /// to, reading its global heap object when it has one; `None` for a null reference.
+    pub fn reference(
+        &self,
+        rt: &h5_format::datatype::ReferenceType,
+        element: &[u8],
+    ) -> Result<Option<crate::Reference>> {
+        h5_core::references::decode(&self.file, rt, element)
+    }
 }

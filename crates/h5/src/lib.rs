@@ -103,6 +103,7 @@ mod open;
 mod raw;
 mod rawio;
 mod read;
+pub mod references;
 pub mod slice;
 pub mod types;
 mod write;
@@ -110,7 +111,7 @@ mod write_data;
 
 pub use attribute::{Attribute, AttributeBuilder};
 pub use dataset::{ChunkInfo, Dataset, FilterInfo};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use file::{File, FileAccess, StorageDecorator};
 pub use group::{Group, Link, LinkKind, ObjectKind, TreeEntry};
 pub use h5_chunkcache::ChunkCacheConfig;
@@ -142,6 +143,7 @@ pub fn clear_status_flags(path: impl AsRef<std::path::Path>) -> Result<u32> {
 pub use location::Location;
 pub use open::journal_path;
 pub use raw::{NamedDatatype, RawDatasetBuilder};
+pub use references::{RefTarget, Reference, Referenced, RegionRef, Selection};
 #[doc(hidden)]
 pub use types::__private;
 pub use types::{

@@ -15,12 +15,12 @@ use ndarray::{Array1, Array2, ArrayD, Ix1, Ix2, SliceInfoElem};
 
 use crate::attribute::{into_dim, one};
 use crate::convert::to_array;
-use crate::types::{DecodeCtx, H5Type};
+use crate::types::{DecodeCtx, H5Num, H5Type};
 use crate::{Dataset, Error, Result};
 
 impl Dataset {
     /// The `n` elements `sel` selects as `T`s, in selection order.
-    fn read_selection<T: H5Type>(
+    fn read_selected<T: H5Type>(
         &self,
         info: &DatasetInfo,
         sel: &Selection,
@@ -48,15 +48,9 @@ impl Dataset {
 
     /// The `n` elements `sel` selects in the file representation.
     fn read_bytes(&self, info: &DatasetInfo, sel: &Selection, n: usize) -> Result<Vec<u8>> {
-        let len = n
-            .checked_mul(self.element_size())
-            .ok_or_else(|| Error::Invalid(format!("{}: selection too large", self.path())))?;
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(len).map_err(|_| {
-            Error::Invalid(format!("{}: {len} bytes do not fit in memory", self.path()))
-        })?;
-        buf.resize(len, 0);
-        if len > 0 {
+        let len = (n as u64).checked_mul(self.element_size() as u64);
+        let mut buf = h5_core::buffer::zeroed(|| format!("reading {}", self.path()), len)?;
+        if !buf.is_empty() {
             self.ctx(read(self.file_shared(), info, sel, None, None, &mut buf))?;
         }
         Ok(buf)
@@ -71,7 +65,7 @@ impl Dataset {
             info.dims().iter().map(|&d| d as usize).collect()
         };
         let n = element_count(&shape, self.path())?;
-        let v = self.read_selection(&info, &Selection::All, n, lossy)?;
+        let v = self.read_selected(&info, &Selection::All, n, lossy)?;
         to_array(v, &shape)
     }
 
@@ -105,7 +99,7 @@ impl Dataset {
     /// Every element as a `T`, C order (hdf5-metno's `read_raw`, h5py's `ds[()].ravel()`).
     pub fn read_vec<T: H5Type>(&self) -> Result<Vec<T>> {
         let info = self.info();
-        self.read_selection(&info, &Selection::All, self.size(), false)
+        self.read_selected(&info, &Selection::All, self.size(), false)
     }
 
     /// A one-dimensional dataset.
@@ -142,7 +136,7 @@ impl Dataset {
         let info = self.info();
         let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
         let n = element_count(&shape, self.path())?;
-        let v = self.read_selection(&info, &Selection::Hyperslab(slab), n, false)?;
+        let v = self.read_selected(&info, &Selection::Hyperslab(slab), n, false)?;
         to_array(v, &shape)
     }
 
@@ -159,7 +153,97 @@ impl Dataset {
         let sel =
             Selection::Points(Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?);
         let info = self.info();
-        self.read_selection(&info, &sel, points.len(), false)
+        self.read_selected(&info, &sel, points.len(), false)
+    }
+
+    /// Reads the whole dataset into `out`, C order, converting to `T` (lossless conversions
+    /// only), without allocating the result: `out` must hold exactly [`Dataset::size`]
+    /// elements. Reuse one buffer for many reads, or read into memory laid out as you need.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("r.h5");
+    /// # let f = h5::File::create(&path)?;
+    /// # f.new_dataset::<i32>().shape([2, 3]).create("d")?.write(&[1, 2, 3, 4, 5, 6])?;
+    /// # f.close()?;
+    /// let ds = h5::File::open(&path)?.dataset("d")?;
+    /// let mut buf = vec![0i64; ds.size()];
+    /// ds.read_into(&mut buf)?; // i32 in the file, widened to i64
+    /// assert_eq!(buf, [1, 2, 3, 4, 5, 6]);
+    /// # Ok::<(), h5::Error>(())
+    /// ```
+    pub fn read_into<T: H5Num>(&self, out: &mut [T]) -> Result<()> {
+        let info = self.info();
+        let n = if self.is_null() { 0 } else { self.size() };
+        self.read_numbers_into(&info, &Selection::All, n, out)
+    }
+
+    /// Reads a hyperslab (described like ndarray's `s![..]`, positive steps) into `out`, C
+    /// order of the hyperslab's shape, without allocating the result: `out` must hold exactly
+    /// the hyperslab's number of elements.
+    ///
+    /// ```
+    /// use h5::ndarray::s;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("s.h5");
+    /// # let f = h5::File::create(&path)?;
+    /// # f.new_dataset::<f32>().shape([3, 3]).create("d")?
+    /// #     .write(&[0f32, 1., 2., 3., 4., 5., 6., 7., 8.])?;
+    /// # f.close()?;
+    /// let ds = h5::File::open(&path)?.dataset("d")?;
+    /// let mut block = [0f32; 4];
+    /// ds.read_slice_into(s![1..3, 0..2], &mut block)?;
+    /// assert_eq!(block, [3., 4., 6., 7.]);
+    /// # Ok::<(), h5::Error>(())
+    /// ```
+    pub fn read_slice_into<T: H5Num>(
+        &self,
+        slice: impl AsRef<[SliceInfoElem]>,
+        out: &mut [T],
+    ) -> Result<()> {
+        let info = self.info();
+        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
+        let n = element_count(&shape, self.path())?;
+        self.read_numbers_into(&info, &Selection::Hyperslab(slab), n, out)
+    }
+
+    /// The `n` elements `sel` selects, converted to `T` straight into `out` (which must hold
+    /// exactly `n`; refused untouched otherwise).
+    fn read_numbers_into<T: H5Num>(
+        &self,
+        info: &DatasetInfo,
+        sel: &Selection,
+        n: usize,
+        out: &mut [T],
+    ) -> Result<()> {
+        if out.len() != n {
+            return Err(Error::Invalid(format!(
+                "{}: the destination holds {} elements, the selection {n}",
+                self.path(),
+                out.len()
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let from = num_type(self.dtype()).ok_or_else(|| {
+            Error::Invalid(format!(
+                "{}: {} is not a numeric type",
+                self.path(),
+                self.dtype().describe()
+            ))
+        })?;
+        let conv = NumConversion::new(from, T::TYPE, false)?;
+        let c: Option<&dyn h5_chunkcache::Conversion> = (!conv.is_identity()).then_some(&conv);
+        let r = read(
+            self.file_shared(),
+            info,
+            sel,
+            None,
+            c,
+            bytemuck::cast_slice_mut(out),
+        );
+        self.ctx(r)
     }
 
     /// Every element in the file representation, C order.
@@ -200,5 +284,5 @@ fn element_count(shape: &[usize], path: &str) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, d| a.checked_mul(*d))
-        .ok_or_else(|| Error::Invalid(format!("{path}: too many elements")))
+        .ok_or_else(|| Error::too_large(format!("reading {path}"), None))
 }

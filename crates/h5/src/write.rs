@@ -66,9 +66,12 @@ impl File {
         Ok(File::from_shared(shared, Some(path.to_path_buf())))
     }
 
-    /// Writes everything to the file (raw data, then metadata, the superblock last; synced
-    /// with [`FileAccess::sync`]). Once it returns, a writer killed at any later instant leaves
-    /// at least this state (docs/design.md §6).
+    /// Writes everything to the file (raw data, then metadata, the superblock last). When it
+    /// returns, the operating system holds a complete, consistent file (other processes can
+    /// open it; a writer killed at any later instant leaves at least this state, docs/design.md
+    /// §6). It is on stable storage only if the file was opened with
+    /// [`FileAccess::sync`]`(true)`, which adds an `fsync`; by default, as libhdf5's `H5Fflush`,
+    /// it does not sync.
     pub fn flush(&self) -> Result<()> {
         self.ctx(self.shared().flush())
     }
@@ -77,7 +80,8 @@ impl File {
     /// closes too, but cannot report). Every other handle of the file — clones of this `File`,
     /// groups, datasets, attributes — refuses later calls with [`Error::Closed`], and the
     /// file's lock is released (libhdf5's strong close degree). A file in the failed state is
-    /// closed as well, and the failure returned.
+    /// closed as well, and the failure returned. The same durability as
+    /// [`File::flush`] (libhdf5's `H5Fclose` does not sync either).
     pub fn close(self) -> Result<()> {
         self.ctx(self.shared().close())
     }

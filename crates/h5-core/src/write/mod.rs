@@ -332,7 +332,7 @@ impl FileShared {
         let mut file = FileShared {
             storage,
             meta: Arc::new(Mutex::new(meta)),
-            chunks: Mutex::new(chunks),
+            chunks: h5_chunkcache::SharedChunkCache::new(chunks),
             sizes,
             base: 0,
             superblock,

@@ -147,6 +147,11 @@ impl Storage for SparseStorage {
         }
         Ok(())
     }
+
+    /// A replay's scratch storage keeps no journal: a commit point has nothing to record.
+    fn commit(&self, _point: &h5_io::CommitPoint) -> Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

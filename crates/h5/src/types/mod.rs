@@ -233,6 +233,11 @@ impl<'a> EncodeCtx<'a> {
         Ok(())
     }
 
+    /// The file written (`None` when encoding without one, as for fill values).
+    pub(crate) fn file(&self) -> Option<&'a FileShared> {
+        self.file
+    }
+
     /// Sizes of addresses and lengths in the file written (8 and 8 without a file).
     pub(crate) fn sizes(&self) -> h5_format::Sizes {
         self.file
@@ -282,6 +287,11 @@ impl<'a> DecodeCtx<'a> {
     /// Sizes of addresses and lengths in the file.
     pub fn sizes(&self) -> h5_format::Sizes {
         self.file.superblock().sizes
+    }
+
+    /// The file read.
+    pub(crate) fn file(&self) -> &'a FileShared {
+        self.file
     }
 }
 
@@ -360,13 +370,13 @@ macro_rules! numbers {
                 n: usize,
                 fill: &mut dyn FnMut(NumType, &mut [u8]) -> Result<()>,
             ) -> Option<Result<Vec<Self>>> {
-                let mut out: Vec<$t> = Vec::new();
-                if out.try_reserve_exact(n).is_err() {
-                    return Some(Err(Error::Invalid(format!(
-                        "{n} elements do not fit in memory"
-                    ))));
-                }
-                out.resize(n, <$t>::default());
+                // Allocated as numpy allocates arrays (zeroed pages, huge pages when large).
+                let Some(mut out) = h5_io::buffer::try_zeroed_vec::<$t>(n) else {
+                    return Some(Err(Error::too_large(
+                        format!("{n} elements of {}", stringify!($t)),
+                        (n as u64).checked_mul(std::mem::size_of::<$t>() as u64),
+                    )));
+                };
                 Some(fill(<$t as NativeNum>::TYPE, bytemuck::cast_slice_mut(&mut out)).map(|()| out))
             }
         }

@@ -13,7 +13,9 @@ impl DoublingTable {
         if size <= self.start_block_size {
             0
         } else {
-            size.trailing_zeros() - self.start_bits() + 1
+            size.trailing_zeros()
+                .saturating_sub(self.start_bits())
+                .saturating_add(1)
         }
     }
 
@@ -21,8 +23,8 @@ impl DoublingTable {
     /// `block_offset` (`None`: no such row).
     pub fn entry_offset(&self, block_offset: u64, entry: usize) -> Option<u64> {
         let width = usize::from(self.width);
-        let row = u32::try_from(entry / width).ok()?;
-        let column = (entry % width) as u64;
+        let row = u32::try_from(entry.checked_div(width)?).ok()?;
+        let column = u64::try_from(entry.checked_rem(width)?).ok()?;
         block_offset
             .checked_add(self.row_offset(row)?)?
             .checked_add(column.checked_mul(self.row_block_size(row)?)?)
@@ -38,9 +40,10 @@ impl FractalHeapHeader {
         let mut min = if len < start {
             start
         } else {
-            1u64.checked_shl(1 + (63 - len.leading_zeros()))?
+            // The power of two above `len` (`len` >= `start` > 0: fewer than 64 leading zeros).
+            1u64.checked_shl(64u32.saturating_sub(len.leading_zeros()))?
         };
-        if min < self.direct_block_header_len() as u64 + len {
+        if min < (self.direct_block_header_len() as u64).checked_add(len)? {
             min = min.checked_mul(2)?;
         }
         (min <= self.table.max_direct_block_size).then_some(min)
@@ -56,9 +59,9 @@ impl FractalHeapHeader {
         }
         let mut row_off = min.trailing_zeros().saturating_sub(t.start_bits());
         if row_off > 0 {
-            row_off += 1;
+            row_off = row_off.saturating_add(1);
         }
-        u32::from(self.starting_root_rows).max(1 + row_off)
+        u32::from(self.starting_root_rows).max(row_off.saturating_add(1))
     }
 
     /// Rows of the root indirect block of `old` rows once doubled for a `min`-byte block, and
@@ -69,11 +72,11 @@ impl FractalHeapHeader {
         let skip_direct =
             old < t.max_direct_rows() && t.row_block_size(old).is_some_and(|s| min > s);
         let min_rows = if skip_direct {
-            1 + t.size_to_row(min)
+            t.size_to_row(min).saturating_add(1)
         } else {
             0
         };
-        let new = min_rows.max((2 * old).min(t.max_root_rows()));
+        let new = min_rows.max(old.saturating_mul(2).min(t.max_root_rows()));
         (new > old).then_some((new, min_rows))
     }
 
@@ -94,7 +97,9 @@ impl FractalHeapHeader {
     /// Data bytes of every slot of an indirect block of `rows` rows.
     pub fn rows_free_space(&self, rows: u32) -> u64 {
         let width = u64::from(self.table.width);
-        (0..rows).map(|r| self.row_free_space(r) * width).sum()
+        (0..rows).fold(0u64, |sum, r| {
+            sum.saturating_add(self.row_free_space(r).saturating_mul(width))
+        })
     }
 }
 
