@@ -461,7 +461,9 @@ fn file_with_hole(path: &Path, strategy: SpaceStrategy) {
 }
 
 /// libhdf5 reopening a file h5 persisted reports the same free space and puts a new dataset
-/// into it: the file does not grow.
+/// into it: the data lands in the hole and the file grows by no more than metadata (the new
+/// object header, when the metadata free space has no room for it: libhdf5's own file grows by
+/// 71 bytes in the same scenario, since old-style groups are changed in place).
 #[test]
 fn libhdf5_reuses_the_space_h5_persisted() {
     for strategy in [SpaceStrategy::FsmAggr, SpaceStrategy::Page] {
@@ -490,7 +492,7 @@ with h5py.File(path, "r+", **kw) as f:
 with h5py.File(path, "r") as f:
     assert (f["new"][()] == np.arange(8000)).all()
     assert (f["after"][()] == np.arange(100) * 3 + 2).all()
-print(before, os.path.getsize(path))
+    print(before, os.path.getsize(path), f["new"].id.get_offset())
 "#,
             &[path.to_str().unwrap()],
         );
@@ -498,7 +500,13 @@ print(before, os.path.getsize(path))
         assert_eq!(lines[0].parse::<u64>().unwrap(), free, "{strategy:?}");
         let sizes: Vec<u64> = lines[1].split(' ').map(|s| s.parse().unwrap()).collect();
         assert!(
-            sizes[1] <= sizes[0],
+            sizes[2] + 32_000 <= sizes[0],
+            "{strategy:?}: the new data at {} is not in the hole of a {}-byte file",
+            sizes[2],
+            sizes[0]
+        );
+        assert!(
+            sizes[1] <= sizes[0] + METADATA_CHURN,
             "{strategy:?}: file grew from {} to {}",
             sizes[0],
             sizes[1]
