@@ -164,22 +164,59 @@ pub fn run_python<S: AsRef<OsStr>>(code: &str, args: &[S]) -> String {
     run_python_with(Reference::Hdf5v114, code, args)
 }
 
-/// [`run_python`] with the interpreter of `reference`.
+/// Longest a Python snippet may run: `$H5_PYTHON_TIMEOUT` seconds, else 600. A reference
+/// library caught in a loop on a file h5 wrote then fails the test instead of hanging the suite.
+fn python_timeout() -> std::time::Duration {
+    let secs = std::env::var("H5_PYTHON_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    std::time::Duration::from_secs(secs)
+}
+
+/// [`run_python`] with the interpreter of `reference`. Panics too when the snippet runs longer
+/// than `$H5_PYTHON_TIMEOUT` seconds (600 by default; it is killed).
 pub fn run_python_with<S: AsRef<OsStr>>(reference: Reference, code: &str, args: &[S]) -> String {
+    use std::io::Read;
     let py = reference.python();
-    let out = Command::new(&py)
+    let mut child = Command::new(&py)
         .arg("-c")
         .arg(code)
         .args(args)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", py.display()));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let limit = python_timeout();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for python") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("python snippet still running after {limit:?} (killed)\n--- code ---\n{code}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = stdout.join().unwrap_or_default();
+    let err = stderr.join().unwrap_or_default();
     assert!(
-        out.status.success(),
-        "python snippet failed ({}):\n{}\n--- code ---\n{code}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        status.success(),
+        "python snippet failed ({status}):\n{}\n--- code ---\n{code}",
+        String::from_utf8_lossy(&err)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Hex SHA-256 of bytes, the way `h5py_check.py` digests a dataset: pass the elements'
