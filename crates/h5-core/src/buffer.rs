@@ -60,7 +60,8 @@ mod tests {
             ),
             "{e:?}"
         );
-        let e = filled(|| "n".into(), Some(1 << 61), 0u32).unwrap_err();
+        // 2^63 elements of 4 bytes: the byte count itself overflows.
+        let e = filled(|| "n".into(), Some(1 << 63), 0u32).unwrap_err();
         assert!(
             matches!(
                 e,
