@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use h5::{CreateOptions, FileAccess, FileSpaceOptions, FormatBounds, SpaceStrategy};
 use h5_io::{FileStorage, IoOp, Metrics, OpenMode};
-use h5_testkit::verify::{h5dump, run_python, workspace_dir};
+use h5_testkit::verify::{Reference, h5dump, run_python, run_python_with, workspace_dir};
 use serde_json::Value;
 
 fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -303,9 +303,20 @@ fn every_strategy_reads_back_with_its_settings_and_free_space() {
 /// libhdf5 changes the file (a dataset deleted, one added), then h5 does (one more added):
 /// both read everything, libhdf5 reports the free sections h5 persisted last, and the
 /// settings are unchanged.
+///
+/// Files of 512-byte pages are changed by HDF5 2.0: HDF5 1.14.4 can loop forever settling its
+/// metadata free-space manager when it closes such a file whose persisted metadata sections are
+/// fragmented (`H5MF_settle_meta_data_fsm`, seen on the V110 file since new-style groups are
+/// changed in place); HDF5 2.0.0 closes the same file and h5 and HDF5 1.14.4 read the result.
 fn back_and_forth(path: &Path, what: &str) {
     let before = report(path, &[]);
-    run_python(
+    let reference = if what.contains("page=512") {
+        Reference::Hdf5v200
+    } else {
+        Reference::Hdf5v114
+    };
+    run_python_with(
+        reference,
         r#"
 import sys, h5py, numpy as np
 path = sys.argv[1]
