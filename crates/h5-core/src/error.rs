@@ -65,6 +65,9 @@ pub enum Error {
     /// A lock was poisoned by a panic in another thread.
     #[error("internal lock poisoned")]
     Poisoned,
+    /// The page buffer's settings do not fit the file, or one of its operations failed.
+    #[error(transparent)]
+    PageBuffer(#[from] h5_pagebuf::PageBufferError),
 }
 
 impl Error {

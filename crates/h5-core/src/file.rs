@@ -26,6 +26,9 @@ pub struct CacheSettings {
     /// built with its `extreme-checks` feature, as in the workspace's test builds). Off by
     /// default: the check is O(entries) per call; small-cache tests switch it on.
     pub invariant_checks: bool,
+    /// The page buffer between both caches and the file (`None`: no page buffer). Needs the
+    /// paged file-space strategy.
+    pub page_buffer: Option<h5_pagebuf::PageBufferConfig>,
 }
 
 /// One open file.
@@ -53,6 +56,8 @@ pub struct FileShared {
     pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
     /// What a writable file keeps besides the caches (`None`: read-only).
     pub(crate) write: Option<Mutex<crate::write::WriteState>>,
+    /// The page buffer both caches reach the file through, if configured.
+    pub(crate) pagebuf: Option<Arc<h5_pagebuf::PageBuffer>>,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -103,6 +108,8 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<(FileShared, u64)> {
+        let (meta_storage, storage, pagebuf) =
+            crate::pagebuf::faces(storage, settings.page_buffer.as_ref())?;
         let len = storage.len()?;
         let at = superblock::locate(len, |off| {
             let mut sig = vec![0u8; superblock::SIGNATURE.len()];
@@ -110,7 +117,7 @@ impl FileShared {
         })?
         .ok_or(Error::NotHdf5)?;
         let mut builder = CacheBuilder::new(
-            Arc::clone(&storage),
+            meta_storage,
             classes(),
             FileSpace {
                 eoa: len,
@@ -164,7 +171,9 @@ impl FileShared {
             sohm: Mutex::new(None),
             alloc: None,
             write: None,
+            pagebuf,
         };
+        file.enable_page_buffer_from_file()?;
         Ok((file, at))
     }
 

@@ -20,6 +20,7 @@ pub mod layouts;
 pub mod meta;
 pub mod nav;
 pub mod object;
+pub mod pagebuf;
 pub mod space;
 pub mod values;
 pub mod virtual_ds;

@@ -8,6 +8,7 @@ use h5_core::file::{CacheSettings, FileShared};
 use h5_core::free_space::PersistedSpace;
 use h5_io::{FileStorage, OpenMode, Storage};
 use h5_metacache::{CacheConfig, Stats};
+use h5_pagebuf::{PageBufferConfig, PageBufferStats};
 
 use crate::{Dataset, Group, Result};
 
@@ -32,6 +33,16 @@ impl FileAccess {
     /// The chunk cache's configuration.
     pub fn chunk_cache(mut self, config: ChunkCacheConfig) -> Self {
         self.settings.chunks = config;
+        self
+    }
+
+    /// A page buffer of the given settings between both caches and the file (libhdf5's
+    /// `H5Pset_page_buffer_size`; the percentages are checked by [`PageBufferConfig::new`]).
+    /// Opening or creating a file then needs the paged file-space strategy
+    /// ([`crate::FileSpaceOptions`] with [`crate::SpaceStrategy::Page`]), and a size of at
+    /// least one page (larger sizes are rounded down to whole pages).
+    pub fn page_buffer(mut self, config: PageBufferConfig) -> Self {
+        self.settings.page_buffer = Some(config);
         self
     }
 
@@ -148,6 +159,11 @@ impl File {
     /// The metadata cache's statistics so far.
     pub fn metadata_cache_stats(&self) -> Result<Stats> {
         self.shared.metadata_cache_stats()
+    }
+
+    /// The page buffer's statistics so far (`None` without a page buffer).
+    pub fn page_buffer_stats(&self) -> Option<PageBufferStats> {
+        self.shared.page_buffer_stats()
     }
 
     /// The chunk cache's statistics so far.

@@ -55,6 +55,9 @@ pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
 pub use h5_format::message::fill_value::{AllocTime, FillTime};
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
+pub use h5_pagebuf::{
+    PageBufferConfig, PageBufferError, PageBufferStats, StatKind as PageStatKind,
+};
 pub use raw::{NamedDatatype, RawDatasetBuilder};
 #[doc(hidden)]
 pub use types::__private;

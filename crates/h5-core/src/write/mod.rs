@@ -229,6 +229,8 @@ impl FileShared {
     ) -> Result<Arc<FileShared>> {
         options.file_space.validate()?;
         storage.set_len(0)?;
+        let (meta_storage, storage, pagebuf) =
+            crate::pagebuf::faces(storage, settings.page_buffer.as_ref())?;
         let sizes = Sizes::EIGHT;
         // Non-default file-space settings live in the superblock extension (version 2 and
         // up), whatever the low bound: libhdf5 raises the superblock the same way.
@@ -247,7 +249,7 @@ impl FileShared {
             alloc: Some(Arc::clone(&alloc)),
             base: 0,
         };
-        let mut builder = CacheBuilder::new(Arc::clone(&storage), classes(), ctx);
+        let mut builder = CacheBuilder::new(meta_storage, classes(), ctx);
         if let Some(c) = &settings.metadata {
             builder = builder.config(c.clone());
         }
@@ -288,7 +290,9 @@ impl FileShared {
                 bounds: options.bounds,
                 ..WriteState::default()
             })),
+            pagebuf,
         };
+        file.enable_page_buffer_for_new(&options.file_space)?;
         let (root, scratch) = create_group_object(&file, &options.root_group)?;
         file.root = root;
         if custom_space {

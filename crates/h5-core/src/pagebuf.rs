@@ -1,0 +1,75 @@
+//! The page buffer between the caches and the file's storage (`h5-pagebuf`): the metadata
+//! cache reads and writes through its metadata face, the chunk cache (and every direct raw-data
+//! write) through its raw-data face. It starts passing everything through and buffers pages
+//! once the file's page size is known: from the creation options, or from the superblock
+//! extension's file space info message at open. As in libhdf5 (`H5PB_create`), a page buffer
+//! needs the paged file-space strategy.
+
+use std::sync::Arc;
+
+use h5_format::message::file_space_info::FileSpaceStrategy;
+use h5_io::Storage;
+use h5_pagebuf::{PageBuffer, PageBufferConfig};
+
+use crate::error::{Error, Result};
+use crate::file::FileShared;
+
+/// The storages a file's caches use: (metadata, raw data, the page buffer behind both).
+pub(crate) type Faces = (Arc<dyn Storage>, Arc<dyn Storage>, Option<Arc<PageBuffer>>);
+
+/// Puts a page buffer over `storage` when one is configured (passing through until enabled).
+pub(crate) fn faces(storage: Arc<dyn Storage>, config: Option<&PageBufferConfig>) -> Result<Faces> {
+    match config {
+        Some(c) if c.size() > 0 => {
+            let pb = PageBuffer::new(storage, *c)?;
+            Ok((pb.metadata(), pb.raw(), Some(pb)))
+        }
+        _ => Ok((Arc::clone(&storage), storage, None)),
+    }
+}
+
+fn not_paged() -> Error {
+    Error::Invalid("enabling page buffering requires the PAGE file space strategy".into())
+}
+
+impl FileShared {
+    /// The page buffer, when the file was opened with one.
+    pub fn page_buffer(&self) -> Option<&Arc<PageBuffer>> {
+        self.pagebuf.as_ref()
+    }
+
+    /// The page buffer's statistics, when the file has one.
+    pub fn page_buffer_stats(&self) -> Option<h5_pagebuf::PageBufferStats> {
+        self.pagebuf.as_ref().map(|p| p.stats())
+    }
+
+    /// Starts the page buffer of an opened file with the page size its file space info
+    /// message records; a file without the paged strategy cannot have one.
+    pub(crate) fn enable_page_buffer_from_file(&self) -> Result<()> {
+        let Some(pb) = &self.pagebuf else {
+            return Ok(());
+        };
+        match self.file_space_info()? {
+            Some(info) if info.strategy == FileSpaceStrategy::Page => {
+                pb.enable(info.page_size)?;
+                Ok(())
+            }
+            _ => Err(not_paged()),
+        }
+    }
+
+    /// Starts the page buffer of a new file with the page size of its creation options.
+    pub(crate) fn enable_page_buffer_for_new(
+        &self,
+        options: &crate::write::fspace::FileSpaceOptions,
+    ) -> Result<()> {
+        let Some(pb) = &self.pagebuf else {
+            return Ok(());
+        };
+        if options.strategy() != crate::space::SpaceStrategy::Page {
+            return Err(not_paged());
+        }
+        pb.enable(options.page_size())?;
+        Ok(())
+    }
+}
