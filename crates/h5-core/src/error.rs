@@ -68,6 +68,9 @@ pub enum Error {
     /// The page buffer's settings do not fit the file, or one of its operations failed.
     #[error(transparent)]
     PageBuffer(#[from] h5_pagebuf::PageBufferError),
+    /// VFD SWMR: a configuration, metadata file or end-of-tick error.
+    #[error(transparent)]
+    Swmr(#[from] h5_swmr::SwmrError),
 }
 
 impl Error {

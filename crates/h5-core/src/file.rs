@@ -29,6 +29,9 @@ pub struct CacheSettings {
     /// The page buffer between both caches and the file (`None`: no page buffer). Needs the
     /// paged file-space strategy.
     pub page_buffer: Option<h5_pagebuf::PageBufferConfig>,
+    /// VFD SWMR (`None`: off). Opening with it goes through [`FileShared::create_swmr`] and
+    /// [`FileShared::open_swmr`].
+    pub swmr: Option<h5_swmr::SwmrConfig>,
 }
 
 /// One open file.
@@ -58,6 +61,8 @@ pub struct FileShared {
     pub(crate) write: Option<Mutex<crate::write::WriteState>>,
     /// The page buffer both caches reach the file through, if configured.
     pub(crate) pagebuf: Option<Arc<h5_pagebuf::PageBuffer>>,
+    /// VFD SWMR state, set once right after opening.
+    pub(crate) swmr: crate::swmr::SwmrSlot,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -108,8 +113,7 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<(FileShared, u64)> {
-        let (meta_storage, storage, pagebuf) =
-            crate::pagebuf::faces(storage, settings.page_buffer.as_ref())?;
+        let (meta_storage, storage, pagebuf) = crate::pagebuf::faces(storage, settings)?;
         let len = storage.len()?;
         let at = superblock::locate(len, |off| {
             let mut sig = vec![0u8; superblock::SIGNATURE.len()];
@@ -172,6 +176,7 @@ impl FileShared {
             alloc: None,
             write: None,
             pagebuf,
+            swmr: Default::default(),
         };
         file.enable_page_buffer_from_file()?;
         Ok((file, at))

@@ -22,6 +22,7 @@ pub mod nav;
 pub mod object;
 pub mod pagebuf;
 pub mod space;
+pub mod swmr;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;

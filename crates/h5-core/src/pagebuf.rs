@@ -9,19 +9,25 @@ use std::sync::Arc;
 
 use h5_format::message::file_space_info::FileSpaceStrategy;
 use h5_io::Storage;
-use h5_pagebuf::{PageBuffer, PageBufferConfig};
+use h5_pagebuf::{PageBuffer, PageBufferError};
 
 use crate::error::{Error, Result};
-use crate::file::FileShared;
+use crate::file::{CacheSettings, FileShared};
 
 /// The storages a file's caches use: (metadata, raw data, the page buffer behind both).
 pub(crate) type Faces = (Arc<dyn Storage>, Arc<dyn Storage>, Option<Arc<PageBuffer>>);
 
-/// Puts a page buffer over `storage` when one is configured (passing through until enabled).
-pub(crate) fn faces(storage: Arc<dyn Storage>, config: Option<&PageBufferConfig>) -> Result<Faces> {
-    match config {
+/// Puts a page buffer over `storage` when one is configured (passing through until enabled),
+/// in VFD SWMR writer or reader mode when the settings ask for VFD SWMR.
+pub(crate) fn faces(storage: Arc<dyn Storage>, settings: &CacheSettings) -> Result<Faces> {
+    match &settings.page_buffer {
         Some(c) if c.size() > 0 => {
             let pb = PageBuffer::new(storage, *c)?;
+            match &settings.swmr {
+                Some(s) if s.writer => pb.start_swmr_writer(s.max_lag_ticks(), 1)?,
+                Some(_) => pb.start_swmr_reader()?,
+                None => {}
+            }
             Ok((pb.metadata(), pb.raw(), Some(pb)))
         }
         _ => Ok((Arc::clone(&storage), storage, None)),
@@ -29,7 +35,7 @@ pub(crate) fn faces(storage: Arc<dyn Storage>, config: Option<&PageBufferConfig>
 }
 
 fn not_paged() -> Error {
-    Error::Invalid("enabling page buffering requires the PAGE file space strategy".into())
+    Error::PageBuffer(PageBufferError::RequiresPagedStrategy)
 }
 
 impl FileShared {

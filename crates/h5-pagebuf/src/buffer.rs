@@ -313,7 +313,10 @@ impl PageBuffer {
     ) -> h5_io::Result<()> {
         let len = buf.len() as u64;
         if reader {
-            self.inner.read_at(offset, buf)?;
+            // A reader's entries are never newer than the file (they are only ever loaded from
+            // it) and may be older (a page a speculative metadata read brought in that later
+            // received raw data): the driver's bytes are the answer.
+            return self.inner.read_at(offset, buf);
         } else {
             let present = st.inner_len.saturating_sub(offset).min(len) as usize;
             if present > 0 {
@@ -350,6 +353,9 @@ impl PageBuffer {
         st.logical_len = st.logical_len.max(end);
         let ps = geo.page_size;
         let writer = matches!(st.mode, Mode::Writer(_));
+        if writer && kind == PageKind::Raw {
+            st.note_raw_over_index(offset / ps, (end - 1) / ps);
+        }
         if writer && kind == PageKind::Metadata {
             if offset.is_multiple_of(ps) && len > ps {
                 return self.write_mpmde(&mut st, offset, data);
@@ -414,7 +420,7 @@ impl PageBuffer {
                 st.stats.misses.bump(sk);
                 st.make_space(&*self.inner)?;
                 if data.len() as u64 == ps {
-                    let in_file = page * ps < st.inner_len;
+                    let in_file = page * ps < st.inner_len && st.existed(page);
                     st.insert(
                         page,
                         Entry {
@@ -459,9 +465,9 @@ impl PageBuffer {
             copy_into_image(key * ps, &mut e.image, offset, data);
         }
         st.set_dirty(key, true);
-        if kind == PageKind::Metadata {
-            st.set_kind(key, PageKind::Metadata);
-        }
+        // A page is what was last written into it (space freed as one kind may come back as
+        // the other).
+        st.set_kind(key, kind);
         st.touch(key);
         if kind == PageKind::Metadata {
             st.mark_modified(key);
@@ -504,7 +510,7 @@ impl PageBuffer {
             (lo, hi) = (l, h);
         }
         let mut image = vec![0u8; (hi - lo) as usize];
-        let mut in_file = offset < st.inner_len;
+        let mut in_file = offset < st.inner_len && st.existed(key);
         let mut delay = 0;
         for k in st.overlapping(lo, hi) {
             if let Some(e) = st.remove(k) {
@@ -591,11 +597,13 @@ impl PageBuffer {
     /// changes to pages the HDF5 file already holds wait `max_lag` ticks (SWMR-065/066).
     pub fn start_swmr_writer(&self, max_lag: u64, tick: u64) -> Result<(), PageBufferError> {
         let mut st = self.lock_state()?;
-        st.mode = Mode::Writer(WriterMode {
+        let initial_len = st.inner_len;
+        st.mode = Mode::Writer(Box::new(WriterMode {
             tick,
             max_lag,
+            initial_len,
             ..WriterMode::default()
-        });
+        }));
         Ok(())
     }
 
@@ -711,19 +719,38 @@ impl PageBuffer {
         })
     }
 
-    /// The published index as the buffer needs it: every HDF5 page (or multi-page entry's
-    /// first page) it lists, with the tick before which a change to it must not reach the HDF5
-    /// file.
+    /// The published index as the buffer needs it: every entry's first HDF5 page, its page
+    /// count, and the tick before which a change to it must not reach the HDF5 file.
     pub fn set_index_view(
         &self,
-        view: impl IntoIterator<Item = (u64, u64)>,
+        view: impl IntoIterator<Item = (u64, u64, u64)>,
     ) -> Result<(), PageBufferError> {
-        let view: std::collections::HashMap<u64, u64> = view.into_iter().collect();
+        let mut delays = std::collections::HashMap::new();
+        let mut covered = std::collections::HashMap::new();
+        for (base, pages, delay) in view {
+            delays.insert(base, delay);
+            for p in base..base + pages.max(1) {
+                covered.insert(p, base);
+            }
+        }
         self.with_writer(|st, _| {
             if let Mode::Writer(w) = &mut st.mode {
-                w.index_delays = view;
+                w.index_delays = delays;
+                w.index_pages = covered;
             }
             Ok(())
+        })
+    }
+
+    /// Index entries (by first page) whose pages received raw data since the last call: the
+    /// space held metadata when they were published and was freed and reused for raw data, so
+    /// their images are stale and the entries must leave the index.
+    pub fn take_raw_over_index(&self) -> Result<Vec<u64>, PageBufferError> {
+        self.with_writer(|st, _| {
+            Ok(match &mut st.mode {
+                Mode::Writer(w) => std::mem::take(&mut w.raw_over_index).into_iter().collect(),
+                _ => Vec::new(),
+            })
         })
     }
 

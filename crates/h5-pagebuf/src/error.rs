@@ -31,6 +31,10 @@ pub enum PageBufferError {
         /// The file's page size.
         page_size: u64,
     },
+    /// The file does not use the paged file-space strategy (libhdf5: "Enabling Page
+    /// Buffering requires PAGE file space strategy").
+    #[error("enabling page buffering requires the PAGE file space strategy")]
+    RequiresPagedStrategy,
     /// A zero page size.
     #[error("invalid page size {page_size}")]
     PageSize {

@@ -71,6 +71,14 @@ pub(crate) struct WriterMode {
     pub(crate) index_delays: HashMap<u64, u64>,
     /// Keys written to the HDF5 file since the last `take_flushed`.
     pub(crate) flushed: Vec<u64>,
+    /// Every page the published index covers → the first page of its entry.
+    pub(crate) index_pages: HashMap<u64, u64>,
+    /// Index entries (first pages) whose pages received raw data since the last take.
+    pub(crate) raw_over_index: BTreeSet<u64>,
+    /// The file's length when writer mode started: pages below it existed before.
+    pub(crate) initial_len: u64,
+    /// Metadata pages written to the HDF5 file since writer mode started.
+    pub(crate) written_meta: std::collections::HashSet<u64>,
 }
 
 /// The buffer's mode.
@@ -79,7 +87,7 @@ pub(crate) enum Mode {
     /// An ordinary page buffer.
     Plain,
     /// VFD SWMR writer.
-    Writer(WriterMode),
+    Writer(Box<WriterMode>),
     /// VFD SWMR reader: metadata pages only; raw data goes around the buffer.
     Reader,
 }
@@ -347,13 +355,25 @@ impl State {
         let kind = e.stat_kind();
         self.stats.flushes.bump(kind);
         self.set_dirty(key, false);
-        if let Some(e) = self.entries.get_mut(&key) {
-            e.in_file = true;
-        }
+        self.note_written(key);
+        Ok(())
+    }
+
+    /// Records that the entry at `key` was written to the HDF5 file.
+    fn note_written(&mut self, key: u64) {
+        let ps = self.page_size();
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        e.in_file = true;
+        let meta = e.kind == PageKind::Metadata;
+        let pages = (e.image.len() as u64).div_ceil(ps.max(1));
         if let Mode::Writer(w) = &mut self.mode {
             w.flushed.push(key);
+            if meta {
+                w.written_meta.extend(key..key + pages);
+            }
         }
-        Ok(())
     }
 
     /// Writes every dirty entry that may be written (not delayed) and, when `only` is given,
@@ -394,12 +414,7 @@ impl State {
             let kind = self.entries[&k].stat_kind();
             self.stats.flushes.bump(kind);
             self.set_dirty(k, false);
-            if let Some(e) = self.entries.get_mut(&k) {
-                e.in_file = true;
-            }
-            if let Mode::Writer(w) = &mut self.mode {
-                w.flushed.push(k);
-            }
+            self.note_written(k);
         }
         Ok(())
     }
@@ -453,6 +468,18 @@ impl State {
         Ok(())
     }
 
+    /// Whether the HDF5 file holds a version of `page` that a reader may read: in writer
+    /// mode, a page that existed when writing started or a metadata page written since (bytes
+    /// of a new page inside the file's length are not such a version); otherwise any page
+    /// inside the file.
+    pub(crate) fn existed(&self, page: u64) -> bool {
+        let ps = self.page_size();
+        match &self.mode {
+            Mode::Writer(w) => page * ps < w.initial_len || w.written_meta.contains(&page),
+            _ => page * ps < self.inner_len,
+        }
+    }
+
     /// Reads the page `page` from the underlying storage into a new clean entry.
     pub(crate) fn load_page(
         &mut self,
@@ -472,12 +499,13 @@ impl State {
         if present > 0 {
             inner.read_at(start, &mut image[..present as usize])?;
         }
+        let in_file = present > 0 && self.existed(page);
         let entry = Entry {
             image,
             kind,
             mpmde: false,
             dirty: false,
-            in_file: present > 0,
+            in_file,
             lru_seq: None,
             modified_this_tick: false,
             delay_write_until: 0,
@@ -498,11 +526,15 @@ impl State {
         let Some(e) = self.entries.get_mut(&key) else {
             return;
         };
-        if !e.modified_this_tick {
+        // Only the first change in a tick decides: bytes this tick itself wrote to the file
+        // (a page written back and changed again) were never published, so no reader reads
+        // them.
+        let first = !e.modified_this_tick;
+        if first {
             e.modified_this_tick = true;
             w.tick_list.insert(key);
         }
-        if e.delay_write_until == 0 && e.in_file {
+        if first && e.delay_write_until == 0 && e.in_file {
             let until = match w.index_delays.get(&key) {
                 None => w.tick + w.max_lag,
                 Some(&d) if d >= w.tick => d,
@@ -519,6 +551,20 @@ impl State {
             }
         }
         self.high_water();
+    }
+
+    /// Records raw-data writes to pages `first..=last` that the published index covers.
+    pub(crate) fn note_raw_over_index(&mut self, first: u64, last: u64) {
+        if let Mode::Writer(w) = &mut self.mode {
+            if w.index_pages.is_empty() {
+                return;
+            }
+            for p in first..=last {
+                if let Some(&base) = w.index_pages.get(&p) {
+                    w.raw_over_index.insert(base);
+                }
+            }
+        }
     }
 
     /// Makes sure the entry is delayed until at least `until` (an absorbed entry's delay

@@ -73,7 +73,7 @@ fn swmr_067_new_pages_are_never_delayed() {
         }
         pb.flush().unwrap();
         end_tick(&pb, &mut tick);
-        pb.set_index_view((0..5).map(|p| (p, 0))).unwrap();
+        pb.set_index_view((0..5).map(|p| (p, 1, 0))).unwrap();
         assert_eq!(pb.counts().dwl_len, 0);
     }
     assert_eq!(pb.stats().delayed_writes, 0);
@@ -99,7 +99,7 @@ fn swmr_066_swmr_070_existing_pages_wait_max_lag_ticks() {
             "not written while delayed"
         );
         end_tick(&pb, &mut tick);
-        pb.set_index_view([(1, 1 + MAX_LAG)]).unwrap();
+        pb.set_index_view([(1, 1, 1 + MAX_LAG)]).unwrap();
     }
     assert_eq!(tick, MAX_LAG);
     pb.flush().unwrap();
@@ -116,11 +116,11 @@ fn swmr_066_swmr_070_existing_pages_wait_max_lag_ticks() {
     pb.flush().unwrap();
     assert_eq!(file.read_vec(PS + 4, 4).unwrap(), vec![7; 4]);
     // A page indexed long enough is not delayed again.
-    pb.set_index_view([(1, 0)]).unwrap();
+    pb.set_index_view([(1, 1, 0)]).unwrap();
     meta.write_at(PS, &[8; 2]).unwrap();
     assert_eq!(pb.counts().dwl_len, 0);
     // A page indexed with a delay still ahead waits until then.
-    pb.set_index_view([(2, tick + 2)]).unwrap();
+    pb.set_index_view([(2, 1, tick + 2)]).unwrap();
     meta.write_at(2 * PS, &[9; 2]).unwrap();
     assert_eq!(pb.counts().max_delay, tick + 2);
 }

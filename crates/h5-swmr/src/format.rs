@@ -287,23 +287,37 @@ impl MdIndex {
     }
 }
 
-/// The entries of `new` that a reader must act on (SWMR-092): pages added, or whose image
-/// changed (metadata file page, length or checksum). Entries only in `old` need nothing: their
-/// HDF5 file bytes equal their last image. Both indexes are sorted; one merge pass.
+/// The entries a reader must act on when its index goes from `old` to `new` (SWMR-092):
+/// pages added, pages whose image changed (metadata file page, length or checksum), and pages
+/// that left the index. The RFC says removed pages need nothing because their HDF5 file bytes
+/// equal their last image — but only the *last* image: a reader that skipped ticks holds an
+/// older one (a writer closing publishes an empty index right after its last changes), so they
+/// are evicted too, as the C implementation does. Both indexes are sorted; one merge pass.
 pub fn changed_entries(old: &[IndexEntry], new: &[IndexEntry]) -> Vec<IndexEntry> {
     let mut out = Vec::new();
-    let mut i = 0;
-    for n in new {
-        while i < old.len() && old[i].hdf5_page < n.hdf5_page {
-            i += 1;
-        }
-        match old.get(i) {
-            Some(o) if o.hdf5_page == n.hdf5_page => {
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) if o.hdf5_page == n.hdf5_page => {
                 if o.md_page != n.md_page || o.length != n.length || o.checksum != n.checksum {
-                    out.push(*n);
+                    out.push(if n.length >= o.length { *n } else { *o });
                 }
+                i += 1;
+                j += 1;
             }
-            _ => out.push(*n),
+            (Some(o), Some(n)) if o.hdf5_page < n.hdf5_page => {
+                out.push(*o);
+                i += 1;
+            }
+            (Some(o), None) => {
+                out.push(*o);
+                i += 1;
+            }
+            (_, Some(n)) => {
+                out.push(*n);
+                j += 1;
+            }
+            (None, None) => break,
         }
     }
     out
@@ -458,8 +472,8 @@ mod tests {
         let pages: Vec<u64> = d.iter().map(|e| e.hdf5_page).collect();
         assert_eq!(
             pages,
-            vec![2, 3, 7],
-            "changed md page, added, changed length; 4 removed, 1 same"
+            vec![2, 3, 4, 7],
+            "changed md page, added, removed, changed length; 1 unchanged"
         );
         let mut sum_only = new.clone();
         sum_only[0].checksum ^= 1;

@@ -135,11 +135,12 @@ impl WriterIndex {
         gone
     }
 
-    /// (HDF5 page, delayed-flush tick) of every entry: what the page buffer needs.
-    pub fn view(&self) -> Vec<(u64, u64)> {
+    /// (first HDF5 page, page count, delayed-flush tick) of every entry: what the page buffer
+    /// needs.
+    pub fn view(&self, page_size: u64) -> Vec<(u64, u64, u64)> {
         self.entries
             .iter()
-            .map(|e| (e.hdf5_page, e.delayed_flush))
+            .map(|e| (e.hdf5_page, e.pages(page_size), e.delayed_flush))
             .collect()
     }
 

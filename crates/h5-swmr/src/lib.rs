@@ -24,8 +24,10 @@ pub mod format;
 pub mod index;
 pub mod log;
 pub mod mdspace;
+pub mod pagemap;
 pub mod queue;
 pub mod reader;
+pub mod recover;
 pub mod updater;
 pub mod writer;
 

@@ -68,11 +68,12 @@ impl MdSpace {
         let mut start = addr;
         let mut size = self.round(len);
         if let Some((&a, &l)) = self.free.range(..start).next_back()
-            && a + l == start {
-                self.free.remove(&a);
-                start = a;
-                size += l;
-            }
+            && a + l == start
+        {
+            self.free.remove(&a);
+            start = a;
+            size += l;
+        }
         if let Some(&l) = self.free.get(&(start + size)) {
             self.free.remove(&(start + size));
             size += l;

@@ -40,6 +40,13 @@ pub trait TickTarget: Send + Sync {
     /// Runs this file's end of tick (writer or reader); the implementation re-queues itself
     /// with [`update`] when done.
     fn end_of_tick(&self, trigger: Trigger) -> Result<()>;
+
+    /// Whether the file asks for an end of tick before its deadline (a writer whose page
+    /// buffer grew past its expansion threshold, SWMR-072). Only asked while some file has
+    /// registered with [`watch_early`].
+    fn wants_early_tick(&self) -> bool {
+        false
+    }
 }
 
 /// A queue entry's identity.
@@ -66,6 +73,38 @@ static QUEUE: Mutex<Queue> = Mutex::new(Queue {
 static LEN: AtomicUsize = AtomicUsize::new(0);
 static HEAD_NANOS: AtomicU64 = AtomicU64::new(u64::MAX);
 static HEAD_WRITER: AtomicBool = AtomicBool::new(false);
+static EARLY_WATCHERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts files with an expansion threshold: while any is open, every check also asks each
+/// writer whether it wants an early end of tick.
+pub fn watch_early(on: bool) {
+    if on {
+        EARLY_WATCHERS.fetch_add(1, Ordering::AcqRel);
+    } else {
+        let _ =
+            EARLY_WATCHERS.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+}
+
+/// Runs the early end of tick of every writer that asks for one.
+fn check_early() -> Result<()> {
+    let writers: Vec<(EntryId, Weak<dyn TickTarget>)> = lock()
+        .entries
+        .iter()
+        .filter(|e| e.writer)
+        .map(|e| (e.id, e.target.clone()))
+        .collect();
+    for (id, w) in writers {
+        if let Some(t) = w.upgrade()
+            && t.wants_early_tick()
+            && let Err(e) = t.end_of_tick(Trigger::Early)
+        {
+            remove(id);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
 
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -213,6 +252,9 @@ pub fn check(exiting: bool) -> Result<()> {
     if LEN.load(Ordering::Acquire) == 0 {
         return Ok(());
     }
+    if EARLY_WATCHERS.load(Ordering::Acquire) > 0 {
+        check_early()?;
+    }
     let now = nanos(Instant::now());
     if now < HEAD_NANOS.load(Ordering::Acquire) {
         return Ok(());
@@ -306,6 +348,28 @@ pub fn enter() -> Result<ApiGuard> {
         check(false)?;
     }
     Ok(guard)
+}
+
+/// Enters a public API call like [`enter`] but without the entry check: for the explicit
+/// end-of-tick call, whose own end of tick must be the only one for an expired tick
+/// (SWMR-023). The exit check still runs.
+pub fn enter_quiet() -> ApiGuard {
+    let d = DEPTH.with(|d| {
+        let v = d.get() + 1;
+        d.set(v);
+        v
+    });
+    let outer = d == 1;
+    let mut guard = ApiGuard {
+        outer,
+        locked: false,
+        done: false,
+    };
+    if outer && !is_empty() {
+        acquire();
+        guard.locked = true;
+    }
+    guard
 }
 
 fn acquire() {

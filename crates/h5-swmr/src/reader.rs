@@ -340,6 +340,9 @@ const IMAGE_CACHE_ENTRIES: usize = 64;
 pub struct ReaderStorage {
     hdf5: Arc<dyn Storage>,
     state: Mutex<(MdReader, ImageCache)>,
+    /// The writer's end of allocation as last published (the superblock's end of file): the
+    /// file is at least that long for this reader, unwritten bytes reading as zeros.
+    min_len: std::sync::atomic::AtomicU64,
 }
 
 fn io_error(op: IoOp, offset: u64, e: SwmrError) -> h5_io::Error {
@@ -367,6 +370,7 @@ impl ReaderStorage {
         ReaderStorage {
             hdf5,
             state: Mutex::new((reader, ImageCache::default())),
+            min_len: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -377,6 +381,12 @@ impl ReaderStorage {
     /// Runs `f` on the metadata-file reader.
     pub fn with_reader<T>(&self, f: impl FnOnce(&mut MdReader) -> T) -> Result<T> {
         Ok(f(&mut self.reader()?.0))
+    }
+
+    /// Records the writer's published end of allocation (see [`Storage::len`]).
+    pub fn set_min_len(&self, len: u64) {
+        self.min_len
+            .store(len, std::sync::atomic::Ordering::Release);
     }
 
     /// The tick of the index in use.
@@ -419,9 +429,10 @@ impl ReaderStorage {
     ) -> Result<Arc<Vec<u8>>> {
         let key = (e.md_page, e.checksum);
         if let Some(img) = st.1.map.get(&key)
-            && img.len() == e.length as usize {
-                return Ok(Arc::clone(img));
-            }
+            && img.len() == e.length as usize
+        {
+            return Ok(Arc::clone(img));
+        }
         let md =
             st.0.md
                 .clone()
@@ -433,9 +444,10 @@ impl ReaderStorage {
         }
         let img = Arc::new(img);
         if st.1.order.len() >= IMAGE_CACHE_ENTRIES
-            && let Some(old) = st.1.order.pop_front() {
-                st.1.map.remove(&old);
-            }
+            && let Some(old) = st.1.order.pop_front()
+        {
+            st.1.map.remove(&old);
+        }
         st.1.order.push_back(key);
         st.1.map.insert(key, Arc::clone(&img));
         Ok(img)
@@ -444,15 +456,16 @@ impl ReaderStorage {
     fn read_inner(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let mut st = self.reader()?;
         if st.0.params.strict_lag
-            && let Some(h) = st.0.read_header()? {
-                let lag = h.tick.saturating_sub(st.0.tick());
-                if lag > st.0.params.max_lag {
-                    return Err(SwmrError::ReaderTooFarBehind {
-                        lag,
-                        max_lag: st.0.params.max_lag,
-                    });
-                }
+            && let Some(h) = st.0.read_header()?
+        {
+            let lag = h.tick.saturating_sub(st.0.tick());
+            if lag > st.0.params.max_lag {
+                return Err(SwmrError::ReaderTooFarBehind {
+                    lag,
+                    max_lag: st.0.params.max_lag,
+                });
             }
+        }
         let Some(ps) = st.0.page_size() else {
             drop(st);
             return Ok(self.hdf5.read_at_zero_fill(offset, buf)?);
@@ -517,7 +530,8 @@ impl Storage for ReaderStorage {
         Err(refuse(IoOp::Write, offset))
     }
 
-    /// The HDF5 file's length, or the end of the last indexed entry if that is further.
+    /// The HDF5 file's length, or the end of the last indexed entry, or the writer's published
+    /// end of allocation, whichever is furthest.
     fn len(&self) -> h5_io::Result<u64> {
         let file = self.hdf5.len()?;
         let st = self.state.lock().map_err(|_| refuse(IoOp::Len, 0))?;
@@ -527,7 +541,9 @@ impl Storage for ReaderStorage {
                 .entries
                 .last()
                 .map_or(0, |e| e.hdf5_page * ps + u64::from(e.length));
-        Ok(file.max(indexed))
+        Ok(file
+            .max(indexed)
+            .max(self.min_len.load(std::sync::atomic::Ordering::Acquire)))
     }
 
     fn set_len(&self, len: u64) -> h5_io::Result<()> {

@@ -175,6 +175,17 @@ impl MdWriter {
             tick: t,
             ..EotReport::default()
         };
+        // Entries whose space now holds raw data: their images are stale metadata.
+        let stale = pb.take_raw_over_index()?;
+        if !stale.is_empty() {
+            for e in self
+                .index
+                .remove_where(|e| stale.binary_search(&e.hdf5_page).is_ok())
+            {
+                self.frees.push(t, e.md_page * ps, u64::from(e.length));
+                report.removed += 1;
+            }
+        }
         let mut images = Vec::new();
         for img in pb.tick_images()? {
             let len = img.image.len() as u64;
@@ -256,7 +267,7 @@ impl MdWriter {
         report.relocated = self.relocated.is_some();
         pb.release_tick_list()?;
         pb.release_delayed_writes()?;
-        pb.set_index_view(self.index.view())?;
+        pb.set_index_view(self.index.view(ps))?;
         self.tick = t + 1;
         pb.set_tick(self.tick)?;
         Ok((out, report))

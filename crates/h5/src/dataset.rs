@@ -1,6 +1,6 @@
 //! Datasets.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use h5_chunkcache::selection::{Points, Selection};
 use h5_core::dataset::{DatasetInfo, read};
@@ -27,12 +27,28 @@ pub struct FilterInfo {
 }
 
 /// A dataset.
+///
+/// On a VFD SWMR reader a handle follows the file: after an end of tick that brought a new
+/// index its description (shape, storage, chunk index) is read again from the object header
+/// the next time it is used, so open handles keep working and see the writer's changes. Clones
+/// share that description.
 #[derive(Clone, Debug)]
 pub struct Dataset {
     file: Arc<FileShared>,
-    header: Arc<ObjectHeader>,
-    info: DatasetInfo,
+    live: Arc<RwLock<Live>>,
+    /// The element type and fill value never change for a dataset.
+    dtype: Datatype,
+    fill: Option<Vec<u8>>,
+    address: u64,
     path: String,
+}
+
+/// What may change under a VFD SWMR reader, with the generation it was read at.
+#[derive(Debug)]
+struct Live {
+    generation: u64,
+    header: Arc<ObjectHeader>,
+    info: Arc<DatasetInfo>,
 }
 
 impl Dataset {
@@ -52,19 +68,70 @@ impl Dataset {
         }
         let info = DatasetInfo::from_header(&r.file, &r.header)?;
         Ok(Dataset {
+            dtype: info.datatype.clone(),
+            fill: info.fill.clone(),
+            address: r.header.address,
+            live: Arc::new(RwLock::new(Live {
+                generation: r.file.swmr_generation(),
+                header: r.header,
+                info: Arc::new(info),
+            })),
             file: r.file,
-            header: r.header,
-            info,
             path: r.path,
         })
     }
 
-    pub(crate) fn info(&self) -> &DatasetInfo {
-        &self.info
+    /// The current description and header: read again when a VFD SWMR reader's end of tick
+    /// brought a new index since they were read (if that read fails, the last description
+    /// stays and the next use tries again).
+    fn current(&self) -> (Arc<ObjectHeader>, Arc<DatasetInfo>) {
+        let generation = self.file.swmr_generation();
+        if let Ok(l) = self.live.read()
+            && l.generation == generation
+        {
+            return (Arc::clone(&l.header), Arc::clone(&l.info));
+        }
+        let fresh = ObjectHeader::load(&self.file, self.address).and_then(|oh| {
+            let info = DatasetInfo::from_header(&self.file, &oh)?;
+            Ok((oh, info))
+        });
+        match (fresh, self.live.write()) {
+            (Ok((oh, info)), Ok(mut l)) => {
+                l.generation = generation;
+                l.header = Arc::clone(&oh);
+                l.info = Arc::new(info);
+                (oh, Arc::clone(&l.info))
+            }
+            (_, Ok(l)) => (Arc::clone(&l.header), Arc::clone(&l.info)),
+            (_, Err(p)) => {
+                let l = p.into_inner();
+                (Arc::clone(&l.header), Arc::clone(&l.info))
+            }
+        }
+    }
+
+    pub(crate) fn info(&self) -> Arc<DatasetInfo> {
+        self.current().1
+    }
+
+    fn header(&self) -> Arc<ObjectHeader> {
+        self.current().0
     }
 
     pub(crate) fn set_info(&mut self, info: DatasetInfo) {
-        self.info = info;
+        let mut l = self.live.write().unwrap_or_else(|p| p.into_inner());
+        l.info = Arc::new(info);
+    }
+
+    /// Reads the description again from the object header now (h5py's `Dataset.refresh`),
+    /// whatever the generation.
+    pub fn refresh(&self) -> Result<()> {
+        let oh = ObjectHeader::load(&self.file, self.address)?;
+        let info = DatasetInfo::from_header(&self.file, &oh)?;
+        let mut l = self.live.write().unwrap_or_else(|p| p.into_inner());
+        l.header = oh;
+        l.info = Arc::new(info);
+        Ok(())
     }
 
     pub(crate) fn file_shared(&self) -> &Arc<FileShared> {
@@ -73,13 +140,13 @@ impl Dataset {
 
     /// The object header's address (relative to the superblock): the dataset's identity.
     pub fn address(&self) -> u64 {
-        self.header.address
+        self.address
     }
 
     /// Stored (encoded) size in bytes of each allocated chunk, or of the contiguous block in
     /// the file; empty for compact, external, virtual and unallocated data.
     pub fn stored_sizes(&self) -> Result<Vec<u64>> {
-        h5_core::dataset::stored_sizes(&self.file, &self.info)
+        h5_core::dataset::stored_sizes(&self.file, &self.info())
     }
 
     /// The dataset's path.
@@ -89,12 +156,12 @@ impl Dataset {
 
     /// The shape.
     pub fn shape(&self) -> Vec<usize> {
-        self.info.dims().iter().map(|&d| d as usize).collect()
+        self.info().dims().iter().map(|&d| d as usize).collect()
     }
 
     /// The maximum shape (`None` for unlimited dimensions).
     pub fn maxshape(&self) -> Vec<Option<usize>> {
-        match &self.info.dataspace.max_dims {
+        match &self.info().dataspace.max_dims {
             Some(m) => m
                 .iter()
                 .map(|&d| (d != UNLIMITED).then_some(d as usize))
@@ -105,12 +172,12 @@ impl Dataset {
 
     /// Whether the dataspace is null (no elements at all, unlike a scalar's one).
     pub fn is_null(&self) -> bool {
-        self.info.dataspace.kind == h5_format::message::dataspace::DataspaceKind::Null
+        self.info().dataspace.kind == h5_format::message::dataspace::DataspaceKind::Null
     }
 
     /// Number of dimensions.
     pub fn ndim(&self) -> usize {
-        self.info.dims().len()
+        self.info().dims().len()
     }
 
     /// Number of elements.
@@ -118,22 +185,22 @@ impl Dataset {
         if self.is_null() {
             return 0;
         }
-        self.info.dims().iter().product::<u64>() as usize
+        self.info().dims().iter().product::<u64>() as usize
     }
 
     /// Bytes per element in the file.
     pub fn element_size(&self) -> usize {
-        self.info.elem_size()
+        self.info().elem_size()
     }
 
     /// The element type in the file.
     pub fn dtype(&self) -> &Datatype {
-        &self.info.datatype
+        &self.dtype
     }
 
     /// The chunk shape, if chunked.
     pub fn chunk(&self) -> Option<Vec<usize>> {
-        self.info
+        self.info()
             .chunk_dims()
             .map(|c| c.into_iter().map(|d| d as usize).collect())
     }
@@ -141,7 +208,7 @@ impl Dataset {
     /// The storage layout's name: "compact", "contiguous", "chunked" or "virtual".
     pub fn layout_name(&self) -> &'static str {
         use h5_format::message::layout::LayoutClass as L;
-        match self.info.layout.class {
+        match self.info().layout.class {
             L::Compact { .. } => "compact",
             L::Contiguous { .. } => "contiguous",
             L::Chunked { .. } => "chunked",
@@ -151,7 +218,7 @@ impl Dataset {
 
     /// The filter pipeline.
     pub fn filters(&self) -> Vec<FilterInfo> {
-        self.info
+        self.info()
             .pipeline
             .as_ref()
             .map(|p| {
@@ -173,34 +240,38 @@ impl Dataset {
 
     /// The fill value's bytes (file representation), if defined.
     pub fn fill_value_raw(&self) -> Option<&[u8]> {
-        self.info.fill.as_deref()
+        self.fill.as_deref()
     }
 
     /// Reads `n` selected elements straight into a `Vec<T>`: the chunk cache converts (or
     /// copies) each element into its place, with no intermediate buffer.
     fn read_typed<T: H5Num>(&self, sel: &Selection, n: usize, lossy: bool) -> Result<Vec<T>> {
-        if self.is_null() {
-            return Ok(Vec::new());
-        }
-        let from = h5_core::convert::num_type(self.dtype()).ok_or_else(|| {
-            Error::Invalid(format!("{} is not a numeric type", self.dtype().describe()))
-        })?;
-        let conv = h5_core::convert::NumConversion::new(from, T::TYPE, lossy)?;
-        let mut out = vec![T::default(); n];
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
-        let c: Option<&dyn h5_chunkcache::Conversion> = if conv.is_identity() {
-            None
-        } else {
-            Some(&conv)
-        };
-        read(&self.file, &self.info, sel, None, c, bytes)?;
-        Ok(out)
+        crate::swmr::api(|| {
+            if self.is_null() {
+                return Ok(Vec::new());
+            }
+            let from = h5_core::convert::num_type(self.dtype()).ok_or_else(|| {
+                Error::Invalid(format!("{} is not a numeric type", self.dtype().describe()))
+            })?;
+            let conv = h5_core::convert::NumConversion::new(from, T::TYPE, lossy)?;
+            let mut out = vec![T::default(); n];
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+            let c: Option<&dyn h5_chunkcache::Conversion> = if conv.is_identity() {
+                None
+            } else {
+                Some(&conv)
+            };
+            read(&self.file, &self.info(), sel, None, c, bytes)?;
+            Ok(out)
+        })
     }
 
     fn read_sel(&self, sel: &Selection, n: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; n * self.element_size()];
-        read(&self.file, &self.info, sel, None, None, &mut buf)?;
-        Ok(buf)
+        crate::swmr::api(|| {
+            let mut buf = vec![0u8; n * self.element_size()];
+            read(&self.file, &self.info(), sel, None, None, &mut buf)?;
+            Ok(buf)
+        })
     }
 
     /// Every element in the file representation, C order.
@@ -252,7 +323,7 @@ impl Dataset {
 
     /// A hyperslab described like ndarray's `s![..]` (steps must be positive).
     pub fn read_slice<T: H5Num>(&self, slice: impl AsRef<[SliceInfoElem]>) -> Result<ArrayD<T>> {
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info.dims())?;
+        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info().dims())?;
         let n: usize = shape.iter().product();
         let v = self.read_typed::<T>(&Selection::Hyperslab(slab), n, false)?;
         ArrayD::from_shape_vec(IxDyn(&shape), v).map_err(|e| Error::Invalid(e.to_string()))
@@ -285,12 +356,12 @@ impl Dataset {
 
     /// The attributes, sorted by name.
     pub fn attrs(&self) -> Result<Vec<Attribute>> {
-        Attribute::all(&self.file, &self.header)
+        crate::swmr::api(|| Attribute::all(&self.file, &self.header()))
     }
 
     /// The attribute `name`.
     pub fn attr(&self, name: &str) -> Result<Attribute> {
-        Attribute::named(&self.file, &self.header, name, &self.path)
+        crate::swmr::api(|| Attribute::named(&self.file, &self.header(), name, &self.path))
     }
 
     /// The attributes' names, sorted.

@@ -57,6 +57,10 @@ impl FileAccess {
     pub(crate) fn settings(&self) -> &CacheSettings {
         &self.settings
     }
+
+    pub(crate) fn settings_mut(&mut self) -> &mut CacheSettings {
+        &mut self.settings
+    }
 }
 
 /// An open HDF5 file (read-only for now). Cheap to clone; `Send + Sync`: several threads may
@@ -75,12 +79,20 @@ impl File {
 
     /// Opens the file at `path` for reading with the given cache settings.
     pub fn open_with(path: impl AsRef<Path>, access: &FileAccess) -> Result<File> {
-        let path = path.as_ref();
-        let storage = FileStorage::open(path, OpenMode::ReadOnly)?;
-        let dir = path.parent().map(Path::to_path_buf);
-        Ok(File {
-            shared: FileShared::open(Arc::new(storage), &access.settings, dir)?,
-            path: Some(path.to_path_buf()),
+        crate::swmr::api(|| {
+            let path = path.as_ref();
+            if access.settings.swmr.is_some() {
+                return Ok(File {
+                    shared: FileShared::open_swmr(path, &access.settings, false)?,
+                    path: Some(path.to_path_buf()),
+                });
+            }
+            let storage = FileStorage::open(path, OpenMode::ReadOnly)?;
+            let dir = path.parent().map(Path::to_path_buf);
+            Ok(File {
+                shared: FileShared::open(Arc::new(storage), &access.settings, dir)?,
+                path: Some(path.to_path_buf()),
+            })
         })
     }
 
@@ -117,43 +129,46 @@ impl File {
 
     /// The root group.
     pub fn root(&self) -> Result<Group> {
-        Group::open(&self.shared, "/")
+        crate::swmr::api(|| Group::open(&self.shared, "/"))
     }
 
     /// The group at `path`.
     pub fn group(&self, path: &str) -> Result<Group> {
-        Group::open(&self.shared, path)
+        crate::swmr::api(|| Group::open(&self.shared, path))
     }
 
     /// The dataset at `path`.
     pub fn dataset(&self, path: &str) -> Result<Dataset> {
-        Dataset::open(&self.shared, path)
+        crate::swmr::api(|| Dataset::open(&self.shared, path))
     }
 
     /// Names of the root group's members, sorted.
     pub fn member_names(&self) -> Result<Vec<String>> {
-        self.root()?.member_names()
+        crate::swmr::api(|| self.root()?.member_names())
     }
 
     /// Reads several datasets in one chunk-cache call, returning each one's elements (file
     /// representation, C order).
     pub fn read_many_raw(&self, datasets: &[&Dataset]) -> Result<Vec<Vec<u8>>> {
-        let mut bufs: Vec<Vec<u8>> = datasets
-            .iter()
-            .map(|d| vec![0u8; d.size() * d.element_size()])
-            .collect();
-        let all = h5_chunkcache::selection::Selection::All;
-        let mut reqs: Vec<(
-            &h5_core::dataset::DatasetInfo,
-            &h5_chunkcache::selection::Selection,
-            &mut [u8],
-        )> = datasets
-            .iter()
-            .zip(bufs.iter_mut())
-            .map(|(d, b)| (d.info(), &all, b.as_mut_slice()))
-            .collect();
-        h5_core::dataset::read_many(&self.shared, &mut reqs)?;
-        Ok(bufs)
+        crate::swmr::api(|| {
+            let mut bufs: Vec<Vec<u8>> = datasets
+                .iter()
+                .map(|d| vec![0u8; d.size() * d.element_size()])
+                .collect();
+            let all = h5_chunkcache::selection::Selection::All;
+            let infos: Vec<_> = datasets.iter().map(|d| d.info()).collect();
+            let mut reqs: Vec<(
+                &h5_core::dataset::DatasetInfo,
+                &h5_chunkcache::selection::Selection,
+                &mut [u8],
+            )> = infos
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(i, b)| (&**i, &all, b.as_mut_slice()))
+                .collect();
+            h5_core::dataset::read_many(&self.shared, &mut reqs)?;
+            Ok(bufs)
+        })
     }
 
     /// The metadata cache's statistics so far.

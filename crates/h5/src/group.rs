@@ -114,64 +114,72 @@ impl Group {
 
     /// The links, sorted by name.
     pub fn links(&self) -> Result<Vec<Link>> {
-        Ok(links(&self.file, &self.header)?
-            .into_iter()
-            .map(|l| Link {
-                name: l.name,
-                creation_order: l.creation_order,
-                kind: match l.value {
-                    LinkValue::Hard(_) => LinkKind::Hard,
-                    LinkValue::Soft(p) => LinkKind::Soft(p),
-                    LinkValue::External { file, path } => LinkKind::External { file, path },
-                    LinkValue::UserDefined(k) => LinkKind::UserDefined(k),
-                },
-            })
-            .collect())
+        crate::swmr::api(|| {
+            Ok(links(&self.file, &self.header)?
+                .into_iter()
+                .map(|l| Link {
+                    name: l.name,
+                    creation_order: l.creation_order,
+                    kind: match l.value {
+                        LinkValue::Hard(_) => LinkKind::Hard,
+                        LinkValue::Soft(p) => LinkKind::Soft(p),
+                        LinkValue::External { file, path } => LinkKind::External { file, path },
+                        LinkValue::UserDefined(k) => LinkKind::UserDefined(k),
+                    },
+                })
+                .collect())
+        })
     }
 
     /// The members' names, sorted.
     pub fn member_names(&self) -> Result<Vec<String>> {
-        Ok(self.links()?.into_iter().map(|l| l.name).collect())
+        crate::swmr::api(|| Ok(self.links()?.into_iter().map(|l| l.name).collect()))
     }
 
     /// The kind of the object `name` (relative to this group) leads to.
     pub fn kind_of(&self, name: &str) -> Result<ObjectKind> {
-        let r = nav::resolve(&self.file, self.header.address, &self.path, name)?;
-        Ok(CoreKind::of(&r.header).into())
+        crate::swmr::api(|| {
+            let r = nav::resolve(&self.file, self.header.address, &self.path, name)?;
+            Ok(CoreKind::of(&r.header).into())
+        })
     }
 
     /// The group at `name` (relative or absolute).
     pub fn group(&self, name: &str) -> Result<Group> {
-        let r = nav::resolve(&self.file, self.header.address, &self.path, name)?;
-        let kind = CoreKind::of(&r.header);
-        if kind != CoreKind::Group {
-            return Err(Error::WrongKind {
-                path: self.join(name),
-                expected: "group",
-                found: kind.name(),
-            });
-        }
-        Ok(Group {
-            file: r.file,
-            header: r.header,
-            path: r.path,
+        crate::swmr::api(|| {
+            let r = nav::resolve(&self.file, self.header.address, &self.path, name)?;
+            let kind = CoreKind::of(&r.header);
+            if kind != CoreKind::Group {
+                return Err(Error::WrongKind {
+                    path: self.join(name),
+                    expected: "group",
+                    found: kind.name(),
+                });
+            }
+            Ok(Group {
+                file: r.file,
+                header: r.header,
+                path: r.path,
+            })
         })
     }
 
     /// The dataset at `name` (relative or absolute).
     pub fn dataset(&self, name: &str) -> Result<Dataset> {
-        let r = nav::resolve(&self.file, self.header.address, &self.path, name)?;
-        Dataset::from_resolved(r)
+        crate::swmr::api(|| {
+            let r = nav::resolve(&self.file, self.header.address, &self.path, name)?;
+            Dataset::from_resolved(r)
+        })
     }
 
     /// The attributes, sorted by name.
     pub fn attrs(&self) -> Result<Vec<Attribute>> {
-        Attribute::all(&self.file, &self.header)
+        crate::swmr::api(|| Attribute::all(&self.file, &self.header))
     }
 
     /// The attribute `name`.
     pub fn attr(&self, name: &str) -> Result<Attribute> {
-        Attribute::named(&self.file, &self.header, name, &self.path)
+        crate::swmr::api(|| Attribute::named(&self.file, &self.header, name, &self.path))
     }
 
     /// The attributes' names, sorted.

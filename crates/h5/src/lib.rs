@@ -30,6 +30,7 @@ mod group;
 mod raw;
 mod rawio;
 pub mod slice;
+mod swmr;
 pub mod types;
 mod write;
 
@@ -58,7 +59,9 @@ pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCach
 pub use h5_pagebuf::{
     PageBufferConfig, PageBufferError, PageBufferStats, StatKind as PageStatKind,
 };
+pub use h5_swmr::{SwmrConfig, SwmrError, log::Tag as SwmrLogTag};
 pub use raw::{NamedDatatype, RawDatasetBuilder};
+pub use swmr::SwmrStatus;
 #[doc(hidden)]
 pub use types::__private;
 pub use types::{

@@ -292,7 +292,7 @@ impl Dataset {
         if len > 0 {
             h5_core::dataset::read(
                 self.file_shared(),
-                self.info(),
+                &self.info(),
                 &Selection::Hyperslab(slab),
                 None,
                 None,
@@ -311,7 +311,7 @@ impl Dataset {
         self.check_raw_len(bytes, self.size())?;
         h5_core::write::dataset::write(
             self.file_shared(),
-            self.info(),
+            &self.info(),
             &Selection::All,
             None,
             None,
@@ -329,7 +329,7 @@ impl Dataset {
         }
         h5_core::write::dataset::write(
             self.file_shared(),
-            self.info(),
+            &self.info(),
             &Selection::Hyperslab(slab),
             None,
             None,

@@ -27,37 +27,53 @@ impl File {
     /// encoded together on the cache's worker threads): each pair is a dataset and all its
     /// elements in the file's representation, C order (what [`File::read_many_raw`] returns).
     pub fn write_many_raw(&self, datasets: &[(&Dataset, &[u8])]) -> Result<()> {
-        let reqs: Vec<(&h5_core::dataset::DatasetInfo, &[u8])> =
-            datasets.iter().map(|(d, b)| (d.info(), *b)).collect();
-        h5_core::write::io::write_many(self.shared(), &reqs)
+        crate::swmr::api(|| {
+            let infos: Vec<_> = datasets.iter().map(|(d, _)| d.info()).collect();
+            let reqs: Vec<(&h5_core::dataset::DatasetInfo, &[u8])> = infos
+                .iter()
+                .zip(datasets)
+                .map(|(i, (_, b))| (&**i, *b))
+                .collect();
+            h5_core::write::io::write_many(self.shared(), &reqs)
+        })
     }
 }
 
 impl Dataset {
     /// Writes `values[i]` at the element `points[i]` (one coordinate per dimension).
     pub fn write_points<T: H5Type>(&self, points: &[Vec<u64>], values: &[T]) -> Result<()> {
-        let rank = self.ndim();
-        if points.iter().any(|p| p.len() != rank) {
-            return Err(Error::Invalid(format!(
-                "points must have {rank} coordinates"
-            )));
-        }
-        if points.len() != values.len() {
-            return Err(Error::Invalid(format!(
-                "{} values for {} points",
-                values.len(),
-                points.len()
-            )));
-        }
-        if points.is_empty() {
-            return Ok(());
-        }
-        self.check_type::<T>()?;
-        let flat: Vec<u64> = points.iter().flatten().copied().collect();
-        let sel =
-            Selection::Points(Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?);
-        encode_for(self.file_shared(), values, |b| {
-            h5_core::write::dataset::write(self.file_shared(), self.info(), &sel, None, None, b)
+        crate::swmr::api(|| {
+            let rank = self.ndim();
+            if points.iter().any(|p| p.len() != rank) {
+                return Err(Error::Invalid(format!(
+                    "points must have {rank} coordinates"
+                )));
+            }
+            if points.len() != values.len() {
+                return Err(Error::Invalid(format!(
+                    "{} values for {} points",
+                    values.len(),
+                    points.len()
+                )));
+            }
+            if points.is_empty() {
+                return Ok(());
+            }
+            self.check_type::<T>()?;
+            let flat: Vec<u64> = points.iter().flatten().copied().collect();
+            let sel = Selection::Points(
+                Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?,
+            );
+            encode_for(self.file_shared(), values, |b| {
+                h5_core::write::dataset::write(
+                    self.file_shared(),
+                    &self.info(),
+                    &sel,
+                    None,
+                    None,
+                    b,
+                )
+            })
         })
     }
 
@@ -65,13 +81,23 @@ impl Dataset {
     /// set: filter `i` of the pipeline was skipped), or `None` if the chunk was never written.
     /// The bytes are as on disk: compressed, checksummed.
     pub fn read_chunk(&self, offset: &[u64]) -> Result<Option<(u32, Vec<u8>)>> {
-        h5_core::write::io::read_chunk(self.file_shared(), self.info(), offset)
+        crate::swmr::api(|| {
+            h5_core::write::io::read_chunk(self.file_shared(), &self.info(), offset)
+        })
     }
 
     /// Writes `bytes` as the stored image of the chunk starting at element `offset`, bypassing
     /// the filters (the caller encoded it; `filter_mask` bit `i` set says filter `i` was
     /// skipped). libhdf5's `H5Dwrite_chunk`.
     pub fn write_chunk(&self, offset: &[u64], filter_mask: u32, bytes: &[u8]) -> Result<()> {
-        h5_core::write::io::write_chunk(self.file_shared(), self.info(), offset, filter_mask, bytes)
+        crate::swmr::api(|| {
+            h5_core::write::io::write_chunk(
+                self.file_shared(),
+                &self.info(),
+                offset,
+                filter_mask,
+                bytes,
+            )
+        })
     }
 }

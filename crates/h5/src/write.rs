@@ -29,7 +29,9 @@ impl File {
     /// superblock 2, v2 object headers, link-message groups; readable by HDF5 1.8 and newer).
     /// Pass [`crate::FormatBounds::Earliest`] to [`File::create_with`] for files HDF5 1.6 reads.
     pub fn create(path: impl AsRef<Path>) -> Result<File> {
-        Self::create_with(path, &FileAccess::default(), &CreateOptions::default())
+        crate::swmr::api(|| {
+            Self::create_with(path, &FileAccess::default(), &CreateOptions::default())
+        })
     }
 
     /// Creates (or truncates) the file at `path` with the given cache settings and options.
@@ -38,11 +40,17 @@ impl File {
         access: &FileAccess,
         options: &CreateOptions,
     ) -> Result<File> {
-        let path = path.as_ref();
-        let storage = FileStorage::open(path, OpenMode::Create)?;
-        let dir = path.parent().map(Path::to_path_buf);
-        let shared = FileShared::create(Arc::new(storage), access.settings(), options, dir)?;
-        Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        crate::swmr::api(|| {
+            let path = path.as_ref();
+            if access.settings().swmr.is_some() {
+                let shared = FileShared::create_swmr(path, access.settings(), options)?;
+                return Ok(File::from_shared(shared, Some(path.to_path_buf())));
+            }
+            let storage = FileStorage::open(path, OpenMode::Create)?;
+            let dir = path.parent().map(Path::to_path_buf);
+            let shared = FileShared::create(Arc::new(storage), access.settings(), options, dir)?;
+            Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        })
     }
 
     /// Opens the existing file at `path` for reading and writing (default cache settings).
@@ -55,21 +63,33 @@ impl File {
 
     /// [`File::open_rw`] with the given cache settings.
     pub fn open_rw_with(path: impl AsRef<Path>, access: &FileAccess) -> Result<File> {
-        let path = path.as_ref();
-        let storage = FileStorage::open(path, OpenMode::ReadWrite)?;
-        let dir = path.parent().map(Path::to_path_buf);
-        let shared = FileShared::open_rw(Arc::new(storage), access.settings(), dir)?;
-        Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        crate::swmr::api(|| {
+            let path = path.as_ref();
+            if access.settings().swmr.is_some() {
+                let shared = FileShared::open_swmr(path, access.settings(), true)?;
+                return Ok(File::from_shared(shared, Some(path.to_path_buf())));
+            }
+            let storage = FileStorage::open(path, OpenMode::ReadWrite)?;
+            let dir = path.parent().map(Path::to_path_buf);
+            let shared = FileShared::open_rw(Arc::new(storage), access.settings(), dir)?;
+            Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        })
     }
 
     /// Writes everything to the file (raw data, then metadata, the superblock last) and syncs.
     pub fn flush(&self) -> Result<()> {
-        self.shared().flush()
+        crate::swmr::api(|| self.shared().flush())
     }
 
     /// Flushes and closes this handle, reporting any error (dropping the last handle flushes
     /// too, but cannot report).
     pub fn close(self) -> Result<()> {
+        if self.shared().is_swmr() {
+            // VFD SWMR: the file is closed for SWMR now (a writer waits out its delayed
+            // writes, publishes an empty index at a new tick and removes the metadata file);
+            // other handles still open stop taking part in ticks.
+            return crate::swmr::api(|| self.shared().close_swmr());
+        }
         self.shared().flush()
     }
 
@@ -82,7 +102,7 @@ impl File {
     /// Creates the group at `path` with creation `options` (intermediate groups get the
     /// defaults).
     pub fn create_group_with(&self, path: &str, options: &GroupOptions) -> Result<Group> {
-        self.root()?.create_group_with(path, options)
+        crate::swmr::api(|| self.root()?.create_group_with(path, options))
     }
 }
 
@@ -96,19 +116,21 @@ impl Group {
     /// tracking, phase change; used by new-style groups, format bounds V18 and newer);
     /// intermediate groups are created with the defaults when missing.
     pub fn create_group_with(&self, path: &str, options: &GroupOptions) -> Result<Group> {
-        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-        let Some((last, parents)) = parts.split_last() else {
-            return Err(Error::Invalid(format!("group path {path:?}")));
-        };
-        let mut g = self.clone();
-        for p in parents {
-            g = match g.group(p) {
-                Ok(sub) => sub,
-                Err(Error::NotFound(_)) => g.create_child_group(p)?,
-                Err(e) => return Err(e),
+        crate::swmr::api(|| {
+            let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+            let Some((last, parents)) = parts.split_last() else {
+                return Err(Error::Invalid(format!("group path {path:?}")));
             };
-        }
-        g.create_child_group_with(last, options)
+            let mut g = self.clone();
+            for p in parents {
+                g = match g.group(p) {
+                    Ok(sub) => sub,
+                    Err(Error::NotFound(_)) => g.create_child_group(p)?,
+                    Err(e) => return Err(e),
+                };
+            }
+            g.create_child_group_with(last, options)
+        })
     }
 
     fn create_child_group(&self, name: &str) -> Result<Group> {
@@ -136,36 +158,44 @@ impl Group {
     /// reference; the last one deletes it and returns its space (a group's members are then
     /// unlinked in turn).
     pub fn unlink(&self, path: &str) -> Result<()> {
-        let (g, name) = self.parent_of(path)?;
-        self.file_shared().unlink(g.address(), name)
+        crate::swmr::api(|| {
+            let (g, name) = self.parent_of(path)?;
+            self.file_shared().unlink(g.address(), name)
+        })
     }
 
     /// Moves (or renames) the link at `from` to `to`, both relative to this group; the object
     /// itself is unchanged.
     pub fn move_link(&self, from: &str, to: &str) -> Result<()> {
-        let (src, name) = self.parent_of(from)?;
-        let (dst, new_name) = self.parent_of(to)?;
-        self.file_shared()
-            .move_link(src.address(), name, dst.address(), new_name)
+        crate::swmr::api(|| {
+            let (src, name) = self.parent_of(from)?;
+            let (dst, new_name) = self.parent_of(to)?;
+            self.file_shared()
+                .move_link(src.address(), name, dst.address(), new_name)
+        })
     }
 
     /// Deletes the attribute `name`.
     pub fn delete_attr(&self, name: &str) -> Result<()> {
-        self.file_shared().delete_attribute(self.address(), name)
+        crate::swmr::api(|| self.file_shared().delete_attribute(self.address(), name))
     }
 
     /// Renames the attribute `name` to `new_name`.
     pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
-        self.file_shared()
-            .rename_attribute(self.address(), name, new_name)
+        crate::swmr::api(|| {
+            self.file_shared()
+                .rename_attribute(self.address(), name, new_name)
+        })
     }
 
     /// Adds an external link `name` → the object at `path` in the file `file` (a name
     /// resolved against this file's directory when read). Needs a new-style group (format
     /// bounds V18 and newer).
     pub fn link_external(&self, name: &str, file: &str, path: &str) -> Result<()> {
-        self.file_shared()
-            .link_external(self.address(), name, file, path)
+        crate::swmr::api(|| {
+            self.file_shared()
+                .link_external(self.address(), name, file, path)
+        })
     }
 
     /// Whether this group, created by this handle's file, stores its links densely (fractal
@@ -177,13 +207,15 @@ impl Group {
 
     /// Adds a soft link `name` → `target` (a path).
     pub fn link_soft(&self, name: &str, target: &str) -> Result<()> {
-        self.file_shared().link_soft(self.address(), name, target)
+        crate::swmr::api(|| self.file_shared().link_soft(self.address(), name, target))
     }
 
     /// Adds a hard link `name` to an existing object of this file (for example a dataset).
     pub fn link_hard(&self, name: &str, target: &Dataset) -> Result<()> {
-        self.file_shared()
-            .link_hard(self.address(), name, target.address())
+        crate::swmr::api(|| {
+            self.file_shared()
+                .link_hard(self.address(), name, target.address())
+        })
     }
 
     /// Starts describing a new dataset of `T` elements (numbers, strings, derived compounds
@@ -207,17 +239,17 @@ impl Group {
 
     /// Writes (or replaces) the attribute `name` holding `values` (a 1-D array).
     pub fn write_attr<T: H5Type>(&self, name: &str, values: &[T]) -> Result<()> {
-        write_attr(self.file_shared(), self.address(), name, values)
+        crate::swmr::api(|| write_attr(self.file_shared(), self.address(), name, values))
     }
 
     /// Writes (or replaces) the scalar attribute `name`.
     pub fn write_attr_scalar<T: H5Type>(&self, name: &str, value: T) -> Result<()> {
-        write_attr_scalar(self.file_shared(), self.address(), name, value)
+        crate::swmr::api(|| write_attr_scalar(self.file_shared(), self.address(), name, value))
     }
 
     /// Writes (or replaces) the attribute `name` holding a fixed-length UTF-8 string.
     pub fn write_attr_str(&self, name: &str, value: &str) -> Result<()> {
-        write_attr_str(self.file_shared(), self.address(), name, value)
+        crate::swmr::api(|| write_attr_str(self.file_shared(), self.address(), name, value))
     }
 }
 
@@ -458,46 +490,50 @@ impl<T: H5Type> DatasetBuilder<T> {
 
     /// Creates the dataset `name` in the group.
     pub fn create(self, name: &str) -> Result<Dataset> {
-        let fill = self.fill.transpose()?;
-        let layout = match self.chunk {
-            _ if self.compact => {
-                if self.chunk.is_some() || !self.filters.is_empty() {
+        crate::swmr::api(|| {
+            let fill = self.fill.transpose()?;
+            let layout = match self.chunk {
+                _ if self.compact => {
+                    if self.chunk.is_some() || !self.filters.is_empty() {
+                        return Err(Error::Invalid(
+                            "a compact dataset has no chunks and no filters".into(),
+                        ));
+                    }
+                    NewLayout::Compact
+                }
+                Some(chunk) => {
+                    let zeros = vec![0; self.datatype.size() as usize];
+                    let one = fill.as_deref().unwrap_or(&zeros);
+                    let filters = self
+                        .filters
+                        .iter()
+                        .map(|r| r.resolve(&self.datatype, &chunk, one))
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    NewLayout::Chunked { chunk, filters }
+                }
+                None if self.filters.is_empty() && self.max_shape.is_none() => {
+                    NewLayout::Contiguous
+                }
+                None => {
                     return Err(Error::Invalid(
-                        "a compact dataset has no chunks and no filters".into(),
+                        "filters and unlimited dimensions need a chunk shape".into(),
                     ));
                 }
-                NewLayout::Compact
-            }
-            Some(chunk) => {
-                let zeros = vec![0; self.datatype.size() as usize];
-                let one = fill.as_deref().unwrap_or(&zeros);
-                let filters = self
-                    .filters
-                    .iter()
-                    .map(|r| r.resolve(&self.datatype, &chunk, one))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                NewLayout::Chunked { chunk, filters }
-            }
-            None if self.filters.is_empty() && self.max_shape.is_none() => NewLayout::Contiguous,
-            None => {
-                return Err(Error::Invalid(
-                    "filters and unlimited dimensions need a chunk shape".into(),
-                ));
-            }
-        };
-        let spec = NewDataset {
-            datatype: self.datatype,
-            dims: self.shape,
-            max_dims: self.max_shape,
-            layout,
-            fill,
-            chunk_index: self.chunk_index,
-            alloc_time: self.alloc_time,
-            fill_time: self.fill_time,
-        };
-        let file = self.group.file_shared();
-        file.create_dataset(self.group.address(), name, &spec)?;
-        self.group.dataset(name)
+            };
+            let spec = NewDataset {
+                datatype: self.datatype,
+                dims: self.shape,
+                max_dims: self.max_shape,
+                layout,
+                fill,
+                chunk_index: self.chunk_index,
+                alloc_time: self.alloc_time,
+                fill_time: self.fill_time,
+            };
+            let file = self.group.file_shared();
+            file.create_dataset(self.group.address(), name, &spec)?;
+            self.group.dataset(name)
+        })
     }
 
     /// Creates the dataset `name` with the shape of `data` (1-D) and writes it.
@@ -511,23 +547,25 @@ impl<T: H5Type> DatasetBuilder<T> {
 impl Dataset {
     /// Writes every element (`data` in C order, as many elements as the dataset holds).
     pub fn write<T: H5Type>(&self, data: &[T]) -> Result<()> {
-        self.check_type::<T>()?;
-        if data.len() != self.size() {
-            return Err(Error::Invalid(format!(
-                "{} elements written to a dataset of {}",
-                data.len(),
-                self.size()
-            )));
-        }
-        encode_for(self.file_shared(), data, |b| {
-            h5_core::write::dataset::write(
-                self.file_shared(),
-                self.info(),
-                &Selection::All,
-                None,
-                None,
-                b,
-            )
+        crate::swmr::api(|| {
+            self.check_type::<T>()?;
+            if data.len() != self.size() {
+                return Err(Error::Invalid(format!(
+                    "{} elements written to a dataset of {}",
+                    data.len(),
+                    self.size()
+                )));
+            }
+            encode_for(self.file_shared(), data, |b| {
+                h5_core::write::dataset::write(
+                    self.file_shared(),
+                    &self.info(),
+                    &Selection::All,
+                    None,
+                    None,
+                    b,
+                )
+            })
         })
     }
 
@@ -537,28 +575,39 @@ impl Dataset {
         data: &[T],
         slice: impl AsRef<[SliceInfoElem]>,
     ) -> Result<()> {
-        self.check_type::<T>()?;
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info().dims())?;
-        let n: usize = shape.iter().product();
-        let sel = Selection::Hyperslab(slab);
-        if data.len() != n {
-            return Err(Error::Invalid(format!(
-                "{} elements for a selection of {n}",
-                data.len()
-            )));
-        }
-        encode_for(self.file_shared(), data, |b| {
-            h5_core::write::dataset::write(self.file_shared(), self.info(), &sel, None, None, b)
+        crate::swmr::api(|| {
+            self.check_type::<T>()?;
+            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info().dims())?;
+            let n: usize = shape.iter().product();
+            let sel = Selection::Hyperslab(slab);
+            if data.len() != n {
+                return Err(Error::Invalid(format!(
+                    "{} elements for a selection of {n}",
+                    data.len()
+                )));
+            }
+            encode_for(self.file_shared(), data, |b| {
+                h5_core::write::dataset::write(
+                    self.file_shared(),
+                    &self.info(),
+                    &sel,
+                    None,
+                    None,
+                    b,
+                )
+            })
         })
     }
 
     /// Changes the dimensions of a chunked dataset created by this handle's file (growing within
     /// the maximum shape, or shrinking).
     pub fn resize(&mut self, dims: impl AsRef<[usize]>) -> Result<()> {
-        let dims: Vec<u64> = dims.as_ref().iter().map(|d| *d as u64).collect();
-        let info = h5_core::write::dataset::resize(self.file_shared(), self.info(), &dims)?;
-        self.set_info(info);
-        Ok(())
+        crate::swmr::api(|| {
+            let dims: Vec<u64> = dims.as_ref().iter().map(|d| *d as u64).collect();
+            let info = h5_core::write::dataset::resize(self.file_shared(), &self.info(), &dims)?;
+            self.set_info(info);
+            Ok(())
+        })
     }
 
     /// The chunk index of a chunked dataset (`None`: not chunked).
@@ -584,27 +633,29 @@ impl Dataset {
 
     /// Writes (or replaces) the attribute `name` holding `values` (a 1-D array).
     pub fn write_attr<T: H5Type>(&self, name: &str, values: &[T]) -> Result<()> {
-        write_attr(self.file_shared(), self.address(), name, values)
+        crate::swmr::api(|| write_attr(self.file_shared(), self.address(), name, values))
     }
 
     /// Writes (or replaces) the scalar attribute `name`.
     pub fn write_attr_scalar<T: H5Type>(&self, name: &str, value: T) -> Result<()> {
-        write_attr_scalar(self.file_shared(), self.address(), name, value)
+        crate::swmr::api(|| write_attr_scalar(self.file_shared(), self.address(), name, value))
     }
 
     /// Writes (or replaces) the attribute `name` holding a fixed-length UTF-8 string.
     pub fn write_attr_str(&self, name: &str, value: &str) -> Result<()> {
-        write_attr_str(self.file_shared(), self.address(), name, value)
+        crate::swmr::api(|| write_attr_str(self.file_shared(), self.address(), name, value))
     }
 
     /// Deletes the attribute `name`.
     pub fn delete_attr(&self, name: &str) -> Result<()> {
-        self.file_shared().delete_attribute(self.address(), name)
+        crate::swmr::api(|| self.file_shared().delete_attribute(self.address(), name))
     }
 
     /// Renames the attribute `name` to `new_name`.
     pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
-        self.file_shared()
-            .rename_attribute(self.address(), name, new_name)
+        crate::swmr::api(|| {
+            self.file_shared()
+                .rename_attribute(self.address(), name, new_name)
+        })
     }
 }

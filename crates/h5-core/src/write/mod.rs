@@ -229,8 +229,7 @@ impl FileShared {
     ) -> Result<Arc<FileShared>> {
         options.file_space.validate()?;
         storage.set_len(0)?;
-        let (meta_storage, storage, pagebuf) =
-            crate::pagebuf::faces(storage, settings.page_buffer.as_ref())?;
+        let (meta_storage, storage, pagebuf) = crate::pagebuf::faces(storage, settings)?;
         let sizes = Sizes::EIGHT;
         // Non-default file-space settings live in the superblock extension (version 2 and
         // up), whatever the low bound: libhdf5 raises the superblock the same way.
@@ -291,6 +290,7 @@ impl FileShared {
                 ..WriteState::default()
             })),
             pagebuf,
+            swmr: Default::default(),
         };
         file.enable_page_buffer_for_new(&options.file_space)?;
         let (root, scratch) = create_group_object(&file, &options.root_group)?;
@@ -447,8 +447,17 @@ impl FileShared {
         Ok(a.lock().map_err(|_| Error::Poisoned)?.allocate(kind, len)?)
     }
 
-    /// Frees `len` bytes of file space at relative `addr`.
+    /// Frees `len` bytes of file space at relative `addr` (a VFD SWMR writer reuses it only
+    /// max_lag ticks later).
     pub(crate) fn free(&self, kind: SpaceKind, addr: u64, len: u64) -> Result<()> {
+        if self.defer_free(kind, addr, len)? {
+            return Ok(());
+        }
+        self.free_now(kind, addr, len)
+    }
+
+    /// Gives `len` bytes of file space at relative `addr` back to the allocator now.
+    pub(crate) fn free_now(&self, kind: SpaceKind, addr: u64, len: u64) -> Result<()> {
         let a = self.alloc.as_ref().ok_or(Error::ReadOnly)?;
         Ok(a.lock()
             .map_err(|_| Error::Poisoned)?
@@ -849,10 +858,21 @@ impl FileShared {
             return Ok(());
         }
         self.check_usable()?;
+        if self.is_swmr_writer() {
+            return self.swmr_flush(false).map_err(|e| self.note_failure(e));
+        }
         self.flush_all().map_err(|e| self.note_failure(e))
     }
 
     fn flush_all(&self) -> Result<()> {
+        let eoa = self.flush_into_storage()?;
+        self.finish_flush(eoa)
+    }
+
+    /// Writes every change into the storage (a page buffer, for VFD SWMR): raw data, chunk
+    /// indexes, group tables, then all metadata, the superblock last. Returns the end of
+    /// allocation. The file's length and durability are [`FileShared::finish_flush`]'s.
+    pub(crate) fn flush_into_storage(&self) -> Result<u64> {
         self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
@@ -892,6 +912,11 @@ impl FileShared {
             meta.mark_dirty(at).map_err(cache_error)?;
             meta.flush(FlushFlags::NONE).map_err(cache_error)?;
         }
+        Ok(eoa)
+    }
+
+    /// Ends a flush: the file ends at the end of allocation `eoa`, and is synced.
+    pub(crate) fn finish_flush(&self, eoa: u64) -> Result<()> {
         // The file ends at the end of allocation: grown if the last blocks were never written
         // (all fill), truncated over space given back.
         let end = self.abs(eoa)?;
@@ -1046,7 +1071,8 @@ impl Drop for FileShared {
     /// A writable file is flushed when its last handle goes; errors are lost here, which is why
     /// `File::close` exists.
     fn drop(&mut self) {
-        if self.write.is_some() {
+        self.drop_swmr();
+        if self.write.is_some() && !self.is_swmr() {
             let _ = self.flush();
         }
     }

@@ -93,7 +93,7 @@ impl Dataset {
                 )));
             }
         };
-        h5_core::write::dataset::write(file, self.info(), &Selection::All, None, None, &bytes)
+        h5_core::write::dataset::write(file, &self.info(), &Selection::All, None, None, &bytes)
     }
 }
 
