@@ -32,9 +32,9 @@ use crate::write::CreateOptions;
 use crate::write::alloc::SpaceKind;
 
 /// Whether a writer or a reader holds a file open, by canonical path, in this process (E-13).
-static OPEN: Mutex<Option<HashMap<PathBuf, bool>>> = Mutex::new(None);
+static OPEN: Mutex<Option<HashMap<PathBuf, (bool, usize)>>> = Mutex::new(None);
 
-fn registry() -> MutexGuard<'static, Option<HashMap<PathBuf, bool>>> {
+fn registry() -> MutexGuard<'static, Option<HashMap<PathBuf, (bool, usize)>>> {
     OPEN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -164,19 +164,30 @@ fn claim(path: &Path, writer: bool) -> Result<PathBuf> {
     let key = canonical(path);
     let mut reg = registry();
     let map = reg.get_or_insert_with(HashMap::new);
-    if let Some(&w) = map.get(&key) {
-        return Err(swmr_err(SwmrError::AlreadyOpen {
-            path: path.to_path_buf(),
-            mode: if w { "writer" } else { "reader" },
-        }));
+    match map.get_mut(&key) {
+        // Several readers of one file may share a process; a writer shares it with no one.
+        Some((false, n)) if !writer => *n += 1,
+        Some(&mut (w, _)) => {
+            return Err(swmr_err(SwmrError::AlreadyOpen {
+                path: path.to_path_buf(),
+                mode: if w { "writer" } else { "reader" },
+            }));
+        }
+        None => {
+            map.insert(key.clone(), (writer, 1));
+        }
     }
-    map.insert(key.clone(), writer);
     Ok(key)
 }
 
 fn unclaim(key: &Path) {
-    if let Some(map) = registry().as_mut() {
-        map.remove(key);
+    if let Some(map) = registry().as_mut()
+        && let Some((_, n)) = map.get_mut(key)
+    {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(key);
+        }
     }
 }
 
@@ -986,6 +997,16 @@ fn open_reader(
     };
     let md_page_size = reader.page_size();
     let tick = reader.tick();
+    // The tick and page size are known before the HDF5 file's superblock is read (SWMR-079).
+    swmr_log!(
+        &log,
+        Tag::FileOpen,
+        "reader metadata file tick {tick} page_size {}",
+        md_page_size.map_or_else(
+            || "unknown (no metadata file)".to_owned(),
+            |p| p.to_string()
+        )
+    );
     let hdf5: Arc<dyn Storage> = Arc::new(FileStorage::open(path, OpenMode::ReadOnly)?);
     let driver = Arc::new(ReaderStorage::new(hdf5, reader));
     let file =
@@ -1022,7 +1043,7 @@ fn open_reader(
     swmr_log!(
         &log,
         Tag::FileOpen,
-        "reader {} tick {tick} page_size {ps}",
+        "reader opened {} tick {tick} page_size {ps}",
         path.display()
     );
     let state = SwmrFile {

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod auxiliary;
 pub mod config;
 pub mod error;
 pub mod format;

@@ -528,3 +528,88 @@ proptest! {
         }
     }
 }
+
+// SWMR-097: a reader following tick by tick keeps each new index as "previous": each diff holds
+// exactly the pages that tick changed.
+#[test]
+fn swmr_097_diffs_hold_only_their_tick() {
+    let mut r = rig(1, false);
+    let meta = r.pb.metadata();
+    let mut rd = MdReader::new(Some(r.md.clone()), "md".into(), reader_params(1), None);
+    let hdf5: Arc<dyn Storage> = r.hdf5.clone();
+    meta.write_at(0, &[1; 8]).unwrap();
+    r.w.end_of_tick(&r.pb).unwrap();
+    rd.load().unwrap();
+    let drv = ReaderStorage::new(hdf5, rd);
+    for (t, pages) in [vec![3u64], vec![5, 6], vec![3]].into_iter().enumerate() {
+        for &p in &pages {
+            meta.write_at(p * PS, &[t as u8 + 2; 8]).unwrap();
+        }
+        r.w.end_of_tick(&r.pb).unwrap();
+        let changed = drv.refresh(|| None).unwrap().unwrap();
+        let got: Vec<u64> = changed.iter().map(|e| e.hdf5_page).collect();
+        assert_eq!(got, pages, "tick {}", t + 2);
+    }
+}
+
+// SWMR-089: with the strict-lag option a reader whose index is more than max_lag ticks old
+// fails its next read with a clear error; without it the read goes on.
+#[test]
+fn swmr_089_strict_lag() {
+    let mut r = rig(1, false);
+    let meta = r.pb.metadata();
+    meta.write_at(0, &[1; 8]).unwrap();
+    r.w.end_of_tick(&r.pb).unwrap();
+    let mk = |strict: bool| {
+        let mut rd = MdReader::new(
+            Some(r.md.clone()),
+            "md".into(),
+            ReaderParams {
+                strict_lag: strict,
+                ..reader_params(1)
+            },
+            None,
+        );
+        rd.load().unwrap();
+        ReaderStorage::new(r.hdf5.clone() as Arc<dyn Storage>, rd)
+    };
+    let strict = mk(true);
+    let lax = mk(false);
+    for t in 0..=MAX_LAG {
+        meta.write_at(PS, &[t as u8; 8]).unwrap();
+        r.w.end_of_tick(&r.pb).unwrap();
+    }
+    let err = strict.read_vec(0, 4).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("reader fell behind by more than max_lag"),
+        "{err}"
+    );
+    assert_eq!(lax.read_vec(0, 4).unwrap(), vec![1; 4]);
+}
+
+// SWMR-115: an updater file is built whole in memory, every offset decided and inside the
+// image, before any file exists; publishing it is then one write and a rename.
+#[test]
+fn swmr_115_updater_files_are_built_before_they_exist() {
+    let mut r = rig(1, false);
+    let meta = r.pb.metadata();
+    for p in 0..3u64 {
+        meta.write_at(p * PS, &[p as u8; 20]).unwrap();
+    }
+    let (out, _) = r.w.end_of_tick(&r.pb).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("ud");
+    let bytes = updater::build(&out, 1, PS, false).unwrap();
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing created yet"
+    );
+    let u = updater::decode(&bytes).unwrap();
+    for e in &u.entries {
+        assert!((u64::from(e.ud_page) * PS + u64::from(e.length)) as usize <= bytes.len());
+        assert_eq!(u64::from(e.ud_page) * PS % PS, 0);
+    }
+    let path = updater::publish(&base, 1, &bytes).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), bytes);
+}

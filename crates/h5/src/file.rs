@@ -103,6 +103,7 @@ impl File {
         access: &FileAccess,
         dir: Option<PathBuf>,
     ) -> Result<File> {
+        crate::swmr::refuse_storage(access)?;
         Ok(File {
             shared: FileShared::open(storage, &access.settings, dir)?,
             path: None,

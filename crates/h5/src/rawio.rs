@@ -19,6 +19,7 @@ impl File {
         options: &CreateOptions,
         dir: Option<std::path::PathBuf>,
     ) -> Result<File> {
+        crate::swmr::refuse_storage(access)?;
         let shared = FileShared::create(storage, access.settings(), options, dir)?;
         Ok(File::from_shared(shared, None))
     }

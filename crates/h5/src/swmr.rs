@@ -9,6 +9,19 @@ use crate::{File, FileAccess, Result};
 
 pub use h5_core::swmr::SwmrStatus;
 
+/// VFD SWMR runs only on files opened by path on a POSIX file system (the RFC's sec2 driver,
+/// SWMR-078): any other storage is refused.
+pub(crate) fn refuse_storage(access: &FileAccess) -> Result<()> {
+    if access.settings().swmr.is_some() {
+        return Err(crate::Error::Unsupported(
+            "VFD SWMR needs a POSIX file opened by path (File::create_with, open_with, \
+             open_rw_with), not another storage"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `f` as one public API call (entry check, call, exit check).
 pub(crate) fn api<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     h5_swmr::queue::api(f)

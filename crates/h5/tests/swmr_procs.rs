@@ -67,6 +67,7 @@ fn child_process_role() {
         "writer_rounds" => writer_rounds(&arg),
         "reader_open" => reader_open(&arg),
         "expired_end_tick" => expired_end_tick(&arg),
+        "writer_script" => writer_script(&arg),
         other => panic!("unknown role {other}"),
     }
 }
@@ -87,7 +88,14 @@ fn value(i: u64, j: u64) -> i64 {
 /// The writer's workload: `rounds` rounds; each appends one value to each of `n` datasets as
 /// one atomic step (end of tick disabled around it), every 10th round creates a group with a
 /// dataset; with manual ticks an end of tick follows each round and is announced on stdout.
-fn write_rounds(path: &Path, cfg: h5::SwmrConfig, n: u64, rounds: u64, announce: bool) {
+fn write_rounds(
+    path: &Path,
+    cfg: h5::SwmrConfig,
+    n: u64,
+    rounds: u64,
+    announce: bool,
+    pause: Duration,
+) {
     let manual = cfg.tick_len == 0;
     let f = h5::File::create_with(path, &access(cfg, 64), &paged()).unwrap();
     let mut ds: Vec<h5::Dataset> = (0..n)
@@ -128,9 +136,8 @@ fn write_rounds(path: &Path, cfg: h5::SwmrConfig, n: u64, rounds: u64, announce:
         f.enable_end_of_tick().unwrap();
         if manual {
             f.end_tick().unwrap();
-        } else {
-            std::thread::sleep(Duration::from_millis(3));
         }
+        std::thread::sleep(pause);
         if announce {
             println!("PUBLISHED {r}");
             std::io::stdout().flush().unwrap();
@@ -141,11 +148,24 @@ fn write_rounds(path: &Path, cfg: h5::SwmrConfig, n: u64, rounds: u64, announce:
 }
 
 fn writer_rounds(arg: &Value) {
+    let updater = arg["updater_base"].as_str().map(PathBuf::from);
     let cfg = h5::SwmrConfig {
         tick_len: u(arg, "tick_len") as i32,
+        max_lag: arg["max_lag"].as_u64().unwrap_or(3) as i32,
+        generate_updater_files: updater.is_some(),
+        maintain_metadata_file: updater.is_none(),
+        updater_file_path: updater.unwrap_or_default(),
         ..writer_cfg(0)
     };
-    write_rounds(&p(arg, "path"), cfg, u(arg, "n"), u(arg, "rounds"), true);
+    let pause = Duration::from_millis(arg["pause_ms"].as_u64().unwrap_or(3));
+    write_rounds(
+        &p(arg, "path"),
+        cfg,
+        u(arg, "n"),
+        u(arg, "rounds"),
+        true,
+        pause,
+    );
     emit(json!({"ok": true}));
 }
 
@@ -203,7 +223,18 @@ fn reader_check(arg: &Value) {
     let path = p(arg, "path");
     let n = u(arg, "n");
     let tick_len = u(arg, "tick_len") as i32;
-    let f = h5::File::open_with(&path, &access(reader_cfg(tick_len), 64)).unwrap();
+    let cfg = h5::SwmrConfig {
+        max_lag: arg["max_lag"].as_u64().unwrap_or(3) as i32,
+        ..reader_cfg(tick_len)
+    };
+    let f = match h5::File::open_with(&path, &access(cfg, 64)) {
+        Ok(f) => f,
+        Err(e) => {
+            // The writer may have died before publishing a first tick.
+            emit(json!({"views": 0, "errors": [], "open_error": e.to_string()}));
+            return;
+        }
+    };
     let deadline = Instant::now() + Duration::from_secs(u(arg, "seconds"));
     let mut errors = Vec::new();
     let (mut views, mut max_stale, mut last_len, mut ticks) = (0u64, 0u64, 0u64, Vec::new());
@@ -248,6 +279,12 @@ fn reader_check(arg: &Value) {
         if Instant::now() > deadline {
             break;
         }
+        if arg["stop_file"]
+            .as_str()
+            .is_some_and(|s| Path::new(s).exists())
+        {
+            break;
+        }
         if errors.len() > 5 {
             break;
         }
@@ -258,6 +295,40 @@ fn reader_check(arg: &Value) {
         json!({"views": views, "errors": errors, "max_stale": max_stale, "rounds": last_len,
         "ticks_seen": ticks.len(), "finished": finished}),
     );
+}
+
+fn say(line: &str) {
+    let mut o = std::io::stdout().lock();
+    writeln!(o, "{line}").unwrap();
+    o.flush().unwrap();
+}
+
+/// A scripted writer: publishes a dataset, idles, extends it twice, closes; each step
+/// announced on stdout.
+fn writer_script(arg: &Value) {
+    let path = p(arg, "path");
+    let f = h5::File::create_with(&path, &access(writer_cfg(0), 64), &paged()).unwrap();
+    let mut d = f
+        .root()
+        .unwrap()
+        .new_dataset::<i64>()
+        .shape([0])
+        .max_shape([None])
+        .chunk([64])
+        .create("d")
+        .unwrap();
+    f.end_tick().unwrap();
+    say("READY");
+    std::thread::sleep(Duration::from_millis(u(arg, "idle_ms")));
+    for n in [10usize, 20] {
+        d.resize([n]).unwrap();
+        d.write(&(0..n as i64).collect::<Vec<_>>()).unwrap();
+        f.end_tick().unwrap();
+        say(&format!("EXT{n}"));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    f.close().unwrap();
+    say("CLOSED");
 }
 
 /// Alone in its process (the queue is process-wide): with the tick expired, one `end_tick` call
@@ -319,7 +390,7 @@ fn reader_open(arg: &Value) {
     }
 }
 
-// SWMR-133, SWMR-134, SWMR-147 (Done means): a writer appends to 100 datasets and creates
+// SWMR-133, SWMR-134, SWMR-147, SWMR-018 (Done means; raw values checked: flush_raw_data): a writer appends to 100 datasets and creates
 // groups with datasets while 4 reader processes check at every view that values, shapes and
 // links are consistent and their index is at most 3 ticks behind the writer's.
 #[test]
@@ -333,7 +404,9 @@ fn swmr_133_134_147_four_readers_follow_100_datasets() {
     };
     let writer = {
         let path = path.clone();
-        std::thread::spawn(move || write_rounds(&path, writer_cfg, 100, 30, false))
+        std::thread::spawn(move || {
+            write_rounds(&path, writer_cfg, 100, 30, false, Duration::from_millis(3))
+        })
     };
     // Readers start once the file is being written.
     std::thread::sleep(Duration::from_millis(200));
@@ -482,4 +555,295 @@ fn swmr_139_md_file_on_tmpfs() {
     assert_eq!(r["members"], json!(["on_tmpfs"]), "{r}");
     w.close().unwrap();
     assert!(!md_dir.path().join("t.md").exists());
+}
+
+/// A small xorshift generator: the same kill points on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+// Done means: the writer killed with SIGKILL at 200 random points (seeded): a reader following
+// it never sees torn or inconsistent metadata, and recovery from the metadata file then gives a
+// file that h5 and libhdf5 (h5py) open with every value up to the last complete tick.
+#[test]
+fn kill_writer_at_200_points_then_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    let runs = 200;
+    let n = 8u64;
+    let mut expected = Vec::new();
+    let mut reader_views = 0u64;
+    for run in 0..runs {
+        let path = dir.path().join(format!("k{run}.h5"));
+        let stop = dir.path().join(format!("k{run}.stop"));
+        let mut writer = spawn(
+            "writer_rounds",
+            &json!({"path": path.to_str().unwrap(), "n": n, "rounds": 100000, "tick_len": 0,
+                "max_lag": 10, "pause_ms": 10}),
+        );
+        let stdout = writer.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(r) = line.strip_prefix("PUBLISHED ") {
+                    let _ = tx.send(r.parse::<u64>().unwrap());
+                }
+            }
+        });
+        let reader = (run % 2 == 0).then(|| {
+            spawn(
+                "reader_check",
+                &json!({"path": path.to_str().unwrap(), "n": n, "tick_len": 0, "seconds": 60,
+                    "max_lag": 10, "stop_file": stop.to_str().unwrap()}),
+            )
+        });
+        // Kill somewhere in the first ~40 published rounds.
+        let first = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the writer publishes");
+        let wait = Duration::from_millis(rng.next() % 400);
+        std::thread::sleep(wait);
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+        let mut last = first;
+        while let Ok(r) = rx.try_recv() {
+            last = r;
+        }
+        std::fs::write(&stop, b"").unwrap();
+        if let Some(r) = reader {
+            let res = result_of(r);
+            assert_eq!(res["errors"], json!([]), "run {run}: {res}");
+            reader_views += res["views"].as_u64().unwrap_or(0);
+        }
+        let rec = h5_swmr::recover::recover(&path, &md_of(&path)).unwrap();
+        assert!(
+            rec.tick >= last + 1,
+            "run {run}: recovered tick {} before round {last}",
+            rec.tick
+        );
+        std::fs::remove_file(md_of(&path)).unwrap();
+        let f = h5::File::open(&path).unwrap();
+        let rounds = check_view(&f, n).unwrap_or_else(|e| panic!("run {run}: {e}"));
+        assert!(
+            rounds >= last + 1,
+            "run {run}: {rounds} rounds recovered, {} announced",
+            last + 1
+        );
+        expected.push((path, rounds));
+    }
+    assert!(reader_views > 0);
+    // libhdf5 opens every recovered file with every value of the rounds recovered.
+    let script = "import sys, json, h5py\nok = []\nfor p, rounds, n in json.loads(sys.argv[1]):\n    f = h5py.File(p, 'r')\n    good = all(list(f[f'a{j}'][:]) == [i * 1000 + j for i in range(rounds)] for j in range(n))\n    ok.append(good)\nprint(json.dumps(ok))";
+    let arg: Vec<Value> = expected
+        .iter()
+        .map(|(p, r)| json!([p.to_str().unwrap(), r, n]))
+        .collect();
+    let out = h5_testkit::verify::run_python(script, &[Value::Array(arg).to_string()]);
+    let ok: Vec<bool> = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(ok.len(), runs);
+    assert!(ok.iter().all(|&g| g), "{ok:?}");
+}
+
+/// Lines a child prints, as they come.
+fn lines_of(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+fn wait_line(rx: &std::sync::mpsc::Receiver<String>, want: &str) {
+    loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no {want}"));
+        if l == want {
+            return;
+        }
+    }
+}
+
+// The reader's side with a writer in another process: SWMR-079 (tick and page size known
+// before the superblock), SWMR-090 and SWMR-091 (an idle writer: "no change" once per tick, not
+// per call, nothing evicted), SWMR-034 (reader ends of tick at API entry, never at exit),
+// SWMR-096 (an open dataset handle sees the new extent), SWMR-093 (page buffer evictions
+// before metadata cache evictions), SWMR-109 (the final empty index; data still read right),
+// SWMR-112 (a reader's flush does nothing; the metadata file stays while the writer runs).
+#[test]
+fn swmr_079_090_091_034_096_093_109_112_reader_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rs.h5");
+    let log = dir.path().join("reader.log");
+    let mut w = spawn(
+        "writer_script",
+        &json!({"path": path.to_str().unwrap(), "idle_ms": 1500}),
+    );
+    let rx = lines_of(&mut w);
+    wait_line(&rx, "READY");
+    let cfg = h5::SwmrConfig {
+        log_file_path: log.clone(),
+        ..reader_cfg(1)
+    };
+    let f = h5::File::open_with(&path, &access(cfg, 64)).unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let md_line = text
+        .find("reader metadata file tick 1 page_size 4096")
+        .expect("SWMR-079");
+    let open_line = text.find("reader opened").unwrap();
+    assert!(md_line < open_line);
+    let d = f.dataset("d").unwrap();
+    assert_eq!(d.shape(), vec![0]);
+    // A second reader in this process: flush is a no-op, and closing it leaves the metadata file.
+    let r2 = h5::File::open_with(&path, &access(reader_cfg(1), 16)).unwrap();
+    r2.flush().unwrap();
+    r2.close().unwrap();
+    assert!(
+        md_of(&path).exists(),
+        "readers never remove the metadata file"
+    );
+    // The idle writer: calls for 1 s.
+    let start = Instant::now();
+    let mut calls = 0;
+    while start.elapsed() < Duration::from_millis(1000) {
+        let _ = f.member_names().unwrap();
+        calls += 1;
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let no_change = text.matches(" NO_CHANGE ").count();
+    assert!(no_change >= 3, "{text}");
+    assert!(
+        no_change * 20 < calls,
+        "{no_change} header reads for {calls} calls"
+    );
+    assert!(
+        !text.contains("EVICTIONS"),
+        "nothing evicted while the writer is idle"
+    );
+    wait_line(&rx, "EXT10");
+    let stop = Instant::now() + Duration::from_secs(20);
+    while d.shape() != vec![10] && Instant::now() < stop {
+        let _ = f.member_names().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(d.shape(), vec![10], "the open handle follows");
+    assert_eq!(
+        d.read_1d::<i64>().unwrap().to_vec(),
+        (0..10).collect::<Vec<_>>()
+    );
+    wait_line(&rx, "CLOSED");
+    std::thread::sleep(Duration::from_millis(150));
+    f.end_tick().unwrap();
+    assert_eq!(
+        f.vfd_swmr_status().unwrap().index_len,
+        0,
+        "the final index is empty"
+    );
+    assert_eq!(
+        d.read_1d::<i64>().unwrap().to_vec(),
+        (0..20).collect::<Vec<_>>()
+    );
+    f.close().unwrap();
+    w.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut saw_pair = false;
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains("EVICTIONS page buffer") {
+            let next = lines[i + 1];
+            assert!(next.contains("EVICTIONS metadata cache"), "{next}");
+            saw_pair = true;
+        }
+        if l.contains("EVICTIONS metadata cache") {
+            assert!(lines[i - 1].contains("EVICTIONS page buffer"));
+        }
+    }
+    assert!(saw_pair);
+    assert!(
+        text.contains("reader tick") && text.contains("(ApiEntry)"),
+        "{text}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("END_OF_TICK reader") && l.contains("ApiExit"))
+    );
+}
+
+// SWMR-017, SWMR-128: a writer that only writes updater files creates no metadata file; an
+// auxiliary process applies them to a local metadata file, and a reader of that file sees the
+// same consistent data as with a writer-maintained one.
+#[test]
+fn swmr_017_128_updater_files_and_the_auxiliary_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nfs.h5");
+    let base = dir.path().join("ud");
+    let local = dir.path().join("local.md");
+    let aux = {
+        let (local, base) = (local.clone(), base.clone());
+        std::thread::spawn(move || {
+            let opts = h5_swmr::auxiliary::AuxOptions {
+                tick_len: 1,
+                idle_timeout: Some(Duration::from_secs(60)),
+                ..Default::default()
+            };
+            h5_swmr::auxiliary::run(&local, &base, &opts)
+        })
+    };
+    let mut w = spawn(
+        "writer_rounds",
+        &json!({"path": path.to_str().unwrap(), "n": 4, "rounds": 30, "tick_len": 0,
+            "pause_ms": 30, "max_lag": 10, "updater_base": base.to_str().unwrap()}),
+    );
+    let rx = lines_of(&mut w);
+    wait_line(&rx, "PUBLISHED 3");
+    let cfg = h5::SwmrConfig {
+        md_file_path: dir.path().to_path_buf(),
+        md_file_name: Some("local.md".into()),
+        max_lag: 10,
+        ..reader_cfg(0)
+    };
+    let f = h5::File::open_with(&path, &access(cfg, 64)).unwrap();
+    let mut best = 0;
+    let stop = Instant::now() + Duration::from_secs(60);
+    while best < 10 && Instant::now() < stop {
+        f.end_tick().unwrap();
+        f.disable_end_of_tick().unwrap();
+        best = check_view(&f, 4).unwrap();
+        f.enable_end_of_tick().unwrap();
+        assert!(!md_of(&path).exists(), "the writer keeps no metadata file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        best >= 10,
+        "the reader followed through the auxiliary process ({best} rounds)"
+    );
+    f.close().unwrap();
+    assert!(w.wait().unwrap().success());
+    wait_line(&rx, r#"RESULT {"ok":true}"#);
+    let stats = aux.join().unwrap().unwrap();
+    assert_eq!(stats.applied.first(), Some(&0));
+    assert!(
+        stats.applied.windows(2).all(|w| w[1] == w[0] + 1),
+        "in sequence order"
+    );
+    assert!(!local.exists(), "removed after the final update");
 }

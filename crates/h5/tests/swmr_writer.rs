@@ -508,3 +508,186 @@ fn swmr_140_closed_file_is_ordinary() {
         String::from_utf8_lossy(&dump.stderr)
     );
 }
+
+// SWMR-027, SWMR-098: the state a writer keeps right after create and after opening an existing
+// file, and its queue entry (writer, tick 1, deadline a tick ahead).
+#[test]
+fn swmr_027_098_writer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.h5");
+    let before = std::time::Instant::now();
+    let f = h5::File::create_with(&path, &access(writer_cfg(5), 16), &paged()).unwrap();
+    let s = f.vfd_swmr_status().unwrap();
+    assert!(s.writer);
+    assert_eq!(s.tick, 1);
+    assert_eq!(s.md_path, md_of(&path));
+    assert_eq!((s.index_len, s.next_updater_seq, s.disabled), (0, 0, false));
+    assert!(s.deadline >= before + std::time::Duration::from_millis(500));
+    let q = h5_swmr::queue::snapshot();
+    let e = q.iter().find(|e| e.0 == s.queue_id).expect("on the queue");
+    assert_eq!((e.1, e.2, e.3), (true, 1, s.deadline));
+    f.close().unwrap();
+    assert!(!h5_swmr::queue::snapshot().iter().any(|e| e.0 == s.queue_id));
+    let f = h5::File::open_rw_with(&path, &access(writer_cfg(0), 16)).unwrap();
+    let s = f.vfd_swmr_status().unwrap();
+    assert_eq!(s.tick, 2, "the open published tick 1");
+    assert_eq!(f.vfd_swmr_index().unwrap().len(), 0);
+    f.close().unwrap();
+}
+
+// SWMR-078: VFD SWMR only on POSIX files opened by path; other storages are refused.
+#[test]
+fn swmr_078_posix_files_only() {
+    let mem: std::sync::Arc<dyn h5_io::Storage> = std::sync::Arc::new(h5_io::MemoryStorage::new());
+    let e =
+        h5::File::create_in(mem.clone(), &access(writer_cfg(0), 16), &paged(), None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("VFD SWMR needs a POSIX file opened by path"),
+        "{e}"
+    );
+    let e = h5::File::from_storage(mem, &access(reader_cfg(0), 16), None).unwrap_err();
+    assert!(e.to_string().contains("VFD SWMR needs a POSIX file"), "{e}");
+}
+
+// SWMR-107, E-27: a metadata file whose page size is not the HDF5 file's is refused.
+#[test]
+fn swmr_107_page_size_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.h5");
+    h5::File::create_with(&path, &h5::FileAccess::default(), &paged())
+        .unwrap()
+        .close()
+        .unwrap();
+    let ix = h5_swmr::format::MdIndex {
+        tick: 3,
+        entries: vec![],
+    }
+    .encode()
+    .unwrap();
+    let h = h5_swmr::format::MdHeader {
+        page_size: 8192,
+        tick: 3,
+        index_offset: 36,
+        index_length: ix.len() as u64,
+    };
+    let mut b = h.encode().to_vec();
+    b.extend_from_slice(&ix);
+    std::fs::write(md_of(&path), b).unwrap();
+    let e = h5::File::open_with(&path, &access(reader_cfg(0), 16)).unwrap_err();
+    assert!(e.to_string().contains("page size mismatch"), "{e}");
+}
+
+/// Decodes every updater file `<base>.0`, `<base>.1`, … that exists.
+fn updater_files(base: &std::path::Path) -> Vec<h5_swmr::updater::UpdaterFile> {
+    (0..)
+        .map(|i| h5_swmr::updater::file_name(base, i))
+        .take_while(|p| p.exists())
+        .map(|p| h5_swmr::updater::decode(&std::fs::read(p).unwrap()).unwrap())
+        .collect()
+}
+
+// SWMR-114, SWMR-110, SWMR-118, SWMR-121: one updater file per end of tick after the
+// create-only one, the last one final with an empty index; each change list holds exactly the
+// images of its tick; with updater files no entry leaves the index before close.
+#[test]
+fn swmr_114_110_118_121_updater_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u.h5");
+    let base = dir.path().join("ud");
+    let cfg = h5::SwmrConfig {
+        generate_updater_files: true,
+        updater_file_path: base.clone(),
+        keep_md_file: true,
+        ..writer_cfg(0)
+    };
+    let f = h5::File::create_with(&path, &access(cfg, 16), &paged()).unwrap();
+    let mut indexes = Vec::new();
+    for i in 0..12 {
+        f.create_group(&format!("g{i}")).unwrap();
+        if i % 3 == 0 {
+            f.flush().unwrap();
+        }
+        f.end_tick().unwrap();
+        indexes.push(published(&path).1);
+    }
+    f.close().unwrap();
+    let final_tick = published(&path).0.tick;
+    let files = updater_files(&base);
+    assert_eq!(
+        files[0].header.flags,
+        h5_swmr::updater::CREATE_METADATA_FILE_ONLY
+    );
+    // Ticks 1 … final - 1 are ends of tick; the final tick is the close's empty index.
+    assert_eq!(
+        files.len() as u64,
+        1 + (final_tick - 1) + 1,
+        "create-only, one per tick, the final one"
+    );
+    assert_eq!(files.last().unwrap().header.tick, final_tick);
+    let last = files.last().unwrap();
+    assert_eq!(last.header.flags, h5_swmr::updater::FINAL_UPDATE);
+    assert_eq!(last.entries.len(), 0);
+    assert!(
+        files[1..files.len() - 1]
+            .iter()
+            .all(|u| u.header.flags == 0)
+    );
+    for u in &files[1..files.len() - 1] {
+        let tick = u.header.tick;
+        if let Some(ix) = indexes.iter().find(|ix| ix.tick == tick) {
+            for c in &u.entries {
+                let e = ix
+                    .entries
+                    .iter()
+                    .find(|e| e.hdf5_page == u64::from(c.hdf5_page))
+                    .unwrap();
+                assert_eq!(
+                    (e.md_page, e.length, e.checksum),
+                    (u64::from(c.md_page), c.length, c.checksum)
+                );
+            }
+        }
+    }
+    // No entry leaves the index before close (removal is off with updater files).
+    for w in indexes.windows(2) {
+        for e in &w[0].entries {
+            assert!(
+                w[1].entries.iter().any(|x| x.hdf5_page == e.hdf5_page),
+                "page {} left",
+                e.hdf5_page
+            );
+        }
+    }
+}
+
+// SWMR-120: with pruning, old updater files are deleted: at most max_lag + 2 remain.
+#[test]
+fn swmr_120_updater_pruning() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pr.h5");
+    let base = dir.path().join("ud");
+    let cfg = h5::SwmrConfig {
+        generate_updater_files: true,
+        updater_file_path: base.clone(),
+        prune_updater_files: true,
+        ..writer_cfg(0)
+    };
+    let f = h5::File::create_with(&path, &access(cfg, 16), &paged()).unwrap();
+    for i in 0..20 {
+        f.create_group(&format!("g{i}")).unwrap();
+        f.end_tick().unwrap();
+        let present = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("ud.")
+            })
+            .count();
+        assert!(present <= 3 + 2, "{present} updater files");
+    }
+    f.close().unwrap();
+}
