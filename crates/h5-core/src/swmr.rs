@@ -707,6 +707,34 @@ impl FileShared {
         Ok(())
     }
 
+    /// Legacy SWMR reading (a libhdf5 writer with `H5Fstart_swmr_write`, h5py's
+    /// `swmr_mode`): drops every clean metadata cache entry, takes the file's new length as
+    /// its end, and forgets the chunks cached for the dataset at `dataset` (relative address),
+    /// so what is read next comes from the file as the writer last flushed it.
+    pub fn refresh_metadata(&self, dataset: u64) -> Result<()> {
+        let len = self.storage.len()?;
+        {
+            let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
+            for addr in meta.cached_addrs() {
+                let Some(s) = meta.status(addr) else {
+                    continue;
+                };
+                if s.dirty || s.protected || s.pinned_by_client || s.pinned_by_cache {
+                    continue;
+                }
+                meta.expunge(s.class, addr, ExpungeFlags::NONE)
+                    .map_err(crate::file::cache_error)?;
+            }
+            meta.ctx_mut().eoa = len;
+        }
+        let id = h5_chunkcache::DatasetId(self.abs(dataset)?);
+        let mut chunks = self.chunks.lock().map_err(|_| Error::Poisoned)?;
+        if chunks.is_registered(id) {
+            chunks.close_dataset(id)?;
+        }
+        Ok(())
+    }
+
     /// The end of file the superblock records (absolute; the writer publishes it every tick).
     fn published_eof(&self) -> Result<u64> {
         use h5_format::superblock::{self, Superblock};

@@ -123,9 +123,14 @@ impl Dataset {
         l.info = Arc::new(info);
     }
 
-    /// Reads the description again from the object header now (h5py's `Dataset.refresh`),
-    /// whatever the generation.
+    /// Reads the description again from the file now (h5py's `Dataset.refresh`, for files a
+    /// libhdf5 writer changes in legacy SWMR mode): on a file opened read-only, cached metadata
+    /// is dropped first and the dataset's cached chunks with it, so the object header, the
+    /// chunk index and the data are read anew.
     pub fn refresh(&self) -> Result<()> {
+        if !self.file.is_writable() && !self.file.is_swmr() {
+            self.file.refresh_metadata(self.address)?;
+        }
         let oh = ObjectHeader::load(&self.file, self.address)?;
         let info = DatasetInfo::from_header(&self.file, &oh)?;
         let mut l = self.live.write().unwrap_or_else(|p| p.into_inner());
