@@ -301,12 +301,13 @@ pub fn check(exiting: bool) -> Result<()> {
 // ----- the API guard -----
 
 struct ApiLock {
-    owner: Mutex<(Option<ThreadId>, usize)>,
+    /// (owner, re-entry count, threads waiting).
+    owner: Mutex<(Option<ThreadId>, usize, usize)>,
     freed: Condvar,
 }
 
 static API_LOCK: ApiLock = ApiLock {
-    owner: Mutex::new((None, 0)),
+    owner: Mutex::new((None, 0, 0)),
     freed: Condvar::new(),
 };
 
@@ -378,7 +379,8 @@ fn acquire() {
     loop {
         match o.0 {
             None => {
-                *o = (Some(me), 1);
+                o.0 = Some(me);
+                o.1 = 1;
                 return;
             }
             Some(t) if t == me => {
@@ -386,11 +388,13 @@ fn acquire() {
                 return;
             }
             Some(_) => {
+                o.2 += 1;
                 o = API_LOCK
                     .freed
                     .wait_timeout(o, Duration::from_millis(50))
                     .map(|(g, _)| g)
                     .unwrap_or_else(|p| p.into_inner().0);
+                o.2 -= 1;
             }
         }
     }
@@ -401,8 +405,12 @@ fn release() {
     if o.1 > 1 {
         o.1 -= 1;
     } else {
-        *o = (None, 0);
-        API_LOCK.freed.notify_one();
+        o.0 = None;
+        o.1 = 0;
+        // Waking costs a system call: only when someone waits.
+        if o.2 > 0 {
+            API_LOCK.freed.notify_one();
+        }
     }
 }
 
