@@ -1,4 +1,4 @@
-//! `h5-bench swmr`: W7 and the seed's VFD SWMR performance tests (§5.3, SWMR-148 … SWMR-150).
+//! `h5-bench swmr`: W7 and the seed's VFD SWMR performance tests (§5.3).
 //!
 //! * W7 latency: a writer appends 1000 values, each the wall-clock time it was written; a
 //!   reader in another process polls and, for each value it sees, records now − value. Three
@@ -8,7 +8,7 @@
 //! * Writer throughput: the same appends with and without VFD SWMR.
 //! * Perf test 1: many small extensible datasets appended round-robin; perf test 2: ten large
 //!   datasets growing by a plane per round; each with and without VFD SWMR (the overhead).
-//! * The API check's cost with no SWMR file open and with one (SWMR-039).
+//! * The API check's cost with no SWMR file open and with one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -353,7 +353,7 @@ fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<f64, Str
     Ok(start.elapsed().as_secs_f64())
 }
 
-/// Cost of the API guard per call: (no SWMR file open, one open), in nanoseconds (SWMR-039).
+/// Cost of the API guard per call: (no SWMR file open, one open), in nanoseconds.
 fn guard_cost(dir: &Path) -> Result<(f64, f64), String> {
     let calls = 200_000;
     let time = || {
@@ -482,10 +482,11 @@ fn tempfile_dir() -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
-    // SWMR-148, SWMR-149, SWMR-150, SWMR-039: the benchmark reports each of its figures (run at
-    // a tiny size here; the sizes of the seed are `h5-bench swmr`'s defaults).
+    // SWMR-150: the benchmark runs both of the seed's workloads with and without VFD SWMR and
+    // reports the ratio (here at a tiny size; the seed's sizes are `h5-bench swmr`'s defaults);
+    // the guard's cost is measured (not yet within the RFC's 100 ns, docs/benchmarks.md).
     #[test]
-    fn swmr_148_149_150_039_report_every_figure() {
+    fn swmr_150_report_every_figure() {
         let dir = tempfile_dir().unwrap();
         let p1 = perf1(&dir.join("a.h5"), 20, 3, true).unwrap();
         let p2 = perf2(&dir.join("b.h5"), 32, 2, true).unwrap();

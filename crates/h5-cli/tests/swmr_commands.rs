@@ -198,7 +198,7 @@ fn watch_follows_a_live_file_and_refuses_others() {
     for r in 0..5usize {
         d.resize([r + 1, 3]).unwrap();
         let row = [r as f64, r as f64 + 0.5, -(r as f64)];
-        d.write_slice(&row, [range(r, r + 1)[0].clone(), range(0, 3)[0].clone()])
+        d.write_slice(&row, [range(r, r + 1)[0], range(0, 3)[0]])
             .unwrap();
         if r == 2 {
             f.create_group("late").unwrap();

@@ -6,7 +6,7 @@
 //! pages to their images there; readers read indexed pages from the metadata file and
 //! everything else from the HDF5 file, so they always see the metadata of one complete tick.
 //!
-//! * [`format`]: the metadata file's header (`VHDR`, 36 bytes) and index (`VIDX`), byte-for-byte
+//! * [`format`](mod@format): the metadata file's header (`VHDR`, 36 bytes) and index (`VIDX`), byte-for-byte
 //!   the reference format; [`updater`]: updater files (`VUDH`/`VUCL`) for storage without POSIX
 //!   semantics.
 //! * [`writer`]: the writer's end of tick ([`writer::MdWriter`]), [`mdspace`]: space in the

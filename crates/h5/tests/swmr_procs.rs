@@ -1,4 +1,4 @@
-//! VFD SWMR across processes (SWMR-147's harness): a writer and readers in separate processes.
+//! VFD SWMR across processes: a writer and readers in separate processes.
 //! Child processes are this test binary run again with only `child_process_role` selected and
 //! the role in `H5_SWMR_ROLE` (that test does nothing in an ordinary run).
 
@@ -390,7 +390,7 @@ fn reader_open(arg: &Value) {
     }
 }
 
-// SWMR-133, SWMR-134, SWMR-147, SWMR-018 (Done means; raw values checked: flush_raw_data): a writer appends to 100 datasets and creates
+// SWMR-133, SWMR-134, SWMR-018 (Done means; raw values checked: flush_raw_data): a writer appends to 100 datasets and creates
 // groups with datasets while 4 reader processes check at every view that values, shapes and
 // links are consistent and their index is at most 3 ticks behind the writer's.
 #[test]
@@ -628,7 +628,7 @@ fn kill_writer_at_200_points_then_recover() {
         }
         let rec = h5_swmr::recover::recover(&path, &md_of(&path)).unwrap();
         assert!(
-            rec.tick >= last + 1,
+            rec.tick > last,
             "run {run}: recovered tick {} before round {last}",
             rec.tick
         );
@@ -636,7 +636,7 @@ fn kill_writer_at_200_points_then_recover() {
         let f = h5::File::open(&path).unwrap();
         let rounds = check_view(&f, n).unwrap_or_else(|e| panic!("run {run}: {e}"));
         assert!(
-            rounds >= last + 1,
+            rounds > last,
             "run {run}: {rounds} rounds recovered, {} announced",
             last + 1
         );
