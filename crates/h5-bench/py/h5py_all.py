@@ -6,8 +6,9 @@ whose helpers it imports. Every timed phase is measured by a Probe: peak RSS is 
 work only; the answer gives the seconds and the peak RSS growth (VmHWM at the end minus VmRSS at
 the start, bytes). Checks (checksums) are computed afterwards, outside the timed region.
 
-Writers close the file and then fsync it inside the timed region ("fsync" is reported apart),
-because h5 syncs the file when it is closed: both systems then do the same durable work.
+Writers close the file; with "sync" (the run's --sync, where h5 opens with FileAccess::sync(true)
+and fsyncs at close) they then fsync it inside the timed region ("fsync" is reported apart), so
+that both systems do the same durable work.
 
 All parameters (sizes, positions, orders, file format bounds) come from the Rust side, so both
 systems do identical work; the data is the generator below, which the Rust side implements too
@@ -98,9 +99,11 @@ def libver(c):
     return tuple(v) if isinstance(v, list) else v
 
 
-def close_sync(f, path):
-    """Closes `f` and fsyncs the file; returns the fsync's seconds."""
+def close_sync(f, path, sync):
+    """Closes `f` and, when `sync`, fsyncs the file; returns the fsync's seconds."""
     f.close()
+    if not sync:
+        return 0.0
     t0 = time.perf_counter()
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -138,7 +141,7 @@ def op_field_write_read(c):
             opts = {"shuffle": True, "compression": "gzip", "compression_opts": 1}
         ds = f.create_dataset("data", shape=(side, side), dtype=np.float32, chunks=(k, k), **opts)
         ds[...] = FIELD
-    fs = close_sync(f, path)
+    fs = close_sync(f, path, bool(c.get("sync")))
     w = p.stop(fs)
     p = Probe()
     with h5py.File(path, "r") as f:
@@ -238,7 +241,7 @@ def op_w4(c):
             d.resize((hi,))
             d[lo:hi] = base + np.int32(j * 1000000 + lo)
     del dsets
-    fs = close_sync(f, path)
+    fs = close_sync(f, path, bool(c.get("sync")))
     append = p.stop(fs)
     return {"phases": [create, append], "checksum": w4_check(path, n, rounds, per),
             "size": os.path.getsize(path)}
@@ -271,7 +274,7 @@ def op_w5(c):
     for i in range(m):
         g.create_dataset(w5_name(i), data=np.array([i * 7 + 3], dtype=np.int64))
     del g
-    fs = close_sync(f, path)
+    fs = close_sync(f, path, bool(c.get("sync")))
     create = p.stop(fs)
     p = Probe()
     f = h5py.File(path, "r")

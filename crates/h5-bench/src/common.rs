@@ -31,8 +31,9 @@ pub(crate) struct SideBySide {
     /// temporary directory, reused by later runs where inputs match).
     #[arg(long)]
     pub(crate) dir: Option<PathBuf>,
-    /// Do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (h5's large buffers then get
-    /// no transparent huge pages, unlike numpy's).
+    /// `read` only: do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (glibc then asks
+    /// for no transparent huge pages on large buffers; h5's fresh arrays ask for them anyway,
+    /// as numpy's do). `all` never re-runs.
     #[arg(long)]
     pub(crate) no_thp: bool,
     /// Run only these workloads (comma-separated ids; `all`: 1, 2a, 2b, 3, 3m, 4, 4l, 5, 6, 6m,
@@ -309,6 +310,23 @@ pub(crate) fn reexec_with_thp(no_thp: bool) -> Option<i32> {
         .status()
         .ok()?;
     Some(status.code().unwrap_or(1))
+}
+
+/// The lines of a [`markdown_table`], each split into its trimmed cells (tests check tables
+/// with it); every line must have the width of the first (aligned columns).
+#[cfg(test)]
+pub(crate) fn table_cells(t: &str) -> Vec<Vec<String>> {
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{t}");
+    lines
+        .iter()
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
 }
 
 /// An h5 error as a message.

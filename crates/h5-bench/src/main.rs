@@ -13,6 +13,9 @@
 //! the time and peak-memory ratios `h5/h5py` (see `docs/benchmarks.md`); `--quick` divides the
 //! volumes by 16.
 //!
+//! `h5-bench threads` reads cached data from one thread and from several threads sharing one
+//! file (the chunk cache serves hits under a shared lock).
+//!
 //! `h5-bench read` runs read workloads on h5 and on libhdf5 through h5py in the same run,
 //! alternating, and reports medians and `h5/h5py` ratios (see `docs/benchmarks.md`).
 
@@ -22,6 +25,7 @@ mod common;
 mod probe;
 mod read;
 mod swmr;
+mod threads;
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -91,26 +95,30 @@ enum Command {
         /// Tick length in tenths of a second (0: manual ticks).
         tick_len: i32,
     },
+    /// Reads of cached data from one thread and from several threads sharing the file.
+    Threads {
+        /// Random 64x64 block reads per repetition (split evenly between the threads).
+        #[arg(long, default_value_t = 4000)]
+        reads: usize,
+        /// Threads of the parallel run.
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        /// Timed repetitions per configuration (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Directory of the file written (default: under the system's temporary directory).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::All(cli.all)) {
         Command::All(opts) => {
-            if let Some(code) = common::reexec_with_thp(opts.common.no_thp) {
-                std::process::exit(code);
-            }
-            match all::run(&opts) {
-                Ok(true) => {}
-                Ok(false) => {
-                    eprintln!("h5-bench: some values did not match (see MISMATCH above)");
-                    std::process::exit(1);
-                }
-                Err(e) => {
-                    eprintln!("h5-bench: {e}");
-                    std::process::exit(2);
-                }
-            }
+            // No re-run with glibc's huge-page tunable: h5 and the C side ask for huge pages on
+            // large arrays themselves, as numpy does, so every system allocates as users get.
+            exit_on("h5-bench", all::run(&opts));
         }
         Command::Metacache { reps, pairs } => metacache(reps.max(1), pairs.max(1)),
         Command::Chunkcache {
@@ -134,21 +142,39 @@ fn main() {
                 std::process::exit(2);
             }
         }
+        Command::Threads {
+            reads,
+            threads,
+            reps,
+            dir,
+        } => {
+            let dir = dir.unwrap_or_else(|| std::env::temp_dir().join("h5-bench-threads"));
+            exit_on(
+                "h5-bench threads",
+                threads::run(reads.max(1), threads.max(1), reps, &dir),
+            );
+        }
         Command::Read(opts) => {
             if let Some(code) = common::reexec_with_thp(opts.no_thp) {
                 std::process::exit(code);
             }
-            match read::run(&opts) {
-                Ok(true) => {}
-                Ok(false) => {
-                    eprintln!("h5-bench read: some values did not match (see MISMATCH above)");
-                    std::process::exit(1);
-                }
-                Err(e) => {
-                    eprintln!("h5-bench read: {e}");
-                    std::process::exit(2);
-                }
-            }
+            exit_on("h5-bench read", read::run(&opts));
+        }
+    }
+}
+
+/// Ends the process as a side-by-side command's result says: status 1 when some values did
+/// not match (the run printed MISMATCH), 2 on an error, 0 otherwise.
+fn exit_on(name: &str, result: Result<bool, String>) {
+    match result {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("{name}: some values did not match (see MISMATCH above)");
+            std::process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::exit(2);
         }
     }
 }

@@ -99,7 +99,7 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 /// when `manual`. Returns appends per second.
 fn w7_write(path: &Path, n: usize, cfg: Option<SwmrConfig>, manual: bool) -> Result<f64, String> {
     let f = h5::File::create_with(path, &access(cfg.clone()), &paged()).map_err(e)?;
-    let mut d = f
+    let d = f
         .root()
         .map_err(e)?
         .new_dataset::<f64>()

@@ -12,10 +12,23 @@ pub const MAX_RANK: usize = 32;
 pub struct DatasetId(pub u64);
 
 /// Scaled chunk coordinates: element coordinates divided by the chunk dimensions.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+///
+/// Invariant: the coordinates past the rank are zero, so the derived equality compares the
+/// used ones, and [`Hash`] hashes only those (every lookup of the cache hashes a key: hashing
+/// all [`MAX_RANK`] slots made it 10x slower for 2-D keys).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct ChunkCoord {
     rank: u8,
     coords: [u64; MAX_RANK],
+}
+
+impl std::hash::Hash for ChunkCoord {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u8(self.rank);
+        for &c in self.as_slice() {
+            state.write_u64(c);
+        }
+    }
 }
 
 impl ChunkCoord {

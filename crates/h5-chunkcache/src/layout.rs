@@ -22,7 +22,7 @@ pub type LayoutError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Per-chunk layout state, created by [`ChunkLayout::lookup`] or [`ChunkLayout::new_chunk`],
 /// owned by the cache and dropped with the entry (OQ-12).
-pub type Udata = Box<dyn Any + Send>;
+pub type Udata = Box<dyn Any + Send + Sync>;
 
 /// Memory held by a cached chunk object (or an encoded image).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -35,7 +35,7 @@ pub struct MemUsage {
 
 /// A layout-specific cache form (for example a sparse chunk). Only its layout interprets it; the
 /// cache sees its memory usage.
-pub trait CustomChunk: Any + Send + std::fmt::Debug {
+pub trait CustomChunk: Any + Send + Sync + std::fmt::Debug {
     /// Bytes used and allocated by everything the chunk owns.
     fn mem_usage(&self) -> MemUsage;
 }

@@ -39,7 +39,7 @@ pub mod sparse;
 
 pub use cache::{
     Bypass, ChunkCache, ChunkCacheConfig, ChunkCacheStats, EntryStats, IoReport, KeyHashing,
-    ReadRequest, SelectionIoMode, WriteRequest,
+    ReadRequest, SelectionIoMode, SharedChunkCache, WriteRequest,
 };
 pub use error::ChunkCacheError;
 pub use key::{ChunkCoord, ChunkKey, DatasetId, MAX_RANK};

@@ -131,7 +131,7 @@ impl VictimClass {
 ///
 /// Calls naming an id the policy does not hold (never inserted, or already removed) are ignored;
 /// no sequence of calls panics. Inserting an id that is already held replaces the old entry.
-pub trait ReplacementPolicy: Send + std::fmt::Debug {
+pub trait ReplacementPolicy: Send + Sync + std::fmt::Debug {
     /// The policy's configuration name (see [`policy_by_name`]).
     fn name(&self) -> &'static str;
 

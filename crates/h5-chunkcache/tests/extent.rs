@@ -526,6 +526,32 @@ fn scc_093_resident_chunks_survive_growth() {
     assert!(all[32..].iter().all(|&b| b == 0));
 }
 
+/// SCC-093: growing a dataset whose last chunk is resident and only partly inside (the fast
+/// path: nothing leaves the extent) changes nothing: no callback, no storage access; the
+/// elements that come inside read as the fill value, then as written.
+#[test]
+fn scc_093_growing_a_partial_resident_chunk_is_free() {
+    let s = store();
+    let (mut c, m) = setup(&s, XMock::new(&[6], &[4], 9), 1 << 20);
+    write(&mut c, &slab(&[0], &[6]), &[1, 2, 3, 4, 5, 6]);
+    m.events();
+    let (r0, w0) = (reads(&s), writes(&s));
+    resize(&mut c, &m, &[7]);
+    resize(&mut c, &m, &[11]);
+    assert!(m.events().is_empty(), "no callback on growth");
+    assert_eq!((reads(&s), writes(&s)), (r0, w0), "no storage access");
+    assert_eq!(
+        read(&mut c, &slab(&[0], &[11]), 11),
+        [1, 2, 3, 4, 5, 6, 9, 9, 9, 9, 9]
+    );
+    write(&mut c, &slab(&[6], &[3]), &[7, 8, 10]);
+    c.flush_dataset(DS, true).unwrap();
+    assert_eq!(
+        read(&mut c, &slab(&[0], &[11]), 11),
+        [1, 2, 3, 4, 5, 6, 7, 8, 10, 9, 9]
+    );
+}
+
 /// SCC-094: shrinking so a dirty resident chunk with a disk address falls fully outside calls
 /// delete_chunk once with that address, writes nothing and drops the entry. A resident chunk that
 /// was never written (no address) is dropped without a delete call (documented choice).

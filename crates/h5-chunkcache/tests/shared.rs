@@ -1,41 +1,31 @@
-//! `ChunkCache::read_shared`: reads from several threads through one cache behind a mutex
-//! overlap while their chunks are decoded (the lock is not held across storage reads and
-//! decoding), and give the same data as serial reads.
+//! `ChunkCache::read_shared`: reads from several threads through one shared cache overlap
+//! while their chunks are decoded (the exclusive lock is not held across storage reads and
+//! decoding) and while hits are copied out (served under the shared lock), and give the same
+//! data as serial reads, also while another thread writes.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use h5_chunkcache::selection::CopyRun;
 use h5_chunkcache::selection::{Hyperslab, Selection};
 use h5_chunkcache::{
-    Chunk, ChunkCache, ChunkCacheConfig, ChunkCoord, ChunkLayout, DatasetId, DiskLocation, Encoded,
-    InsertRequest, LayoutError, LayoutInfo, Lookup, ReadRequest, Udata, WriteRequest,
+    Capabilities, Chunk, ChunkCache, ChunkCacheConfig, ChunkCoord, ChunkLayout, Conversion,
+    DatasetId, DiskLocation, Encoded, InsertRequest, LayoutError, LayoutInfo, Lookup, ReadRequest,
+    SharedChunkCache, Udata, WriteRequest,
 };
 use h5_io::{MemoryStorage, Storage};
 
-/// A codec layout whose decode waits (up to 5 s) until two decodes are running at once, and
-/// records the most that ran together.
+/// Chunk locations of a mock layout with one dimension: found by the first coordinate,
+/// allocated at increasing addresses.
 #[derive(Debug, Default)]
-struct Rendezvous {
+struct MemIndex {
     index: Mutex<HashMap<u64, DiskLocation>>,
     alloc: AtomicU64,
-    /// (decodes running now, decodes arrived so far)
-    inside: Mutex<(usize, usize)>,
-    wake: Condvar,
-    max_inside: AtomicUsize,
 }
 
-impl ChunkLayout for Rendezvous {
-    fn query(&self) -> LayoutInfo {
-        LayoutInfo {
-            needs_codec: true,
-            ..LayoutInfo::dense(&[4], 1, &[])
-        }
-    }
-    fn extent(&self) -> Vec<u64> {
-        vec![8]
-    }
+impl MemIndex {
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
         let index = self.index.lock().unwrap();
         Ok(coords
@@ -43,37 +33,7 @@ impl ChunkLayout for Rendezvous {
             .map(|c| Lookup::dense(index.get(&c.as_slice()[0]).copied(), 4, Box::new(())))
             .collect())
     }
-    fn decode(
-        &self,
-        _: &ChunkCoord,
-        image: Vec<u8>,
-        _: bool,
-        _: &mut Udata,
-    ) -> Result<Chunk, LayoutError> {
-        let mut n = self.inside.lock().unwrap();
-        n.0 += 1;
-        n.1 += 1;
-        self.max_inside.fetch_max(n.0, Ordering::SeqCst);
-        self.wake.notify_all();
-        let (mut n, _) = self
-            .wake
-            .wait_timeout_while(n, Duration::from_secs(5), |n| n.1 < 2)
-            .unwrap();
-        n.0 -= 1;
-        Ok(Chunk::Dense(image))
-    }
-    fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
-        Ok((Chunk::Dense(vec![0; 4]), Box::new(())))
-    }
-    fn encode(
-        &self,
-        _: &ChunkCoord,
-        c: &Chunk,
-        _: bool,
-        _: &mut Udata,
-    ) -> Result<Encoded, LayoutError> {
-        Ok(Encoded::Owned(c.as_dense().ok_or("dense")?.to_vec()))
-    }
+
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
         let mut index = self.index.lock().unwrap();
         Ok(reqs
@@ -88,21 +48,151 @@ impl ChunkLayout for Rendezvous {
             })
             .collect())
     }
+
+    fn delete(&self, c: &ChunkCoord) -> Result<(), LayoutError> {
+        self.index.lock().unwrap().remove(&c.as_slice()[0]);
+        Ok(())
+    }
+}
+
+/// Makes each caller wait (up to 5 s) until two callers are inside at once, and records the
+/// most that were inside together.
+#[derive(Debug, Default)]
+struct Meeting {
+    /// (callers inside now, callers arrived so far)
+    inside: Mutex<(usize, usize)>,
+    wake: Condvar,
+    max_inside: AtomicUsize,
+}
+
+impl Meeting {
+    fn meet(&self) {
+        let mut n = self.inside.lock().unwrap();
+        n.0 += 1;
+        n.1 += 1;
+        self.max_inside.fetch_max(n.0, Ordering::SeqCst);
+        self.wake.notify_all();
+        let (mut n, _) = self
+            .wake
+            .wait_timeout_while(n, Duration::from_secs(5), |n| n.1 < 2)
+            .unwrap();
+        n.0 -= 1;
+    }
+
+    fn most_inside(&self) -> usize {
+        self.max_inside.load(Ordering::SeqCst)
+    }
+}
+
+/// Where a [`MeetingLayout`] makes its callers meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MeetAt {
+    /// In `decode` (a codec layout).
+    Decode,
+    /// In `scatter` (the copy of a resident chunk into a reader's buffer), once armed.
+    Scatter,
+}
+
+/// A layout of 4-byte chunks over 8 elements whose callbacks at `at` meet another call.
+#[derive(Debug)]
+struct MeetingLayout {
+    at: MeetAt,
+    index: MemIndex,
+    armed: AtomicBool,
+    meeting: Meeting,
+}
+
+impl MeetingLayout {
+    fn new(at: MeetAt) -> Self {
+        Self {
+            at,
+            index: MemIndex::default(),
+            armed: AtomicBool::new(false),
+            meeting: Meeting::default(),
+        }
+    }
+}
+
+impl ChunkLayout for MeetingLayout {
+    fn query(&self) -> LayoutInfo {
+        let dense = LayoutInfo::dense(&[4], 1, &[]);
+        match self.at {
+            MeetAt::Decode => LayoutInfo {
+                needs_codec: true,
+                ..dense
+            },
+            MeetAt::Scatter => LayoutInfo {
+                capabilities: Capabilities::SCATTER,
+                ..dense
+            },
+        }
+    }
+    fn extent(&self) -> Vec<u64> {
+        vec![8]
+    }
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
+        self.index.lookup(coords)
+    }
+    fn decode(
+        &self,
+        _: &ChunkCoord,
+        image: Vec<u8>,
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<Chunk, LayoutError> {
+        self.meeting.meet();
+        Ok(Chunk::Dense(image))
+    }
+    fn scatter(
+        &self,
+        chunk: &Chunk,
+        runs: &[CopyRun],
+        buf: &mut [u8],
+        _: Option<&dyn Conversion>,
+    ) -> Result<(), LayoutError> {
+        if self.armed.load(Ordering::SeqCst) {
+            self.meeting.meet();
+        }
+        let data = chunk.as_dense().ok_or("dense")?;
+        for r in runs {
+            let (c, b, l) = (
+                r.chunk_offset as usize,
+                r.buf_offset as usize,
+                r.len as usize,
+            );
+            buf[b..b + l].copy_from_slice(&data[c..c + l]);
+        }
+        Ok(())
+    }
+    fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
+        Ok((Chunk::Dense(vec![0; 4]), Box::new(())))
+    }
+    fn encode(
+        &self,
+        _: &ChunkCoord,
+        c: &Chunk,
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<Encoded, LayoutError> {
+        Ok(Encoded::Owned(c.as_dense().ok_or("dense")?.to_vec()))
+    }
+    fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
+        self.index.insert(reqs)
+    }
     fn delete_chunk(
         &self,
         c: &ChunkCoord,
         _: Option<DiskLocation>,
         _: &mut Udata,
     ) -> Result<(), LayoutError> {
-        self.index.lock().unwrap().remove(&c.as_slice()[0]);
-        Ok(())
+        self.index.delete(c)
     }
 }
 
 #[test]
 fn shared_reads_overlap_while_decoding() {
     let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
-    let layout = Arc::new(Rendezvous::default());
+    let layout = Arc::new(MeetingLayout::new(MeetAt::Decode));
     {
         let mut c = ChunkCache::new(Arc::clone(&storage), ChunkCacheConfig::default()).unwrap();
         c.register(DatasetId(1), layout.clone()).unwrap();
@@ -115,7 +205,7 @@ fn shared_reads_overlap_while_decoding() {
         .unwrap();
         c.flush().unwrap();
     }
-    let cache = Mutex::new(
+    let cache = SharedChunkCache::new(
         ChunkCache::new(
             Arc::clone(&storage),
             ChunkCacheConfig {
@@ -130,28 +220,116 @@ fn shared_reads_overlap_while_decoding() {
         .unwrap()
         .register(DatasetId(1), layout.clone())
         .unwrap();
-    let results: Vec<Vec<u8>> = std::thread::scope(|s| {
-        let handles: Vec<_> = [0u64, 4]
-            .into_iter()
-            .map(|start| {
-                let cache = &cache;
-                s.spawn(move || {
-                    let sel = Selection::Hyperslab(Hyperslab::contiguous(&[start], &[4]).unwrap());
-                    let mut buf = vec![0u8; 4];
-                    ChunkCache::read_shared(
-                        cache,
-                        &mut [ReadRequest::new(DatasetId(1), &sel, &mut buf)],
-                    )
-                    .unwrap();
-                    buf
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    assert_eq!(results, [vec![1, 2, 3, 4], vec![5, 6, 7, 8]]);
+    assert_eq!(read_both(&cache), [vec![1, 2, 3, 4], vec![5, 6, 7, 8]]);
     // Both decodes ran at the same time: neither thread held the cache's lock while decoding.
-    assert_eq!(layout.max_inside.load(Ordering::SeqCst), 2);
+    assert_eq!(layout.meeting.most_inside(), 2);
     let st = cache.lock().unwrap().stats();
     assert_eq!((st.misses, st.entries), (2, 2));
+}
+
+/// Reads `[start, start + 4)` of dataset 1 through the shared cache.
+fn read4(cache: &SharedChunkCache, start: u64) -> Vec<u8> {
+    let sel = Selection::Hyperslab(Hyperslab::contiguous(&[start], &[4]).unwrap());
+    let mut buf = vec![0u8; 4];
+    ChunkCache::read_shared(cache, &mut [ReadRequest::new(DatasetId(1), &sel, &mut buf)]).unwrap();
+    buf
+}
+
+/// Reads the two chunks of dataset 1 from two threads at once.
+fn read_both(cache: &SharedChunkCache) -> Vec<Vec<u8>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = [0u64, 4]
+            .into_iter()
+            .map(|start| s.spawn(move || read4(cache, start)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn hits_are_copied_out_in_parallel() {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let layout = Arc::new(MeetingLayout::new(MeetAt::Scatter));
+    let cache = SharedChunkCache::new(
+        ChunkCache::new(Arc::clone(&storage), ChunkCacheConfig::default()).unwrap(),
+    );
+    {
+        let mut c = cache.lock().unwrap();
+        c.register(DatasetId(1), layout.clone()).unwrap();
+        let all = Selection::All;
+        c.write(&[WriteRequest::new(
+            DatasetId(1),
+            &all,
+            &[1, 2, 3, 4, 5, 6, 7, 8],
+        )])
+        .unwrap();
+    }
+    // Both chunks are resident (written, not yet flushed): the reads below are hits.
+    layout.armed.store(true, Ordering::SeqCst);
+    assert_eq!(read_both(&cache), [vec![1, 2, 3, 4], vec![5, 6, 7, 8]]);
+    // Both copies ran at the same time: hits do not take the cache exclusively.
+    assert_eq!(layout.meeting.most_inside(), 2);
+    // The hits were recorded afterwards (counters and the replacement policy's accesses).
+    let st = cache.lock().unwrap().stats();
+    assert_eq!((st.hits, st.misses, st.entries), (2, 0, 2));
+    let e = cache
+        .read()
+        .unwrap()
+        .entry_stats(DatasetId(1), &[1])
+        .expect("resident");
+    assert_eq!(e.access_count, 2, "one write and one read");
+}
+
+#[test]
+fn readers_see_whole_chunks_while_a_writer_changes_them() {
+    // Eight readers of cached data and one writer overwriting every chunk with one value per
+    // round: each chunk a reader sees holds a single round's value (never a mix), and the
+    // values a reader sees never go back.
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let layout = Arc::new(MeetingLayout::new(MeetAt::Scatter));
+    let cache = SharedChunkCache::new(
+        ChunkCache::new(Arc::clone(&storage), ChunkCacheConfig::default()).unwrap(),
+    );
+    cache
+        .lock()
+        .unwrap()
+        .register(DatasetId(1), layout.clone())
+        .unwrap();
+    let write = |v: u8| {
+        let all = Selection::All;
+        cache
+            .lock()
+            .unwrap()
+            .write(&[WriteRequest::new(DatasetId(1), &all, &[v; 8])])
+            .unwrap();
+    };
+    write(0);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                let mut last = [0u8; 2];
+                for _ in 0..2000 {
+                    for (k, start) in [0u64, 4].into_iter().enumerate() {
+                        let b = read4(&cache, start);
+                        assert!(b.iter().all(|&x| x == b[0]), "a torn chunk: {b:?}");
+                        assert!(b[0] >= last[k], "went back from {} to {}", last[k], b[0]);
+                        last[k] = b[0];
+                    }
+                }
+            });
+        }
+        s.spawn(|| {
+            for v in 1..=200u8 {
+                write(v);
+            }
+        });
+    });
+    assert_eq!(read4(&cache, 0), [200; 4]);
+    let st = cache.lock().unwrap().stats();
+    assert_eq!(st.misses, 0, "every read was served from the cache");
+    assert_eq!(
+        st.hits,
+        8 * 2000 * 2 + 1,
+        "every read above, and the last one"
+    );
 }

@@ -13,7 +13,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub(crate) struct CopyArgs<'a> {
     pub(crate) src: &'a Path,
     pub(crate) dst: &'a Path,
-    pub(crate) bounds: FormatBounds,
+    /// The destination's format bounds (`None`: the source's, [`h5::copy::source_bounds`]).
+    pub(crate) bounds: Option<FormatBounds>,
     pub(crate) options: CopyOptions,
     pub(crate) quiet: bool,
 }
@@ -36,6 +37,14 @@ pub(crate) fn run(args: CopyArgs<'_>) -> Result<(), String> {
         ));
     }
     let source = h5::File::open(src).map_err(|e| format!("cannot open {}: {e}", src.display()))?;
+    let bounds = match bounds {
+        Some(b) => b,
+        None => {
+            h5::copy::source_bounds(&source)
+                .map_err(|e| format!("cannot read {}: {e}", src.display()))?
+                .bounds
+        }
+    };
     let create = CreateOptions {
         bounds,
         ..Default::default()
@@ -171,8 +180,14 @@ pub(crate) fn parse_chunk(s: &str) -> Result<ChunkShape, String> {
 }
 
 /// Format bounds by name.
-pub(crate) fn parse_bounds(s: &str) -> Result<FormatBounds, String> {
-    Ok(match s.to_ascii_lowercase().as_str() {
+/// `--bounds`: the source's bounds (`None`) or bounds by name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BoundsArg(pub(crate) Option<FormatBounds>);
+
+/// `--bounds`: `source` (the source's bounds) or a bound by name.
+pub(crate) fn parse_bounds(s: &str) -> Result<BoundsArg, String> {
+    Ok(BoundsArg(Some(match s.to_ascii_lowercase().as_str() {
+        "source" => return Ok(BoundsArg(None)),
         "earliest" => FormatBounds::Earliest,
         "v18" | "v108" => FormatBounds::V18,
         "v110" => FormatBounds::V110,
@@ -182,10 +197,11 @@ pub(crate) fn parse_bounds(s: &str) -> Result<FormatBounds, String> {
         "latest" => FormatBounds::LATEST,
         _ => {
             return Err(format!(
-                "format bounds {s:?}: expected earliest, v18, v110, v112, v114, v200 or latest"
+                "format bounds {s:?}: expected source, earliest, v18, v110, v112, v114, v200 or \
+                 latest"
             ));
         }
-    })
+    })))
 }
 
 /// A filter by registered id with client data: `32015` or `32015:3` or `307:9,1`.
@@ -314,7 +330,11 @@ mod tests {
         assert_eq!(parse_chunk("auto").unwrap(), ChunkShape::Auto);
         assert!(parse_chunk("0x4").is_err());
         assert!(parse_chunk("ax4").is_err());
-        assert_eq!(parse_bounds("latest").unwrap(), FormatBounds::LATEST);
+        assert_eq!(
+            parse_bounds("latest").unwrap().0,
+            Some(FormatBounds::LATEST)
+        );
+        assert_eq!(parse_bounds("Source").unwrap().0, None);
         assert!(parse_bounds("v1.8").is_err());
         assert_eq!(
             parse_filter("307:9").unwrap(),

@@ -10,6 +10,8 @@ use serde_json::{Map, Value, json};
 
 use crate::values::{Val, decode_all, is_vlen_string, string_text};
 
+mod refs;
+
 /// Column limit of data lines: an element is appended to a line only while the line, with its
 /// trailing comma, stays within this many characters (h5dump's default width of 80 minus the
 /// separator and suffix it reserves).
@@ -129,6 +131,21 @@ fn ddl_value(dt: &Datatype, v: &Val) -> String {
                 .collect();
             format!("{{ {} }}", parts.join(", "))
         }
+        Val::Seq(items) => {
+            let base = match dt {
+                Datatype::VarLen(v) => v.base.as_ref(),
+                _ => dt,
+            };
+            let parts: Vec<String> = items.iter().map(|x| ddl_value(base, x)).collect();
+            format!("({})", parts.join(", "))
+        }
+        Val::Ref(r) => refs::inline(
+            match dt {
+                Datatype::Reference(rt) => Some(rt),
+                _ => None,
+            },
+            r,
+        ),
         Val::Unsupported(what) => format!("<{what}: not printed>"),
     }
 }
@@ -191,7 +208,7 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
             VarLenKind::String { padding, charset } => {
                 string_block("H5T_VARIABLE", padding, charset, level)
             }
-            VarLenKind::Sequence => format!("H5T_VLEN {{ {}}}", ddl_type(&v.base, level + 1)),
+            VarLenKind::Sequence => format!("H5T_VLEN {{ {}}}", ddl_type(&v.base, level)),
         },
         Datatype::Opaque(o) => format!(
             "H5T_OPAQUE {{\n{}OPAQUE_TAG \"{}\";\n{}}}",
@@ -228,7 +245,7 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
                 .members
                 .iter()
                 .map(|m| {
-                    let v = match decode_all(&e.base, &m.value, None).first() {
+                    let v = match decode_all(&e.base, &m.value, None, None).first() {
                         Some(Val::Int(i)) => i.to_string(),
                         _ => hex_bytes(&m.value),
                     };
@@ -274,14 +291,89 @@ fn string_block(size: &str, padding: StringPadding, charset: Charset, level: usi
 /// What to print for one dataset or attribute: its type, extent and elements.
 struct Contents<'a> {
     dtype: &'a Datatype,
+    /// The committed datatype the type is (its relative address), if any.
+    committed: Option<u64>,
     /// `None`: a null dataspace.
     shape: Option<Vec<usize>>,
     maxshape: Option<Vec<Option<usize>>>,
-    values: Result<Vec<Val>, String>,
+    /// `None`: no DATA block (`-H`, or a dataset under `-A`).
+    values: Option<Result<Vec<Val>, String>>,
 }
+
+/// What `h5 dump` prints (h5dump's options).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DumpOptions {
+    /// `-H`: types and shapes, no data at all.
+    pub(crate) header_only: bool,
+    /// `-A`: attributes with their values, datasets without their data.
+    pub(crate) attrs_only: bool,
+    /// `-p`: each dataset's storage layout, filters and fill value.
+    pub(crate) properties: bool,
+    /// `-s`/`-S`/`-c`: the part of each dataset to print (h5dump's subsetting).
+    pub(crate) subset: Option<Subset>,
+}
+
+/// A hyperslab of a dataset (h5dump's `-s START -S STRIDE -c COUNT`; blocks of one element).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Subset {
+    /// First element per dimension (default 0).
+    pub(crate) start: Vec<u64>,
+    /// Step per dimension (default 1).
+    pub(crate) stride: Vec<u64>,
+    /// Elements per dimension (default: as many as fit).
+    pub(crate) count: Vec<u64>,
+}
+
+/// A resolved subset: start, stride and count per dimension.
+type Slab = (Vec<u64>, Vec<u64>, Vec<u64>);
+
+impl Subset {
+    /// The subset of a dataset of `dims`: missing values take the defaults; checked to fit.
+    fn resolve(&self, dims: &[usize]) -> Result<Slab, String> {
+        let rank = dims.len();
+        if self.start.len() > rank || self.stride.len() > rank || self.count.len() > rank {
+            return Err(format!(
+                "a subset of more than the dataset's {rank} dimensions"
+            ));
+        }
+        let mut start = vec![0u64; rank];
+        let mut stride = vec![1u64; rank];
+        let mut count = vec![0u64; rank];
+        for d in 0..rank {
+            start[d] = self.start.get(d).copied().unwrap_or(0);
+            stride[d] = self.stride.get(d).copied().unwrap_or(1).max(1);
+            let n = dims[d] as u64;
+            let room = if start[d] < n {
+                (n - start[d]).div_ceil(stride[d])
+            } else {
+                0
+            };
+            count[d] = self.count.get(d).copied().unwrap_or(room);
+            if count[d] > room {
+                return Err(format!(
+                    "the subset's dimension {d} (start {}, stride {}, count {}) leaves the \
+                     dataset's {n} elements",
+                    start[d], stride[d], count[d]
+                ));
+            }
+        }
+        Ok((start, stride, count))
+    }
+}
+
+/// Bytes of one dataset read at a time while printing it: large datasets stream through in
+/// blocks of whole rows instead of being read whole.
+const BLOCK_BYTES: usize = 4 << 20;
 
 struct Ddl<'f> {
     out: String,
+    /// Where `out` goes as it fills (`None`: kept in `out`).
+    sink: Option<&'f mut dyn std::io::Write>,
+    /// The first write error to the sink.
+    sink_error: Option<std::io::Error>,
+    options: DumpOptions,
+    /// While a subset is printed: its start and stride, for the element indices.
+    subset_at: Option<(Vec<u64>, Vec<u64>)>,
     file: &'f File,
     /// (file number, object address) → first path printed.
     seen: HashMap<(usize, u64), String>,
@@ -291,6 +383,13 @@ struct Ddl<'f> {
     external: HashMap<String, (usize, File)>,
     /// The number of the file being printed (0: the main file).
     current: usize,
+    /// Committed datatypes of the main file: relative address → first path (depth first by
+    /// name), as h5dump names them in `DATATYPE  "/path"`.
+    named: HashMap<u64, String>,
+    /// Every object's kind and first path, for naming references (built on first use).
+    names: Option<refs::Names>,
+    /// Datasets whose data is being printed as the target of an object reference.
+    expanding: Vec<u64>,
 }
 
 impl Ddl<'_> {
@@ -298,58 +397,79 @@ impl Ddl<'_> {
         let _ = writeln!(self.out, "{}{text}", pad(level));
     }
 
+    /// Hands what was printed so far to the sink, if there is one.
+    fn flush_out(&mut self) {
+        if let Some(sink) = self.sink.as_mut() {
+            if self.sink_error.is_none()
+                && let Err(e) = sink.write_all(self.out.as_bytes())
+            {
+                self.sink_error = Some(e);
+            }
+            self.out.clear();
+        }
+    }
+
     fn contents(&mut self, level: usize, c: &Contents<'_>) {
-        let t = ddl_type(c.dtype, level);
+        self.header(level, c);
+        if let Some(values) = &c.values {
+            self.line(level, "DATA {");
+            match values {
+                Err(e) => self.line(level, &format!("<data not read: {e}>")),
+                Ok(values) => {
+                    let dims = c.shape.clone().unwrap_or_default();
+                    self.data(level, c.dtype, &dims, values, 0, values.len());
+                }
+            }
+            self.line(level, "}");
+        }
+    }
+
+    /// The DATATYPE and DATASPACE lines (a committed datatype shown by its path).
+    fn header(&mut self, level: usize, c: &Contents<'_>) {
+        let named = c
+            .committed
+            .filter(|_| self.current == 0)
+            .and_then(|a| self.named.get(&a));
+        let t = match named {
+            Some(path) => format!("\"{path}\""),
+            None => ddl_type(c.dtype, level),
+        };
         self.line(level, &format!("DATATYPE  {t}"));
-        match &c.shape {
-            None => self.line(level, "DATASPACE  NULL"),
-            Some(s) if s.is_empty() => self.line(level, "DATASPACE  SCALAR"),
-            Some(s) => {
-                let dims: Vec<String> = s.iter().map(ToString::to_string).collect();
-                let max: Vec<String> = match &c.maxshape {
-                    Some(m) => m
-                        .iter()
-                        .map(|d| d.map_or_else(|| "H5S_UNLIMITED".to_owned(), |d| d.to_string()))
-                        .collect(),
-                    None => dims.clone(),
-                };
-                self.line(
-                    level,
-                    &format!(
-                        "DATASPACE  SIMPLE {{ ( {} ) / ( {} ) }}",
-                        dims.join(", "),
-                        max.join(", ")
-                    ),
-                );
-            }
-        }
-        self.line(level, "DATA {");
-        match &c.values {
-            Err(e) => self.line(level, &format!("<data not read: {e}>")),
-            Ok(values) => {
-                let dims = c.shape.clone().unwrap_or_default();
-                self.data(level, c.dtype, &dims, values);
-            }
-        }
-        self.line(level, "}");
+        let space = dataspace_text(c.shape.as_deref(), c.maxshape.as_deref());
+        self.line(level, &format!("DATASPACE  {space}"));
     }
 
     /// The elements, h5dump style: a new line at each row of the fastest dimension and when
     /// the line would pass the width, each line starting with the index of its first element.
-    fn data(&mut self, level: usize, dt: &Datatype, dims: &[usize], values: &[Val]) {
-        if matches!(dt, Datatype::Compound(_)) {
-            self.compound_data(level, dt, dims, values);
+    /// `values` are elements `first..` of `total` (C order over `dims`): a block of whole rows
+    /// of a dataset printed in several calls.
+    fn data(
+        &mut self,
+        level: usize,
+        dt: &Datatype,
+        dims: &[usize],
+        values: &[Val],
+        first: usize,
+        total: usize,
+    ) {
+        if let Datatype::Reference(rt) = dt {
+            self.reference_data(level, rt, values, first);
+            return;
+        }
+        if matches!(dt, Datatype::Compound(_)) || sequence_of_compounds(dt) {
+            self.compound_data(level, dt, dims, values, first, total);
             return;
         }
         let row = dims.last().copied().unwrap_or(1).max(1);
         let indent = pad(level);
         let mut line = String::new();
         let n = values.len();
-        for (i, v) in values.iter().enumerate() {
+        for (k, v) in values.iter().enumerate() {
+            let i = first + k;
             let text = ddl_value(dt, v);
-            let starts_row = i % row == 0;
+            let starts_row = i.is_multiple_of(row);
             // The trailing comma of every element but the last counts against the width.
-            let comma = usize::from(i + 1 < n);
+            let comma = usize::from(i + 1 < total);
             if !line.is_empty() && (starts_row || line.len() + 2 + text.len() + comma > DATA_LIMIT)
             {
                 line.push(',');
@@ -358,26 +478,47 @@ impl Ddl<'_> {
                 line.clear();
             }
             if line.is_empty() {
-                line = format!("{indent}({}): {text}", index_of(i, dims));
+                line = format!("{indent}({}): {}", self.index_text(i, dims), text);
             } else {
                 line.push_str(", ");
                 line.push_str(&text);
             }
-            if i + 1 == n {
+            if k + 1 == n {
+                // A block ends at a row's end: the next block starts a new line.
+                if i + 1 < total {
+                    line.push(',');
+                }
                 self.out.push_str(&line);
                 self.out.push('\n');
             }
         }
     }
 
+    /// The index printed before element `i` of `dims`: in the dataset's coordinates when a
+    /// subset is printed.
+    fn index_text(&self, i: usize, dims: &[usize]) -> String {
+        match &self.subset_at {
+            Some((start, stride)) => index_in(i, dims, start, stride),
+            None => index_of(i, dims),
+        }
+    }
+
     /// Compound elements: each member on its own line, as h5dump prints them.
-    fn compound_data(&mut self, level: usize, dt: &Datatype, dims: &[usize], values: &[Val]) {
-        let n = values.len();
-        for (i, v) in values.iter().enumerate() {
-            self.out
-                .push_str(&format!("{}({}): ", pad(level), index_of(i, dims)));
+    fn compound_data(
+        &mut self,
+        level: usize,
+        dt: &Datatype,
+        dims: &[usize],
+        values: &[Val],
+        first: usize,
+        total: usize,
+    ) {
+        for (k, v) in values.iter().enumerate() {
+            let i = first + k;
+            let index = self.index_text(i, dims);
+            self.out.push_str(&format!("{}({index}): ", pad(level)));
             self.compound_value(level, dt, v);
-            if i + 1 < n {
+            if i + 1 < total {
                 self.out.push(',');
             }
             self.out.push('\n');
@@ -385,25 +526,7 @@ impl Ddl<'_> {
     }
 
     fn compound_value(&mut self, level: usize, dt: &Datatype, v: &Val) {
-        let (Datatype::Compound(c), Val::Compound(members)) = (dt, v) else {
-            self.out.push_str(&ddl_value(dt, v));
-            return;
-        };
-        self.out.push_str("{\n");
-        let k = members.len();
-        for (j, ((_, mv), m)) in members.iter().zip(&c.members).enumerate() {
-            self.out.push_str(&pad(level + 2));
-            if matches!(m.datatype, Datatype::Compound(_)) {
-                self.compound_value(level + 1, &m.datatype, mv);
-            } else {
-                self.out.push_str(&ddl_value(&m.datatype, mv));
-            }
-            if j + 1 < k {
-                self.out.push(',');
-            }
-            self.out.push('\n');
-        }
-        self.out.push_str(&format!("{}}}", pad(level + 1)));
+        self.out.push_str(&multiline_value(level, dt, v));
     }
 
     fn attributes(&mut self, level: usize, attrs: Result<Vec<Attribute>, h5::Error>) {
@@ -412,25 +535,35 @@ impl Ddl<'_> {
             Ok(attrs) => {
                 for a in attrs {
                     self.line(level, &format!("ATTRIBUTE \"{}\" {{", a.name()));
-                    let null = a.is_null();
-                    let shape = (!null).then(|| a.shape());
-                    let vstr = if is_vlen_string(a.dtype()) {
-                        a.read_strings().map(Some).map_err(|e| e.to_string())
-                    } else {
-                        Ok(None)
-                    };
-                    let values = vstr.map(|v| decode_all(a.dtype(), a.read_raw(), v));
-                    let c = Contents {
-                        dtype: a.dtype(),
-                        shape,
-                        maxshape: None,
-                        values,
-                    };
-                    self.contents(level + 1, &c);
+                    self.attribute_contents(level + 1, &a);
                     self.line(level, "}");
                 }
             }
         }
+    }
+
+    /// An attribute's type, dataspace and data.
+    fn attribute_contents(&mut self, level: usize, a: &Attribute) {
+        let null = a.is_null();
+        let shape = (!null).then(|| a.shape());
+        let vstr = if is_vlen_string(a.dtype()) {
+            a.read_strings().map(Some).map_err(|e| e.to_string())
+        } else {
+            Ok(None)
+        };
+        let heap = a.global_heap();
+        let mut values = vstr.map(|v| decode_all(a.dtype(), &a.read_raw(), v, Some(&heap)));
+        if let Ok(v) = &mut values {
+            self.name_refs(a.dtype(), v);
+        }
+        let c = Contents {
+            dtype: a.dtype(),
+            committed: a.committed_type_address(),
+            shape,
+            maxshape: None,
+            values: (!self.options.header_only).then_some(values),
+        };
+        self.contents(level, &c);
     }
 
     fn dataset(&mut self, level: usize, name: &str, d: &Dataset) {
@@ -443,16 +576,167 @@ impl Ddl<'_> {
         }
         self.seen
             .insert((self.current, d.address()), d.path().to_owned());
-        let values = dataset_values(d);
         let null = is_null(d);
         let c = Contents {
             dtype: d.dtype(),
+            committed: d.committed_type_address(),
             shape: (!null).then(|| d.shape()),
             maxshape: Some(d.maxshape()),
-            values,
+            values: None,
         };
-        self.contents(level + 1, &c);
+        self.header(level + 1, &c);
+        if self.options.properties {
+            self.properties(level + 1, d);
+        }
+        if !self.options.header_only && !self.options.attrs_only {
+            match self.options.subset.clone() {
+                Some(sub) if !null => self.subset(level + 1, d, &sub),
+                _ => {
+                    self.line(level + 1, "DATA {");
+                    self.dataset_data(level + 1, d, None);
+                    self.line(level + 1, "}");
+                }
+            }
+        }
         self.attributes(level + 1, d.attrs());
+        self.line(level, "}");
+        self.flush_out();
+    }
+
+    /// h5dump's SUBSET block: the selection, then its elements indexed by their coordinates in
+    /// the dataset.
+    fn subset(&mut self, level: usize, d: &Dataset, sub: &Subset) {
+        let (start, stride, count) = match sub.resolve(&d.shape()) {
+            Ok(r) => r,
+            Err(e) => {
+                self.line(level, &format!("<subset not printed: {e}>"));
+                return;
+            }
+        };
+        let list = |v: &[u64]| {
+            v.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        self.line(level, "SUBSET {");
+        self.line(level + 1, &format!("START ( {} );", list(&start)));
+        self.line(level + 1, &format!("STRIDE ( {} );", list(&stride)));
+        self.line(level + 1, &format!("COUNT ( {} );", list(&count)));
+        self.line(
+            level + 1,
+            &format!("BLOCK ( {} );", list(&vec![1; start.len()])),
+        );
+        self.line(level + 1, "DATA {");
+        self.subset_at = Some((start.clone(), stride.clone()));
+        self.dataset_data(level + 1, d, Some((start, stride, count)));
+        self.subset_at = None;
+        self.line(level + 1, "}");
+        self.line(level, "}");
+    }
+
+    /// The elements of `d` (or of the hyperslab `sel`: start, stride, count), read and printed
+    /// in blocks of whole rows of at most [`BLOCK_BYTES`], each handed to the sink before the
+    /// next is read.
+    fn dataset_data(&mut self, level: usize, d: &Dataset, sel: Option<Slab>) {
+        if d.is_null() {
+            return;
+        }
+        let dims: Vec<usize> = match &sel {
+            Some((_, _, count)) => count.iter().map(|&c| c as usize).collect(),
+            None => d.shape(),
+        };
+        let total: usize = dims.iter().product();
+        if total == 0 {
+            return;
+        }
+        if dims.is_empty() {
+            // A scalar: one element.
+            match dataset_values(d) {
+                Ok(mut values) => {
+                    self.name_refs(d.dtype(), &mut values);
+                    self.data(level, d.dtype(), &dims, &values, 0, 1);
+                }
+                Err(e) => self.line(level, &format!("<data not read: {e}>")),
+            }
+            return;
+        }
+        let outer = dims.first().copied().unwrap_or(1);
+        let per_row = total / outer.max(1);
+        let row_bytes = per_row.saturating_mul(d.element_size()).max(1);
+        let rows_per_block = (BLOCK_BYTES / row_bytes).max(1);
+        let mut row = 0usize;
+        while row < outer {
+            let rows = rows_per_block.min(outer - row);
+            match block_values(d, &dims, sel.as_ref(), row, rows) {
+                Ok(mut values) => {
+                    self.name_refs(d.dtype(), &mut values);
+                    self.data(level, d.dtype(), &dims, &values, row * per_row, total);
+                }
+                Err(e) => {
+                    self.line(level, &format!("<data not read: {e}>"));
+                    return;
+                }
+            }
+            self.flush_out();
+            row += rows;
+        }
+    }
+
+    /// h5dump's `-p` blocks: storage layout, filters, fill value.
+    fn properties(&mut self, level: usize, d: &Dataset) {
+        self.line(level, "STORAGE_LAYOUT {");
+        let stored: u64 = d.stored_sizes().map(|s| s.iter().sum()).unwrap_or(0);
+        match d.chunk() {
+            Some(c) => {
+                let c: Vec<String> = c.iter().map(ToString::to_string).collect();
+                self.line(level + 1, &format!("CHUNKED ( {} )", c.join(", ")));
+            }
+            None => self.line(level + 1, &d.layout_name().to_uppercase()),
+        }
+        let raw = (d.size() as u64).saturating_mul(d.element_size() as u64);
+        if d.filters().is_empty() || stored == 0 {
+            self.line(level + 1, &format!("SIZE {stored}"));
+        } else {
+            let ratio = raw as f64 / stored as f64;
+            self.line(
+                level + 1,
+                &format!("SIZE {stored} ({ratio:.3}:1 COMPRESSION)"),
+            );
+        }
+        self.line(level, "}");
+        self.line(level, "FILTERS {");
+        let filters = d.filters();
+        if filters.is_empty() {
+            self.line(level + 1, "NONE");
+        }
+        for f in filters {
+            match (f.id, f.params.first()) {
+                (1, Some(l)) => {
+                    self.line(level + 1, &format!("COMPRESSION DEFLATE {{ LEVEL {l} }}"))
+                }
+                (2, _) => self.line(level + 1, "PREPROCESSING SHUFFLE"),
+                (3, _) => self.line(level + 1, "CHECKSUM FLETCHER32"),
+                _ => {
+                    self.line(level + 1, "USER_DEFINED_FILTER {");
+                    self.line(level + 2, &format!("FILTER_ID {}", f.id));
+                    if let Some(n) = &f.name {
+                        self.line(level + 2, &format!("COMMENT {n}"));
+                    }
+                    if !f.params.is_empty() {
+                        let p: Vec<String> = f.params.iter().map(ToString::to_string).collect();
+                        self.line(level + 2, &format!("PARAMS {{ {} }}", p.join(" ")));
+                    }
+                    self.line(level + 1, "}");
+                }
+            }
+        }
+        self.line(level, "}");
+        self.line(level, "FILLVALUE {");
+        match d.fill_value_raw() {
+            Some(f) => self.line(level + 1, &format!("VALUE  0x{}", crate::dump_hex(f))),
+            None => self.line(level + 1, "VALUE  H5D_FILL_VALUE_DEFAULT"),
+        }
         self.line(level, "}");
     }
 
@@ -513,7 +797,10 @@ impl Ddl<'_> {
                 Ok(d) => self.dataset(level, name, &d),
                 Err(e) => self.line(level, &format!("<dataset {name:?} not read: {e}>")),
             },
-            Ok(ObjectKind::Datatype) => self.line(level, &format!("DATATYPE \"{name}\"")),
+            Ok(ObjectKind::Datatype) => match g.named_datatype(name) {
+                Ok(t) => self.named_datatype(level, name, &t),
+                Err(e) => self.line(level, &format!("<datatype {name:?} not read: {e}>")),
+            },
             Ok(ObjectKind::Unknown) => self.line(level, &format!("<{name:?}: unknown object>")),
             Err(e) => self.line(level, &format!("<{name:?} not read: {e}>")),
         }
@@ -521,6 +808,26 @@ impl Ddl<'_> {
 
     fn file(&self) -> &File {
         self.file
+    }
+
+    /// A committed datatype as h5dump prints it: `DATATYPE "name" TYPE` (`;` after every type
+    /// but a compound), then its attributes one level deeper.
+    fn named_datatype(&mut self, level: usize, name: &str, t: &h5::NamedDatatype) {
+        match t.dtype() {
+            Ok(dt) => {
+                let semi = if matches!(dt, Datatype::Compound(_)) {
+                    ""
+                } else {
+                    ";"
+                };
+                self.line(
+                    level,
+                    &format!("DATATYPE \"{name}\" {}{semi}", ddl_type(&dt, level)),
+                );
+            }
+            Err(e) => self.line(level, &format!("<datatype {name:?} not read: {e}>")),
+        }
+        self.attributes(level + 1, t.attrs());
     }
 
     /// The object an external link leads to, printed under its path as h5dump does (nothing
@@ -562,6 +869,117 @@ impl Ddl<'_> {
     }
 }
 
+/// Whether `dt` is a variable-length sequence whose elements (through nested sequences) are
+/// compounds: h5dump prints each element on its own line then, its compounds member by member.
+fn sequence_of_compounds(dt: &Datatype) -> bool {
+    match dt {
+        Datatype::VarLen(v) if matches!(v.kind, VarLenKind::Sequence) => {
+            matches!(*v.base, Datatype::Compound(_)) || sequence_of_compounds(&v.base)
+        }
+        _ => false,
+    }
+}
+
+/// The DDL text of an element of a compound (member by member, each on its own line at
+/// `level + 2`, the closing brace at `level + 1`) or of a sequence of compounds (`(` the
+/// compounds one level deeper `)`); any other element on one line.
+fn multiline_value(level: usize, dt: &Datatype, v: &Val) -> String {
+    match (dt, v) {
+        (Datatype::Compound(c), Val::Compound(members)) => {
+            let mut out = "{\n".to_owned();
+            let k = members.len();
+            for (j, ((_, mv), m)) in members.iter().zip(&c.members).enumerate() {
+                out.push_str(&pad(level + 2));
+                if matches!(m.datatype, Datatype::Compound(_)) || sequence_of_compounds(&m.datatype)
+                {
+                    out.push_str(&multiline_value(level + 1, &m.datatype, mv));
+                } else {
+                    out.push_str(&ddl_value(&m.datatype, mv));
+                }
+                if j + 1 < k {
+                    out.push(',');
+                }
+                out.push('\n');
+            }
+            out.push_str(&format!("{}}}", pad(level + 1)));
+            out
+        }
+        (Datatype::VarLen(s), Val::Seq(items)) if sequence_of_compounds(dt) => {
+            let parts: Vec<String> = items
+                .iter()
+                .map(|x| match *s.base {
+                    Datatype::Compound(_) => multiline_value(level + 1, &s.base, x),
+                    _ => multiline_value(level, &s.base, x),
+                })
+                .collect();
+            format!("({})", parts.join(", "))
+        }
+        _ => ddl_value(dt, v),
+    }
+}
+
+/// Every committed datatype reachable from the root by hard links: relative address → first
+/// path, depth first in link-name order.
+pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
+    fn visit(
+        g: &Group,
+        out: &mut HashMap<u64, String>,
+        groups: &mut std::collections::HashSet<u64>,
+    ) {
+        if !groups.insert(g.address()) {
+            return;
+        }
+        let Ok(links) = g.links() else { return };
+        for link in links {
+            if !matches!(link.kind, LinkKind::Hard) {
+                continue;
+            }
+            match g.kind_of(&link.name) {
+                Ok(ObjectKind::Group) => {
+                    if let Ok(sub) = g.group(&link.name) {
+                        visit(&sub, out, groups);
+                    }
+                }
+                Ok(ObjectKind::Datatype) => {
+                    if let Ok(t) = g.named_datatype(&link.name) {
+                        out.entry(t.address())
+                            .or_insert_with(|| join(g.path(), &link.name));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    if let Ok(root) = file.root() {
+        visit(&root, &mut out, &mut std::collections::HashSet::new());
+    }
+    out
+}
+
+/// `SIMPLE { ( dims ) / ( max ) }`, `SCALAR` or `NULL` (`shape` `None`), as after `DATASPACE  `.
+fn dataspace_text(shape: Option<&[usize]>, maxshape: Option<&[Option<usize>]>) -> String {
+    match shape {
+        None => "NULL".to_owned(),
+        Some([]) => "SCALAR".to_owned(),
+        Some(s) => {
+            let dims: Vec<String> = s.iter().map(ToString::to_string).collect();
+            let max: Vec<String> = match maxshape {
+                Some(m) => m
+                    .iter()
+                    .map(|d| d.map_or_else(|| "H5S_UNLIMITED".to_owned(), |d| d.to_string()))
+                    .collect(),
+                None => dims.clone(),
+            };
+            format!(
+                "SIMPLE {{ ( {} ) / ( {} ) }}",
+                dims.join(", "),
+                max.join(", ")
+            )
+        }
+    }
+}
+
 fn is_null(d: &Dataset) -> bool {
     d.is_null()
 }
@@ -582,6 +1000,7 @@ fn index_of(mut i: usize, dims: &[usize]) -> String {
         .join(",")
 }
 
+/// Every element of the dataset (for the JSON document).
 fn dataset_values(d: &Dataset) -> Result<Vec<Val>, String> {
     if d.is_null() {
         return Ok(Vec::new());
@@ -596,14 +1015,88 @@ fn dataset_values(d: &Dataset) -> Result<Vec<Val>, String> {
     } else {
         d.read_raw().map_err(|e| e.to_string())?
     };
-    Ok(decode_all(d.dtype(), &raw, vstr))
+    Ok(decode_all(d.dtype(), &raw, vstr, Some(&d.global_heap())))
 }
 
-/// The DDL of `path` (the whole file when `None`), as `h5dump FILE` / `h5dump -g PATH FILE` /
-/// `h5dump -d PATH FILE` print it. `shown_name` is the file name as given on the command line.
-pub(crate) fn ddl(file: &File, shown_name: &str, path: Option<&str>) -> Result<String, String> {
+/// Index `i` of `dims` (a subset) in the coordinates of the dataset it was taken from.
+fn index_in(mut i: usize, dims: &[usize], start: &[u64], stride: &[u64]) -> String {
+    let mut idx = vec![0u64; dims.len()];
+    for (k, &d) in dims.iter().enumerate().rev() {
+        let d = d.max(1);
+        idx[k] = start[k] + (i % d) as u64 * stride[k];
+        i /= d;
+    }
+    idx.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Rows `row..row + rows` (of the first dimension) of the dataset, or of the hyperslab `sel`
+/// (start, stride, count) over it whose shape is `dims`.
+fn block_values(
+    d: &Dataset,
+    dims: &[usize],
+    sel: Option<&Slab>,
+    row: usize,
+    rows: usize,
+) -> Result<Vec<Val>, String> {
+    use ndarray::SliceInfoElem;
+    let slices: Vec<SliceInfoElem> = (0..dims.len())
+        .map(|k| {
+            let (start, stride, count) = match sel {
+                Some((s, t, c)) => (s[k] as usize, t[k] as usize, c[k] as usize),
+                None => (0, 1, dims[k]),
+            };
+            let (first, n) = if k == 0 { (row, rows) } else { (0, count) };
+            let a = start + first * stride;
+            SliceInfoElem::Slice {
+                start: a as isize,
+                end: Some((a + (n.max(1) - 1) * stride + 1) as isize),
+                step: stride as isize,
+            }
+        })
+        .collect();
+    if is_vlen_string(d.dtype()) {
+        let strings = d
+            .read_slice::<String>(&slices)
+            .map_err(|e| e.to_string())?
+            .into_raw_vec_and_offset()
+            .0;
+        return Ok(decode_all(d.dtype(), &[], Some(strings), None));
+    }
+    let raw = d.read_raw_slice(&slices).map_err(|e| e.to_string())?;
+    Ok(decode_all(d.dtype(), &raw, None, Some(&d.global_heap())))
+}
+
+/// What `h5 dump` prints: the whole file, or the objects named (`-d`/`-g`/PATH).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wanted<'a> {
+    /// The object at this path, whatever it is.
+    Any(&'a str),
+    /// `-d PATH`: must be a dataset.
+    Dataset(&'a str),
+    /// `-g PATH`: must be a group.
+    Group(&'a str),
+}
+
+/// The DDL of the `wanted` objects with `options`, as `h5dump FILE` / `h5dump -g PATH FILE` /
+/// `h5dump -d PATH FILE` print them (`shown_name`: the file name as given on the command
+/// line): written to `sink` block by block as it is made (large datasets are read in blocks),
+/// or returned when there is no sink.
+pub(crate) fn ddl_with<'f>(
+    file: &'f File,
+    shown_name: &str,
+    wanted: &[Wanted<'_>],
+    options: &DumpOptions,
+    sink: Option<&'f mut dyn std::io::Write>,
+) -> Result<String, String> {
     let mut p = Ddl {
         out: String::new(),
+        sink,
+        sink_error: None,
+        options: options.clone(),
+        subset_at: None,
         file,
         seen: HashMap::new(),
         dir: file
@@ -612,23 +1105,111 @@ pub(crate) fn ddl(file: &File, shown_name: &str, path: Option<&str>) -> Result<S
             .map(std::path::Path::to_path_buf),
         external: HashMap::new(),
         current: 0,
+        named: named_types(file),
+        names: None,
+        expanding: Vec::new(),
     };
     p.out.push_str(&format!("HDF5 \"{shown_name}\" {{\n"));
-    let path = path.unwrap_or("/");
     let root = p.file().root().map_err(|e| e.to_string())?;
-    match root.kind_of(path).map_err(|e| format!("{path}: {e}"))? {
-        ObjectKind::Group => {
-            let g = file.group(path).map_err(|e| e.to_string())?;
-            p.group(0, path, &g);
+    for w in wanted {
+        let (path, need) = match *w {
+            Wanted::Any(p) => (p, None),
+            Wanted::Dataset(p) => (p, Some(ObjectKind::Dataset)),
+            Wanted::Group(p) => (p, Some(ObjectKind::Group)),
+        };
+        let kind = root.kind_of(path).map_err(|e| format!("{path}: {e}"))?;
+        if need.is_some_and(|n| n != kind) {
+            return Err(format!(
+                "{path}: a {kind:?}, not a {:?}",
+                need.unwrap_or(kind)
+            ));
         }
-        ObjectKind::Dataset => {
-            let d = file.dataset(path).map_err(|e| e.to_string())?;
-            p.dataset(0, path, &d);
+        match kind {
+            ObjectKind::Group => {
+                let g = file.group(path).map_err(|e| e.to_string())?;
+                p.group(0, path, &g);
+            }
+            ObjectKind::Dataset => {
+                let d = file.dataset(path).map_err(|e| e.to_string())?;
+                p.dataset(0, path, &d);
+            }
+            other => return Err(format!("{path}: cannot dump a {other:?}")),
         }
-        other => return Err(format!("{path}: cannot dump a {other:?}")),
     }
     p.out.push_str("}\n");
+    p.flush_out();
+    if let Some(e) = p.sink_error {
+        return Err(format!("cannot write the dump: {e}"));
+    }
     Ok(p.out)
+}
+
+/// The first `limit` elements of `d` in DDL data lines at `level` (for `h5 ls --data`), and
+/// a line saying how many more there are.
+pub(crate) fn data_preview(file: &File, d: &Dataset, limit: usize, level: usize) -> String {
+    let mut p = Ddl {
+        out: String::new(),
+        sink: None,
+        sink_error: None,
+        options: DumpOptions::default(),
+        subset_at: None,
+        file,
+        seen: HashMap::new(),
+        dir: None,
+        external: HashMap::new(),
+        current: 0,
+        named: HashMap::new(),
+        names: None,
+        expanding: Vec::new(),
+    };
+    let dims = d.shape();
+    let total = d.size();
+    if d.is_null() || total == 0 {
+        p.line(level, "(no elements)");
+        return p.out;
+    }
+    let values = if dims.is_empty() {
+        dataset_values(d)
+    } else {
+        let per_row = total / dims[0].max(1);
+        let rows = limit.div_ceil(per_row.max(1)).clamp(1, dims[0]);
+        block_values(d, &dims, None, 0, rows)
+    };
+    match values {
+        Ok(mut values) => {
+            values.truncate(limit);
+            let n = values.len();
+            p.data(level, d.dtype(), &dims, &values, 0, n);
+            if total > n {
+                p.line(level, &format!("... ({} more elements)", total - n));
+            }
+        }
+        Err(e) => p.line(level, &format!("<data not read: {e}>")),
+    }
+    p.out
+}
+
+/// h5dump's `-n`: every object and link of the file, one per line.
+pub(crate) fn contents(file: &File, shown_name: &str) -> Result<String, String> {
+    let mut out = format!("HDF5 \"{shown_name}\" {{\nFILE_CONTENTS {{\n group      /\n");
+    for e in file.walk().map_err(|e| e.to_string())? {
+        let path = format!("/{}", e.path);
+        let line = match (&e.link.kind, e.object) {
+            (LinkKind::Soft(t), _) => format!(" link       {path} -> {t}"),
+            (LinkKind::External { file, path: p }, _) => {
+                format!(" ext link   {path} -> {file} {p}")
+            }
+            (LinkKind::UserDefined(k), _) => format!(" udlink     {path} (class {k})"),
+            (LinkKind::Hard, Some(ObjectKind::Group)) => format!(" group      {path}"),
+            (LinkKind::Hard, Some(ObjectKind::Dataset)) => format!(" dataset    {path}"),
+            (LinkKind::Hard, Some(ObjectKind::Datatype)) => format!(" datatype   {path}"),
+            (LinkKind::Hard, _) => format!(" unknown    {path}"),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(" }\n}\n");
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -658,9 +1239,14 @@ pub(crate) fn numpy_dtype(dt: &Datatype) -> Value {
         Datatype::Bitfield(t) => json!(format!("{}u{}", endian(t.size, t.order), t.size)),
         Datatype::Opaque(o) => json!(format!("|V{}", o.size)),
         Datatype::Time(t) => json!(format!("|V{}", t.size)),
-        Datatype::Reference(r) => {
-            json!({"kind": "reference", "reference": format!("{:?}", r.kind)})
-        }
+        Datatype::Reference(r) => json!({
+            "kind": "reference",
+            "reference": match r.kind {
+                ReferenceKind::Object => "object",
+                ReferenceKind::DatasetRegion => "region",
+                _ => "revised",
+            }
+        }),
         Datatype::Compound(c) if complex_like(c).is_some() => {
             let f = complex_like(c).map_or((0, ByteOrder::LittleEndian), |f| (f.size, f.order));
             json!(format!("{}c{}", endian(f.0, f.1), c.size))
@@ -676,7 +1262,7 @@ pub(crate) fn numpy_dtype(dt: &Datatype) -> Value {
             "kind": "enum",
             "base": numpy_dtype(&e.base),
             "members": e.members.iter().map(|m| {
-                let v = match decode_all(&e.base, &m.value, None).first() {
+                let v = match decode_all(&e.base, &m.value, None, None).first() {
                     Some(Val::Int(i)) => json_int(*i),
                     _ => Value::Null,
                 };
@@ -777,11 +1363,48 @@ pub(crate) fn json_value(dt: &Datatype, v: &Val) -> Value {
             }
             Value::Object(m)
         }
+        Val::Seq(items) => {
+            let base = match dt {
+                Datatype::VarLen(v) => v.base.as_ref(),
+                _ => dt,
+            };
+            Value::Array(items.iter().map(|x| json_value(base, x)).collect())
+        }
+        Val::Ref(r) => refs::json_ref(r),
         Val::Unsupported(what) => json!({"unsupported": what}),
     }
 }
 
-fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
+/// Committed datatypes by relative address → path (see [`named_types`]).
+type Named = HashMap<u64, String>;
+
+/// What the JSON printer needs besides an object: the committed datatypes' paths and every
+/// object's name for references (the latter walked on first use).
+struct JsonCtx<'f> {
+    file: &'f File,
+    named: Named,
+    names: std::cell::OnceCell<refs::Names>,
+}
+
+impl JsonCtx<'_> {
+    /// Names the references in `vals`.
+    fn name_refs(&self, dt: &Datatype, vals: &mut [Val]) {
+        if refs::has_refs(dt) {
+            self.names
+                .get_or_init(|| refs::Names::of(self.file))
+                .name_all(vals);
+        }
+    }
+}
+
+/// `"named_dtype": path` for a type that is a committed datatype.
+fn named_field(o: &mut Map<String, Value>, committed: Option<u64>, named: &Named) {
+    if let Some(p) = committed.and_then(|a| named.get(&a)) {
+        o.insert("named_dtype".into(), json!(p));
+    }
+}
+
+fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>, ctx: &JsonCtx<'_>) -> Value {
     match attrs {
         Err(e) => json!({"error": e.to_string()}),
         Ok(attrs) => {
@@ -792,16 +1415,15 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
                 } else {
                     None
                 };
-                let vals = decode_all(a.dtype(), a.read_raw(), vstr);
+                let mut vals = decode_all(a.dtype(), &a.read_raw(), vstr, Some(&a.global_heap()));
+                ctx.name_refs(a.dtype(), &mut vals);
                 let data: Vec<Value> = vals.iter().map(|v| json_value(a.dtype(), v)).collect();
-                m.insert(
-                    a.name().to_owned(),
-                    json!({
-                        "dtype": numpy_dtype(a.dtype()),
-                        "shape": a.shape(),
-                        "data": data,
-                    }),
-                );
+                let mut o = Map::new();
+                o.insert("dtype".into(), numpy_dtype(a.dtype()));
+                named_field(&mut o, a.committed_type_address(), &ctx.named);
+                o.insert("shape".into(), json!(a.shape()));
+                o.insert("data".into(), Value::Array(data));
+                m.insert(a.name().to_owned(), Value::Object(o));
             }
             Value::Object(m)
         }
@@ -809,17 +1431,18 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>) -> Value {
 }
 
 /// A dataset's JSON description.
-pub(crate) fn json_dataset(d: &Dataset) -> Value {
+fn json_dataset(d: &Dataset, ctx: &JsonCtx<'_>) -> Value {
     let fill = d.fill_value_raw().map_or(Value::Null, |b| {
-        decode_all(d.dtype(), b, None)
+        decode_all(d.dtype(), b, None, None)
             .first()
             .map_or(Value::Null, |v| json_value(d.dtype(), v))
     });
     let mut o = Map::new();
     o.insert("path".into(), json!(d.path()));
     o.insert("kind".into(), json!("dataset"));
-    o.insert("attributes".into(), json_attrs(d.attrs()));
+    o.insert("attributes".into(), json_attrs(d.attrs(), ctx));
     o.insert("dtype".into(), numpy_dtype(d.dtype()));
+    named_field(&mut o, d.committed_type_address(), &ctx.named);
     let null = is_null(d);
     o.insert(
         "shape".into(),
@@ -846,7 +1469,8 @@ pub(crate) fn json_dataset(d: &Dataset) -> Value {
     );
     o.insert("fillvalue".into(), fill);
     match dataset_values(d) {
-        Ok(vals) => {
+        Ok(mut vals) => {
+            ctx.name_refs(d.dtype(), &mut vals);
             o.insert(
                 "data".into(),
                 Value::Array(vals.iter().map(|v| json_value(d.dtype(), v)).collect()),
@@ -860,11 +1484,11 @@ pub(crate) fn json_dataset(d: &Dataset) -> Value {
     Value::Object(o)
 }
 
-fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>) {
+fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>, ctx: &JsonCtx<'_>) {
     if seen.insert(g.address(), g.path().to_owned()).is_some() {
         return;
     }
-    out.push(json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs())}));
+    out.push(json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs(), ctx)}));
     let links = match g.links() {
         Ok(l) => l,
         Err(e) => {
@@ -884,18 +1508,30 @@ fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>) {
             }
             LinkKind::Hard => match g.kind_of(&link.name) {
                 Ok(ObjectKind::Group) => match g.group(&link.name) {
-                    Ok(sub) => json_walk(&sub, out, seen),
+                    Ok(sub) => json_walk(&sub, out, seen, ctx),
                     Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
                 },
                 Ok(ObjectKind::Dataset) => match g.dataset(&link.name) {
                     Ok(d) => {
                         if seen.insert(d.address(), path.clone()).is_none() {
-                            out.push(json_dataset(&d));
+                            out.push(json_dataset(&d, ctx));
                         }
                     }
                     Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
                 },
-                Ok(ObjectKind::Datatype) => out.push(json!({"path": path, "kind": "datatype"})),
+                Ok(ObjectKind::Datatype) => match g.named_datatype(&link.name) {
+                    Ok(t) => {
+                        if seen.insert(t.address(), path.clone()).is_none() {
+                            out.push(json!({
+                                "path": path,
+                                "kind": "datatype",
+                                "dtype": t.dtype().map_or(Value::Null, |dt| numpy_dtype(&dt)),
+                                "attributes": json_attrs(t.attrs(), ctx),
+                            }));
+                        }
+                    }
+                    Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+                },
                 Ok(ObjectKind::Unknown) => out.push(json!({"path": path, "kind": "unknown"})),
                 Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
             },
@@ -916,14 +1552,19 @@ pub(crate) fn json_doc(file: &File, shown_name: &str, path: Option<&str>) -> Res
     let path = path.unwrap_or("/");
     let root = file.root().map_err(|e| e.to_string())?;
     let mut objects = Vec::new();
+    let ctx = JsonCtx {
+        file,
+        named: named_types(file),
+        names: std::cell::OnceCell::new(),
+    };
     match root.kind_of(path).map_err(|e| format!("{path}: {e}"))? {
         ObjectKind::Group => {
             let g = file.group(path).map_err(|e| e.to_string())?;
-            json_walk(&g, &mut objects, &mut HashMap::new());
+            json_walk(&g, &mut objects, &mut HashMap::new(), &ctx);
         }
         ObjectKind::Dataset => {
             let d = file.dataset(path).map_err(|e| e.to_string())?;
-            objects.push(json_dataset(&d));
+            objects.push(json_dataset(&d, &ctx));
         }
         other => return Err(format!("{path}: cannot dump a {other:?}")),
     }

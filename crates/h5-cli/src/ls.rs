@@ -13,6 +13,8 @@ pub(crate) struct LsOptions {
     pub(crate) recursive: bool,
     /// Also attributes and layout details.
     pub(crate) verbose: bool,
+    /// Also each dataset's values, at most this many (`h5 ls --data`).
+    pub(crate) data: Option<usize>,
 }
 
 fn shape_text(shape: &[usize]) -> String {
@@ -136,8 +138,16 @@ fn dataset_details(out: &mut String, indent: &str, d: &Dataset) {
     }
 }
 
+/// The dataset's values under its line (`--data`).
+fn data_lines(out: &mut String, file: &File, depth: usize, d: &Dataset, opts: LsOptions) {
+    if let Some(limit) = opts.data {
+        out.push_str(&crate::dump::data_preview(file, d, limit, depth + 1));
+    }
+}
+
 fn list_group(
     out: &mut String,
+    file: &File,
     g: &Group,
     depth: usize,
     opts: LsOptions,
@@ -176,7 +186,7 @@ fn list_group(
                     }
                     if opts.recursive && !again {
                         seen.push(sub.address());
-                        list_group(out, &sub, depth + 1, opts, seen)?;
+                        list_group(out, file, &sub, depth + 1, opts, seen)?;
                     }
                 }
                 Ok(ObjectKind::Dataset) => match g.dataset(&link.name) {
@@ -186,14 +196,24 @@ fn list_group(
                             dataset_details(out, &indent, &d);
                             attr_lines(out, &indent, d.attrs());
                         }
+                        data_lines(out, file, depth, &d, opts);
                     }
                     Err(e) => {
                         let _ = writeln!(out, "{indent}{}  dataset (not read: {e})", link.name);
                     }
                 },
-                Ok(ObjectKind::Datatype) => {
-                    let _ = writeln!(out, "{indent}{}  named datatype", link.name);
-                }
+                Ok(ObjectKind::Datatype) => match g.named_datatype(&link.name) {
+                    Ok(t) => {
+                        let _ = writeln!(out, "{indent}{}  {}", link.name, named_summary(&t));
+                        if opts.verbose {
+                            attr_lines(out, &indent, t.attrs());
+                        }
+                    }
+                    Err(e) => {
+                        let _ =
+                            writeln!(out, "{indent}{}  named datatype (not read: {e})", link.name);
+                    }
+                },
                 Ok(ObjectKind::Unknown) => {
                     let _ = writeln!(out, "{indent}{}  unknown object", link.name);
                 }
@@ -204,6 +224,14 @@ fn list_group(
         }
     }
     Ok(())
+}
+
+/// `named datatype TYPE` for a committed datatype.
+fn named_summary(t: &h5::NamedDatatype) -> String {
+    match t.dtype() {
+        Ok(dt) => format!("named datatype {}", dt.describe()),
+        Err(e) => format!("named datatype (type not read: {e})"),
+    }
 }
 
 /// The listing of `path` (the root group when `None`).
@@ -219,7 +247,7 @@ pub(crate) fn ls(file: &File, path: Option<&str>, opts: LsOptions) -> Result<Str
                 attr_lines(&mut out, "", g.attrs());
             }
             let mut seen = vec![g.address()];
-            list_group(&mut out, &g, 1, opts, &mut seen)?;
+            list_group(&mut out, file, &g, 1, opts, &mut seen)?;
         }
         ObjectKind::Dataset => {
             let d = file.dataset(path).map_err(|e| format!("{path}: {e}"))?;
@@ -228,9 +256,17 @@ pub(crate) fn ls(file: &File, path: Option<&str>, opts: LsOptions) -> Result<Str
                 dataset_details(&mut out, "", &d);
                 attr_lines(&mut out, "", d.attrs());
             }
+            data_lines(&mut out, file, 0, &d, opts);
         }
         ObjectKind::Datatype => {
-            let _ = writeln!(out, "{path}  named datatype");
+            let t = file
+                .root()
+                .and_then(|r| r.named_datatype(path))
+                .map_err(|e| format!("{path}: {e}"))?;
+            let _ = writeln!(out, "{path}  {}", named_summary(&t));
+            if opts.verbose {
+                attr_lines(&mut out, "", t.attrs());
+            }
         }
         ObjectKind::Unknown => {
             let _ = writeln!(out, "{path}  unknown object");

@@ -2,11 +2,18 @@
 //!
 //! * `h5 tour` — a guided tour: the built-in trace of a group whose name heap outgrows the initial
 //!   metadata cache, replayed with the default adaptive configuration and with a fixed 2 MiB cache.
-//! * `h5 metacache replay TRACE [--config FILE.json] [--json]` — replay a trace file and report the hit
-//!   rate per epoch, the resize decisions and the I/O.
+//! * `h5 metacache config [--default] [--json] [FILE]` — a metadata cache configuration (the
+//!   default, or a file's), every field explained, ready to edit for `replay --config`.
+//! * `h5 metacache replay [TRACE] [--config FILE.json] [--compare FILE.json] [--json]
+//!   [--plot FILE.svg]` — replay a trace file (default: the tour's, with both of its
+//!   configurations) and report the hit rate per epoch, the resize decisions and the I/O, or
+//!   plot them.
 //! * `h5 metacache trace-tour OUT` — write the tour's trace to a file, as an example trace.
-//! * `h5 ls [-r] [-v] FILE [PATH]` — the tree with kinds, shapes, datatypes, chunks and filters.
-//! * `h5 dump [--json] FILE [PATH]` — h5dump's DDL, or a JSON description with the data.
+//! * `h5 ls [-r] [-v] [-d [--limit N]] FILE [PATH]` — the tree with kinds, shapes, datatypes,
+//!   chunks and filters, and values with `-d`.
+//! * `h5 dump [--json] [-d PATH]... [-g PATH]... [-A] [-H] [-p] [-n] [-s L -S L -c L] FILE
+//!   [PATH]` — h5dump's DDL (with h5dump's options; large datasets stream through in blocks),
+//!   or a JSON description with the data.
 //! * `h5 stat FILE` — object counts, metadata against raw bytes, file space (strategy, persisted
 //!   free space), chunks, cache statistics.
 //! * `h5 copy SRC DST` — copy every object into a new file as it is.
@@ -22,6 +29,8 @@
 mod copy;
 mod dump;
 mod ls;
+mod metacache;
+mod plot;
 mod stat;
 mod swmr;
 mod values;
@@ -51,7 +60,7 @@ struct Cli {
 enum Command {
     /// Guided tour: the adaptive metadata cache against a fixed-size one on a growing group.
     Tour,
-    /// List the objects of a file: kinds, shapes, datatypes, chunking and filters.
+    /// List the objects of a file: kinds, shapes, datatypes, chunking and filters (h5ls).
     Ls {
         /// Descend into groups.
         #[arg(short, long)]
@@ -59,16 +68,55 @@ enum Command {
         /// Also attributes and layout details.
         #[arg(short, long)]
         verbose: bool,
+        /// Also print each dataset's values (the first --limit of them), as h5ls -d does.
+        #[arg(short, long)]
+        data: bool,
+        /// Values printed per dataset with --data.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: usize,
+        #[command(flatten)]
+        open: OpenFlags,
         /// The HDF5 file.
         file: PathBuf,
         /// A group or dataset in it (default: the root group).
         path: Option<String>,
     },
-    /// Print a file (or one group or dataset) as h5dump's DDL, or as JSON.
+    /// Print a file (or some of its groups and datasets) as h5dump's DDL, or as JSON. Large
+    /// datasets are read and printed block by block.
     Dump {
         /// Print JSON instead of DDL.
         #[arg(long)]
         json: bool,
+        /// Only this dataset (repeatable), as h5dump -d.
+        #[arg(short = 'd', long = "dataset", value_name = "PATH")]
+        datasets: Vec<String>,
+        /// Only this group (repeatable), as h5dump -g.
+        #[arg(short = 'g', long = "group", value_name = "PATH")]
+        groups: Vec<String>,
+        /// Header and attributes with their values: no dataset data (h5dump -A).
+        #[arg(short = 'A', long = "onlyattr")]
+        attrs_only: bool,
+        /// Header only: types and shapes, no data (h5dump -H).
+        #[arg(short = 'H', long = "header")]
+        header: bool,
+        /// Each dataset's storage layout (with the compression ratio), filters and fill value
+        /// (h5dump -p; fill and allocation times are not printed).
+        #[arg(short = 'p', long = "properties")]
+        properties: bool,
+        /// The list of every object and link in the file (h5dump -n).
+        #[arg(short = 'n', long = "contents")]
+        contents: bool,
+        /// With -d: the first element of the part printed, per dimension ("1,0").
+        #[arg(short = 's', long = "start", value_name = "LIST", value_parser = parse_list)]
+        start: Option<List>,
+        /// With -d: the step per dimension.
+        #[arg(short = 'S', long = "stride", value_name = "LIST", value_parser = parse_list)]
+        stride: Option<List>,
+        /// With -d: how many elements per dimension.
+        #[arg(short = 'c', long = "count", value_name = "LIST", value_parser = parse_list)]
+        count: Option<List>,
+        #[command(flatten)]
+        open: OpenFlags,
         /// The HDF5 file.
         file: PathBuf,
         /// A group or dataset in it (default: the root group).
@@ -77,6 +125,14 @@ enum Command {
     /// Object counts, metadata against raw data, file space, chunk statistics and cache
     /// statistics.
     Stat {
+        #[command(flatten)]
+        open: OpenFlags,
+        /// The HDF5 file.
+        file: PathBuf,
+    },
+    /// Reset the status flags a writer that died left in the superblock (as `h5clear -s`
+    /// does), so that libhdf5 and h5 open the file again. Only for files no process writes.
+    Clear {
         /// The HDF5 file.
         file: PathBuf,
     },
@@ -128,9 +184,10 @@ enum Command {
         /// fletcher32, no-filters, filter=ID:V;V. Repeatable.
         #[arg(long = "dataset", value_name = "PATH:SPEC", value_parser = copy::parse_override)]
         datasets: Vec<(String, h5::copy::StorageChanges)>,
-        /// Format versions of the new file: earliest, v18, v110, v112, v114, v200 or latest.
-        #[arg(long, value_name = "BOUNDS", value_parser = copy::parse_bounds, default_value = "earliest")]
-        bounds: h5::FormatBounds,
+        /// Format versions of the new file: source (those the source was written with, raised
+        /// to what its objects need), earliest, v18, v110, v112, v114, v200 or latest.
+        #[arg(long, value_name = "BOUNDS", value_parser = copy::parse_bounds, default_value = "source")]
+        bounds: copy::BoundsArg,
         #[command(flatten)]
         common: CopyFlags,
     },
@@ -158,6 +215,15 @@ enum SwmrCommand {
     Aux(swmr::AuxArgs),
 }
 
+/// How the reading commands open a file.
+#[derive(clap::Args, Debug)]
+struct OpenFlags {
+    /// Read a file whose superblock says a writer has it open (a writer still running, or one
+    /// that died without closing it), with a warning, instead of refusing it.
+    #[arg(long)]
+    ignore_open_for_writing: bool,
+}
+
 /// Options of both `copy` and `repack`.
 #[derive(clap::Args, Debug)]
 struct CopyFlags {
@@ -181,20 +247,41 @@ impl CopyFlags {
 
 #[derive(Subcommand, Debug)]
 enum MetacacheCommand {
-    /// Replay a trace file against a fresh cache of synthetic entries.
+    /// Print a metadata cache configuration, every field explained: edit it and pass it to
+    /// `replay --config`.
+    Config {
+        /// Print the default configuration (also what is printed without FILE).
+        #[arg(long)]
+        default: bool,
+        /// Print plain JSON, without the explanations.
+        #[arg(long)]
+        json: bool,
+        /// A configuration file, or a trace whose first set_config record to print.
+        file: Option<PathBuf>,
+    },
+    /// Replay a trace file against a fresh cache of synthetic entries: hit rate per epoch,
+    /// resize decisions, I/O. Without a trace: the tour's trace, with the tour's two
+    /// configurations (adaptive default and a fixed 2 MiB cache).
     Replay {
         /// The trace file (format: `h5 metacache trace-tour` writes an example).
-        trace: PathBuf,
-        /// A configuration (JSON, missing fields take the defaults) replacing the trace's first
-        /// set_config record.
+        trace: Option<PathBuf>,
+        /// A configuration (JSON as `h5 metacache config` prints it; missing fields take the
+        /// defaults) replacing the trace's first set_config record.
         #[arg(long, value_name = "FILE.json")]
         config: Option<PathBuf>,
+        /// A second configuration: the trace is replayed with both, side by side.
+        #[arg(long, value_name = "FILE.json")]
+        compare: Option<PathBuf>,
         /// Epoch length (protects) for the per-epoch lines and every configuration applied.
         #[arg(long, value_name = "PROTECTS")]
         epoch_length: Option<u64>,
-        /// Print the report as JSON.
+        /// Print the report as JSON (one document per configuration).
         #[arg(long)]
         json: bool,
+        /// Also draw the hit rate and the cache size per epoch of every configuration
+        /// replayed into this SVG file.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
     },
     /// Write the built-in tour trace to a file.
     TraceTour {
@@ -210,26 +297,91 @@ fn main() -> ExitCode {
         Command::Ls {
             recursive,
             verbose,
+            data,
+            limit,
+            open: flags,
             file,
             path,
-        } => open(&file).and_then(|f| {
-            let text = ls::ls(&f, path.as_deref(), ls::LsOptions { recursive, verbose })?;
+        } => open(&file, &flags).and_then(|f| {
+            let opts = ls::LsOptions {
+                recursive,
+                verbose,
+                data: data.then_some(limit),
+            };
+            let text = ls::ls(&f, path.as_deref(), opts)?;
             print!("{text}");
             Ok(())
         }),
-        Command::Dump { json, file, path } => open(&file).and_then(|f| {
+        Command::Dump {
+            json,
+            datasets,
+            groups,
+            attrs_only,
+            header,
+            properties,
+            contents,
+            start,
+            stride,
+            count,
+            open: flags,
+            file,
+            path,
+        } => open(&file, &flags).and_then(|f| {
             let shown = file.display().to_string();
-            if json {
-                let doc = dump::json_doc(&f, &shown, path.as_deref())?;
+            let mut wanted: Vec<dump::Wanted<'_>> = Vec::new();
+            wanted.extend(path.as_deref().map(dump::Wanted::Any));
+            wanted.extend(datasets.iter().map(|p| dump::Wanted::Dataset(p)));
+            wanted.extend(groups.iter().map(|p| dump::Wanted::Group(p)));
+            let subset =
+                (start.is_some() || stride.is_some() || count.is_some()).then(|| dump::Subset {
+                    start: start.map(|l| l.0).unwrap_or_default(),
+                    stride: stride.map(|l| l.0).unwrap_or_default(),
+                    count: count.map(|l| l.0).unwrap_or_default(),
+                });
+            if subset.is_some() && datasets.is_empty() {
+                return Err("-s, -S and -c select part of the datasets named with -d".into());
+            }
+            if contents {
+                print!("{}", dump::contents(&f, &shown)?);
+            } else if json {
+                let one = match wanted.as_slice() {
+                    [] => None,
+                    [dump::Wanted::Any(p) | dump::Wanted::Dataset(p) | dump::Wanted::Group(p)] => {
+                        Some(*p)
+                    }
+                    _ => return Err("--json dumps one object (or the whole file)".into()),
+                };
+                let doc = dump::json_doc(&f, &shown, one)?;
                 let text = serde_json::to_string_pretty(&doc)
                     .map_err(|e| format!("cannot encode JSON: {e}"))?;
                 println!("{text}");
             } else {
-                print!("{}", dump::ddl(&f, &shown, path.as_deref())?);
+                if wanted.is_empty() {
+                    wanted.push(dump::Wanted::Any("/"));
+                }
+                let options = dump::DumpOptions {
+                    header_only: header,
+                    attrs_only,
+                    properties,
+                    subset,
+                };
+                let stdout = std::io::stdout();
+                let mut lock = std::io::BufWriter::new(stdout.lock());
+                dump::ddl_with(&f, &shown, &wanted, &options, Some(&mut lock))?;
+                std::io::Write::flush(&mut lock).map_err(|e| e.to_string())?;
             }
             Ok(())
         }),
-        Command::Stat { file } => open(&file).and_then(|f| {
+        Command::Clear { file } => h5::clear_status_flags(&file)
+            .map(|flags| {
+                if flags == 0 {
+                    println!("{}: no status flags set", file.display());
+                } else {
+                    println!("{}: status flags {flags:#04x} cleared", file.display());
+                }
+            })
+            .map_err(|e| format!("cannot clear {}: {e}", file.display())),
+        Command::Stat { open: flags, file } => open(&file, &flags).and_then(|f| {
             let size = std::fs::metadata(&file)
                 .map_err(|e| format!("{}: {e}", file.display()))?
                 .len();
@@ -239,7 +391,7 @@ fn main() -> ExitCode {
         Command::Copy { src, dst, common } => copy::run(copy::CopyArgs {
             src: &src,
             dst: &dst,
-            bounds: h5::FormatBounds::Earliest,
+            bounds: None,
             options: common.options(),
             quiet: common.quiet,
         }),
@@ -275,7 +427,7 @@ fn main() -> ExitCode {
             copy::run(copy::CopyArgs {
                 src: &src,
                 dst: &dst,
-                bounds,
+                bounds: bounds.0,
                 options,
                 quiet: common.quiet,
             })
@@ -286,13 +438,27 @@ fn main() -> ExitCode {
         },
         Command::Recover(a) => swmr::recover(&a).map_err(|e| e.to_string()),
         Command::Metacache { command } => match command {
+            MetacacheCommand::Config {
+                default,
+                json,
+                file,
+            } => metacache::config_cmd(file.as_deref(), default, json),
             MetacacheCommand::Replay {
                 trace,
                 config,
+                compare,
                 epoch_length,
                 json,
-            } => replay_cmd(&trace, config.as_deref(), epoch_length, json),
-            MetacacheCommand::TraceTour { out } => trace_tour(&out),
+                plot,
+            } => metacache::replay_cmd(&metacache::ReplayArgs {
+                trace: trace.as_deref(),
+                config: config.as_deref(),
+                compare: compare.as_deref(),
+                epoch_length,
+                json,
+                plot,
+            }),
+            MetacacheCommand::TraceTour { out } => metacache::trace_tour(&out),
         },
     };
     match r {
@@ -304,68 +470,42 @@ fn main() -> ExitCode {
     }
 }
 
-/// Opens an HDF5 file for the reading commands.
-fn open(path: &Path) -> Result<h5::File, String> {
-    h5::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))
+/// A list of numbers per dimension (`-s`, `-S`, `-c`).
+#[derive(Clone, Debug)]
+struct List(Vec<u64>);
+
+/// A list of numbers as h5dump takes them: `1,0`, `1;0`, `[1, 0]` or `(1,0)`.
+fn parse_list(text: &str) -> Result<List, String> {
+    text.trim_matches(|c: char| "[]() ".contains(c))
+        .split([',', ';'])
+        .map(|p| {
+            p.trim()
+                .parse::<u64>()
+                .map_err(|e| format!("{p:?} in {text:?}: {e}"))
+        })
+        .collect::<Result<Vec<u64>, String>>()
+        .map(List)
+}
+
+/// Opens an HDF5 file for the reading commands (warning on standard error when it is read
+/// although a writer has it open).
+fn open(path: &Path, flags: &OpenFlags) -> Result<h5::File, String> {
+    let access = h5::FileAccess::default().ignore_open_for_writing(flags.ignore_open_for_writing);
+    let f = h5::File::open_with(path, &access)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    if f.marked_open_for_writing() {
+        eprintln!(
+            "h5: warning: {} is marked open for writing (its writer is running or died without \
+             closing it): values may be inconsistent",
+            path.display()
+        );
+    }
+    Ok(f)
 }
 
 /// Bytes as lowercase hex.
 pub(crate) fn dump_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Read and parse a configuration file.
-fn read_config(path: &Path) -> Result<CacheConfig, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-    // serde_json first, for a message with line and column on malformed JSON.
-    if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
-        return Err(format!("config {} is not valid JSON: {e}", path.display()));
-    }
-    let config =
-        CacheConfig::from_json(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
-    config.validate().map_err(|e| {
-        format!(
-            "config {} is not a valid configuration: {e}",
-            path.display()
-        )
-    })?;
-    Ok(config)
-}
-
-fn replay_cmd(
-    trace: &Path,
-    config: Option<&Path>,
-    epoch_length: Option<u64>,
-    json: bool,
-) -> Result<(), String> {
-    let text = std::fs::read_to_string(trace)
-        .map_err(|e| format!("cannot read trace {}: {e}", trace.display()))?;
-    let records =
-        parse_trace(&text).map_err(|e| format!("cannot parse {}: {e}", trace.display()))?;
-    let opts = ReplayOptions {
-        config: config.map(read_config).transpose()?,
-        epoch_length_override: epoch_length,
-    };
-    let report = replay(&records, &opts).map_err(|e| format!("cannot replay: {e}"))?;
-    if json {
-        println!("{}", report.to_json());
-    } else {
-        print!("{}", report.to_text());
-    }
-    Ok(())
-}
-
-fn trace_tour(out: &Path) -> Result<(), String> {
-    let text = tour_trace();
-    std::fs::write(out, &text).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-    let protects = text.lines().filter(|l| l.starts_with("protect ")).count();
-    println!(
-        "wrote the tour trace to {} ({} lines, {protects} protects)",
-        out.display(),
-        text.lines().count()
-    );
-    Ok(())
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -540,7 +680,7 @@ fn write_and_read(path: &std::path::Path) -> Result<(), String> {
             .map_err(err)?;
         ds.write(&field).map_err(err)?;
         ds.write_attr_str("units", "V").map_err(err)?;
-        let mut log = run
+        let log = run
             .new_dataset::<i64>()
             .shape([0])
             .max_shape([None])
@@ -550,24 +690,15 @@ fn write_and_read(path: &std::path::Path) -> Result<(), String> {
             .map_err(err)?;
         for round in 0..ROUNDS {
             let start = round * APPEND;
-            log.resize([start + APPEND]).map_err(err)?;
             let values: Vec<i64> = (start..start + APPEND).map(|i| (i * i) as i64).collect();
-            log.write_slice(
-                &values,
-                [ndarray::SliceInfoElem::Slice {
-                    start: start as isize,
-                    end: Some((start + APPEND) as isize),
-                    step: 1,
-                }],
-            )
-            .map_err(err)?;
+            log.append(&values).map_err(err)?;
         }
         file.close().map_err(err)?;
     }
     let written = t0.elapsed();
     let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     println!();
-    println!("A file written by h5 (earliest format, as h5py writes by default):");
+    println!("A file written by h5 (HDF5 2.0's default formats, which HDF5 1.8 and later read):");
     println!("  /runs/2026-11-23           a group made with its parent, two attributes");
     println!(
         "  /runs/2026-11-23/field     {SIDE} x {SIDE} float32, chunks 128 x 128, shuffle + deflate 4"

@@ -1,7 +1,7 @@
 //! Decoding elements of any (fixed-size) datatype from their file bytes, for `h5 dump` and
 //! `h5 dump --json`.
 
-use h5::Datatype;
+use h5::{Datatype, GlobalHeap};
 use h5_format::datatype::{ByteOrder, FixedPoint, FloatType, StringPadding, VarLenKind};
 
 /// One decoded element.
@@ -21,10 +21,25 @@ pub(crate) enum Val {
     Compound(Vec<(String, Val)>),
     /// Array elements in C order.
     Array(Vec<Val>),
-    /// Bitfield / opaque / reference bytes.
+    /// The elements of a variable-length sequence.
+    Seq(Vec<Val>),
+    /// Bitfield / opaque bytes.
     Bytes(Vec<u8>),
-    /// Something this decoder does not handle (variable-length sequences inside other types…).
+    /// A reference: what it refers to (`None`: the null reference) and the kind and path of
+    /// the object, once named ([`crate::dump`] names them before printing).
+    Ref(Box<RefVal>),
+    /// Something this decoder does not handle (variable-length data without its heap, as in
+    /// a fill value; a heap object that cannot be read).
     Unsupported(&'static str),
+}
+
+/// A reference element.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RefVal {
+    /// What the reference refers to (`None`: the null reference).
+    pub(crate) reference: Option<h5::Reference>,
+    /// The referenced object's kind and (first, depth-first in name order) path, when known.
+    pub(crate) target: Option<(h5::ObjectKind, String)>,
 }
 
 /// The unsigned value of `bytes` in the given byte order (at most 16 bytes).
@@ -109,17 +124,17 @@ pub(crate) fn float_value(t: &FloatType, bytes: &[u8]) -> Option<f64> {
     Some(if sign { -v } else { v })
 }
 
-/// Decodes one element of `dt` from `bytes` (exactly `dt.size()` bytes).
-pub(crate) fn decode(dt: &Datatype, bytes: &[u8]) -> Val {
+/// Decodes one element of `dt` from `bytes` (exactly `dt.size()` bytes); variable-length
+/// strings and sequences at any depth are read from `heap`.
+pub(crate) fn decode(dt: &Datatype, bytes: &[u8], heap: Option<&GlobalHeap>) -> Val {
     match dt {
         Datatype::FixedPoint(t) => {
             int_value(t, bytes).map_or(Val::Unsupported("integer"), Val::Int)
         }
         Datatype::Float(t) => float_value(t, bytes).map_or(Val::Unsupported("float"), Val::Float),
         Datatype::String(_) => Val::Str(bytes.to_vec()),
-        Datatype::Bitfield(_) | Datatype::Opaque(_) | Datatype::Reference(_) => {
-            Val::Bytes(bytes.to_vec())
-        }
+        Datatype::Bitfield(_) | Datatype::Opaque(_) => Val::Bytes(bytes.to_vec()),
+        Datatype::Reference(rt) => reference(rt, bytes, heap),
         Datatype::Time(_) => Val::Bytes(bytes.to_vec()),
         Datatype::Enum(e) => {
             let name = e
@@ -129,7 +144,7 @@ pub(crate) fn decode(dt: &Datatype, bytes: &[u8]) -> Val {
                 .map(|m| m.name.clone());
             match name {
                 Some(n) => Val::Enum(Ok(n)),
-                None => match decode(&e.base, bytes) {
+                None => match decode(&e.base, bytes, heap) {
                     Val::Int(i) => Val::Enum(Err(i)),
                     _ => Val::Unsupported("enum"),
                 },
@@ -143,7 +158,7 @@ pub(crate) fn decode(dt: &Datatype, bytes: &[u8]) -> Val {
                     let end = start.saturating_add(m.datatype.size() as usize);
                     let v = bytes
                         .get(start..end)
-                        .map_or(Val::Unsupported("member"), |b| decode(&m.datatype, b));
+                        .map_or(Val::Unsupported("member"), |b| decode(&m.datatype, b, heap));
                     (m.name.clone(), v)
                 })
                 .collect(),
@@ -153,22 +168,90 @@ pub(crate) fn decode(dt: &Datatype, bytes: &[u8]) -> Val {
             if n == 0 {
                 return Val::Unsupported("array");
             }
-            Val::Array(bytes.chunks_exact(n).map(|b| decode(&a.base, b)).collect())
+            Val::Array(
+                bytes
+                    .chunks_exact(n)
+                    .map(|b| decode(&a.base, b, heap))
+                    .collect(),
+            )
         }
         Datatype::Complex(c) => {
             let n = c.base.size() as usize;
             match (bytes.get(..n), bytes.get(n..)) {
-                (Some(re), Some(im)) => match (decode(&c.base, re), decode(&c.base, im)) {
-                    (Val::Float(r), Val::Float(i)) => Val::Complex(r, i),
-                    _ => Val::Unsupported("complex"),
-                },
+                (Some(re), Some(im)) => {
+                    match (decode(&c.base, re, heap), decode(&c.base, im, heap)) {
+                        (Val::Float(r), Val::Float(i)) => Val::Complex(r, i),
+                        _ => Val::Unsupported("complex"),
+                    }
+                }
                 _ => Val::Unsupported("complex"),
             }
         }
-        Datatype::VarLen(v) => match v.kind {
-            VarLenKind::String { .. } => Val::Unsupported("variable-length string"),
-            VarLenKind::Sequence => Val::Unsupported("variable-length sequence"),
-        },
+        Datatype::VarLen(v) => {
+            let string = matches!(v.kind, VarLenKind::String { .. });
+            let Some(heap) = heap else {
+                return Val::Unsupported(if string {
+                    "variable-length string"
+                } else {
+                    "variable-length sequence"
+                });
+            };
+            match heap.element(bytes) {
+                Err(_) => Val::Unsupported("variable-length data not in the heap"),
+                Ok(None) if string => Val::Str(Vec::new()),
+                Ok(None) => Val::Seq(Vec::new()),
+                Ok(Some((n, data))) if string => {
+                    let n = (n as usize).min(data.len());
+                    Val::Str(data.get(..n).unwrap_or_default().to_vec())
+                }
+                Ok(Some((n, data))) => {
+                    let es = v.base.size() as usize;
+                    match n
+                        .checked_mul(es as u32)
+                        .and_then(|b| data.get(..b as usize))
+                    {
+                        Some(items) if es > 0 => Val::Seq(
+                            items
+                                .chunks_exact(es)
+                                .map(|b| decode(&v.base, b, Some(heap)))
+                                .collect(),
+                        ),
+                        _ => {
+                            Val::Unsupported("variable-length sequence longer than its heap object")
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A reference element: object references (an address) decode alone, the other kinds through
+/// the global heap.
+fn reference(
+    rt: &h5_format::datatype::ReferenceType,
+    bytes: &[u8],
+    heap: Option<&GlobalHeap>,
+) -> Val {
+    let r = if rt.kind == h5_format::datatype::ReferenceKind::Object {
+        match raw_uint(bytes, ByteOrder::LittleEndian).and_then(|a| u64::try_from(a).ok()) {
+            Some(a) => {
+                Ok((a != 0 && a != h5_format::UNDEFINED_ADDRESS).then(|| h5::Reference::object(a)))
+            }
+            None => return Val::Unsupported("object reference"),
+        }
+    } else {
+        match heap {
+            Some(h) => h.reference(rt, bytes),
+            None => return Val::Unsupported("reference"),
+        }
+    };
+    match r {
+        Ok(reference) => Val::Ref(Box::new(RefVal {
+            reference,
+            target: None,
+        })),
+        Err(_) => Val::Unsupported("reference not readable"),
     }
 }
 
@@ -180,8 +263,14 @@ pub(crate) fn is_vlen_string(dt: &Datatype) -> bool {
     )
 }
 
-/// Decodes every element of `raw` (C order). Variable-length strings come from `vstrings`.
-pub(crate) fn decode_all(dt: &Datatype, raw: &[u8], vstrings: Option<Vec<String>>) -> Vec<Val> {
+/// Decodes every element of `raw` (C order). Variable-length strings come from `vstrings`;
+/// variable-length data nested in other types from `heap`.
+pub(crate) fn decode_all(
+    dt: &Datatype,
+    raw: &[u8],
+    vstrings: Option<Vec<String>>,
+    heap: Option<&GlobalHeap>,
+) -> Vec<Val> {
     if let Some(s) = vstrings {
         return s.into_iter().map(|s| Val::Str(s.into_bytes())).collect();
     }
@@ -189,7 +278,7 @@ pub(crate) fn decode_all(dt: &Datatype, raw: &[u8], vstrings: Option<Vec<String>
     if n == 0 {
         return Vec::new();
     }
-    raw.chunks_exact(n).map(|b| decode(dt, b)).collect()
+    raw.chunks_exact(n).map(|b| decode(dt, b, heap)).collect()
 }
 
 /// The text of a fixed-length string as an application sees it (up to the terminator / with the

@@ -202,3 +202,108 @@ fn trace_tour_writes_the_example_trace() {
     assert!(stdout(&o).contains(&format!("{protects} protects")));
     assert_eq!(text.lines().last(), Some("flush"));
 }
+
+/// `h5 metacache config` prints the default configuration with every field explained; edited,
+/// it is what `replay --config` reads (comments and all), and `--json` is plain JSON.
+#[test]
+fn config_prints_an_editable_documented_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = h5(&["metacache", "config"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    // Every one of the 30 fields, each after its explanation.
+    let fields = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('"'))
+        .count();
+    assert_eq!(fields, 30, "{text}");
+    assert!(text.contains("// Protects per epoch"), "{text}");
+    let plain = h5(&["metacache", "config", "--default", "--json"]);
+    let v = json(&plain);
+    assert_eq!(v["epoch_length"], 50_000);
+    assert_eq!(v["max_size"], 32 * 1024 * 1024);
+    // Edit the printed text: a fixed 1 MiB cache.
+    let edited = text
+        .replace("\"incr_mode\": \"Threshold\"", "\"incr_mode\": \"Off\"")
+        .replace(
+            "\"flash_incr_mode\": \"AddSpace\"",
+            "\"flash_incr_mode\": \"Off\"",
+        )
+        .replace(
+            "\"decr_mode\": \"AgeOutWithThreshold\"",
+            "\"decr_mode\": \"Off\"",
+        )
+        .replace("\"initial_size\": 2097152", "\"initial_size\": 1048576");
+    let cfg = write(dir.path(), "fixed.json", &edited);
+    let shown = json(&h5(&["metacache", "config", "--json", &cfg]));
+    assert_eq!(shown["initial_size"], 1_048_576);
+    assert_eq!(shown["incr_mode"], "Off");
+    let trace = dir.path().join("tour.trace");
+    assert!(
+        h5(&["metacache", "trace-tour", trace.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let r = json(&h5(&[
+        "metacache",
+        "replay",
+        trace.to_str().unwrap(),
+        "--config",
+        &cfg,
+        "--json",
+    ]));
+    assert_eq!(r["summary"]["final_max_size"], 1_048_576);
+    assert_eq!(r["summary"]["mismatches"], 0);
+}
+
+/// `h5 metacache replay --plot` draws both tour configurations (no trace given) into an SVG:
+/// two lines in each panel, as many points as epochs.
+#[test]
+fn replay_plots_both_tour_configurations() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("tour.svg");
+    let o = h5(&[
+        "metacache",
+        "replay",
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let reports: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&o.stdout)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(reports.len(), 2);
+    let epochs = reports[0]["epochs"].as_array().unwrap().len();
+    assert!(epochs >= 5, "{epochs}");
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(picture.starts_with("<svg"), "{}", &picture[..100]);
+    assert!(picture.contains("adaptive (default)") && picture.contains("fixed 2 MiB"));
+    // Per run (one colour each): the hit rate (width 2), the maximum size (width 3) and the
+    // bytes cached (translucent), each a line through one point per epoch.
+    for (colour, report) in ["#1F77B4", "#D62728"].iter().zip(&reports) {
+        let n = report["epochs"].as_array().unwrap().len();
+        for style in [
+            "stroke-width=\"2\"",
+            "stroke-width=\"3\"",
+            "opacity=\"0.6\"",
+        ] {
+            let lines: Vec<&str> = picture
+                .lines()
+                .filter(|l| {
+                    l.starts_with("<polyline")
+                        && l.contains(&format!("stroke=\"{colour}\""))
+                        && l.contains(style)
+                })
+                .collect();
+            assert_eq!(lines.len(), 1, "{colour} {style}");
+            let points = lines[0].split("points=\"").nth(1).unwrap();
+            let points = points.split('"').next().unwrap();
+            assert_eq!(points.split_whitespace().count(), n, "{colour} {style}");
+        }
+    }
+    let bad = h5(&["metacache", "replay", "--plot", "x.png"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("SVG"), "{}", stderr(&bad));
+}

@@ -94,12 +94,36 @@ fn quiet_prints_nothing() {
     assert!(o.stdout.is_empty() && o.stderr.is_empty());
 }
 
+/// By default a copy keeps the source's format bounds, raised to what its objects need: an
+/// earliest-format file whose root libhdf5 turned into link messages for an external link is
+/// copied in the 1.8 formats, external link included.
+#[test]
+fn copy_keeps_the_source_format_and_external_links() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dst = tmp(&dir, "g.h5");
+    let src = fixture("groups_old.h5");
+    let o = h5(&["copy", &src, dst.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+    same_in_h5py(&src, &dst, "{}");
+    let bytes = std::fs::read(&dst).unwrap();
+    assert_eq!(bytes[8], 2, "superblock version 2");
+}
+
+/// With `--bounds earliest`, what symbol-table groups cannot hold (an external link) fails the
+/// copy, or is skipped and named.
 #[test]
 fn unsupported_objects_fail_unless_skipped() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dst = tmp(&dir, "g.h5");
     let src = fixture("groups_old.h5");
-    let o = h5(&["copy", &src, dst.to_str().expect("utf-8")]);
+    let o = h5(&[
+        "repack",
+        "--bounds",
+        "earliest",
+        &src,
+        dst.to_str().expect("utf-8"),
+    ]);
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
     assert!(err.starts_with("h5: error: cannot copy "), "{err}");
@@ -108,7 +132,9 @@ fn unsupported_objects_fail_unless_skipped() {
     assert!(!dst.exists(), "a failed copy leaves no file");
 
     let o = h5(&[
-        "copy",
+        "repack",
+        "--bounds",
+        "earliest",
         "--skip-unsupported",
         &src,
         dst.to_str().expect("utf-8"),

@@ -545,3 +545,82 @@ fn tour_opens_the_bundled_sample() {
         "{sample}"
     );
 }
+
+/// Committed datatypes: `ls -v` lists their type and attributes, `dump --json` gives them their
+/// dtype and attributes and names them where datasets and attributes use them.
+#[test]
+fn committed_datatypes_in_ls_and_json() {
+    for file in [
+        "fixtures/files/named_types_earliest.h5",
+        "fixtures/files/named_types_latest.h5",
+    ] {
+        let out = ok(&["ls", "-r", "-v", file]);
+        assert!(
+            out.contains(
+                "  pair_t  named datatype compound{x: int32 LE, y: float64 LE}\n    \
+                 @units scalar vlen string utf8\n    @version scalar int32 LE\n"
+            ),
+            "{out}"
+        );
+        let doc: Value = serde_json::from_str(&ok(&["dump", "--json", file])).unwrap();
+        let obj = |p: &str| {
+            doc["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["path"] == p)
+                .unwrap()
+                .clone()
+        };
+        let t = obj("/pair_t");
+        assert_eq!(t["kind"], "datatype");
+        assert_eq!(t["dtype"]["kind"], "compound");
+        assert_eq!(t["attributes"]["version"]["data"], serde_json::json!([3]));
+        assert_eq!(t["attributes"]["units"]["data"], serde_json::json!(["m"]));
+        assert_eq!(obj("/points")["named_dtype"], "/pair_t");
+        assert_eq!(obj("/colors")["named_dtype"], "/color_t");
+        assert_eq!(obj("/labels")["named_dtype"], "/label_t");
+        assert_eq!(obj("/")["attributes"]["origin"]["named_dtype"], "/pair_t");
+        assert_eq!(
+            obj("/color_t")["attributes"]["default"]["named_dtype"],
+            "/color_t"
+        );
+        assert!(obj("/points")["attributes"].as_object().unwrap().is_empty());
+    }
+}
+
+/// A file whose writer died: refused with the remedy named, read with a warning when asked,
+/// and `h5 clear` resets its flags.
+#[test]
+fn files_left_open_for_writing_and_h5_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("left_open.h5");
+    std::fs::copy(
+        workspace().join("fixtures/files/open_for_writing_swmr.h5"),
+        &copy,
+    )
+    .unwrap();
+    let path = copy.to_str().unwrap();
+    let o = h5(&["ls", path]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("open for writing") && err.contains("h5 clear"),
+        "{err}"
+    );
+    let o = h5(&["dump", "--json", "--ignore-open-for-writing", path]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning"));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["objects"][1]["shape"], serde_json::json!([4, 4]));
+    assert_eq!(
+        ok(&["clear", path]),
+        format!("{path}: status flags 0x05 cleared\n")
+    );
+    assert_eq!(
+        ok(&["clear", path]),
+        format!("{path}: no status flags set\n")
+    );
+    let o = h5(&["stat", path]);
+    assert!(o.status.success() && o.stderr.is_empty());
+}

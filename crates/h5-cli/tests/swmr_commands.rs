@@ -177,7 +177,7 @@ fn watch_follows_a_live_file_and_refuses_others() {
 
     let path = dir.path().join("live.h5");
     let f = h5::File::create_with(&path, &writer_access(), &paged()).unwrap();
-    let mut d = f
+    let d = f
         .root()
         .unwrap()
         .new_dataset::<f64>()

@@ -23,21 +23,23 @@ pub struct Attribute {
     pub dataspace: Dataspace,
     /// Raw elements.
     pub data: Vec<u8>,
+    /// The relative address of the committed datatype the attribute's type refers to, if any.
+    pub committed_type: Option<u64>,
 }
 
 fn resolve(file: &FileShared, m: AttributeMessage) -> Result<Attribute> {
     use h5_format::message::attribute::MaybeShared;
-    let datatype = match m.datatype {
-        MaybeShared::Inline(t) => t,
+    let (datatype, committed_type) = match m.datatype {
+        MaybeShared::Inline(t) => (t, None),
         MaybeShared::Shared(s) => match shared(file, kind::DATATYPE, &s.bytes)? {
-            Message::Datatype(t) => t,
+            (Message::Datatype(t), at) => (t, at),
             _ => return Err(Error::Unsupported("shared datatype not found".into())),
         },
     };
     let dataspace = match m.dataspace {
         MaybeShared::Inline(d) => d,
         MaybeShared::Shared(s) => match shared(file, kind::DATASPACE, &s.bytes)? {
-            Message::Dataspace(d) => d,
+            (Message::Dataspace(d), _) => d,
             _ => return Err(Error::Unsupported("shared dataspace not found".into())),
         },
     };
@@ -58,12 +60,14 @@ fn resolve(file: &FileShared, m: AttributeMessage) -> Result<Attribute> {
         datatype,
         dataspace,
         data,
+        committed_type,
     })
 }
 
 /// The message of type `k` a shared-message reference (as stored inside an attribute message)
-/// stands for: in another object header or in the shared object header message heap.
-fn shared(file: &FileShared, k: u16, bytes: &[u8]) -> Result<Message> {
+/// stands for: in another object header (whose address comes with it) or in the shared object
+/// header message heap.
+fn shared(file: &FileShared, k: u16, bytes: &[u8]) -> Result<(Message, Option<u64>)> {
     let msg = decode_message(
         k,
         h5_format::object_header::msg_flags::SHARED,
@@ -72,13 +76,17 @@ fn shared(file: &FileShared, k: u16, bytes: &[u8]) -> Result<Message> {
         u64::MAX,
     )?;
     match msg {
-        Message::Shared { reference, .. } => crate::object::resolve_shared(file, k, reference, 0),
-        other => Ok(other),
+        Message::Shared { reference, .. } => Ok((
+            crate::object::resolve_shared(file, k, reference, 0)?,
+            crate::object::committed_address(reference),
+        )),
+        other => Ok((other, None)),
     }
 }
 
 /// Every attribute of the object with header `oh`, in name order.
 pub fn attributes(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<Attribute>> {
+    file.check_open()?;
     let mut out = Vec::new();
     if let Some(bodies) = file.written_attributes(oh.address) {
         // Dense attributes being written: their table answers until the file is reopened.

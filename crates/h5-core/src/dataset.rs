@@ -18,7 +18,7 @@ use crate::file::FileShared;
 use crate::indexes::{BtreeV1Index, BtreeV2Index, ExtensibleArrayIndex, FixedArrayIndex, grid};
 use crate::layouts::{
     ChunkDecoder, ChunkIndex, ChunkRecord, ChunkedLayout, ImplicitIndex, SingleBlockLayout,
-    SingleChunkIndex,
+    SingleChunkIndex, UnallocatedIndex,
 };
 use crate::object::ObjectHeader;
 
@@ -120,6 +120,43 @@ impl DatasetInfo {
                 Some(dims.iter().take(rank).copied().collect())
             }
             _ => None,
+        }
+    }
+}
+
+/// The current description of every dataset of a file that a handle opened, by object header
+/// address. A handle keeps only the address and reads its dataset's shape from here, so a resize
+/// through one handle is seen by every other (the dataspace message in the metadata cache is
+/// updated at the same time; opening a dataset decodes it from there again).
+#[derive(Debug, Default)]
+pub struct Descriptions(Mutex<std::collections::HashMap<u64, Arc<DatasetInfo>>>);
+
+impl Descriptions {
+    /// The description of the dataset at `address`, if recorded.
+    pub fn get(&self, address: u64) -> Option<Arc<DatasetInfo>> {
+        self.0.lock().ok()?.get(&address).cloned()
+    }
+
+    /// Records `info` (replacing what was recorded for its address) and returns it shared.
+    pub fn put(&self, info: DatasetInfo) -> Arc<DatasetInfo> {
+        let info = Arc::new(info);
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(info.address, Arc::clone(&info));
+        }
+        info
+    }
+
+    /// Forgets every description (a VFD SWMR reader's new index may have changed any).
+    pub fn clear(&self) {
+        if let Ok(mut m) = self.0.lock() {
+            m.clear();
+        }
+    }
+
+    /// Forgets the dataset at `address` (deleted: its address may be reused).
+    pub fn remove(&self, address: u64) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(&address);
         }
     }
 }
@@ -266,6 +303,16 @@ pub(crate) fn build_layout(
             };
             let weak = Arc::downgrade(file);
             let index: Arc<dyn ChunkIndex> = match *index {
+                // Never written: no index structure exists yet (the single-chunk and implicit
+                // indexes say the same with their undefined addresses below).
+                IndexKind::BtreeV1 { address }
+                | IndexKind::FixedArray { address, .. }
+                | IndexKind::ExtensibleArray { address, .. }
+                | IndexKind::BtreeV2 { address, .. }
+                    if address == UNDEFINED_ADDRESS =>
+                {
+                    Arc::new(UnallocatedIndex)
+                }
                 IndexKind::BtreeV1 { address } => Arc::new(BtreeV1Index {
                     file: weak,
                     root: address,
@@ -314,6 +361,11 @@ pub(crate) fn build_layout(
                     header: address,
                     rank: dims.len(),
                     chunk_bytes,
+                    chunk_size_len: h5_format::btree2::filtered_chunk_size_len(
+                        info.layout.version,
+                        file.sizes,
+                        chunk_bytes,
+                    ),
                     map: Mutex::new(None),
                 }),
             };
@@ -461,7 +513,7 @@ fn dataset_id(file: &FileShared, info: &DatasetInfo) -> Result<DatasetId> {
 pub(crate) fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<DatasetId> {
     let id = dataset_id(file, info)?;
     {
-        let chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+        let chunks = file.chunks.read().map_err(|_| Error::Poisoned)?;
         if chunks.is_registered(id) {
             return Ok(id);
         }
@@ -529,6 +581,7 @@ pub fn read(
     conv: Option<&dyn Conversion>,
     buf: &mut [u8],
 ) -> Result<()> {
+    file.check_open()?;
     let id = ensure_registered(file, info)?;
     let mut req = ReadRequest::new(id, sel, buf);
     if let Some(m) = memory {
@@ -550,6 +603,7 @@ pub fn read_many(
     file: &Arc<FileShared>,
     reqs: &mut [(&DatasetInfo, &Selection, &mut [u8])],
 ) -> Result<()> {
+    file.check_open()?;
     let mut ids = Vec::with_capacity(reqs.len());
     for (info, _, _) in reqs.iter() {
         ids.push(ensure_registered(file, info)?);
@@ -633,5 +687,57 @@ pub fn stored_sizes(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<u6
             Ok(sizes)
         }
         _ => Ok(Vec::new()),
+    }
+}
+
+/// Which elements of a dataset have storage in the file (the others read as the fill value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredData {
+    /// None: the dataset was never written (no chunk, or contiguous storage never allocated).
+    Nothing,
+    /// The chunks of a chunked dataset that are allocated, some but not all of its grid.
+    Chunks {
+        /// Chunk dimensions.
+        chunk: Vec<u64>,
+        /// Scaled coordinates (element offset / chunk dimension) of every allocated chunk.
+        allocated: std::collections::HashSet<Vec<u64>>,
+    },
+    /// Every element (or the dataset's storage cannot be listed chunk by chunk).
+    Everything,
+}
+
+/// Which elements of the dataset `info` describes have storage (for copying only what was
+/// written). Compact, virtual and external data count as everything; a chunk grid too large
+/// to list ([`stored_sizes`]' limit) too.
+pub fn stored_data(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<StoredData> {
+    match &info.layout.class {
+        LayoutClass::Contiguous { address, .. } => Ok(
+            if info.external.is_none() && *address == UNDEFINED_ADDRESS {
+                StoredData::Nothing
+            } else {
+                StoredData::Everything
+            },
+        ),
+        LayoutClass::Chunked { .. } => {
+            let layout = build_layout(file, info)?;
+            let chunk = info.chunk_dims().unwrap_or_default();
+            let counts = grid(info.dims(), &chunk);
+            let total = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
+            let mut allocated = std::collections::HashSet::new();
+            let listed = visit_chunks(layout.as_ref(), &counts, "list", |c, l| {
+                if l.location.is_some() {
+                    allocated.insert(c.as_slice().to_vec());
+                }
+                Ok(())
+            });
+            Ok(match listed {
+                Err(Error::Unsupported(_)) => StoredData::Everything,
+                Err(e) => return Err(e),
+                Ok(()) if allocated.is_empty() => StoredData::Nothing,
+                Ok(()) if Some(allocated.len() as u64) == total => StoredData::Everything,
+                Ok(()) => StoredData::Chunks { chunk, allocated },
+            })
+        }
+        _ => Ok(StoredData::Everything),
     }
 }

@@ -2,7 +2,8 @@
 //! cache and the superblock's constants.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use h5_chunkcache::{ChunkCache, ChunkCacheConfig};
 use h5_format::Sizes;
@@ -13,6 +14,7 @@ use h5_metacache::{
 };
 
 use crate::error::{Error, Result};
+use crate::guard::GuardedStorage;
 use crate::meta::{FileSpace, Load, Meta, classes};
 
 /// Cache settings of an open file.
@@ -32,16 +34,36 @@ pub struct CacheSettings {
     /// VFD SWMR (`None`: off). Opening with it goes through [`FileShared::create_swmr`] and
     /// [`FileShared::open_swmr`].
     pub swmr: Option<h5_swmr::SwmrConfig>,
+    /// Open a file whose superblock (version 3) says a writer has it open — or died without
+    /// closing it — instead of refusing it with [`Error::OpenForWriting`] (libhdf5's
+    /// behaviour, which `h5clear -s` / `h5 clear` undoes). The data may be inconsistent if the
+    /// writer is still running or crashed mid-flush.
+    pub ignore_open_for_writing: bool,
+    /// Make every flush durable (`fsync`, in the order the rollback journal needs to survive
+    /// power loss). Off by default, as in libhdf5: a flush then guarantees that a killed
+    /// process leaves the flushed state, not that a power cut does.
+    pub sync: bool,
+    /// Read a file that a legacy SWMR writer (libhdf5's `H5F_ACC_SWMR_WRITE`, h5py's
+    /// `swmr_mode`) has open: a version 3 superblock with both the write and the SWMR-write
+    /// status flags is accepted, as libhdf5's `H5F_ACC_SWMR_READ` does (one flag without the
+    /// other is still refused). Follow the writer with `Dataset::refresh`.
+    pub swmr_read: bool,
 }
+
+/// Superblock (version 3) status flag: a writer has the file open.
+pub const STATUS_WRITE_ACCESS: u32 = 0x01;
+/// Superblock (version 3) status flag: a SWMR writer has the file open.
+pub const STATUS_SWMR_WRITE: u32 = 0x04;
 
 /// One open file.
 pub struct FileShared {
-    /// The file's bytes.
-    pub(crate) storage: Arc<dyn h5_io::Storage>,
+    /// The file's bytes: every read and write of the engine and its caches goes through this
+    /// one guard (failed and closed states, `guard.rs`).
+    pub(crate) storage: Arc<GuardedStorage>,
     /// Every metadata structure goes through this cache.
     pub(crate) meta: Mutex<MetadataCache<Meta>>,
-    /// All raw data goes through this cache.
-    pub(crate) chunks: Mutex<ChunkCache>,
+    /// All raw data goes through this cache (hits are served under its shared lock).
+    pub(crate) chunks: h5_chunkcache::SharedChunkCache,
     /// Sizes of addresses and lengths.
     pub(crate) sizes: Sizes,
     /// Absolute file offset that relative addresses count from (the superblock's base address).
@@ -55,6 +77,11 @@ pub struct FileShared {
     /// The shared object header message table, once looked up (`Some(None)`: the file has
     /// none).
     pub(crate) sohm: Mutex<Option<Option<Arc<h5_format::sohm::SohmTable>>>>,
+    /// Where the file was opened from, for error messages (unset: storage without a path).
+    pub(crate) path: OnceLock<PathBuf>,
+    /// The current description of every dataset opened, by object header address: what every
+    /// handle of the dataset reads its shape from (see [`crate::dataset::Descriptions`]).
+    pub(crate) descriptions: crate::dataset::Descriptions,
     /// The space allocator of a writable file (`None`: read-only).
     pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
     /// What a writable file keeps besides the caches (`None`: read-only).
@@ -63,6 +90,8 @@ pub struct FileShared {
     pub(crate) pagebuf: Option<Arc<h5_pagebuf::PageBuffer>>,
     /// VFD SWMR state, set once right after opening.
     pub(crate) swmr: crate::swmr::SwmrSlot,
+    /// Flushes are made durable ([`CacheSettings::sync`]).
+    pub(crate) sync: bool,
 }
 
 impl std::fmt::Debug for FileShared {
@@ -96,6 +125,25 @@ pub(crate) fn cache_error(e: h5_metacache::CacheError) -> Error {
     }
 }
 
+/// The metadata cache of a file on `storage`: `settings`' configuration and checks; it writes
+/// only while the file is not in the failed state (so that reads of a failed file evict clean
+/// entries and grow rather than try to write dirty ones).
+pub(crate) fn build_metadata_cache(
+    storage: &Arc<GuardedStorage>,
+    settings: &CacheSettings,
+    ctx: FileSpace,
+) -> Result<MetadataCache<Meta>> {
+    let guard = Arc::clone(storage);
+    let mut builder = CacheBuilder::new(Arc::clone(storage) as Arc<dyn Storage>, classes(), ctx)
+        .check_write_permitted(move || !guard.is_failed());
+    if let Some(c) = &settings.metadata {
+        builder = builder.config(c.clone());
+    }
+    let mut meta = builder.build()?;
+    meta.set_invariant_checks(settings.invariant_checks);
+    Ok(meta)
+}
+
 impl FileShared {
     /// Opens the HDF5 file in `storage`: finds the superblock (after any userblock), loads it
     /// through the metadata cache and sets up both caches.
@@ -113,27 +161,22 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<(FileShared, u64)> {
-        let (meta_storage, storage, pagebuf) = crate::pagebuf::faces(storage, settings)?;
+        let (storage, meta_storage, pagebuf) = crate::pagebuf::faces(storage, settings)?;
         let len = storage.len()?;
         let at = superblock::locate(len, |off| {
             let mut sig = vec![0u8; superblock::SIGNATURE.len()];
             storage.read_at_zero_fill(off, &mut sig).map(|()| sig)
         })?
         .ok_or(Error::NotHdf5)?;
-        let mut builder = CacheBuilder::new(
-            meta_storage,
-            classes(),
+        let mut meta = build_metadata_cache(
+            &meta_storage,
+            settings,
             FileSpace {
                 eoa: len,
                 alloc: None,
                 base: 0,
             },
-        );
-        if let Some(c) = &settings.metadata {
-            builder = builder.config(c.clone());
-        }
-        let mut meta = builder.build()?;
-        meta.set_invariant_checks(settings.invariant_checks);
+        )?;
         let load = Load::sized(
             superblock::MAX_LEN,
             move |b| superblock::needed_len(b, at),
@@ -151,6 +194,22 @@ impl FileShared {
         let sb = *value?
             .downcast::<Superblock>()
             .map_err(|_| Error::Unsupported("superblock cached as another structure".into()))?;
+        // libhdf5 honours the status flags from superblock version 3 on (version 2 writers
+        // set them too, and libhdf5 ignores them there).
+        let status = sb.consistency_flags & (STATUS_WRITE_ACCESS | STATUS_SWMR_WRITE);
+        // A SWMR reader (legacy or VFD) accepts a writer that marked both flags (libhdf5's
+        // H5F_ACC_SWMR_READ check).
+        let swmr_reader = settings.swmr_read || settings.swmr.as_ref().is_some_and(|c| !c.writer);
+        let swmr_marked = status == STATUS_WRITE_ACCESS | STATUS_SWMR_WRITE;
+        if sb.version >= 3
+            && status != 0
+            && !settings.ignore_open_for_writing
+            && !(swmr_reader && swmr_marked)
+        {
+            return Err(Error::OpenForWriting {
+                flags: sb.consistency_flags,
+            });
+        }
         // Addresses count from the base address; a file whose base field is 0 while its
         // superblock follows a userblock counts from the superblock (as libhdf5 does).
         let base = if sb.base_address == 0 {
@@ -162,29 +221,90 @@ impl FileShared {
             Root::SymbolTableEntry(e) => e.object_header_address,
             Root::ObjectHeader(a) => a,
         };
-        let chunks = ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
+        let chunks = ChunkCache::new(
+            Arc::clone(&storage) as Arc<dyn Storage>,
+            settings.chunks.clone(),
+        )?;
         let file = FileShared {
             storage,
             meta: Mutex::new(meta),
-            chunks: Mutex::new(chunks),
+            chunks: h5_chunkcache::SharedChunkCache::new(chunks),
             sizes: sb.sizes,
             base,
             superblock: sb,
             root,
             dir,
             sohm: Mutex::new(None),
+            path: OnceLock::new(),
+            descriptions: Default::default(),
             alloc: None,
             write: None,
             pagebuf,
             swmr: Default::default(),
+            sync: settings.sync,
         };
         file.enable_page_buffer_from_file()?;
         Ok((file, at))
     }
 
-    /// The storage holding the file's bytes.
-    pub fn storage(&self) -> &Arc<dyn h5_io::Storage> {
+    /// The storage holding the file's bytes, behind the engine's guard.
+    pub fn storage(&self) -> &Arc<GuardedStorage> {
         &self.storage
+    }
+
+    /// `Ok` until the file is closed ([`Error::Closed`] after).
+    pub fn check_open(&self) -> Result<()> {
+        self.storage.check_open()
+    }
+
+    /// Records the path the file was opened from (for error messages); only the first call
+    /// counts.
+    pub fn set_path(&self, path: &Path) {
+        let _ = self.path.set(path.to_path_buf());
+    }
+
+    /// The path the file was opened from, if known.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.get().map(PathBuf::as_path)
+    }
+
+    /// The file's name for messages: its path, or "(storage)" for storage without one.
+    pub fn display_name(&self) -> String {
+        self.path()
+            .map_or_else(|| "(storage)".to_owned(), |p| p.display().to_string())
+    }
+
+    /// The current description of the dataset at `address`, as the last handle opened or
+    /// resized it (`None`: no handle opened it yet).
+    ///
+    /// A VFD SWMR reader forgets every description at an end of tick that brought a new index
+    /// (the writer may have resized or rewritten the dataset); the next call reads it again
+    /// from the object header (`None` if that fails: the caller keeps what it had).
+    pub fn dataset_info(&self, address: u64) -> Option<Arc<crate::dataset::DatasetInfo>> {
+        if let Some(info) = self.descriptions.get(address) {
+            return Some(info);
+        }
+        if self.is_swmr() && self.write.is_none() {
+            let oh = crate::object::ObjectHeader::load(self, address).ok()?;
+            let info = crate::dataset::DatasetInfo::from_header(self, &oh).ok()?;
+            return Some(self.descriptions.put(info));
+        }
+        None
+    }
+
+    /// Records `info` as the current description of its dataset and returns it shared.
+    pub fn set_dataset_info(
+        &self,
+        info: crate::dataset::DatasetInfo,
+    ) -> Arc<crate::dataset::DatasetInfo> {
+        self.descriptions.put(info)
+    }
+
+    /// Whether the superblock says a writer has the file open (status flags of a version 3
+    /// superblock); such a file opens only with [`CacheSettings::ignore_open_for_writing`].
+    pub fn marked_open_for_writing(&self) -> bool {
+        self.superblock.version >= 3
+            && self.superblock.consistency_flags & (STATUS_WRITE_ACCESS | STATUS_SWMR_WRITE) != 0
     }
 
     /// The superblock.
@@ -218,6 +338,7 @@ impl FileShared {
         addr: u64,
         load: Load,
     ) -> Result<Arc<T>> {
+        self.check_open()?;
         let abs = self.abs(addr)?;
         let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
         let h = meta

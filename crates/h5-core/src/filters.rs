@@ -20,6 +20,7 @@
 //! | bzip2 | 307 | optional | block size (1–9, ×100 kB) |
 //! | lzf | 32000 | optional | filter version 4, LZF version 0x105, chunk bytes |
 //! | blosc | 32001 | optional | 2, 2, type size, chunk bytes, level, shuffle, compressor |
+//! | blosc2 | 32026 | optional | 1, 0, type size, chunk bytes, level, shuffle, compressor \[, rank, chunk dimensions when rank > 1\] |
 //! | lz4 | 32004 | optional | block bytes (0 = default) |
 //! | bitshuffle | 32008 | optional | 0, 4, element size, block elements, compression \[, zstd level\] |
 //! | zstd | 32015 | optional | level |
@@ -161,6 +162,15 @@ pub enum FilterRequest {
         /// Shuffle.
         shuffle: BloscShuffle,
     },
+    /// Blosc2 (hdf5plugin's and PyTables' filter 32026).
+    Blosc2 {
+        /// Compressor (Snappy is not a Blosc2 codec: refused).
+        compressor: BloscCompressor,
+        /// Level 0–9.
+        level: u32,
+        /// Shuffle.
+        shuffle: BloscShuffle,
+    },
     /// Bitshuffle.
     Bitshuffle {
         /// Elements per block (0: the filter's default).
@@ -263,6 +273,41 @@ fn entry(id: u16, name: &str, optional: bool, client_data: Vec<u32>) -> Filter {
     }
 }
 
+/// Blosc's and Blosc2's client data: the plugin's two version values, the type size Blosc
+/// shuffles by (an array's base element; 1 for elements larger than Blosc handles), the chunk
+/// bytes, the level, the shuffle and the compressor.
+fn blosc_client_data(
+    ds: &Dataset<'_>,
+    name: &'static str,
+    versions: [u32; 2],
+    compressor: BloscCompressor,
+    level: u32,
+    shuffle: BloscShuffle,
+) -> Result<Vec<u32>, FilterSetupError> {
+    if level > 9 {
+        return Err(param(name, format!("level {level} (0-9)")));
+    }
+    let base = match ds.datatype {
+        Datatype::Array(a) => a.base.size(),
+        t => t.size(),
+    };
+    let typesize = if base > 255 { 1 } else { base };
+    let shuffle = match shuffle {
+        BloscShuffle::None => 0,
+        BloscShuffle::Byte => 1,
+        BloscShuffle::Bit => 2,
+    };
+    Ok(vec![
+        versions[0],
+        versions[1],
+        typesize,
+        ds.chunk_bytes(name)?,
+        level,
+        shuffle,
+        compressor.code(),
+    ])
+}
+
 /// Names the filters record (libhdf5's names for its own filters, the plugins' registered names).
 mod names {
     pub(super) const DEFLATE: &str = "deflate";
@@ -274,6 +319,7 @@ mod names {
     pub(super) const BZIP2: &str = "bzip2";
     pub(super) const LZF: &str = "lzf";
     pub(super) const BLOSC: &str = "blosc";
+    pub(super) const BLOSC2: &str = "blosc2";
     pub(super) const LZ4: &str =
         "HDF5 lz4 filter; see http://www.hdfgroup.org/services/contributions.html";
     pub(super) const BITSHUFFLE: &str = "bitshuffle; see https://github.com/kiyo-masui/bitshuffle";
@@ -328,36 +374,37 @@ impl FilterRequest {
                 compressor,
                 level,
                 shuffle,
+            } => entry(
+                32001,
+                names::BLOSC,
+                true,
+                blosc_client_data(&ds, names::BLOSC, [2, 2], *compressor, *level, *shuffle)?,
+            ),
+            Self::Blosc2 {
+                compressor,
+                level,
+                shuffle,
             } => {
-                if *level > 9 {
-                    return Err(param(names::BLOSC, format!("level {level} (0-9)")));
+                if *compressor == BloscCompressor::Snappy {
+                    return Err(param(
+                        names::BLOSC2,
+                        "the Snappy compressor (not in Blosc2)",
+                    ));
                 }
-                // The type size Blosc shuffles by: an array's base element, and 1 for elements
-                // larger than Blosc handles.
-                let base = match datatype {
-                    Datatype::Array(a) => a.base.size(),
-                    t => t.size(),
-                };
-                let typesize = if base > 255 { 1 } else { base };
-                let shuffle = match shuffle {
-                    BloscShuffle::None => 0,
-                    BloscShuffle::Byte => 1,
-                    BloscShuffle::Bit => 2,
-                };
-                entry(
-                    32001,
-                    names::BLOSC,
-                    true,
-                    vec![
-                        2,
-                        2,
-                        typesize,
-                        ds.chunk_bytes(names::BLOSC)?,
-                        *level,
-                        shuffle,
-                        compressor.code(),
-                    ],
-                )
+                let mut cd =
+                    blosc_client_data(&ds, names::BLOSC2, [1, 0], *compressor, *level, *shuffle)?;
+                // The plugin's set-local step records the chunk shape of datasets of rank > 1.
+                if chunk.len() > 1 {
+                    cd.push(chunk.len() as u32);
+                    for &c in chunk {
+                        cd.push(
+                            u32::try_from(c).map_err(|_| {
+                                param(names::BLOSC2, format!("chunk dimension {c}"))
+                            })?,
+                        );
+                    }
+                }
+                entry(32026, names::BLOSC2, true, cd)
             }
             Self::Lz4 { block_bytes } => entry(32004, names::LZ4, true, vec![*block_bytes]),
             Self::Bitshuffle {

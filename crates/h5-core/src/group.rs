@@ -77,6 +77,7 @@ fn entry_value(
 
 /// Every link of the group whose header is `oh`, sorted by name.
 pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
+    file.check_open()?;
     if let Some(links) = file.written_links(oh.address) {
         return Ok(links);
     }

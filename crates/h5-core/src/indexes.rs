@@ -207,6 +207,8 @@ pub struct BtreeV2Index {
     pub rank: usize,
     /// Bytes of an unfiltered chunk.
     pub chunk_bytes: u64,
+    /// Width of the records' chunk size field (filtered chunks), from the layout version.
+    pub chunk_size_len: usize,
     /// The map, built on first use.
     pub map: ChunkMap,
 }
@@ -215,7 +217,10 @@ impl ChunkIndex for BtreeV2Index {
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
         let file = file_of(&self.file)?;
         lookup_in_map(&self.map, coords, || {
-            let ctx = RecordContext::for_chunks(file.sizes, self.rank, self.chunk_bytes);
+            let ctx = RecordContext {
+                chunk_size_len: self.chunk_size_len,
+                ..RecordContext::for_chunks(file.sizes, self.rank, self.chunk_bytes)
+            };
             let recs = walk::btree2_records(&file, self.header, ctx)
                 .map_err(|e| Box::new(e) as LayoutError)?;
             let mut map = HashMap::new();

@@ -273,6 +273,18 @@ impl ChunkIndex for SingleChunkIndex {
     }
 }
 
+/// The index of a chunked dataset whose chunks were never written: its address in the layout
+/// message is undefined (late or incremental allocation, no write yet), so every chunk reads as
+/// the fill value, as libhdf5 reads it.
+#[derive(Debug)]
+pub struct UnallocatedIndex;
+
+impl ChunkIndex for UnallocatedIndex {
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Option<ChunkRecord>>, LayoutError> {
+        Ok(vec![None; coords.len()])
+    }
+}
+
 /// The implicit index (layout v4, index type 2): unfiltered chunks allocated together, in
 /// row-major order of their scaled coordinates over the chunk grid of the maximum dimensions.
 #[derive(Debug)]

@@ -80,6 +80,7 @@ pub fn resolve(
     start_path: &str,
     path: &str,
 ) -> Result<Resolved> {
+    file.check_open()?;
     let mut budget = MAX_LINK_TRAVERSALS;
     resolve_inner(file, start, start_path, path, &mut budget)
 }
@@ -188,5 +189,7 @@ fn open_external(from: &FileShared, name: &str) -> Result<Arc<FileShared>> {
     };
     let storage = FileStorage::open(&path, OpenMode::ReadOnly)?;
     let dir = path.parent().map(std::path::Path::to_path_buf);
-    FileShared::open(Arc::new(storage), &CacheSettings::default(), dir)
+    let file = FileShared::open(Arc::new(storage), &CacheSettings::default(), dir)?;
+    file.set_path(&path);
+    Ok(file)
 }

@@ -52,6 +52,9 @@ pub struct HeaderMessage {
     pub creation_order: Option<u16>,
     /// The decoded message.
     pub message: Message,
+    /// For a message shared in another object header (a dataset's committed datatype): that
+    /// header's relative address.
+    pub shared_from: Option<u64>,
 }
 
 /// A decoded object header: every message of every chunk, in stored order (null messages and
@@ -64,6 +67,15 @@ pub struct ObjectHeader {
     pub version: u8,
     /// The messages.
     pub messages: Vec<HeaderMessage>,
+}
+
+/// The object header a shared message lives in (a committed datatype), `None` for a message
+/// in the shared-message heap.
+pub(crate) fn committed_address(reference: h5_format::message::shared::SharedRef) -> Option<u64> {
+    match reference {
+        h5_format::message::shared::SharedRef::ObjectHeader(at) => Some(at),
+        h5_format::message::shared::SharedRef::SohmHeap(_) => None,
+    }
 }
 
 /// Shared messages are at most one level deep in practice (a committed datatype); more means a
@@ -205,20 +217,31 @@ impl ObjectHeader {
             if matches!(message, Message::Nil) || m.kind == kind::NIL {
                 continue;
             }
-            let message = match message {
-                Message::Shared { kind: k, reference } => {
-                    resolve_shared(file, k, reference, depth)?
-                }
-                other => other,
+            let (message, shared_from) = match message {
+                Message::Shared { kind: k, reference } => (
+                    resolve_shared(file, k, reference, depth)?,
+                    committed_address(reference),
+                ),
+                other => (other, None),
             };
             out.messages.push(HeaderMessage {
                 kind: m.kind,
                 flags: m.flags,
                 creation_order: m.creation_order,
                 message,
+                shared_from,
             });
         }
         Ok(Arc::new(out))
+    }
+
+    /// The relative address of the committed datatype this object's datatype message refers to
+    /// (a dataset of a named type), if any.
+    pub fn committed_datatype(&self) -> Option<u64> {
+        self.messages
+            .iter()
+            .find(|m| m.kind == kind::DATATYPE)
+            .and_then(|m| m.shared_from)
     }
 
     /// The first message matching `f`.

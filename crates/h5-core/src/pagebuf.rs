@@ -4,6 +4,12 @@
 //! once the file's page size is known: from the creation options, or from the superblock
 //! extension's file space info message at open. As in libhdf5 (`H5PB_create`), a page buffer
 //! needs the paged file-space strategy.
+//!
+//! The file's [`GuardedStorage`] sits above the page buffer: the engine and the chunk cache use
+//! the guard over the raw-data face, the metadata cache a view of it over the metadata face,
+//! both under one failed/closed state. A page buffer's own write-back failing is then reported
+//! through the face call that caused it and fails the file, and a VFD SWMR end of tick that
+//! fails fails it too (`swmr.rs`).
 
 use std::sync::Arc;
 
@@ -13,12 +19,19 @@ use h5_pagebuf::{PageBuffer, PageBufferError};
 
 use crate::error::{Error, Result};
 use crate::file::{CacheSettings, FileShared};
+use crate::guard::GuardedStorage;
 
-/// The storages a file's caches use: (metadata, raw data, the page buffer behind both).
-pub(crate) type Faces = (Arc<dyn Storage>, Arc<dyn Storage>, Option<Arc<PageBuffer>>);
+/// The storages of a file: (the guard the engine and the chunk cache use, its view the
+/// metadata cache uses, the page buffer behind both if any).
+pub(crate) type Faces = (
+    Arc<GuardedStorage>,
+    Arc<GuardedStorage>,
+    Option<Arc<PageBuffer>>,
+);
 
 /// Puts a page buffer over `storage` when one is configured (passing through until enabled),
-/// in VFD SWMR writer or reader mode when the settings ask for VFD SWMR.
+/// in VFD SWMR writer or reader mode when the settings ask for VFD SWMR, and the guard over
+/// its faces (or over `storage` itself without a page buffer).
 pub(crate) fn faces(storage: Arc<dyn Storage>, settings: &CacheSettings) -> Result<Faces> {
     match &settings.page_buffer {
         Some(c) if c.size() > 0 => {
@@ -28,9 +41,14 @@ pub(crate) fn faces(storage: Arc<dyn Storage>, settings: &CacheSettings) -> Resu
                 Some(_) => pb.start_swmr_reader()?,
                 None => {}
             }
-            Ok((pb.metadata(), pb.raw(), Some(pb)))
+            let raw = GuardedStorage::new(pb.raw());
+            let meta = raw.view(pb.metadata());
+            Ok((raw, meta, Some(pb)))
         }
-        _ => Ok((Arc::clone(&storage), storage, None)),
+        _ => {
+            let g = GuardedStorage::new(storage);
+            Ok((Arc::clone(&g), g, None))
+        }
     }
 }
 

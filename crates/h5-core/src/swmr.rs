@@ -1,5 +1,5 @@
 //! VFD SWMR in the engine: opening a file as writer or reader, the end of tick of each, flush
-//! and close (docs/design.md §7.2 … §7.4). The metadata file, the index and the queue are
+//! and close (docs/design.md §8.2 … §8.4). The metadata file, the index and the queue are
 //! `h5-swmr`'s; the page buffer is `h5-pagebuf`'s; this module drives them with the caches.
 //!
 //! Writer end of tick: everything is flushed into the page buffer (raw data, chunk indexes,
@@ -206,10 +206,15 @@ impl FileShared {
     /// set, a page buffer, the paged file-space strategy and the 1.10 formats or newer). The
     /// metadata file is created empty; its first header and index appear at the first end of
     /// tick (SWMR-098, SWMR-099).
+    ///
+    /// `open` opens (and truncates) the HDF5 file under the caller's exclusive lock: it returns
+    /// the storage and what releases the lock at close. Once the writer is set up the lock is
+    /// downgraded to shared ([`downgrade_writer_lock`]).
     pub fn create_swmr(
         path: &Path,
         settings: &CacheSettings,
         options: &CreateOptions,
+        open: OpenSwmrStorage<'_>,
     ) -> Result<Arc<FileShared>> {
         let warnings = check_open(settings, true, "create")?;
         let config = config_of(settings)?.clone();
@@ -226,18 +231,20 @@ impl FileShared {
             return Err(swmr_err(SwmrError::MdFileExists { path: md_path }));
         }
         let key = claim(path, true)?;
-        let made = (|| {
-            let storage = FileStorage::open(path, OpenMode::Create)?;
-            let dir = path.parent().map(Path::to_path_buf);
-            let file = FileShared::create(Arc::new(storage), settings, options, dir).map_err(
-                |e| match e {
-                    Error::PageBuffer(p) => pb_err(p),
-                    other => other,
-                },
-            )?;
-            file.attach_writer(config, path, md_path, true, warnings, settings)?;
-            Ok(file)
-        })();
+        let made =
+            (|| {
+                let (storage, unlock) = open()?;
+                let dir = path.parent().map(Path::to_path_buf);
+                let file = FileShared::create(Arc::clone(&storage), settings, options, dir)
+                    .map_err(|e| match e {
+                        Error::PageBuffer(p) => pb_err(p),
+                        other => other,
+                    })?;
+                file.storage.set_on_close(unlock);
+                file.attach_writer(config, path, md_path, true, warnings, settings)?;
+                downgrade_writer_lock(&*storage)?;
+                Ok(file)
+            })();
         if made.is_err() {
             unclaim(&key);
         }
@@ -247,10 +254,15 @@ impl FileShared {
     /// Opens the HDF5 file at `path` with VFD SWMR: as the writer when `writable` (its header
     /// and an empty index are published at once, SWMR-101), else as a reader (waiting for the
     /// files as the configuration says, SWMR-102 … SWMR-106).
+    ///
+    /// `open` opens the HDF5 file under the caller's locking (exclusive for the writer, shared
+    /// for a reader) and returns what releases the lock at close. The writer's lock is
+    /// downgraded to shared once it is set up ([`downgrade_writer_lock`]).
     pub fn open_swmr(
         path: &Path,
         settings: &CacheSettings,
         writable: bool,
+        open: OpenSwmrStorage<'_>,
     ) -> Result<Arc<FileShared>> {
         let mode = if writable { "read-write" } else { "read-only" };
         let warnings = check_open(settings, writable, mode)?;
@@ -263,16 +275,19 @@ impl FileShared {
         let made = (|| {
             let dir = path.parent().map(Path::to_path_buf);
             if writable {
-                let storage = FileStorage::open(path, OpenMode::ReadWrite)?;
-                let file =
-                    FileShared::open_rw(Arc::new(storage), settings, dir).map_err(|e| match e {
+                let (storage, unlock) = open()?;
+                let file = FileShared::open_rw(Arc::clone(&storage), settings, dir).map_err(
+                    |e| match e {
                         Error::PageBuffer(p) => pb_err(p),
                         other => other,
-                    })?;
+                    },
+                )?;
+                file.storage.set_on_close(unlock);
                 file.attach_writer(config, path, md_path, false, warnings, settings)?;
+                downgrade_writer_lock(&*storage)?;
                 Ok(file)
             } else {
-                open_reader(path, md_path, settings, config, dir)
+                open_reader(path, md_path, settings, config, dir, open)
             }
         })();
         if made.is_err() {
@@ -471,6 +486,7 @@ impl FileShared {
     /// wraps this one has already run any expired end of tick, so an expired tick still gives
     /// exactly one (SWMR-023).
     pub fn end_tick(&self) -> Result<()> {
+        self.check_open()?;
         let disabled = self.side()?.common().disabled;
         if disabled {
             return Err(swmr_err(SwmrError::EndOfTickDisabled));
@@ -481,6 +497,7 @@ impl FileShared {
     /// Suspends end-of-tick processing for this file (SWMR-024, SWMR-025): its queue entry is
     /// removed until [`FileShared::enable_end_of_tick`].
     pub fn disable_end_of_tick(&self) -> Result<()> {
+        self.check_open()?;
         let mut side = self.side()?;
         let c = side.common();
         if c.disabled {
@@ -549,6 +566,11 @@ impl FileShared {
         if let Err(e) = r {
             c.failed = Some(e.to_string());
             queue::remove(c.id);
+            if writer {
+                // What the failed end of tick left in the page buffer and the HDF5 file is
+                // unknown: no later change may reach the file (the guard's failed state).
+                self.storage.fail(|| format!("VFD SWMR end of tick: {e}"));
+            }
             return Err(swmr_err(SwmrError::EndOfTick {
                 path: sf.hdf5_path.clone(),
                 source: Box::new(e),
@@ -613,6 +635,11 @@ impl FileShared {
             w.updater_seq += 1;
         }
         self.release_hdf5_frees(sf, w.md.tick(), false)?;
+        // The published tick is the writer's commit point: space freed before it (and held
+        // max_lag ticks above) is reusable now, as after a flush's commit.
+        if let Some(a) = &self.alloc {
+            a.lock().map_err(|_| Error::Poisoned)?.release_deferred()?;
+        }
         swmr_log!(
             &sf.log,
             Tag::IndexSize,
@@ -700,9 +727,13 @@ impl FileShared {
         let len = self.storage.len()?;
         self.meta.lock().map_err(|_| Error::Poisoned)?.ctx_mut().eoa = len;
         // Raw data is not covered by the index: cached chunks and chunk indexes may be stale.
-        let fresh =
-            h5_chunkcache::ChunkCache::new(Arc::clone(&self.storage), sf.chunk_config.clone())?;
+        let fresh = h5_chunkcache::ChunkCache::new(
+            Arc::clone(&self.storage) as Arc<dyn Storage>,
+            sf.chunk_config.clone(),
+        )?;
         *self.chunks.lock().map_err(|_| Error::Poisoned)? = fresh;
+        // Dataset descriptions (shapes, chunk indexes) are read again from their headers.
+        self.descriptions.clear();
         sf.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
@@ -810,7 +841,7 @@ impl FileShared {
             Side::Writer(w) => w.last_eoa,
             Side::Reader(_) => return Ok(()),
         };
-        self.finish_flush(eoa)
+        self.finish_flush(eoa).map(drop)
     }
 
     /// Closes the VFD SWMR side of the file (SWMR-109 … SWMR-112): a writer flushes (waiting
@@ -879,12 +910,11 @@ impl FileShared {
     }
 
     /// Whether this file is a VFD SWMR writer still open.
+    /// Takes no lock: it is asked inside the writer's own end of tick.
     pub(crate) fn is_swmr_writer(&self) -> bool {
-        self.swmr.get().is_some_and(|s| {
-            s.side
-                .lock()
-                .is_ok_and(|side| matches!(&*side, Side::Writer(w) if !w.common.closed))
-        })
+        self.swmr
+            .get()
+            .is_some_and(|s| s.config.writer && !s.closed.load(Ordering::Acquire))
     }
 
     /// A VFD SWMR writer does not reuse freed HDF5 file space for max_lag ticks (a lagging
@@ -903,14 +933,6 @@ impl FileShared {
             .map_err(|_| Error::Poisoned)?
             .push_back((tick, kind, addr, len));
         Ok(true)
-    }
-
-    /// The last handle of a VFD SWMR file went: close it (errors are lost; `File::close`
-    /// reports them).
-    pub(crate) fn drop_swmr(&self) {
-        if self.swmr.get().is_some() {
-            let _ = self.close_swmr();
-        }
     }
 }
 
@@ -945,7 +967,7 @@ impl TickTarget for FileShared {
         }
         // The metadata changed in this tick reaches the page buffer only at the end of the
         // tick (the metadata cache holds it until then): count it as what the buffer will have
-        // to hold (OQ-15, docs/design.md §7.3).
+        // to hold (OQ-15, docs/design.md §8.3).
         let dirty = self
             .meta
             .try_lock()
@@ -967,6 +989,7 @@ fn open_reader(
     settings: &CacheSettings,
     config: SwmrConfig,
     dir: Option<PathBuf>,
+    open: OpenSwmrStorage<'_>,
 ) -> Result<Arc<FileShared>> {
     let log = open_log(&config)?;
     let params = ReaderParams {
@@ -1035,7 +1058,7 @@ fn open_reader(
             |p| p.to_string()
         )
     );
-    let hdf5: Arc<dyn Storage> = Arc::new(FileStorage::open(path, OpenMode::ReadOnly)?);
+    let (hdf5, unlock) = open()?;
     let driver = Arc::new(ReaderStorage::new(hdf5, reader));
     let file =
         FileShared::open(Arc::clone(&driver) as Arc<dyn Storage>, settings, dir).map_err(|e| {
@@ -1049,6 +1072,7 @@ fn open_reader(
         .as_ref()
         .ok_or(Error::Swmr(SwmrError::NoPageBuffer))?;
     let ps = pb.page_size().ok_or(Error::Swmr(SwmrError::NotPaged))?;
+    file.storage.set_on_close(unlock);
     driver.set_min_len(file.superblock().eof_address);
     file.meta.lock().map_err(|_| Error::Poisoned)?.ctx_mut().eoa = file.storage.len()?;
     if let Some(mps) = md_page_size
@@ -1099,6 +1123,20 @@ fn open_reader(
         .map_err(|_| Error::Invalid("VFD SWMR state set twice".into()))?;
     Ok(file)
 }
+
+/// Once a VFD SWMR writer is set up, its exclusive lock on the HDF5 file becomes a shared one,
+/// so that readers (shared locks, kept until they close) are never refused while any other
+/// writer still is. libhdf5 releases a (VFD) SWMR writer's lock altogether at this point
+/// (`H5F_open`), because it has marked the superblock (write and SWMR-write status flags) and
+/// the marks keep other writers out; h5 does not mark the superblock, so it keeps the shared
+/// lock instead.
+fn downgrade_writer_lock(storage: &dyn Storage) -> Result<()> {
+    Ok(storage.lock(h5_io::LockMode::Shared)?)
+}
+
+/// Opens a VFD SWMR file's HDF5 file under the caller's locking: its storage, and what
+/// releases the lock.
+pub type OpenSwmrStorage<'a> = &'a dyn Fn() -> Result<(Arc<dyn Storage>, crate::guard::OnClose)>;
 
 /// The once-set slot for a file's VFD SWMR state.
 pub(crate) type SwmrSlot = OnceLock<SwmrFile>;

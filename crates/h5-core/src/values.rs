@@ -118,10 +118,12 @@ pub enum Value {
     List(Vec<Value>),
     /// A complex number.
     Complex(f64, f64),
-    /// An object reference: the referenced object header address (`None`: null reference).
+    /// An object reference (`H5R_OBJECT1`): the referenced object header address (`None`: the
+    /// null reference).
     ObjectRef(Option<u64>),
-    /// A reference kind this library reports but does not resolve.
-    OtherRef(Vec<u8>),
+    /// A dataset region reference (`H5R_DATASET_REGION1`) or an HDF5 1.12 revised reference
+    /// (object, region or attribute; `None`: the null reference).
+    Reference(Option<crate::references::Reference>),
 }
 
 /// Every element of `raw` (elements of `dt`, file representation) as a [`Value`].
@@ -230,7 +232,7 @@ fn value(file: &FileShared, dt: &Datatype, b: &[u8], depth: usize) -> Result<Val
             let a = rd.offset(file.sizes)?;
             Value::ObjectRef((a != 0 && a != h5_format::UNDEFINED_ADDRESS).then_some(a))
         }
-        Datatype::Reference(_) => Value::OtherRef(b.to_vec()),
+        Datatype::Reference(r) => Value::Reference(crate::references::decode(file, r, b)?),
         Datatype::String(_) => {
             Value::String(strings(file, dt, b)?.into_iter().next().unwrap_or_default())
         }

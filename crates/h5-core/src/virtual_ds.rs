@@ -263,7 +263,7 @@ impl VirtualLayout {
             .ok_or_else(|| err("the virtual dataset's file is closed".into()))?;
         let opened = if name == SAME_FILE {
             FileShared::open(
-                Arc::clone(&file.storage),
+                Arc::clone(&file.storage) as Arc<dyn h5_io::Storage>,
                 &CacheSettings::default(),
                 file.dir.clone(),
             )

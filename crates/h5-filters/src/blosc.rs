@@ -84,21 +84,7 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
                 tmp.extend_from_slice(src);
                 continue;
             }
-            let start = tmp.len();
-            match codec {
-                0 => tmp.extend(blosclz_decompress(src, ssize)?),
-                1 => crate::lz4::block_into(src, ssize, &mut tmp, F)?,
-                3 => tmp.extend(crate::deflate::read_limited(
-                    flate2::read::ZlibDecoder::new(src),
-                    ssize,
-                    F,
-                )?),
-                4 => tmp.extend(crate::other::zstd_decode_limited(src, ssize, F)?),
-                c => return Err(FilterError::unsupported(F, format!("internal codec {c}"))),
-            }
-            if tmp.len() - start != ssize {
-                return Err(FilterError::corrupt(F, "stream decodes to the wrong size"));
-            }
+            decompress_into(codec, src, ssize, &mut tmp, F)?;
         }
         if flags & 0x01 != 0 && ts > 1 {
             out.extend(crate::shuffle::unshuffle(&tmp, ts));
@@ -115,6 +101,55 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
         }
     }
     Ok(out)
+}
+
+/// Appends the `n` bytes the compressed stream `src` of internal codec `codec` (the flags'
+/// enumeration shared by blosc1 and Blosc2 chunks: 0 blosclz, 1 lz4/lz4hc, 3 zlib, 4 zstd)
+/// decodes to; errors are reported for `filter`.
+pub(crate) fn decompress_into(
+    codec: u8,
+    src: &[u8],
+    n: usize,
+    out: &mut Vec<u8>,
+    filter: &'static str,
+) -> Result<(), FilterError> {
+    let start = out.len();
+    match codec {
+        0 => out.extend(blosclz_decompress(src, n)?),
+        1 => crate::lz4::block_into(src, n, out, filter)?,
+        3 => out.extend(crate::deflate::read_limited(
+            flate2::read::ZlibDecoder::new(src),
+            n,
+            filter,
+        )?),
+        4 => out.extend(crate::other::zstd_decode_limited(src, n, filter)?),
+        c => {
+            return Err(FilterError::unsupported(
+                filter,
+                format!("internal codec {c}"),
+            ));
+        }
+    }
+    if out.len().checked_sub(start) != Some(n) {
+        return Err(FilterError::corrupt(
+            filter,
+            "stream decodes to the wrong size",
+        ));
+    }
+    Ok(())
+}
+
+/// Compresses one stream with internal codec `format` (1 lz4, 3 zlib at `level`, 4 zstd).
+pub(crate) fn compress_stream(
+    format: u8,
+    stream: &[u8],
+    level: u32,
+) -> Result<Vec<u8>, FilterError> {
+    Ok(match format {
+        3 => crate::deflate::encode(stream, &[level])?,
+        4 => crate::other::zstd_encode(stream),
+        _ => lz4_flex::block::compress(stream),
+    })
 }
 
 /// Encodes a chunk as one blosc1 block (see the module documentation).
@@ -164,11 +199,7 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
     out.extend_from_slice(&[0; 4]); // compressed size, patched below
     out.extend_from_slice(&20u32.to_le_bytes()); // the only block starts after its offset
     for stream in shuffled.chunks(shuffled.len() / nstreams) {
-        let c = match format {
-            3 => crate::deflate::encode(stream, &[level])?,
-            4 => crate::other::zstd_encode(stream),
-            _ => lz4_flex::block::compress(stream),
-        };
+        let c = compress_stream(format, stream, level)?;
         let body: &[u8] = if c.len() >= stream.len() { stream } else { &c };
         let len =
             u32::try_from(body.len()).map_err(|_| FilterError::encode(F, "stream too large"))?;

@@ -2,7 +2,8 @@
 
 use crate::error::FilterError;
 use crate::{
-    bitshuffle, blosc, deflate, fletcher32, lz4, lzf, nbit, other, scaleoffset, shuffle, szip,
+    bitshuffle, blosc, blosc2, deflate, fletcher32, lz4, lzf, nbit, other, scaleoffset, shuffle,
+    szip,
 };
 
 /// A filter identification number as stored in the filter pipeline message.
@@ -34,6 +35,8 @@ impl FilterId {
     pub const BITSHUFFLE: Self = Self(32008);
     /// Zstandard (registered plugin).
     pub const ZSTD: Self = Self(32015);
+    /// Blosc2 (registered plugin; PyTables' and hdf5plugin's).
+    pub const BLOSC2: Self = Self(32026);
 
     /// The conventional name of a known filter, `None` for an unknown id.
     pub fn known_name(self) -> Option<&'static str> {
@@ -50,6 +53,7 @@ impl FilterId {
             Self::LZ4 => "lz4",
             Self::BITSHUFFLE => "bitshuffle",
             Self::ZSTD => "zstd",
+            Self::BLOSC2 => "blosc2",
             _ => return None,
         })
     }
@@ -199,6 +203,7 @@ fn decode_one(spec: &FilterSpec, buf: Vec<u8>, ctx: &Ctx) -> Result<Vec<u8>, Fil
         FilterId::LZ4 => lz4::decode(&buf, ctx),
         FilterId::BITSHUFFLE => bitshuffle::decode(&buf, cd, ctx),
         FilterId::ZSTD => other::zstd_decode(&buf, ctx),
+        FilterId::BLOSC2 => blosc2::decode(&buf, ctx),
         _ => Err(unknown(spec)),
     }
 }
@@ -218,6 +223,7 @@ fn encode_one(spec: &FilterSpec, buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, Filte
         FilterId::LZ4 => lz4::encode(buf, cd),
         FilterId::BITSHUFFLE => bitshuffle::encode(buf, cd, ctx),
         FilterId::ZSTD => Ok(other::zstd_encode(buf)),
+        FilterId::BLOSC2 => blosc2::encode(buf, cd, ctx),
         _ => Err(unknown(spec)),
     }
 }

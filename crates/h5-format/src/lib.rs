@@ -20,6 +20,8 @@ pub mod heap;
 pub mod message;
 pub mod object_header;
 pub mod reader;
+pub mod reference;
+pub mod selection;
 pub mod sohm;
 pub mod superblock;
 pub mod symbol_node;

@@ -10,7 +10,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// metrics, op logs and injected faults.
 ///
 /// `Display` prints the lowercase method name (`read`, `write`, `len`, `set_len`,
-/// `sync`, `lock`, `unlock`, `read_vectored`, `write_vectored`).
+/// `sync`, `lock`, `unlock`, `read_vectored`, `write_vectored`, `commit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IoOp {
     /// [`Storage::read_at`](crate::Storage::read_at).
@@ -33,11 +33,13 @@ pub enum IoOp {
     /// [`Storage::write_vectored`](crate::Storage::write_vectored): one vector
     /// call, whatever its number of segments.
     WriteVectored,
+    /// [`Storage::commit`](crate::Storage::commit).
+    Commit,
 }
 
 impl IoOp {
     /// Every operation, in declaration order.
-    pub const ALL: [IoOp; 9] = [
+    pub const ALL: [IoOp; 10] = [
         IoOp::Read,
         IoOp::Write,
         IoOp::Len,
@@ -47,6 +49,7 @@ impl IoOp {
         IoOp::Unlock,
         IoOp::ReadVectored,
         IoOp::WriteVectored,
+        IoOp::Commit,
     ];
 
     /// The lowercase name printed by `Display`.
@@ -61,6 +64,7 @@ impl IoOp {
             IoOp::Unlock => "unlock",
             IoOp::ReadVectored => "read_vectored",
             IoOp::WriteVectored => "write_vectored",
+            IoOp::Commit => "commit",
         }
     }
 
@@ -76,6 +80,7 @@ impl IoOp {
             IoOp::Unlock => 6,
             IoOp::ReadVectored => 7,
             IoOp::WriteVectored => 8,
+            IoOp::Commit => 9,
         }
     }
 }
@@ -95,8 +100,8 @@ impl fmt::Display for IoOp {
 pub enum Error {
     /// An OS-level error, with the operation and offset.
     ///
-    /// For operations without an offset (`len`, `sync`, `lock`, `unlock`) the
-    /// offset is 0; for `set_len` it is the requested new length.
+    /// For operations without an offset (`len`, `sync`, `lock`, `unlock`, `commit`)
+    /// the offset is 0; for `set_len` it is the requested new length.
     #[error("I/O error during {op} at offset {offset}: {source}")]
     Io {
         /// The storage operation that failed.
@@ -149,6 +154,25 @@ pub enum Error {
          HDF5_USE_FILE_LOCKING=FALSE disables locking)"
     )]
     Locked,
+
+    /// The file is already open through another handle of this process in a mode that
+    /// conflicts (a second writer, a reader while it is open for writing, or a writer while it
+    /// is open for reading). Checked whatever the OS locking policy, as libhdf5 refuses to
+    /// open a file twice in one process in conflicting modes.
+    #[cfg(any(unix, windows))]
+    #[error(
+        "{} is already open in this process (a file open for writing cannot be opened again, \
+         one open for reading cannot be opened for writing)",
+        path.display()
+    )]
+    AlreadyOpen {
+        /// The path whose lock was asked for.
+        path: PathBuf,
+    },
+
+    /// The storage was closed by its owner: no further calls are served.
+    #[error("the storage was closed")]
+    Closed,
 
     /// An earlier write/sync/set_len failed; this handle refuses work until
     /// reopened (see [`Sticky`](crate::Sticky)).
@@ -207,7 +231,8 @@ mod tests {
                 "lock",
                 "unlock",
                 "read_vectored",
-                "write_vectored"
+                "write_vectored",
+                "commit"
             ]
         );
         for (i, op) in IoOp::ALL.iter().enumerate() {

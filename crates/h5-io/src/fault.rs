@@ -1,10 +1,11 @@
 //! Deterministic fault injection for testing error paths.
 
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Error, IoOp, Result, len_u64};
-use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment};
+use crate::storage::{CommitPoint, LockMode, ReadSegment, Storage, WriteSegment};
 
 /// One rule of a [`FaultPlan`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -23,6 +24,17 @@ pub enum FaultRule {
         /// 1-based number of the first failing call.
         n: u64,
     },
+    /// The `n`-th call (1-based) of `op` fails with [`Error::Io`] carrying an OS
+    /// error of `kind` (`StorageFull` for ENOSPC, `Other` for EIO, ...), as the
+    /// backend would report it.
+    FailNthWith {
+        /// The operation to fail.
+        op: IoOp,
+        /// 1-based call number.
+        n: u64,
+        /// The kind of the OS error.
+        kind: io::ErrorKind,
+    },
     /// The `n`-th `write_at` call stores only its first `keep_bytes` bytes, then
     /// fails with [`Error::TornWrite`]. Applies to `write_at` only, not to
     /// `write_vectored` (which has its own call counter, [`IoOp::WriteVectored`]).
@@ -32,11 +44,22 @@ pub enum FaultRule {
         /// Bytes of the prefix that reach storage (capped at the write's length).
         keep_bytes: u64,
     },
+    /// The `n`-th `write_vectored` call stores its segments in slice order until
+    /// `keep_bytes` bytes are written (the last one possibly in part), then fails
+    /// with [`Error::TornWrite`] (its offset is the first segment's, its lengths
+    /// the totals).
+    TornVectorNth {
+        /// 1-based number of the vector write call.
+        n: u64,
+        /// Bytes, over all segments in slice order, that reach storage.
+        keep_bytes: u64,
+    },
 }
 
 /// What action a rule takes on a given call.
 enum Fault {
     Fail,
+    FailWith(io::ErrorKind),
     Torn { keep_bytes: u64 },
 }
 
@@ -45,7 +68,15 @@ impl FaultRule {
         match *self {
             FaultRule::FailNth { op: o, n } if o == op && n == call => Some(Fault::Fail),
             FaultRule::FailFrom { op: o, n } if o == op && call >= n => Some(Fault::Fail),
+            FaultRule::FailNthWith { op: o, n, kind } if o == op && n == call => {
+                Some(Fault::FailWith(kind))
+            }
             FaultRule::TornWriteNth { n, keep_bytes } if op == IoOp::Write && n == call => {
+                Some(Fault::Torn { keep_bytes })
+            }
+            FaultRule::TornVectorNth { n, keep_bytes }
+                if op == IoOp::WriteVectored && n == call =>
+            {
                 Some(Fault::Torn { keep_bytes })
             }
             _ => None,
@@ -84,10 +115,21 @@ impl FaultPlan {
         self.rule(FaultRule::FailFrom { op, n })
     }
 
+    /// Fail the `n`-th call of `op` with an OS error of `kind` ([`FaultRule::FailNthWith`]).
+    pub fn fail_nth_with(self, op: IoOp, n: u64, kind: io::ErrorKind) -> Self {
+        self.rule(FaultRule::FailNthWith { op, n, kind })
+    }
+
     /// The `n`-th write stores only its first `keep_bytes` bytes, then returns
     /// [`Error::TornWrite`].
     pub fn torn_write_nth(self, n: u64, keep_bytes: u64) -> Self {
         self.rule(FaultRule::TornWriteNth { n, keep_bytes })
+    }
+
+    /// The `n`-th vector write stores its first `keep_bytes` bytes, then returns
+    /// [`Error::TornWrite`] ([`FaultRule::TornVectorNth`]).
+    pub fn torn_vector_nth(self, n: u64, keep_bytes: u64) -> Self {
+        self.rule(FaultRule::TornVectorNth { n, keep_bytes })
     }
 
     /// Same as [`torn_write_nth`](Self::torn_write_nth).
@@ -177,9 +219,19 @@ impl<S> FaultInjection<S> {
         self.add(FaultRule::FailFrom { op, n })
     }
 
+    /// Builder: add [`FaultPlan::fail_nth_with`].
+    pub fn fail_nth_with(self, op: IoOp, n: u64, kind: io::ErrorKind) -> Self {
+        self.add(FaultRule::FailNthWith { op, n, kind })
+    }
+
     /// Builder: add [`FaultPlan::torn_write_nth`].
     pub fn torn_write_nth(self, n: u64, keep_bytes: u64) -> Self {
         self.add(FaultRule::TornWriteNth { n, keep_bytes })
+    }
+
+    /// Builder: add [`FaultPlan::torn_vector_nth`].
+    pub fn torn_vector_nth(self, n: u64, keep_bytes: u64) -> Self {
+        self.add(FaultRule::TornVectorNth { n, keep_bytes })
     }
 
     /// Builder: add [`FaultPlan::short_write_nth`] (a torn write).
@@ -239,10 +291,24 @@ impl<S> FaultInjection<S> {
 
     /// For operations without a torn variant: fail or pass through.
     fn check(&self, op: IoOp) -> Result<()> {
-        match self.enter(op) {
-            (call, Some(_)) => Err(Error::Injected { op, call }),
-            (_, None) => Ok(()),
+        let (call, fault) = self.enter(op);
+        match fault {
+            None => Ok(()),
+            Some(f) => Err(injected(op, call, 0, &f)),
         }
+    }
+}
+
+/// The error a failing fault reports (a torn fault on an operation without a torn
+/// variant fails the call whole).
+fn injected(op: IoOp, call: u64, offset: u64, fault: &Fault) -> Error {
+    match fault {
+        Fault::FailWith(kind) => Error::Io {
+            op,
+            offset,
+            source: io::Error::new(*kind, "injected"),
+        },
+        Fault::Fail | Fault::Torn { .. } => Error::Injected { op, call },
     }
 }
 
@@ -256,10 +322,9 @@ impl<S: Storage> Storage for FaultInjection<S> {
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         match self.enter(IoOp::Write) {
             (_, None) => self.inner.write_at(offset, data),
-            (call, Some(Fault::Fail)) => Err(Error::Injected {
-                op: IoOp::Write,
-                call,
-            }),
+            (call, Some(f @ (Fault::Fail | Fault::FailWith(_)))) => {
+                Err(injected(IoOp::Write, call, offset, &f))
+            }
             (_, Some(Fault::Torn { keep_bytes })) => {
                 let len = len_u64(data.len());
                 let written = keep_bytes.min(len);
@@ -307,8 +372,38 @@ impl<S: Storage> Storage for FaultInjection<S> {
     }
 
     fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
-        self.check(IoOp::WriteVectored)?;
-        self.inner.write_vectored(segments)
+        let first = segments.first().map_or(0, |s| s.offset);
+        match self.enter(IoOp::WriteVectored) {
+            (_, None) => self.inner.write_vectored(segments),
+            (call, Some(f @ (Fault::Fail | Fault::FailWith(_)))) => {
+                Err(injected(IoOp::WriteVectored, call, first, &f))
+            }
+            (_, Some(Fault::Torn { keep_bytes })) => {
+                crate::storage::check_segments(segments.iter().map(|s| (s.offset, s.data.len())))?;
+                let len: u64 = segments.iter().map(|s| len_u64(s.data.len())).sum();
+                let mut left = keep_bytes.min(len);
+                let written = left;
+                for seg in segments {
+                    let n = usize::try_from(left)
+                        .unwrap_or(usize::MAX)
+                        .min(seg.data.len());
+                    if n > 0 {
+                        self.inner.write_at(seg.offset, &seg.data[..n])?;
+                    }
+                    left -= len_u64(n);
+                }
+                Err(Error::TornWrite {
+                    offset: first,
+                    written,
+                    len,
+                })
+            }
+        }
+    }
+
+    fn commit(&self, point: &CommitPoint) -> Result<()> {
+        self.check(IoOp::Commit)?;
+        self.inner.commit(point)
     }
 }
 
@@ -379,12 +474,51 @@ mod tests {
                 IoOp::Unlock => s.unlock(),
                 IoOp::ReadVectored => s.read_vectored(&mut [ReadSegment::new(0, &mut b)]),
                 IoOp::WriteVectored => s.write_vectored(&[WriteSegment::new(0, &[1])]),
+                IoOp::Commit => s.commit(&CommitPoint::default()),
             };
             assert!(
                 matches!(r, Err(Error::Injected { op: o, call: 1 }) if o == op),
                 "{op}: {r:?}"
             );
         }
+    }
+
+    #[test]
+    fn os_error_kinds() {
+        let s = FaultInjection::new(MemoryStorage::new())
+            .fail_nth_with(IoOp::Write, 1, io::ErrorKind::StorageFull)
+            .fail_nth_with(IoOp::Sync, 1, io::ErrorKind::Other);
+        let e = s.write_at(7, &[1]).unwrap_err();
+        assert!(
+            matches!(&e, Error::Io { op: IoOp::Write, offset: 7, source } if source.kind() == io::ErrorKind::StorageFull),
+            "{e:?}"
+        );
+        assert!(matches!(s.sync(), Err(Error::Io { op: IoOp::Sync, .. })));
+        assert_eq!(s.inner().len().unwrap(), 0, "nothing reached storage");
+        s.write_at(0, &[1]).unwrap();
+    }
+
+    #[test]
+    fn torn_vector_keeps_a_prefix_in_slice_order() {
+        let s = FaultInjection::new(MemoryStorage::with_data(vec![0; 12])).torn_vector_nth(1, 5);
+        let segs = [
+            WriteSegment::new(8, &[1, 2, 3]),
+            WriteSegment::new(0, &[4, 5, 6]),
+            WriteSegment::new(4, &[7]),
+        ];
+        let e = s.write_vectored(&segs).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::TornWrite {
+                    offset: 8,
+                    written: 5,
+                    len: 7
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(s.inner().snapshot(), [4, 5, 0, 0, 0, 0, 0, 0, 1, 2, 3, 0]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Error, IoOp, Result, checked_end, len_u64};
-use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment, check_segments};
+use crate::storage::{CommitPoint, LockMode, ReadSegment, Storage, WriteSegment, check_segments};
 
 /// How [`FileStorage::open`] opens its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,42 +42,64 @@ impl fmt::Display for OpenMode {
 }
 
 /// Whether [`FileStorage`] takes OS advisory locks.
+///
+/// Whatever the policy, [`Storage::lock`] also checks the handles of this process on the same
+/// file (see [`FileStorage`]): OS locks may be per process or missing, the in-process check
+/// never is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Locking {
-    /// Decide from the environment variable `HDF5_USE_FILE_LOCKING`, as libhdf5
-    /// does: `FALSE` or `0` (case-insensitive) disables locking, `BEST_EFFORT`
-    /// selects [`Locking::BestEffort`], anything else (or unset) enables it.
-    /// The variable is read once, when the file is opened.
+    /// libhdf5's rule: the environment variable `HDF5_USE_FILE_LOCKING` decides when set to one
+    /// of its values (see [`Locking::from_env_value`]); otherwise libhdf5's default,
+    /// [`Locking::BestEffort`]. The variable is read when the file is opened.
     #[default]
     Auto,
-    /// Always lock.
+    /// Always lock; a file system without locks is an error.
     Enabled,
-    /// Never lock: [`lock`](Storage::lock) and [`unlock`](Storage::unlock) are no-ops.
+    /// Never take OS locks: [`lock`](Storage::lock) and [`unlock`](Storage::unlock) only do
+    /// the in-process check.
     Disabled,
-    /// Lock, but treat "locking not supported by this file system" as success
-    /// (libhdf5's `BEST_EFFORT`). A conflicting holder is still
-    /// [`Error::Locked`].
+    /// Lock, but treat "locking not supported by this file system" (`ENOSYS`) as success
+    /// (libhdf5's `BEST_EFFORT`, and its default: "ignore file locks when they are disabled on
+    /// the file system"). A conflicting holder is still [`Error::Locked`].
     BestEffort,
 }
 
 impl Locking {
-    /// The policy named by a value of `HDF5_USE_FILE_LOCKING` (`None`: unset).
-    /// Never returns [`Locking::Auto`].
-    pub fn from_env_value(value: Option<&str>) -> Locking {
-        match value.map(str::trim) {
-            Some(v) if v.eq_ignore_ascii_case("false") || v == "0" => Locking::Disabled,
-            Some(v) if v.eq_ignore_ascii_case("best_effort") => Locking::BestEffort,
-            _ => Locking::Enabled,
+    /// The policy a value of `HDF5_USE_FILE_LOCKING` names, as libhdf5 1.10.7+ reads it:
+    /// `FALSE` or `0` disables locking, `TRUE` or `1` enables it, `BEST_EFFORT` enables it and
+    /// ignores file systems without locks. `None` for an unset variable or any other value
+    /// (libhdf5 then keeps the file access property list's setting). Case and surrounding
+    /// blanks are ignored.
+    pub fn from_env_value(value: Option<&str>) -> Option<Locking> {
+        let v = value?.trim();
+        if v.eq_ignore_ascii_case("false") || v == "0" {
+            Some(Locking::Disabled)
+        } else if v.eq_ignore_ascii_case("true") || v == "1" {
+            Some(Locking::Enabled)
+        } else if v.eq_ignore_ascii_case("best_effort") {
+            Some(Locking::BestEffort)
+        } else {
+            None
         }
     }
 
-    /// Replace [`Locking::Auto`] by the policy from the environment.
+    /// The policy set by the environment, if any ([`Locking::from_env_value`] of
+    /// `HDF5_USE_FILE_LOCKING`).
+    pub fn from_env() -> Option<Locking> {
+        let value = std::env::var("HDF5_USE_FILE_LOCKING").ok();
+        Self::from_env_value(value.as_deref())
+    }
+
+    /// libhdf5's precedence: the environment variable overrides `self` (a file access
+    /// property list's setting). Never returns [`Locking::Auto`].
+    pub fn with_env_override(self) -> Locking {
+        Self::from_env().unwrap_or(self).resolve()
+    }
+
+    /// Replace [`Locking::Auto`] by the policy from the environment, or libhdf5's default.
     fn resolve(self) -> Locking {
         match self {
-            Locking::Auto => {
-                let value = std::env::var("HDF5_USE_FILE_LOCKING").ok();
-                Locking::from_env_value(value.as_deref())
-            }
+            Locking::Auto => Self::from_env().unwrap_or(Locking::BestEffort),
             other => other,
         }
     }
@@ -88,6 +110,9 @@ impl Locking {
 pub struct FileOptions {
     /// Locking policy; the default, [`Locking::Auto`], honours `HDF5_USE_FILE_LOCKING`.
     pub locking: Locking,
+    /// A lock to take as part of opening (`None`: none). With [`OpenMode::Create`] the lock is
+    /// taken before the file is truncated, so a file open elsewhere is refused untouched.
+    pub lock: Option<LockMode>,
 }
 
 /// A storage backed by an OS file, using positional reads and writes
@@ -95,9 +120,12 @@ pub struct FileOptions {
 /// handle can serve many threads without a shared cursor.
 ///
 /// Locks are OS advisory locks taken with [`File::try_lock`] /
-/// [`File::try_lock_shared`] (`flock` on Linux, the mechanism libhdf5 uses):
-/// two `FileStorage`s on the same path conflict even within one process. A
-/// lock is released when the handle is dropped.
+/// [`File::try_lock_shared`] (`flock` on Linux, the mechanism libhdf5 uses, so
+/// h5 and libhdf5 programs exclude each other), plus a table of the locks this
+/// process holds, keyed by the file's identity (device and inode on Unix): two
+/// `FileStorage`s on one file conflict within a process whatever the OS and the
+/// locking policy do ([`Error::AlreadyOpen`]). A lock is released when the
+/// handle is dropped.
 ///
 /// Vectored calls check every segment first (overflow, then bounds for reads,
 /// with one length query), then transfer the segments in file order. Runs of
@@ -116,6 +144,9 @@ pub struct FileStorage {
     path: PathBuf,
     mode: OpenMode,
     locking: Locking,
+    /// The file's identity in the process-wide lock table.
+    key: registry::FileKey,
+    /// The lock this handle holds (in the process table, and as an OS lock unless disabled).
     held: Mutex<Option<LockMode>>,
 }
 
@@ -126,7 +157,8 @@ impl FileStorage {
         Self::open_with(path, mode, FileOptions::default())
     }
 
-    /// Open `path` in `mode` with explicit options.
+    /// Open `path` in `mode` with explicit options: the file is opened, the lock of
+    /// `options.lock` (if any) taken, and only then a [`OpenMode::Create`] file truncated.
     pub fn open_with(path: impl AsRef<Path>, mode: OpenMode, options: FileOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let mut oo = OpenOptions::new();
@@ -137,24 +169,35 @@ impl FileStorage {
                 oo.write(true);
             }
             OpenMode::Create => {
-                oo.write(true).create(true).truncate(true);
+                // Truncated below, once locked.
+                oo.write(true).create(true).truncate(false);
             }
             OpenMode::CreateNew => {
                 oo.write(true).create_new(true);
             }
         }
-        let file = oo.open(&path).map_err(|source| Error::Open {
+        let open_error = |source| Error::Open {
             path: path.clone(),
             mode,
             source,
-        })?;
-        Ok(FileStorage {
+        };
+        let file = oo.open(&path).map_err(open_error)?;
+        let key = registry::FileKey::of(&file, &path).map_err(open_error)?;
+        let storage = FileStorage {
             file,
             path,
             mode,
             locking: options.locking.resolve(),
+            key,
             held: Mutex::new(None),
-        })
+        };
+        if let Some(lock) = options.lock {
+            storage.lock(lock)?;
+        }
+        if mode == OpenMode::Create {
+            storage.set_len(0)?;
+        }
+        Ok(storage)
     }
 
     /// The path the file was opened with.
@@ -243,6 +286,153 @@ impl FileStorage {
             source,
         })
     }
+
+    /// Changes the OS lock from `previous` to `mode` per the policy. On a conflict the
+    /// previous mode is taken again if possible and [`Error::Locked`] returned.
+    fn os_lock(&self, previous: Option<LockMode>, mode: LockMode) -> Result<()> {
+        if self.locking == Locking::Disabled {
+            return Ok(());
+        }
+        if previous.is_some() {
+            // std leaves re-locking a locked handle unspecified: unlock first.
+            self.os_unlock()?;
+        }
+        match self.try_os_lock(mode) {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                if let Some(old) = previous {
+                    let _ = self.try_os_lock(old);
+                }
+                Err(Error::Locked)
+            }
+            Err(Error::Io { source, .. })
+                if self.locking == Locking::BestEffort
+                    && source.kind() == io::ErrorKind::Unsupported =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for FileStorage {
+    /// The OS lock goes with the descriptor; the process table's entry is released here.
+    fn drop(&mut self) {
+        let held = self
+            .held
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mode) = held {
+            registry::restore(&self.key, mode, None);
+        }
+    }
+}
+
+/// The locks this process holds, by file identity: the in-process half of [`Storage::lock`].
+mod registry {
+    use std::collections::HashMap;
+    use std::fs::File;
+    use std::io;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, OnceLock, PoisonError};
+
+    use crate::storage::LockMode;
+
+    /// A file's identity: device and inode on Unix (so two paths to one file are one key),
+    /// the canonical path elsewhere.
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub(super) enum FileKey {
+        /// Device and inode numbers.
+        #[cfg(unix)]
+        Inode(u64, u64),
+        /// The canonical path.
+        #[cfg_attr(unix, allow(dead_code))]
+        Path(PathBuf),
+    }
+
+    impl FileKey {
+        #[cfg(unix)]
+        pub(super) fn of(file: &File, _path: &Path) -> io::Result<FileKey> {
+            use std::os::unix::fs::MetadataExt;
+            let m = file.metadata()?;
+            Ok(FileKey::Inode(m.dev(), m.ino()))
+        }
+
+        #[cfg(not(unix))]
+        pub(super) fn of(_file: &File, path: &Path) -> io::Result<FileKey> {
+            Ok(FileKey::Path(path.canonicalize()?))
+        }
+    }
+
+    /// Holders of one file: how many shared locks, whether one exclusive lock.
+    #[derive(Debug, Default, Clone, Copy)]
+    struct Holders {
+        shared: usize,
+        exclusive: bool,
+    }
+
+    fn table() -> std::sync::MutexGuard<'static, HashMap<FileKey, Holders>> {
+        static TABLE: OnceLock<Mutex<HashMap<FileKey, Holders>>> = OnceLock::new();
+        TABLE
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn remove(h: &mut Holders, mode: LockMode) {
+        match mode {
+            LockMode::Shared => h.shared = h.shared.saturating_sub(1),
+            LockMode::Exclusive => h.exclusive = false,
+        }
+    }
+
+    fn add(h: &mut Holders, mode: LockMode) {
+        match mode {
+            LockMode::Shared => h.shared += 1,
+            LockMode::Exclusive => h.exclusive = true,
+        }
+    }
+
+    /// Replaces this handle's `previous` hold by `mode`; `Err` (nothing changed) when another
+    /// handle's hold conflicts.
+    pub(super) fn acquire(
+        key: &FileKey,
+        previous: Option<LockMode>,
+        mode: LockMode,
+    ) -> Result<(), ()> {
+        let mut t = table();
+        let h = t.entry(key.clone()).or_default();
+        let mut others = *h;
+        if let Some(p) = previous {
+            remove(&mut others, p);
+        }
+        let conflict = match mode {
+            LockMode::Shared => others.exclusive,
+            LockMode::Exclusive => others.exclusive || others.shared > 0,
+        };
+        if conflict {
+            return Err(());
+        }
+        add(&mut others, mode);
+        *h = others;
+        Ok(())
+    }
+
+    /// Replaces this handle's hold `mode` by `previous` (`None`: releases it).
+    pub(super) fn restore(key: &FileKey, mode: LockMode, previous: Option<LockMode>) {
+        let mut t = table();
+        if let Some(h) = t.get_mut(key) {
+            remove(h, mode);
+            if let Some(p) = previous {
+                add(h, p);
+            }
+            if h.shared == 0 && !h.exclusive {
+                t.remove(key);
+            }
+        }
+    }
 }
 
 impl fmt::Debug for FileStorage {
@@ -310,49 +500,30 @@ impl Storage for FileStorage {
     }
 
     fn lock(&self, mode: LockMode) -> Result<()> {
-        if self.locking == Locking::Disabled {
-            return Ok(());
-        }
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         if *held == Some(mode) {
             return Ok(());
         }
-        if held.is_some() {
-            // std leaves re-locking a locked handle unspecified: unlock first.
-            self.os_unlock()?;
+        let previous = *held;
+        // The process first: another handle here conflicts whatever the OS says.
+        registry::acquire(&self.key, previous, mode).map_err(|()| Error::AlreadyOpen {
+            path: self.path.clone(),
+        })?;
+        if let Err(e) = self.os_lock(previous, mode) {
+            registry::restore(&self.key, mode, previous);
+            return Err(e);
         }
-        let previous = held.take();
-        match self.try_os_lock(mode) {
-            Ok(true) => {
-                *held = Some(mode);
-                Ok(())
-            }
-            Ok(false) => {
-                if let Some(old) = previous
-                    && let Ok(true) = self.try_os_lock(old)
-                {
-                    *held = Some(old);
-                }
-                Err(Error::Locked)
-            }
-            Err(Error::Io { source, .. })
-                if self.locking == Locking::BestEffort
-                    && source.kind() == io::ErrorKind::Unsupported =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        *held = Some(mode);
+        Ok(())
     }
 
     fn unlock(&self) -> Result<()> {
-        if self.locking == Locking::Disabled {
-            return Ok(());
-        }
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if held.is_some() {
-            self.os_unlock()?;
-            *held = None;
+        if let Some(mode) = held.take() {
+            registry::restore(&self.key, mode, None);
+            if self.locking != Locking::Disabled {
+                self.os_unlock()?;
+            }
         }
         Ok(())
     }
@@ -426,6 +597,11 @@ impl Storage for FileStorage {
             }
             self.write_all(IoOp::WriteVectored, offset, &bounce)?;
         }
+        Ok(())
+    }
+
+    /// Nothing to do: a plain file keeps no journal.
+    fn commit(&self, _point: &CommitPoint) -> Result<()> {
         Ok(())
     }
 }
@@ -548,25 +724,44 @@ mod tests {
     use super::*;
 
     fn opts(locking: Locking) -> FileOptions {
-        FileOptions { locking }
+        FileOptions {
+            locking,
+            lock: None,
+        }
+    }
+
+    /// Whether another open file description of `p` can take an OS lock of `mode` now
+    /// (`flock` locks of different descriptions conflict even within one process).
+    fn os_lockable(p: &Path, mode: LockMode) -> bool {
+        let f = File::open(p).unwrap();
+        let r = match mode {
+            LockMode::Shared => f.try_lock_shared(),
+            LockMode::Exclusive => f.try_lock(),
+        };
+        match r {
+            Ok(()) => true,
+            Err(TryLockError::WouldBlock) => false,
+            Err(TryLockError::Error(e)) => panic!("{e}"),
+        }
     }
 
     #[test]
     fn env_value_parsing() {
-        assert_eq!(Locking::from_env_value(None), Locking::Enabled);
-        assert_eq!(Locking::from_env_value(Some("FALSE")), Locking::Disabled);
-        assert_eq!(Locking::from_env_value(Some("false")), Locking::Disabled);
-        assert_eq!(Locking::from_env_value(Some(" False ")), Locking::Disabled);
-        assert_eq!(Locking::from_env_value(Some("0")), Locking::Disabled);
-        assert_eq!(Locking::from_env_value(Some("TRUE")), Locking::Enabled);
-        assert_eq!(Locking::from_env_value(Some("1")), Locking::Enabled);
-        assert_eq!(Locking::from_env_value(Some("")), Locking::Enabled);
-        assert_eq!(
-            Locking::from_env_value(Some("best_effort")),
-            Locking::BestEffort
-        );
+        let parse = Locking::from_env_value;
+        assert_eq!(parse(None), None);
+        assert_eq!(parse(Some("FALSE")), Some(Locking::Disabled));
+        assert_eq!(parse(Some("false")), Some(Locking::Disabled));
+        assert_eq!(parse(Some(" False ")), Some(Locking::Disabled));
+        assert_eq!(parse(Some("0")), Some(Locking::Disabled));
+        assert_eq!(parse(Some("TRUE")), Some(Locking::Enabled));
+        assert_eq!(parse(Some("1")), Some(Locking::Enabled));
+        assert_eq!(parse(Some("")), None, "other values keep the setting");
+        assert_eq!(parse(Some("yes")), None);
+        assert_eq!(parse(Some("best_effort")), Some(Locking::BestEffort));
+        assert_eq!(parse(Some("BEST_EFFORT")), Some(Locking::BestEffort));
         assert_ne!(Locking::Auto.resolve(), Locking::Auto);
         assert_eq!(Locking::Disabled.resolve(), Locking::Disabled);
+        assert_ne!(Locking::Auto.with_env_override(), Locking::Auto);
     }
 
     #[test]
@@ -616,6 +811,10 @@ mod tests {
         assert_eq!(f.len().unwrap(), 0);
     }
 
+    fn already_open<T: fmt::Debug>(r: Result<T>) -> bool {
+        matches!(r, Err(Error::AlreadyOpen { .. }))
+    }
+
     #[test]
     fn exclusive_conflicts_between_handles() {
         let dir = tempfile::tempdir().unwrap();
@@ -623,13 +822,19 @@ mod tests {
         let a = FileStorage::open_with(&p, OpenMode::Create, opts(Locking::Enabled)).unwrap();
         let b = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Enabled)).unwrap();
         a.lock(LockMode::Exclusive).unwrap();
-        assert!(matches!(b.lock(LockMode::Exclusive), Err(Error::Locked)));
-        assert!(matches!(b.lock(LockMode::Shared), Err(Error::Locked)));
+        assert!(!os_lockable(&p, LockMode::Shared), "the OS lock is taken");
+        assert!(already_open(b.lock(LockMode::Exclusive)));
+        let e = b.lock(LockMode::Shared).unwrap_err();
+        assert!(e.to_string().contains("lock.bin"), "{e}");
         // Re-locking in the held mode is a no-op.
         a.lock(LockMode::Exclusive).unwrap();
         a.unlock().unwrap();
+        assert!(
+            os_lockable(&p, LockMode::Exclusive),
+            "the OS lock is released"
+        );
         b.lock(LockMode::Exclusive).unwrap();
-        assert!(matches!(a.lock(LockMode::Shared), Err(Error::Locked)));
+        assert!(already_open(a.lock(LockMode::Shared)));
         drop(b);
         a.lock(LockMode::Exclusive).unwrap();
     }
@@ -643,30 +848,82 @@ mod tests {
         let c = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Enabled)).unwrap();
         a.lock(LockMode::Shared).unwrap();
         b.lock(LockMode::Shared).unwrap();
-        assert!(matches!(c.lock(LockMode::Exclusive), Err(Error::Locked)));
+        assert!(os_lockable(&p, LockMode::Shared));
+        assert!(!os_lockable(&p, LockMode::Exclusive));
+        assert!(already_open(c.lock(LockMode::Exclusive)));
         // A failed upgrade keeps the shared lock.
-        assert!(matches!(a.lock(LockMode::Exclusive), Err(Error::Locked)));
-        assert!(matches!(c.lock(LockMode::Exclusive), Err(Error::Locked)));
+        assert!(already_open(a.lock(LockMode::Exclusive)));
+        assert!(already_open(c.lock(LockMode::Exclusive)));
         b.unlock().unwrap();
         a.lock(LockMode::Exclusive).unwrap();
-        assert!(matches!(c.lock(LockMode::Shared), Err(Error::Locked)));
+        assert!(already_open(c.lock(LockMode::Shared)));
         a.lock(LockMode::Shared).unwrap();
         c.lock(LockMode::Shared).unwrap();
     }
 
     #[test]
-    fn disabled_locking_is_a_no_op() {
+    fn os_conflict_is_locked() {
+        // A lock held by another open file description (as another process would hold it).
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("lock.bin");
         let a = FileStorage::open_with(&p, OpenMode::Create, opts(Locking::Enabled)).unwrap();
-        let b = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Disabled)).unwrap();
-        assert_eq!(b.locking(), Locking::Disabled);
-        a.lock(LockMode::Exclusive).unwrap();
-        b.lock(LockMode::Exclusive).unwrap();
-        b.unlock().unwrap();
-        // b never took an OS lock, so a still holds its own.
+        let other = File::open(&p).unwrap();
+        other.try_lock_shared().unwrap();
+        assert!(matches!(a.lock(LockMode::Exclusive), Err(Error::Locked)));
+        // Nothing is left behind in the process table by the refused lock.
+        let b = FileStorage::open_with(&p, OpenMode::ReadOnly, opts(Locking::Enabled)).unwrap();
+        b.lock(LockMode::Shared).unwrap();
+        a.lock(LockMode::Shared).unwrap();
+        drop(other);
+        drop((a, b));
         let c = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Enabled)).unwrap();
-        assert!(matches!(c.lock(LockMode::Shared), Err(Error::Locked)));
+        c.lock(LockMode::Exclusive).unwrap();
+    }
+
+    #[test]
+    fn disabled_locking_skips_os_locks_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lock.bin");
+        let b = FileStorage::open_with(&p, OpenMode::Create, opts(Locking::Disabled)).unwrap();
+        assert_eq!(b.locking(), Locking::Disabled);
+        b.lock(LockMode::Exclusive).unwrap();
+        assert!(os_lockable(&p, LockMode::Exclusive), "no OS lock");
+        // Another handle of this process is still refused.
+        let c = FileStorage::open_with(&p, OpenMode::ReadOnly, opts(Locking::Disabled)).unwrap();
+        assert!(already_open(c.lock(LockMode::Shared)));
+        b.unlock().unwrap();
+        c.lock(LockMode::Shared).unwrap();
+    }
+
+    #[test]
+    fn create_locks_before_truncating() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lock.bin");
+        let locked = |lock| FileOptions {
+            locking: Locking::Enabled,
+            lock: Some(lock),
+        };
+        let a = FileStorage::open_with(&p, OpenMode::Create, locked(LockMode::Exclusive)).unwrap();
+        a.write_at(0, b"keep").unwrap();
+        // Open elsewhere in this process: refused, and the file is untouched.
+        let e = FileStorage::open_with(&p, OpenMode::Create, locked(LockMode::Exclusive));
+        assert!(already_open(e));
+        assert_eq!(a.len().unwrap(), 4);
+        drop(a);
+        // Locked by another description (another process): refused, untouched.
+        let other = File::open(&p).unwrap();
+        other.try_lock_shared().unwrap();
+        let e = FileStorage::open_with(&p, OpenMode::Create, locked(LockMode::Exclusive));
+        assert!(matches!(e, Err(Error::Locked)), "{e:?}");
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 4);
+        drop(other);
+        let b = FileStorage::open_with(&p, OpenMode::Create, locked(LockMode::Exclusive)).unwrap();
+        assert_eq!(b.len().unwrap(), 0, "truncated once locked");
+        // Shared at open for readers.
+        drop(b);
+        let r = FileStorage::open_with(&p, OpenMode::ReadOnly, locked(LockMode::Shared)).unwrap();
+        assert!(os_lockable(&p, LockMode::Shared) && !os_lockable(&p, LockMode::Exclusive));
+        drop(r);
     }
 
     #[test]

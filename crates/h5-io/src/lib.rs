@@ -16,13 +16,17 @@
 //! **Decorators** wrap any storage and are storages themselves, so they
 //! compose: [`Metrics`] counts calls and bytes and can log the exact op
 //! sequence, [`FaultInjection`] fails chosen calls or tears writes,
-//! [`Logging`] writes a text line per call, and [`Sticky`] refuses all work
-//! after a failed write. `Arc<S>`, `Box<S>` and `&S` are storages too, so
+//! [`Logging`] writes a text line per call, [`Sticky`] refuses all work
+//! after a failed write, and [`Journaled`] keeps a rollback journal so that a
+//! crash at any instant comes back to the last [`Storage::commit`] ([`recover`]). `Arc<S>`, `Box<S>` and `&S` are storages too, so
 //! `Metrics<Arc<dyn Storage>>` works.
 //!
 //! **Errors are typed**: every failure is an [`Error`] variant carrying the
 //! operation and offsets involved ([`Error::OutOfBounds`],
 //! [`Error::AddressOverflow`], [`Error::Locked`], ...), never a bare string.
+//!
+//! **Buffers** for large reads ([`buffer::zeroed_vec`]) are allocated as numpy allocates
+//! arrays: zeroed pages from the kernel with transparent huge pages requested.
 //!
 //! The contract every implementation must meet is documented on [`Storage`]
 //! and checked by `testkit::run_conformance` (cargo feature `testkit`).
@@ -41,16 +45,20 @@
 //! # Ok::<(), h5_io::Error>(())
 //! ```
 
-#![forbid(unsafe_code)]
+// Unsafe code is denied everywhere but in `buffer` (one `madvise` call, see there).
+#![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod buffer;
 mod error;
 mod fault;
 #[cfg(any(unix, windows))]
 mod file;
+mod journal;
 mod logging;
 mod memory;
 mod metrics;
+mod ranges;
 mod sticky;
 mod storage;
 
@@ -61,8 +69,10 @@ pub use error::{Error, IoOp, Result};
 pub use fault::{FaultInjection, FaultPlan, FaultRule};
 #[cfg(any(unix, windows))]
 pub use file::{FileOptions, FileStorage, Locking, OpenMode};
+pub use journal::{JournalOptions, Journaled, MAX_RECORD, Recovery, is_hot, recover};
 pub use logging::Logging;
 pub use memory::MemoryStorage;
 pub use metrics::{Metrics, MetricsSnapshot, OpRecord};
+pub use ranges::RangeSet;
 pub use sticky::Sticky;
-pub use storage::{LockMode, ReadSegment, Storage, StorageExt, WriteSegment};
+pub use storage::{CommitPoint, LockMode, Marker, ReadSegment, Storage, StorageExt, WriteSegment};

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Result, len_u64};
-use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment};
+use crate::storage::{CommitPoint, LockMode, ReadSegment, Storage, WriteSegment};
 
 /// Where [`Logging`] sends its lines.
 enum Sink {
@@ -198,6 +198,11 @@ impl<S: Storage> Storage for Logging<S> {
             r,
             ok,
         )
+    }
+
+    fn commit(&self, point: &CommitPoint) -> Result<()> {
+        let r = self.inner.commit(point);
+        self.log(format_args!("commit unused={} ", point.unused.len()), r, ok)
     }
 }
 

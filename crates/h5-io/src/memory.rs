@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::error::{Error, IoOp, Result, checked_end, len_u64};
-use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment, check_segments};
+use crate::storage::{CommitPoint, LockMode, ReadSegment, Storage, WriteSegment, check_segments};
 
 /// State shared by all clones of one [`MemoryStorage`].
 struct Shared {
@@ -254,6 +254,11 @@ impl Storage for MemoryStorage {
             let start = index(seg.offset);
             buf[start..start + seg.data.len()].copy_from_slice(seg.data);
         }
+        Ok(())
+    }
+
+    /// Nothing to do: memory keeps no journal.
+    fn commit(&self, _point: &CommitPoint) -> Result<()> {
         Ok(())
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{IoOp, Result, len_u64};
-use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment};
+use crate::storage::{CommitPoint, LockMode, ReadSegment, Storage, WriteSegment};
 
 /// Counter values of a [`Metrics`] decorator at one moment.
 ///
@@ -41,6 +41,8 @@ pub struct MetricsSnapshot {
     pub read_segments: u64,
     /// Segments passed to `write_vectored` calls.
     pub write_segments: u64,
+    /// Calls of `commit`.
+    pub commits: u64,
 }
 
 impl MetricsSnapshot {
@@ -60,6 +62,7 @@ impl MetricsSnapshot {
             write_vectors: self.write_vectors.saturating_sub(earlier.write_vectors),
             read_segments: self.read_segments.saturating_sub(earlier.read_segments),
             write_segments: self.write_segments.saturating_sub(earlier.write_segments),
+            commits: self.commits.saturating_sub(earlier.commits),
         }
     }
 }
@@ -67,12 +70,13 @@ impl MetricsSnapshot {
 impl fmt::Display for MetricsSnapshot {
     /// One line, e.g.
     /// `reads=2 bytes_read=16 writes=1 bytes_written=8 syncs=0 set_lens=0 lens=1 locks=0 unlocks=0
-    /// read_vectors=0 read_segments=0 write_vectors=0 write_segments=0` (without the line break).
+    /// read_vectors=0 read_segments=0 write_vectors=0 write_segments=0 commits=0` (without the line
+    /// break).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "reads={} bytes_read={} writes={} bytes_written={} syncs={} set_lens={} lens={} locks={} unlocks={} \
-             read_vectors={} read_segments={} write_vectors={} write_segments={}",
+             read_vectors={} read_segments={} write_vectors={} write_segments={} commits={}",
             self.reads,
             self.bytes_read,
             self.writes,
@@ -85,7 +89,8 @@ impl fmt::Display for MetricsSnapshot {
             self.read_vectors,
             self.read_segments,
             self.write_vectors,
-            self.write_segments
+            self.write_segments,
+            self.commits
         )
     }
 }
@@ -173,6 +178,7 @@ pub struct Metrics<S> {
     write_vectors: AtomicU64,
     read_segments: AtomicU64,
     write_segments: AtomicU64,
+    commits: AtomicU64,
     recording: AtomicBool,
     log: Mutex<Vec<OpRecord>>,
 }
@@ -195,6 +201,7 @@ impl<S> Metrics<S> {
             write_vectors: AtomicU64::new(0),
             read_segments: AtomicU64::new(0),
             write_segments: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
             recording: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
         }
@@ -227,6 +234,7 @@ impl<S> Metrics<S> {
             write_vectors: get(&self.write_vectors),
             read_segments: get(&self.read_segments),
             write_segments: get(&self.write_segments),
+            commits: get(&self.commits),
         }
     }
 
@@ -246,6 +254,7 @@ impl<S> Metrics<S> {
             &self.write_vectors,
             &self.read_segments,
             &self.write_segments,
+            &self.commits,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -373,6 +382,11 @@ impl<S: Storage> Storage for Metrics<S> {
         self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
         Ok(())
     }
+
+    fn commit(&self, point: &CommitPoint) -> Result<()> {
+        self.enter(&self.commits, IoOp::Commit, 0, 0);
+        self.inner.commit(point)
+    }
 }
 
 #[cfg(test)]
@@ -417,7 +431,7 @@ mod tests {
         assert_eq!(
             m.snapshot().to_string(),
             "reads=3 bytes_read=7 writes=2 bytes_written=16 syncs=1 set_lens=1 lens=2 locks=1 unlocks=1 \
-             read_vectors=0 read_segments=0 write_vectors=0 write_segments=0"
+             read_vectors=0 read_segments=0 write_vectors=0 write_segments=0 commits=0"
         );
         let before = m.snapshot();
         m.write_at(0, &[0; 3]).unwrap();
@@ -550,11 +564,9 @@ mod tests {
                 ..Default::default()
             }
         );
-        assert!(
-            m.snapshot()
-                .to_string()
-                .ends_with("read_vectors=2 read_segments=4 write_vectors=3 write_segments=4")
-        );
+        assert!(m.snapshot().to_string().ends_with(
+            "read_vectors=2 read_segments=4 write_vectors=3 write_segments=4 commits=0"
+        ));
         m.reset();
         assert_eq!(m.snapshot(), MetricsSnapshot::default());
     }

@@ -3,10 +3,10 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Error, IoOp, Result};
-use crate::storage::{LockMode, ReadSegment, Storage, WriteSegment};
+use crate::storage::{CommitPoint, LockMode, ReadSegment, Storage, WriteSegment};
 
 /// Decorator that poisons the handle after any failed `write_at`,
-/// `write_vectored`, `set_len` or `sync`: the failing call returns its own error, and every later call,
+/// `write_vectored`, `set_len`, `sync` or `commit`: the failing call returns its own error, and every later call,
 /// reads included, returns [`Error::PreviousIo`].
 ///
 /// There is deliberately no way to clear the state. As with SQLite's pager
@@ -136,6 +136,11 @@ impl<S: Storage> Storage for Sticky<S> {
     fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
         self.check()?;
         self.mutating(IoOp::WriteVectored, self.inner.write_vectored(segments))
+    }
+
+    fn commit(&self, point: &CommitPoint) -> Result<()> {
+        self.check()?;
+        self.mutating(IoOp::Commit, self.inner.commit(point))
     }
 }
 

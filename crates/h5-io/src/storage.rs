@@ -1,6 +1,7 @@
 //! The [`Storage`] trait and its blanket conveniences.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, Result, checked_end, len_u64};
@@ -56,6 +57,34 @@ impl<'a> WriteSegment<'a> {
     }
 }
 
+/// Bytes written over a committed state while it is being changed in place, so that readers
+/// who do not know the rollback journal refuse the storage instead of reading a mix of two
+/// states (see [`Journaled`](crate::Journaled)). At most [`Marker::MAX_LEN`] bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Marker {
+    /// Where the marker goes (inside the committed state).
+    pub offset: u64,
+    /// The marker's bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl Marker {
+    /// The longest marker a journal header records.
+    pub const MAX_LEN: usize = 16;
+}
+
+/// What [`Storage::commit`] declares: the bytes now stored are a consistent state to come back
+/// to after a crash.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitPoint {
+    /// Ranges below the storage's length that the committed state does not use: their bytes
+    /// may be overwritten without being kept.
+    pub unused: Vec<Range<u64>>,
+    /// Marker written over the committed state at the first in-place change after this commit
+    /// and removed when the next state is complete (`None`: no marker).
+    pub marker: Option<Marker>,
+}
+
 /// [`Error::AddressOverflow`] for the first `(offset, len)` whose end overflows
 /// `u64`: the up-front check every vectored call makes before any I/O.
 pub(crate) fn check_segments(segments: impl IntoIterator<Item = (u64, usize)>) -> Result<()> {
@@ -107,6 +136,7 @@ pub(crate) fn check_segments(segments: impl IntoIterator<Item = (u64, usize)>) -
 /// * `lock` is advisory and never blocks: a conflicting lock held through
 ///   another handle gives [`Error::Locked`]. Locking again in the mode already
 ///   held succeeds; `unlock` without a lock is a no-op.
+/// * `commit` never changes the stored bytes; backends treat it as a no-op.
 #[allow(
     clippy::len_without_is_empty,
     reason = "is_empty is provided for every storage by StorageExt"
@@ -174,6 +204,15 @@ pub trait Storage: Send + Sync + fmt::Debug {
         for seg in segments {
             self.write_at(seg.offset, seg.data)?;
         }
+        Ok(())
+    }
+
+    /// Declares the bytes now stored a consistent state ([`CommitPoint`]): a crash after this
+    /// call comes back to it (or to a later commit) when the storage keeps a rollback journal
+    /// ([`Journaled`](crate::Journaled)). Backends and plain decorators do nothing (the
+    /// default); decorators forward it. Durability is [`sync`](Storage::sync)'s business.
+    fn commit(&self, point: &CommitPoint) -> Result<()> {
+        let _ = point;
         Ok(())
     }
 }
@@ -263,6 +302,9 @@ macro_rules! forward_storage {
         }
         fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
             (**self).write_vectored(segments)
+        }
+        fn commit(&self, point: &CommitPoint) -> Result<()> {
+            (**self).commit(point)
         }
     };
 }

@@ -105,8 +105,37 @@ fn file_locking_enabled() {
             .join(format!("c{}.bin", n.fetch_add(1, Ordering::Relaxed)));
         let opts = FileOptions {
             locking: Locking::Enabled,
+            lock: None,
         };
         Box::new(FileStorage::open_with(path, OpenMode::Create, opts).unwrap())
+    });
+}
+
+#[test]
+fn journaled() {
+    run_conformance(&|| {
+        let (s, _) = h5_io::Journaled::open(
+            MemoryStorage::new(),
+            MemoryStorage::new(),
+            h5_io::JournalOptions::default(),
+        )
+        .unwrap();
+        Box::new(s)
+    });
+}
+
+#[test]
+fn journaled_over_committed_bytes() {
+    // Every byte below 4096 is committed, so every write and cut is journaled first.
+    run_conformance(&|| {
+        let (s, _) = h5_io::Journaled::open(
+            MemoryStorage::with_data(vec![0x5A; 4096]),
+            MemoryStorage::new(),
+            h5_io::JournalOptions { sync: true },
+        )
+        .unwrap();
+        s.set_len(0).unwrap();
+        Box::new(s)
     });
 }
 

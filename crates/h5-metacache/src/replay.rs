@@ -12,8 +12,9 @@
 //!
 //! # Replay
 //!
-//! [`replay`] builds a cache over [`h5_io::Metrics`]`<`[`h5_io::MemoryStorage`]`>`, pre-sized to the
-//! largest `ADDR + SIZE` of the trace so every load succeeds, with [`synthetic_classes`] up to the
+//! [`replay`] builds a cache over [`h5_io::Metrics`]`<`[`SparseStorage`]`>` as long as the largest
+//! `ADDR + SIZE` of the trace, so every load succeeds wherever in a 64-bit file the trace was
+//! recorded (unwritten bytes read as zero and take no memory), with [`synthetic_classes`] up to the
 //! largest `TYPE`. It then runs every record and compares the result with the recorded one; see
 //! [`ReplayOptions`] for how a given configuration interacts with the trace's `set_config` records.
 //!
@@ -42,7 +43,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use h5_io::{MemoryStorage, Metrics};
+use h5_io::Metrics;
 use serde::Serialize;
 
 use crate::MetadataCache;
@@ -55,11 +56,13 @@ use crate::error::{CacheError, ClientError};
 use crate::flags::{FlushFlags, ProtectFlags};
 use crate::resize::{ResizeOutcome, ResizeReport};
 
+mod sparse;
 pub mod workloads;
 
 pub use crate::trace::{
     Outcome, ParseErrorKind, TraceOp, TraceParseError, TraceRecord, parse_trace,
 };
+pub use sparse::SparseStorage;
 pub use workloads::{TourParams, tour_trace, tour_trace_with};
 
 // ----- synthetic clients -----
@@ -142,9 +145,6 @@ impl Class<SyntheticTypes> for SyntheticClass {
 
 // ----- replay -----
 
-/// Largest address extent (highest `ADDR + SIZE`) a replay pre-sizes its in-memory storage to.
-pub const MAX_REPLAY_EXTENT: u64 = 1 << 30;
-
 /// How many mismatching records a report lists by line (all are counted).
 pub const MAX_LISTED_MISMATCHES: usize = 10;
 
@@ -179,16 +179,6 @@ pub enum ReplayError {
     /// The cache broke one of its invariants during the replay (a bug in the cache).
     #[error("the cache broke an invariant during the replay: {0}")]
     Invariant(#[source] CacheError),
-    /// The trace addresses reach beyond [`MAX_REPLAY_EXTENT`].
-    #[error(
-        "the trace addresses reach {extent:#x}, beyond the replay's in-memory file limit of {limit:#x} bytes"
-    )]
-    AddressSpaceTooLarge {
-        /// Highest `ADDR + SIZE` of the trace.
-        extent: u64,
-        /// The limit.
-        limit: u64,
-    },
 }
 
 /// One full epoch of the replay: `epoch_length` successful protects.
@@ -461,7 +451,7 @@ fn adjust(c: &CacheConfig, opts: &ReplayOptions) -> CacheConfig {
 
 struct Engine {
     cache: MetadataCache<SyntheticTypes>,
-    metrics: Arc<Metrics<MemoryStorage>>,
+    metrics: Arc<Metrics<SparseStorage>>,
     handles: HashMap<u64, Vec<ProtectHandle>>,
     epoch_length: u64,
     override_epoch: bool,
@@ -627,12 +617,6 @@ impl Engine {
 /// documentation for the setup and [`ReplayOptions`] for the configuration rules.
 pub fn replay(records: &[TraceRecord], opts: &ReplayOptions) -> Result<ReplayReport, ReplayError> {
     let (extent, max_class) = trace_extent(records);
-    if extent > MAX_REPLAY_EXTENT {
-        return Err(ReplayError::AddressSpaceTooLarge {
-            extent,
-            limit: MAX_REPLAY_EXTENT,
-        });
-    }
     let start = adjust(
         opts.config
             .as_ref()
@@ -640,10 +624,7 @@ pub fn replay(records: &[TraceRecord], opts: &ReplayOptions) -> Result<ReplayRep
         opts,
     );
     start.validate()?;
-    let metrics = Arc::new(Metrics::new(MemoryStorage::with_data(vec![
-        0u8;
-        extent as usize
-    ])));
+    let metrics = Arc::new(Metrics::new(SparseStorage::with_len(extent)));
     let nclasses = (usize::from(max_class) + 1).min(crate::MAX_CLASS_IDS);
     let mut cache = CacheBuilder::<SyntheticTypes>::new(
         metrics.clone(),

@@ -582,6 +582,17 @@ impl PageBuffer {
         Ok(())
     }
 
+    /// Writes every dirty page to the storage below (none in reader mode), then commits it
+    /// there (a rollback journal's commit point, [`Storage::commit`]).
+    pub(crate) fn commit(&self, point: &h5_io::CommitPoint) -> h5_io::Result<()> {
+        let mut st = self.lock_io(IoOp::Commit)?;
+        if st.geo.is_some() && !matches!(st.mode, Mode::Reader) {
+            st.flush_all(&*self.inner, None)?;
+        }
+        drop(st);
+        self.inner.commit(point)
+    }
+
     pub(crate) fn sync(&self) -> h5_io::Result<()> {
         let mut st = self.lock_io(IoOp::Sync)?;
         if st.geo.is_some() && !matches!(st.mode, Mode::Reader) {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use h5_io::{LockMode, ReadSegment, Result, Storage, WriteSegment};
+use h5_io::{CommitPoint, LockMode, ReadSegment, Result, Storage, WriteSegment};
 
 use crate::buffer::PageBuffer;
 use crate::state::PageKind;
@@ -40,6 +40,12 @@ impl Storage for Face {
 
     fn sync(&self) -> Result<()> {
         self.pb.sync()
+    }
+
+    /// The buffered pages reach the storage below first, so the commit describes the bytes
+    /// the file now holds.
+    fn commit(&self, point: &CommitPoint) -> Result<()> {
+        self.pb.commit(point)
     }
 
     fn lock(&self, mode: LockMode) -> Result<()> {

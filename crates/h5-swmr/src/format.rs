@@ -2,7 +2,7 @@
 //! reference format of the VFD SWMR RFC and its C implementation (`H5Fvfd_swmr.c`,
 //! `H5FDvfd_swmr.c`, read for facts). Little-endian; every checksum is Jenkins lookup3 (the
 //! HDF5 metadata checksum, initial value 0) over the bytes before it; entry checksums cover the
-//! whole image. Layout: docs/design.md §7.1.
+//! whole image. Layout: docs/design.md §8.1.
 //!
 //! ```
 //! use h5_swmr::format::{IndexEntry, MdHeader, MdIndex};

@@ -554,6 +554,11 @@ impl Storage for ReaderStorage {
         Ok(())
     }
 
+    /// A reader changes nothing: there is nothing to commit.
+    fn commit(&self, _point: &h5_io::CommitPoint) -> h5_io::Result<()> {
+        Ok(())
+    }
+
     fn lock(&self, mode: LockMode) -> h5_io::Result<()> {
         self.hdf5.lock(mode)
     }

@@ -2,7 +2,7 @@
 //! each change of the metadata file in one file — header `VUDH` (48 bytes), change list `VUCL`
 //! (52 + 20·n bytes), then page-aligned images, the metadata file index and header — and an
 //! auxiliary process applies them in sequence order to a local metadata file. Layout:
-//! docs/design.md §7.1.
+//! docs/design.md §8.1.
 
 use std::path::{Path, PathBuf};
 

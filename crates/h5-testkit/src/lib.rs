@@ -126,6 +126,9 @@ pub struct Generator {
     /// PyTables version, if it was installed (`pytables.h5` exists only then).
     #[serde(default)]
     pub tables: Option<String>,
+    /// The second pinned writer (`h5py 3.16.0 (HDF5 2.0.0)`) of the `hdf5_2_*` files, or null.
+    #[serde(default)]
+    pub hdf5_2_writer: Option<String>,
 }
 
 /// A non-HDF5 file of the corpus.
@@ -525,11 +528,18 @@ pub enum TypeDesc {
         /// Tag string.
         tag: String,
     },
+    /// Complex number (HDF5 2.0's class 11).
+    Complex {
+        /// Bytes (twice the base's).
+        size: u64,
+        /// Type of each part.
+        base: Box<TypeDesc>,
+    },
     /// Reference (old-style, as h5py writes them).
     Reference {
         /// Bytes per reference (8 object, 12 region with 8-byte offsets).
         size: u64,
-        /// `"object"` or `"region"`.
+        /// `"object"`, `"region"` or `"revised"` (HDF5 1.12's `H5T_STD_REF`).
         kind: String,
     },
 }

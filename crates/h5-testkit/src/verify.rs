@@ -48,28 +48,91 @@ pub fn check_script() -> PathBuf {
         .join("h5py_check.py")
 }
 
-/// The interpreter the checks run with, before any check that it works.
-fn python_candidate() -> PathBuf {
-    match std::env::var_os("H5_PYTHON") {
-        Some(p) => PathBuf::from(p),
-        None => workspace_dir().join(".venv").join("bin").join("python"),
-    }
+/// A pinned reference reader: one h5py release with the libhdf5 its wheel bundles, each in its
+/// own virtual environment installed by `scripts/setup-tools`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Reference {
+    /// h5py 3.12.1 with HDF5 1.14.4 (`tests/requirements.txt` in `<workspace>/.venv`; override
+    /// with `$H5_PYTHON`). The default of every check.
+    Hdf5v114,
+    /// h5py 3.16.0 with HDF5 2.0.0 (`tests/requirements-hdf5-2.txt` in
+    /// `<workspace>/.venv-hdf5-2`; override with `$H5_PYTHON_HDF5_2`).
+    Hdf5v200,
 }
 
-/// The Python interpreter with h5py, numpy and hdf5plugin: `$H5_PYTHON` if set, else
-/// `<workspace>/.venv/bin/python`.
-///
-/// Panics with a message naming `scripts/setup-tools` when it is missing or cannot import those
-/// packages (checked once per process).
-pub fn python() -> PathBuf {
-    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = PYTHON.get_or_init(|| {
-        let py = python_candidate();
+impl Reference {
+    /// Both references, oldest first.
+    pub const ALL: [Reference; 2] = [Reference::Hdf5v114, Reference::Hdf5v200];
+
+    /// The environment variable that overrides the interpreter.
+    fn env_var(self) -> &'static str {
+        match self {
+            Reference::Hdf5v114 => "H5_PYTHON",
+            Reference::Hdf5v200 => "H5_PYTHON_HDF5_2",
+        }
+    }
+
+    /// The virtual environment's directory name in the workspace.
+    fn venv(self) -> &'static str {
+        match self {
+            Reference::Hdf5v114 => ".venv",
+            Reference::Hdf5v200 => ".venv-hdf5-2",
+        }
+    }
+
+    /// The libhdf5 version its h5py bundles (checked when the interpreter is first used).
+    pub fn hdf5_version(self) -> &'static str {
+        match self {
+            Reference::Hdf5v114 => "1.14.4",
+            Reference::Hdf5v200 => "2.0.0",
+        }
+    }
+
+    /// The interpreter, before any check that it works.
+    fn candidate(self) -> PathBuf {
+        match std::env::var_os(self.env_var()) {
+            Some(p) => PathBuf::from(p),
+            None => workspace_dir().join(self.venv()).join("bin").join("python"),
+        }
+    }
+
+    /// The Python interpreter of this reference (see [`python()`]): panics with a message
+    /// naming `scripts/setup-tools` when it is missing, cannot import h5py, numpy and
+    /// hdf5plugin, or bundles another libhdf5 (checked once per process).
+    pub fn python(self) -> PathBuf {
+        static FOUND: OnceLock<[Result<PathBuf, String>; 2]> = OnceLock::new();
+        let found = FOUND.get_or_init(|| Reference::ALL.map(Reference::probe));
+        match &found[self as usize] {
+            Ok(p) => p.clone(),
+            Err(e) => panic!(
+                "the {self:?} reference is not installed ({e}); run `scripts/setup-tools` \
+                 (or set {} to an interpreter with its pinned requirements)",
+                self.env_var()
+            ),
+        }
+    }
+
+    fn probe(self) -> Result<PathBuf, String> {
+        let py = self.candidate();
         let out = Command::new(&py)
-            .args(["-c", "import h5py, numpy, hdf5plugin"])
+            .args([
+                "-c",
+                "import h5py, numpy, hdf5plugin; print(h5py.version.hdf5_version)",
+            ])
             .output();
         match out {
-            Ok(o) if o.status.success() => Ok(py),
+            Ok(o) if o.status.success() => {
+                let got = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+                if got == self.hdf5_version() {
+                    Ok(py)
+                } else {
+                    Err(format!(
+                        "{} has h5py with HDF5 {got}, not {}",
+                        py.display(),
+                        self.hdf5_version()
+                    ))
+                }
+            }
             Ok(o) => Err(format!(
                 "{} cannot import h5py, numpy and hdf5plugin: {}",
                 py.display(),
@@ -77,21 +140,33 @@ pub fn python() -> PathBuf {
             )),
             Err(e) => Err(format!("cannot run {}: {e}", py.display())),
         }
-    });
-    match found {
-        Ok(p) => p.clone(),
-        Err(e) => panic!(
-            "the h5py reference is not installed ({e}); run `scripts/setup-tools` \
-             (or set H5_PYTHON to an interpreter with tests/requirements.txt installed)"
-        ),
     }
+}
+
+/// The interpreter the checks run with, before any check that it works.
+fn python_candidate() -> PathBuf {
+    Reference::Hdf5v114.candidate()
+}
+
+/// The Python interpreter with h5py, numpy and hdf5plugin of the default reference
+/// ([`Reference::Hdf5v114`]): `$H5_PYTHON` if set, else `<workspace>/.venv/bin/python`.
+///
+/// Panics with a message naming `scripts/setup-tools` when it is missing or cannot import those
+/// packages (checked once per process).
+pub fn python() -> PathBuf {
+    Reference::Hdf5v114.python()
 }
 
 /// Runs a Python snippet with [`python()`] (`python -c CODE ARGS...`) and returns its standard
 /// output. Panics, showing the standard error, when it exits non-zero: meant for making test
 /// files with h5py.
 pub fn run_python<S: AsRef<OsStr>>(code: &str, args: &[S]) -> String {
-    let py = python();
+    run_python_with(Reference::Hdf5v114, code, args)
+}
+
+/// [`run_python`] with the interpreter of `reference`.
+pub fn run_python_with<S: AsRef<OsStr>>(reference: Reference, code: &str, args: &[S]) -> String {
+    let py = reference.python();
     let out = Command::new(&py)
         .arg("-c")
         .arg(code)
@@ -766,7 +841,51 @@ impl Expectations {
 /// dies. Panics when the tools are missing (see [`python()`]) or when the script rejects the
 /// expectations themselves (a bug in the test, not a finding about the file).
 pub fn check_with_h5py(file: &Path, exp: &Expectations) -> Result<(), String> {
-    let py = python();
+    check_with(Reference::Hdf5v114, file, exp)
+}
+
+/// [`check_with_h5py`] with both references (h5py on HDF5 1.14 and on HDF5 2.0): `Err` holds
+/// every reference's mismatches.
+pub fn check_with_both(file: &Path, exp: &Expectations) -> Result<(), String> {
+    check_with_readers(file, exp, false)
+}
+
+/// The references that read a file written in HDF5 2.0's formats (`hdf5_2_formats`: layout
+/// message or datatype version 5, which HDF5 1.14 refuses) — only [`Reference::Hdf5v200`] —
+/// or in older ones (both).
+pub fn readers(hdf5_2_formats: bool) -> &'static [Reference] {
+    if hdf5_2_formats {
+        &[Reference::Hdf5v200]
+    } else {
+        &Reference::ALL
+    }
+}
+
+/// [`check_with_h5py`] with every reference of [`readers`]`(hdf5_2_formats)`; `Err` holds
+/// every reference's mismatches.
+pub fn check_with_readers(
+    file: &Path,
+    exp: &Expectations,
+    hdf5_2_formats: bool,
+) -> Result<(), String> {
+    let errors: Vec<String> = readers(hdf5_2_formats)
+        .iter()
+        .filter_map(|&r| {
+            check_with(r, file, exp)
+                .err()
+                .map(|e| format!("[{r:?}] {e}"))
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+/// [`check_with_h5py`] with the h5py of `reference`.
+pub fn check_with(reference: Reference, file: &Path, exp: &Expectations) -> Result<(), String> {
+    let py = reference.python();
     let script = check_script();
     let mut child = Command::new(&py)
         .arg(&script)

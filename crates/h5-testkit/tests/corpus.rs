@@ -105,7 +105,7 @@ fn manifest_is_self_consistent() {
                         size: Some(size), ..
                     }) => *size,
                     Some(TypeDesc::Enum { size, .. } | TypeDesc::Opaque { size, .. }) => *size,
-                    Some(TypeDesc::Bitfield { size, .. }) => *size,
+                    Some(TypeDesc::Bitfield { size, .. } | TypeDesc::Complex { size, .. }) => *size,
                     other => panic!("{ctx}: raw_hex for {other:?}"),
                 };
                 assert_eq!(raw.len() as u64, n * size, "{ctx}");

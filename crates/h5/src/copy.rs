@@ -36,12 +36,17 @@
 
 use std::collections::HashMap;
 
+use h5_core::dataset::StoredData;
 use h5_core::file::FileShared;
-use h5_format::datatype::{Datatype, ReferenceKind, VarLenKind};
+use h5_format::datatype::{Datatype, ReferenceKind, ReferenceType, VarLenKind};
 use ndarray::SliceInfoElem;
 
-use crate::types::EncodeCtx;
+use crate::types::{EncodeCtx, H5Type};
 use crate::{Dataset, Error, File, FilterInfo, Group, LinkKind, NamedDatatype, ObjectKind, Result};
+
+mod bounds;
+
+pub use bounds::{BoundsReason, SourceFormat, source_bounds};
 
 /// Default size of the blocks raw data is copied in.
 pub const DEFAULT_SLAB_BYTES: usize = 16 << 20;
@@ -197,7 +202,8 @@ pub struct CopyReport {
     pub external_links: usize,
     /// Attributes copied.
     pub attributes: usize,
-    /// Bytes of raw data copied (elements in the file type).
+    /// Bytes of raw data copied (elements in the file type; elements the source never wrote,
+    /// which the copy does not write either, are not counted).
     pub bytes: u64,
     /// What was left out (only with [`CopyOptions::skip_unsupported`]).
     pub skipped: Vec<Skipped>,
@@ -226,6 +232,25 @@ pub fn copy_path(
     Ok(report)
 }
 
+/// Creates (or truncates) `dst` in the source's format bounds ([`source_bounds`]), copies
+/// every object of the file at `src` into it and closes it: what `h5 copy` does by default.
+pub fn copy_path_in_source_format(
+    src: impl AsRef<std::path::Path>,
+    dst: impl AsRef<std::path::Path>,
+    options: &CopyOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> std::result::Result<CopyReport, CopyError> {
+    let s = File::open(src)?;
+    let create = crate::CreateOptions {
+        bounds: source_bounds(&s)?.bounds,
+        ..Default::default()
+    };
+    let d = File::create_with(dst, &crate::FileAccess::default(), &create)?;
+    let report = copy_file(&s, &d, options, progress)?;
+    d.close()?;
+    Ok(report)
+}
+
 /// Copies every object of `src` below the root of `dst` (a new, empty writable file), with
 /// the root group's attributes. `progress` is called after each block of raw data and each
 /// object.
@@ -245,6 +270,7 @@ pub fn copy_file(
         index: HashMap::new(),
         objects: Vec::new(),
         report: CopyReport::default(),
+        unwritten: 0,
     };
     let (sroot, droot) = (src.root()?, dst.root()?);
     if !droot.links()?.is_empty() {
@@ -317,6 +343,8 @@ struct Copier<'o> {
     /// Every object copied, in creation order.
     objects: Vec<Pair>,
     report: CopyReport,
+    /// Bytes of raw data the source never wrote (counted as done for progress, not copied).
+    unwritten: u64,
 }
 
 fn join(parent: &str, name: &str) -> String {
@@ -548,7 +576,7 @@ impl Copier<'_> {
             p.objects_done += 1;
             progress(&p);
         }
-        self.report.bytes = p.bytes_done;
+        self.report.bytes = p.bytes_done - self.unwritten;
         self.objects = objects;
         Ok(())
     }
@@ -586,7 +614,7 @@ impl Copier<'_> {
         let shape = a.shape();
         let shape = (!shape.is_empty()).then_some(shape.as_slice());
         if !needs_recode(dt) {
-            return write(a.name(), dt, shape, a.read_raw());
+            return write(a.name(), dt, shape, &a.read_raw());
         }
         let mut ctx = EncodeCtx::new(&self.dst);
         let out = Recoder {
@@ -594,7 +622,7 @@ impl Copier<'_> {
             map: &self.map,
             ctx: &mut ctx,
         }
-        .all(dt, a.read_raw())?;
+        .all(dt, &a.read_raw())?;
         ctx.finish()?;
         write(a.name(), dt, shape, &out)
     }
@@ -614,9 +642,41 @@ impl Copier<'_> {
         let dt = s.dtype().clone();
         let recode = needs_recode(&dt);
         let dims = s.shape();
-        let align = d.chunk().unwrap_or_else(|| vec![1; dims.len()]);
-        let block = block_shape(&dims, &align, elem, self.options.slab_bytes);
+        // Only what the source stores is written: a never-written dataset stays unallocated,
+        // a sparse one is copied chunk by chunk, skipping the chunks it does not store.
+        let sparse = match h5_core::dataset::stored_data(s.file_shared(), &s.info())? {
+            StoredData::Nothing => {
+                let n = (s.size() as u64).saturating_mul(elem as u64);
+                p.bytes_done += n;
+                self.unwritten += n;
+                progress(p);
+                return Ok(());
+            }
+            StoredData::Everything => None,
+            StoredData::Chunks { chunk, allocated } => Some((chunk, allocated)),
+        };
+        let align = d
+            .chunk()
+            .or_else(|| {
+                sparse
+                    .as_ref()
+                    .map(|(c, _)| c.iter().map(|&x| x as usize).collect())
+            })
+            .unwrap_or_else(|| vec![1; dims.len()]);
+        let block = if sparse.is_some() {
+            align
+        } else {
+            block_shape(&dims, &align, elem, self.options.slab_bytes)
+        };
         for slab in Blocks::new(&dims, &block) {
+            if let Some((chunk, allocated)) = &sparse
+                && !stores_any(&slab, chunk, allocated)
+            {
+                let n = slab_bytes(&slab, elem);
+                p.bytes_done += n;
+                self.unwritten += n;
+                continue;
+            }
             let raw = if dims.is_empty() {
                 s.read_raw()?
             } else {
@@ -644,6 +704,60 @@ impl Copier<'_> {
             progress(p);
         }
         Ok(())
+    }
+}
+
+/// The elements of `slab` (a block of [`Blocks`]) in bytes.
+fn slab_bytes(slab: &[SliceInfoElem], elem: usize) -> u64 {
+    slab.iter()
+        .map(|e| match e {
+            SliceInfoElem::Slice { start, end, .. } => {
+                end.map_or(0, |e| e.saturating_sub(*start)) as u64
+            }
+            _ => 1,
+        })
+        .fold(elem as u64, u64::saturating_mul)
+}
+
+/// Whether any allocated source chunk (scaled coordinates in `allocated`, chunks of `chunk`)
+/// overlaps `slab` (a block of [`Blocks`]).
+fn stores_any(
+    slab: &[SliceInfoElem],
+    chunk: &[u64],
+    allocated: &std::collections::HashSet<Vec<u64>>,
+) -> bool {
+    let ranges: Vec<(u64, u64)> = slab
+        .iter()
+        .zip(chunk)
+        .map(|(e, &c)| match e {
+            SliceInfoElem::Slice {
+                start,
+                end: Some(end),
+                ..
+            } if *end > *start && c > 0 => (*start as u64 / c, (*end as u64 - 1) / c),
+            _ => (0, 0),
+        })
+        .collect();
+    if ranges.len() != chunk.len() {
+        return true;
+    }
+    let mut at: Vec<u64> = ranges.iter().map(|r| r.0).collect();
+    loop {
+        if allocated.contains(&at) {
+            return true;
+        }
+        let mut d = at.len();
+        loop {
+            if d == 0 {
+                return false;
+            }
+            d -= 1;
+            if at[d] < ranges[d].1 {
+                at[d] += 1;
+                break;
+            }
+            at[d] = ranges[d].0;
+        }
     }
 }
 
@@ -848,24 +962,26 @@ fn needs_recode(dt: &Datatype) -> bool {
     }
 }
 
-/// Refuses what cannot be re-encoded: references other than object and dataset region
-/// references of the earliest encoding.
+/// Refuses what cannot be re-encoded: references of another size than the destination's
+/// (its addresses are 8 bytes).
 fn check_datatype(dt: &Datatype) -> Result<()> {
     match dt {
-        Datatype::Reference(r)
-            if !matches!(r.kind, ReferenceKind::Object | ReferenceKind::DatasetRegion) =>
-        {
-            Err(Error::Unsupported(format!(
-                "{:?} references are not written yet",
-                r.kind
-            )))
+        Datatype::Reference(r) => {
+            let want = match r.kind {
+                ReferenceKind::Object => 8,
+                ReferenceKind::DatasetRegion => 12,
+                _ => h5_format::reference::revised_element_size(h5_format::Sizes::EIGHT) as u32,
+            };
+            if r.size == want {
+                Ok(())
+            } else {
+                Err(Error::Unsupported(format!(
+                    "{} of {} bytes",
+                    dt.describe(),
+                    r.size
+                )))
+            }
         }
-        Datatype::Reference(r) if r.kind == ReferenceKind::Object && r.size != 8 => Err(
-            Error::Unsupported(format!("object references of {} bytes", r.size)),
-        ),
-        Datatype::Reference(r) if r.kind == ReferenceKind::DatasetRegion && r.size != 12 => Err(
-            Error::Unsupported(format!("region references of {} bytes", r.size)),
-        ),
         Datatype::Compound(c) => c
             .members
             .iter()
@@ -911,33 +1027,42 @@ impl Recoder<'_, '_> {
         })
     }
 
-    /// A dataset region reference (version 1): a global heap ID whose object is the dataset's
-    /// address followed by the serialized selection; the object is written again with the
-    /// copy's address.
-    fn region(&mut self, input: &[u8], out: &mut [u8]) -> Result<()> {
-        let Some(obj) = h5_core::values::global_heap_object(self.src, input)? else {
-            out.copy_from_slice(input);
-            return Ok(());
-        };
-        let sizes = self.src.superblock().sizes;
-        let mut r = h5_format::Reader::new(&obj, "region reference", u64::MAX);
-        let addr = r.offset(sizes)?;
-        let selection = r.bytes(r.remaining())?;
-        let to = self.ctx.sizes();
-        let mut w = h5_format::Writer::with_capacity(8 + selection.len());
-        w.offset(to, self.target(addr)?);
-        w.bytes(selection);
-        let id = self.ctx.heap_insert(w.as_slice())?;
-        let mut w = h5_format::Writer::with_capacity(out.len());
-        id.encode(to, &mut w);
-        if w.as_slice().len() != out.len() {
-            return Err(Error::Unsupported(format!(
-                "a region reference of {} bytes",
-                out.len()
-            )));
+    /// A reference of any kind, pointing at the copy of its object (a revised reference into
+    /// another file is kept as it is): object references as an address, region references with
+    /// their selection written again into the destination's global heap (in the versions of
+    /// the destination's bounds), revised references inline or in the heap.
+    fn reference(&mut self, rt: &ReferenceType, input: &[u8], out: &mut [u8]) -> Result<()> {
+        let mut r = h5_core::references::decode(self.src, rt, input)?;
+        if let Some(x) = &mut r
+            && x.file.is_none()
+        {
+            x.object = self.target(x.object)?;
         }
-        out.copy_from_slice(w.as_slice());
-        Ok(())
+        match rt.kind {
+            ReferenceKind::Object => {
+                let mut w = h5_format::Writer::with_capacity(8);
+                w.u64(r.map_or(0, |x| x.object));
+                out.copy_from_slice(w.as_slice());
+                Ok(())
+            }
+            ReferenceKind::DatasetRegion => {
+                let region = match r {
+                    None => crate::RegionRef::null(),
+                    Some(x) => match x.target {
+                        crate::RefTarget::Region(sel) => {
+                            crate::RegionRef::from_parts(x.object, sel)
+                        }
+                        other => {
+                            return Err(Error::Invalid(format!(
+                                "a region reference holding {other:?}"
+                            )));
+                        }
+                    },
+                };
+                region.h5_encode(out, self.ctx)
+            }
+            _ => r.h5_encode(out, self.ctx),
+        }
     }
 
     /// Every element of `raw`.
@@ -977,21 +1102,7 @@ impl Recoder<'_, '_> {
                     self.ctx.put_vlen(out, n, data, string)
                 }
             }
-            Datatype::Reference(r) if r.kind == ReferenceKind::DatasetRegion => {
-                self.region(input, out)
-            }
-            Datatype::Reference(_) => {
-                let mut r = h5_format::Reader::new(input, "object reference", u64::MAX);
-                let addr = r.offset(self.src.superblock().sizes)?;
-                if addr == 0 || addr == h5_format::UNDEFINED_ADDRESS {
-                    out.copy_from_slice(input);
-                    return Ok(());
-                }
-                let mut w = h5_format::Writer::with_capacity(8);
-                w.u64(self.target(addr)?);
-                out.copy_from_slice(w.as_slice());
-                Ok(())
-            }
+            Datatype::Reference(rt) => self.reference(rt, input, out),
             Datatype::Compound(c) => {
                 out.copy_from_slice(input);
                 for m in c.members.iter().filter(|m| needs_recode(&m.datatype)) {

@@ -19,9 +19,11 @@ impl File {
         options: &CreateOptions,
         dir: Option<std::path::PathBuf>,
     ) -> Result<File> {
-        crate::swmr::refuse_storage(access)?;
-        let shared = FileShared::create(storage, access.settings(), options, dir)?;
-        Ok(File::from_shared(shared, None))
+        crate::swmr::api(|| {
+            crate::swmr::refuse_storage(access)?;
+            let shared = FileShared::create(storage, access.settings(), options, dir)?;
+            Ok(File::from_shared(shared, None))
+        })
     }
 
     /// Writes several whole datasets of this file in one chunk-cache call (their chunks are
@@ -35,7 +37,7 @@ impl File {
                 .zip(datasets)
                 .map(|(i, (_, b))| (&**i, *b))
                 .collect();
-            h5_core::write::io::write_many(self.shared(), &reqs)
+            h5_core::write::io::write_many(self.shared(), &reqs).map_err(|e| self.wrap(e))
         })
     }
 }
@@ -60,21 +62,17 @@ impl Dataset {
             if points.is_empty() {
                 return Ok(());
             }
-            self.check_type::<T>()?;
+            let conv = self.write_conversion::<T>()?;
             let flat: Vec<u64> = points.iter().flatten().copied().collect();
             let sel = Selection::Points(
                 Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?,
             );
-            encode_for(self.file_shared(), values, |b| {
-                h5_core::write::dataset::write(
-                    self.file_shared(),
-                    &self.info(),
-                    &sel,
-                    None,
-                    None,
-                    b,
-                )
-            })
+            let info = self.info();
+            let r = encode_for(self.file_shared(), values, |b| {
+                let c = conv.as_ref().map(|c| c as &dyn h5_chunkcache::Conversion);
+                h5_core::write::dataset::write(self.file_shared(), &info, &sel, None, c, b)
+            });
+            self.ctx(r)
         })
     }
 
@@ -83,7 +81,8 @@ impl Dataset {
     /// The bytes are as on disk: compressed, checksummed.
     pub fn read_chunk(&self, offset: &[u64]) -> Result<Option<(u32, Vec<u8>)>> {
         crate::swmr::api(|| {
-            h5_core::write::io::read_chunk(self.file_shared(), &self.info(), offset)
+            let r = h5_core::write::io::read_chunk(self.file_shared(), &self.info(), offset);
+            self.ctx(r)
         })
     }
 
@@ -92,13 +91,15 @@ impl Dataset {
     /// skipped). libhdf5's `H5Dwrite_chunk`.
     pub fn write_chunk(&self, offset: &[u64], filter_mask: u32, bytes: &[u8]) -> Result<()> {
         crate::swmr::api(|| {
-            h5_core::write::io::write_chunk(
+            let info = self.info();
+            let r = h5_core::write::io::write_chunk(
                 self.file_shared(),
-                &self.info(),
+                &info,
                 offset,
                 filter_mask,
                 bytes,
-            )
+            );
+            self.ctx(r)
         })
     }
 }

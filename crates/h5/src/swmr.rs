@@ -3,11 +3,58 @@
 //! outermost entry any expired end of tick runs (writer or reader), on the outermost exit any
 //! expired writer end of tick.
 
+use std::path::Path;
+use std::sync::Arc;
+
+use h5_core::file::FileShared;
+use h5_core::guard::OnClose;
+use h5_io::Storage;
 use h5_swmr::SwmrConfig;
 
-use crate::{File, FileAccess, Result};
+use crate::open::{Mode, open_path};
+use crate::{CreateOptions, File, FileAccess, Result};
 
 pub use h5_core::swmr::SwmrStatus;
+
+/// Opens the HDF5 file of a VFD SWMR file by path with `access`'s locking (the writer
+/// exclusive, shared once the file is set up; readers shared; all until close) and without
+/// the rollback journal: a writer changes the HDF5 file only with writes delayed until every
+/// reader has the pages from the metadata file, and a crash is recovered from the metadata
+/// file (`h5 recover`, docs/design.md §8.5). A hot journal left by an earlier plain writer is
+/// rolled back first all the same.
+fn opener(
+    path: &Path,
+    mode: Mode,
+    access: &FileAccess,
+) -> impl Fn() -> Result<(Arc<dyn Storage>, OnClose)> {
+    let access = access.clone().rollback_journal(false);
+    let path = path.to_path_buf();
+    move || {
+        let opened = open_path(&path, mode, &access)?;
+        Ok((opened.storage, opened.on_close))
+    }
+}
+
+/// Creates the file at `path` as the VFD SWMR writer.
+pub(crate) fn create(
+    path: &Path,
+    access: &FileAccess,
+    options: &CreateOptions,
+) -> Result<Arc<FileShared>> {
+    let open = opener(path, Mode::Create, access);
+    FileShared::create_swmr(path, access.settings(), options, &open)
+}
+
+/// Opens the file at `path` as the VFD SWMR writer (`writable`) or a reader.
+pub(crate) fn open(path: &Path, access: &FileAccess, writable: bool) -> Result<Arc<FileShared>> {
+    let mode = if writable {
+        Mode::ReadWrite
+    } else {
+        Mode::Read
+    };
+    let open = opener(path, mode, access);
+    FileShared::open_swmr(path, access.settings(), writable, &open)
+}
 
 /// VFD SWMR runs only on files opened by path on a POSIX file system (the RFC's sec2 driver,
 /// SWMR-078): any other storage is refused.

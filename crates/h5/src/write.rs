@@ -1,33 +1,32 @@
-//! Writing: creating files, groups, datasets and attributes, in the formats of the chosen
-//! [`crate::FormatBounds`] (V18 by default).
+//! Creating files, groups and datasets, in the formats of the chosen
+//! [`crate::FormatBounds`] (`(V18, LATEST)` by default). Writing data is in `write_data.rs`.
 
 use std::marker::PhantomData;
 use std::path::Path;
-use std::sync::Arc;
 
-use h5_chunkcache::selection::Selection;
-use h5_core::file::FileShared;
 use h5_core::filters::{
     BitshuffleCompression, BloscCompressor, BloscShuffle, FilterRequest, ScaleOffset, SzipCoding,
 };
 use h5_core::write::CreateOptions;
 use h5_core::write::chunk_index::ChunkIndexKind;
 use h5_core::write::dataset::{NewDataset, NewLayout};
-use h5_format::datatype::{Charset, Datatype, StringPadding, StringType};
+use h5_format::datatype::Datatype;
 use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::Filter;
-use h5_io::{FileStorage, OpenMode};
-use ndarray::SliceInfoElem;
+use ndarray::{ArrayView, Dimension};
 
-use crate::types::{EncodeCtx, H5Type, encode_for};
+use crate::open::{Mode, explain, open_path};
+use crate::types::{EncodeCtx, H5Type};
 use crate::{Dataset, Error, File, FileAccess, FilterInfo, Group, GroupOptions, Result};
 
 impl File {
     /// Creates (or truncates) the file at `path` for writing, with the default cache settings
-    /// and the default format bounds, [`crate::FormatBounds::V18`] (HDF5 2.0's default:
-    /// superblock 2, v2 object headers, link-message groups; readable by HDF5 1.8 and newer).
-    /// Pass [`crate::FormatBounds::Earliest`] to [`File::create_with`] for files HDF5 1.6 reads.
+    /// and HDF5 2.0's default format bounds, `(V18, LATEST)` (see [`crate::FormatBounds`]):
+    /// superblock 2, version 2 object headers, link-message groups, version 1 B-tree chunk
+    /// indexes, so HDF5 1.8 and every newer library (h5py included) read the file. Pass
+    /// [`CreateOptions::with_bounds`] to [`File::create_with`] for other bounds, for example
+    /// `(Earliest, LATEST)` (what HDF5 1.x and h5py write by default) for files HDF5 1.6 reads.
     pub fn create(path: impl AsRef<Path>) -> Result<File> {
         crate::swmr::api(|| {
             Self::create_with(path, &FileAccess::default(), &CreateOptions::default())
@@ -43,12 +42,16 @@ impl File {
         crate::swmr::api(|| {
             let path = path.as_ref();
             if access.settings().swmr.is_some() {
-                let shared = FileShared::create_swmr(path, access.settings(), options)?;
+                let shared = crate::swmr::create(path, access, options)
+                    .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
                 return Ok(File::from_shared(shared, Some(path.to_path_buf())));
             }
-            let storage = FileStorage::open(path, OpenMode::Create)?;
+            let opened = open_path(path, Mode::Create, access)?;
             let dir = path.parent().map(Path::to_path_buf);
-            let shared = FileShared::create(Arc::new(storage), access.settings(), options, dir)?;
+            let shared =
+                h5_core::file::FileShared::create(opened.storage, access.settings(), options, dir)
+                    .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
+            shared.storage().set_on_close(opened.on_close);
             Ok(File::from_shared(shared, Some(path.to_path_buf())))
         })
     }
@@ -58,7 +61,7 @@ impl File {
     /// datasets and attributes added, deleted or renamed, contiguous and version 1 B-tree chunked
     /// datasets written and resized. A userblock is kept as it is.
     pub fn open_rw(path: impl AsRef<Path>) -> Result<File> {
-        Self::open_rw_with(path, &FileAccess::default())
+        crate::swmr::api(|| Self::open_rw_with(path, &FileAccess::default()))
     }
 
     /// [`File::open_rw`] with the given cache settings.
@@ -66,50 +69,48 @@ impl File {
         crate::swmr::api(|| {
             let path = path.as_ref();
             if access.settings().swmr.is_some() {
-                let shared = FileShared::open_swmr(path, access.settings(), true)?;
+                let shared = crate::swmr::open(path, access, true)
+                    .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
                 return Ok(File::from_shared(shared, Some(path.to_path_buf())));
             }
-            let storage = FileStorage::open(path, OpenMode::ReadWrite)?;
+            let opened = open_path(path, Mode::ReadWrite, access)?;
             let dir = path.parent().map(Path::to_path_buf);
-            let shared = FileShared::open_rw(Arc::new(storage), access.settings(), dir)?;
+            let shared = h5_core::file::FileShared::open_rw(opened.storage, access.settings(), dir)
+                .map_err(|e| explain(path, e).in_object(|| path.display().to_string(), "/"))?;
+            shared.storage().set_on_close(opened.on_close);
             Ok(File::from_shared(shared, Some(path.to_path_buf())))
         })
     }
 
-    /// Writes everything to the file (raw data, then metadata, the superblock last) and syncs.
+    /// Writes everything to the file (raw data, then metadata, the superblock last). When it
+    /// returns, the operating system holds a complete, consistent file (other processes can
+    /// open it; a writer killed at any later instant leaves at least this state, docs/design.md
+    /// §6). It is on stable storage only if the file was opened with
+    /// [`FileAccess::sync`]`(true)`, which adds an `fsync`; by default, as libhdf5's `H5Fflush`,
+    /// it does not sync.
     pub fn flush(&self) -> Result<()> {
-        crate::swmr::api(|| self.shared().flush())
+        crate::swmr::api(|| self.ctx(self.shared().flush()))
     }
 
-    /// Flushes and closes this handle, reporting any error (dropping the last handle flushes
-    /// too, but cannot report).
+    /// Flushes and closes the file, reporting any error (dropping the last handle flushes and
+    /// closes too, but cannot report). Every other handle of the file — clones of this `File`,
+    /// groups, datasets, attributes — refuses later calls with [`Error::Closed`], and the
+    /// file's lock is released (libhdf5's strong close degree). A file in the failed state is
+    /// closed as well, and the failure returned. The same durability as
+    /// [`File::flush`] (libhdf5's `H5Fclose` does not sync either).
+    ///
+    /// A VFD SWMR file ends its session here: the writer waits out its delayed writes,
+    /// publishes an empty index at a new tick and removes the metadata file; a reader stops
+    /// taking part in ticks.
     pub fn close(self) -> Result<()> {
-        if self.shared().is_swmr() {
-            // VFD SWMR: the file is closed for SWMR now (a writer waits out its delayed
-            // writes, publishes an empty index at a new tick and removes the metadata file);
-            // other handles still open stop taking part in ticks.
-            return crate::swmr::api(|| self.shared().close_swmr());
-        }
-        self.shared().flush()
-    }
-
-    /// Creates the group at `path` (relative to the root), creating missing intermediate
-    /// groups; an existing group at `path` is an error.
-    pub fn create_group(&self, path: &str) -> Result<Group> {
-        self.root()?.create_group(path)
-    }
-
-    /// Creates the group at `path` with creation `options` (intermediate groups get the
-    /// defaults).
-    pub fn create_group_with(&self, path: &str, options: &GroupOptions) -> Result<Group> {
-        crate::swmr::api(|| self.root()?.create_group_with(path, options))
+        crate::swmr::api(|| self.ctx(self.shared().close()))
     }
 }
 
 impl Group {
     /// Creates the group `path` below this one (intermediate groups are created when missing).
     pub fn create_group(&self, path: &str) -> Result<Group> {
-        self.create_group_with(path, &GroupOptions::default())
+        crate::swmr::api(|| self.create_group_with(path, &GroupOptions::default()))
     }
 
     /// Creates the group `path` below this one with creation `options` (link creation order
@@ -133,13 +134,35 @@ impl Group {
         })
     }
 
+    /// The group at `path` below this one (or absolute), created with any missing
+    /// intermediate groups when it does not exist (h5py's `require_group`).
+    pub fn require_group(&self, path: &str) -> Result<Group> {
+        crate::swmr::api(|| {
+            let mut g = if path.starts_with('/') {
+                Group::root(self.file_shared())
+            } else {
+                self.clone()
+            };
+            for p in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+                g = match g.group(p) {
+                    Ok(sub) => sub,
+                    Err(Error::NotFound(_)) => g.create_child_group(p)?,
+                    Err(e) => return Err(e),
+                };
+            }
+            Ok(g)
+        })
+    }
+
     fn create_child_group(&self, name: &str) -> Result<Group> {
         self.create_child_group_with(name, &GroupOptions::default())
     }
 
     fn create_child_group_with(&self, name: &str, options: &GroupOptions) -> Result<Group> {
-        self.file_shared()
-            .create_group_with(self.address(), name, options)?;
+        let r = self
+            .file_shared()
+            .create_group_with(self.address(), name, options);
+        self.ctx(r)?;
         self.group(name)
     }
 
@@ -160,7 +183,7 @@ impl Group {
     pub fn unlink(&self, path: &str) -> Result<()> {
         crate::swmr::api(|| {
             let (g, name) = self.parent_of(path)?;
-            self.file_shared().unlink(g.address(), name)
+            self.ctx(self.file_shared().unlink(g.address(), name))
         })
     }
 
@@ -170,21 +193,10 @@ impl Group {
         crate::swmr::api(|| {
             let (src, name) = self.parent_of(from)?;
             let (dst, new_name) = self.parent_of(to)?;
-            self.file_shared()
-                .move_link(src.address(), name, dst.address(), new_name)
-        })
-    }
-
-    /// Deletes the attribute `name`.
-    pub fn delete_attr(&self, name: &str) -> Result<()> {
-        crate::swmr::api(|| self.file_shared().delete_attribute(self.address(), name))
-    }
-
-    /// Renames the attribute `name` to `new_name`.
-    pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
-        crate::swmr::api(|| {
-            self.file_shared()
-                .rename_attribute(self.address(), name, new_name)
+            let r = self
+                .file_shared()
+                .move_link(src.address(), name, dst.address(), new_name);
+            self.ctx(r)
         })
     }
 
@@ -193,8 +205,10 @@ impl Group {
     /// bounds V18 and newer).
     pub fn link_external(&self, name: &str, file: &str, path: &str) -> Result<()> {
         crate::swmr::api(|| {
-            self.file_shared()
-                .link_external(self.address(), name, file, path)
+            let r = self
+                .file_shared()
+                .link_external(self.address(), name, file, path);
+            self.ctx(r)
         })
     }
 
@@ -207,14 +221,16 @@ impl Group {
 
     /// Adds a soft link `name` → `target` (a path).
     pub fn link_soft(&self, name: &str, target: &str) -> Result<()> {
-        crate::swmr::api(|| self.file_shared().link_soft(self.address(), name, target))
+        crate::swmr::api(|| self.ctx(self.file_shared().link_soft(self.address(), name, target)))
     }
 
     /// Adds a hard link `name` to an existing object of this file (for example a dataset).
     pub fn link_hard(&self, name: &str, target: &Dataset) -> Result<()> {
         crate::swmr::api(|| {
-            self.file_shared()
-                .link_hard(self.address(), name, target.address())
+            let r = self
+                .file_shared()
+                .link_hard(self.address(), name, target.address());
+            self.ctx(r)
         })
     }
 
@@ -236,48 +252,6 @@ impl Group {
             _t: PhantomData,
         }
     }
-
-    /// Writes (or replaces) the attribute `name` holding `values` (a 1-D array).
-    pub fn write_attr<T: H5Type>(&self, name: &str, values: &[T]) -> Result<()> {
-        crate::swmr::api(|| write_attr(self.file_shared(), self.address(), name, values))
-    }
-
-    /// Writes (or replaces) the scalar attribute `name`.
-    pub fn write_attr_scalar<T: H5Type>(&self, name: &str, value: T) -> Result<()> {
-        crate::swmr::api(|| write_attr_scalar(self.file_shared(), self.address(), name, value))
-    }
-
-    /// Writes (or replaces) the attribute `name` holding a fixed-length UTF-8 string.
-    pub fn write_attr_str(&self, name: &str, value: &str) -> Result<()> {
-        crate::swmr::api(|| write_attr_str(self.file_shared(), self.address(), name, value))
-    }
-}
-
-fn write_attr<T: H5Type>(file: &FileShared, obj: u64, name: &str, values: &[T]) -> Result<()> {
-    let dims = [values.len() as u64];
-    encode_for(file, values, |b| {
-        file.write_attribute(obj, name, &T::h5_type(), Some(&dims), b)
-    })
-}
-
-fn write_attr_scalar<T: H5Type>(file: &FileShared, obj: u64, name: &str, value: T) -> Result<()> {
-    encode_for(file, std::slice::from_ref(&value), |b| {
-        file.write_attribute(obj, name, &T::h5_type(), None, b)
-    })
-}
-
-fn write_attr_str(file: &FileShared, obj: u64, name: &str, value: &str) -> Result<()> {
-    let bytes = value.as_bytes();
-    let t = Datatype::String(StringType {
-        size: bytes.len().max(1) as u32,
-        padding: StringPadding::NullTerminate,
-        charset: Charset::Utf8,
-    });
-    let mut data = bytes.to_vec();
-    if data.is_empty() {
-        data.push(0);
-    }
-    file.write_attribute(obj, name, &t, None, &data)
 }
 
 /// A new dataset's description (hdf5-metno style):
@@ -410,6 +384,19 @@ impl<T: H5Type> DatasetBuilder<T> {
         })
     }
 
+    /// Adds Blosc2 compression (registered filter 32026, as hdf5plugin's `Blosc2` and PyTables'
+    /// `blosc2:*` write it): a compressor (BloscLZ, LZ4, LZ4HC, zlib or Zstandard), a level 0–9
+    /// and the shuffle applied first. This library's encoder writes one Blosc2 frame per chunk
+    /// holding LZ4 blocks for the BloscLZ, LZ4 and LZ4HC choices (each chunk names its codec, so
+    /// every Blosc2 reader decodes them) and zlib or Zstandard blocks for those. Optional.
+    pub fn blosc2(self, compressor: BloscCompressor, level: u8, shuffle: BloscShuffle) -> Self {
+        self.filter(FilterRequest::Blosc2 {
+            compressor,
+            level: u32::from(level),
+            shuffle,
+        })
+    }
+
     /// Adds the bitshuffle filter (registered filter 32008), alone or followed by LZ4 or
     /// Zstandard per block, with the filter's default block size. Optional.
     pub fn bitshuffle(self, compression: BitshuffleCompression) -> Self {
@@ -488,9 +475,24 @@ impl<T: H5Type> DatasetBuilder<T> {
         self
     }
 
-    /// Creates the dataset `name` in the group.
-    pub fn create(self, name: &str) -> Result<Dataset> {
+    /// Creates the dataset `name` in the group; a path (`a/b/name`) creates the missing
+    /// groups on the way, as h5py does.
+    pub fn create(mut self, name: &str) -> Result<Dataset> {
         crate::swmr::api(|| {
+            let name = match name.rsplit_once('/') {
+                Some((dir, leaf)) => {
+                    self.group =
+                        self.group
+                            .require_group(if dir.is_empty() { "/" } else { dir })?;
+                    leaf
+                }
+                None => name,
+            };
+            let file = self.group.file_shared();
+            crate::bounds::check_datatype(file, &self.datatype)?;
+            if let Some(kind) = self.chunk_index {
+                crate::bounds::check_chunk_index(file, kind)?;
+            }
             let fill = self.fill.transpose()?;
             let layout = match self.chunk {
                 _ if self.compact => {
@@ -530,132 +532,27 @@ impl<T: H5Type> DatasetBuilder<T> {
                 alloc_time: self.alloc_time,
                 fill_time: self.fill_time,
             };
-            let file = self.group.file_shared();
-            file.create_dataset(self.group.address(), name, &spec)?;
+            let r = file.create_dataset(self.group.address(), name, &spec);
+            self.group.ctx(r)?;
             self.group.dataset(name)
         })
     }
 
-    /// Creates the dataset `name` with the shape of `data` (1-D) and writes it.
-    pub fn create_with_data(self, name: &str, data: &[T]) -> Result<Dataset> {
-        let ds = self.shape([data.len()]).create(name)?;
-        ds.write(data)?;
-        Ok(ds)
-    }
-}
-
-impl Dataset {
-    /// Writes every element (`data` in C order, as many elements as the dataset holds).
-    pub fn write<T: H5Type>(&self, data: &[T]) -> Result<()> {
+    /// Creates the dataset `name` with the shape of `data` (an array of any dimensions and
+    /// memory layout, or a slice) and writes it (hdf5-metno's `with_data(..).create(..)`).
+    pub fn create_with_data<'a, D: Dimension>(
+        self,
+        name: &str,
+        data: impl Into<ArrayView<'a, T, D>>,
+    ) -> Result<Dataset>
+    where
+        T: 'a,
+    {
         crate::swmr::api(|| {
-            self.check_type::<T>()?;
-            if data.len() != self.size() {
-                return Err(Error::Invalid(format!(
-                    "{} elements written to a dataset of {}",
-                    data.len(),
-                    self.size()
-                )));
-            }
-            encode_for(self.file_shared(), data, |b| {
-                h5_core::write::dataset::write(
-                    self.file_shared(),
-                    &self.info(),
-                    &Selection::All,
-                    None,
-                    None,
-                    b,
-                )
-            })
-        })
-    }
-
-    /// Writes `data` (C order) into the hyperslab `slice` (ndarray's `s![..]`).
-    pub fn write_slice<T: H5Type>(
-        &self,
-        data: &[T],
-        slice: impl AsRef<[SliceInfoElem]>,
-    ) -> Result<()> {
-        crate::swmr::api(|| {
-            self.check_type::<T>()?;
-            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), self.info().dims())?;
-            let n: usize = shape.iter().product();
-            let sel = Selection::Hyperslab(slab);
-            if data.len() != n {
-                return Err(Error::Invalid(format!(
-                    "{} elements for a selection of {n}",
-                    data.len()
-                )));
-            }
-            encode_for(self.file_shared(), data, |b| {
-                h5_core::write::dataset::write(
-                    self.file_shared(),
-                    &self.info(),
-                    &sel,
-                    None,
-                    None,
-                    b,
-                )
-            })
-        })
-    }
-
-    /// Changes the dimensions of a chunked dataset created by this handle's file (growing within
-    /// the maximum shape, or shrinking).
-    pub fn resize(&mut self, dims: impl AsRef<[usize]>) -> Result<()> {
-        crate::swmr::api(|| {
-            let dims: Vec<u64> = dims.as_ref().iter().map(|d| *d as u64).collect();
-            let info = h5_core::write::dataset::resize(self.file_shared(), &self.info(), &dims)?;
-            self.set_info(info);
-            Ok(())
-        })
-    }
-
-    /// The chunk index of a chunked dataset (`None`: not chunked).
-    pub fn chunk_index(&self) -> Option<ChunkIndexKind> {
-        match &self.info().layout.class {
-            h5_format::message::layout::LayoutClass::Chunked { index, .. } => {
-                Some(ChunkIndexKind::of(index))
-            }
-            _ => None,
-        }
-    }
-
-    pub(crate) fn check_type<T: H5Type>(&self) -> Result<()> {
-        if !crate::types::same_type(self.dtype(), &T::h5_type()) {
-            return Err(Error::Invalid(format!(
-                "writing {} elements to a dataset of {}",
-                std::any::type_name::<T>(),
-                self.dtype().describe()
-            )));
-        }
-        Ok(())
-    }
-
-    /// Writes (or replaces) the attribute `name` holding `values` (a 1-D array).
-    pub fn write_attr<T: H5Type>(&self, name: &str, values: &[T]) -> Result<()> {
-        crate::swmr::api(|| write_attr(self.file_shared(), self.address(), name, values))
-    }
-
-    /// Writes (or replaces) the scalar attribute `name`.
-    pub fn write_attr_scalar<T: H5Type>(&self, name: &str, value: T) -> Result<()> {
-        crate::swmr::api(|| write_attr_scalar(self.file_shared(), self.address(), name, value))
-    }
-
-    /// Writes (or replaces) the attribute `name` holding a fixed-length UTF-8 string.
-    pub fn write_attr_str(&self, name: &str, value: &str) -> Result<()> {
-        crate::swmr::api(|| write_attr_str(self.file_shared(), self.address(), name, value))
-    }
-
-    /// Deletes the attribute `name`.
-    pub fn delete_attr(&self, name: &str) -> Result<()> {
-        crate::swmr::api(|| self.file_shared().delete_attribute(self.address(), name))
-    }
-
-    /// Renames the attribute `name` to `new_name`.
-    pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
-        crate::swmr::api(|| {
-            self.file_shared()
-                .rename_attribute(self.address(), name, new_name)
+            let data = data.into();
+            let ds = self.shape(data.shape()).create(name)?;
+            ds.write(data)?;
+            Ok(ds)
         })
     }
 }

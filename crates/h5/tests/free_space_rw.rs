@@ -1,8 +1,11 @@
 //! A file whose free space libhdf5 persisted (`fixtures/fsm/fsm_persist.h5`), changed by h5:
 //! h5 loads the persisted sections, frees libhdf5's managers, puts the new dataset into free
-//! space (the file does not grow) and persists what is left with its own managers; libhdf5
-//! must read the data and exactly those free sections, and reopen the file read-write and close
-//! it (which settles its managers) without error.
+//! space and persists what is left with its own managers; libhdf5 must read the data and
+//! exactly those free sections, and reopen the file read-write and close it (which settles its
+//! managers) without error. What the file as opened uses (libhdf5's managers, the root
+//! group's heap segment and header continuation) stays allocated until h5's flush completes
+//! (delayed reuse, docs/design.md §6), so their replacements go elsewhere: the file grows by
+//! those (about half a KiB), while the dataset's 400 bytes come from the free space.
 
 use h5::File;
 use h5_testkit::verify::run_python;
@@ -32,14 +35,21 @@ fn h5_changes_keep_libhdf5s_persisted_free_space_valid() {
         ds.write(&(0..100).collect::<Vec<i32>>()).unwrap();
         f.close().unwrap();
     }
-    assert!(std::fs::metadata(&path).unwrap().len() <= len_before);
+    let len_after = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        len_after <= len_before + 1024,
+        "{len_before} -> {len_after}"
+    );
     // What h5 persisted: less free space than before (the dataset took some).
     let after = File::open(&path)
         .unwrap()
         .persisted_free_space()
         .unwrap()
         .unwrap();
-    assert!(after.free_bytes() < before.free_bytes());
+    assert!(
+        after.free_bytes() + 400 <= before.free_bytes(),
+        "the dataset's 400 bytes came from free space"
+    );
     let sections: Vec<String> = after
         .sections()
         .iter()

@@ -1,7 +1,7 @@
 //! Legacy SWMR (what libhdf5 releases speak): an h5py writer in `swmr_mode` appends to a dataset
 //! and flushes; h5 opens the file read-only while it is being written and follows it with
 //! `Dataset::refresh`. This is the weaker protocol: a reader sees each object as of the writer's
-//! last flush of it, with no tick-wide snapshot (docs/design.md §7.6).
+//! last flush of it, with no tick-wide snapshot (docs/design.md §8.6).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -44,7 +44,15 @@ fn h5_follows_an_h5py_swmr_writer() {
         .expect("the pinned Python with h5py (scripts/setup-tools)");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "READY");
-    let f = h5::File::open(&path).unwrap();
+    // The writer marked the superblock (write and SWMR-write status flags): a plain open is
+    // refused, as libhdf5 refuses it; a SWMR read open is not.
+    let plain = h5::File::open(&path).unwrap_err();
+    assert!(
+        matches!(plain.inner(), h5::Error::OpenForWriting { flags } if *flags & 0b101 == 0b101),
+        "{plain}"
+    );
+    let f = h5::File::open_with(&path, &h5::FileAccess::new().swmr_read(true)).unwrap();
+    assert!(f.marked_open_for_writing());
     let d = f.dataset("d").unwrap();
     let g = f.dataset("g").unwrap();
     let mut seen = Vec::new();

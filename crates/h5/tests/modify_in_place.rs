@@ -70,8 +70,10 @@ fn modify_and_check(userblock: u32) {
         }
         grp.move_link("d01", "renamed").unwrap();
         root.move_link("grp/d02", "new/inner/moved").unwrap();
-        // The last link to "big" goes: its megabyte is free for the next dataset.
+        // The last link to "big" goes: its megabyte is free for the next dataset once a flush
+        // has completed without it (delayed reuse, docs/design.md §6).
         root.unlink("big").unwrap();
+        f.flush().unwrap();
         let again: Vec<f64> = (0..(1 << 17)).map(f64::from).collect();
         root.new_dataset::<f64>()
             .create_with_data("big2", &again)
@@ -88,7 +90,7 @@ fn modify_and_check(userblock: u32) {
         let late = root.dataset("late").unwrap();
         let v: Vec<i16> = (0..50).map(|i| i * 3).collect();
         late.write(&v).unwrap();
-        let mut ext = root.dataset("ext").unwrap();
+        let ext = root.dataset("ext").unwrap();
         ext.resize([13, 100]).unwrap();
         let rows: Vec<i32> = (0..300).map(|i| -i).collect();
         ext.write_slice(
@@ -451,7 +453,7 @@ with h5py.File(sys.argv[1], "w", libver="latest") as f:
     run_python(code, &[path.to_str().unwrap()]);
     {
         let f = h5::File::open_rw(&path).unwrap();
-        let mut ea = f.dataset("ea").unwrap();
+        let ea = f.dataset("ea").unwrap();
         assert_eq!(ea.chunk_index(), Some(h5::ChunkIndexKind::ExtensibleArray));
         ea.resize([14]).unwrap();
         ea.write_slice(
@@ -466,7 +468,7 @@ with h5py.File(sys.argv[1], "w", libver="latest") as f:
         let fa = f.dataset("fa").unwrap();
         fa.write_points(&[vec![3, 5], vec![0, 0]], &[-1.0f64, -2.0])
             .unwrap();
-        let mut bt2 = f.dataset("bt2").unwrap();
+        let bt2 = f.dataset("bt2").unwrap();
         bt2.resize([4, 5]).unwrap();
         bt2.write_points(&[vec![3, 4]], &[99i16]).unwrap();
         f.dataset("single")

@@ -61,7 +61,7 @@ fn workload(f: &h5::File) {
         .create("fixed")
         .unwrap();
     fixed.write(&(0..4000).collect::<Vec<i32>>()).unwrap();
-    let mut ext = root
+    let ext = root
         .new_dataset::<i64>()
         .shape([0])
         .max_shape([None])
@@ -75,7 +75,7 @@ fn workload(f: &h5::File) {
         let block: Vec<i64> = (0..37).map(|i| round * 1000 + i).collect();
         ext.write_slice(&block, range(n, n + 37)).unwrap();
     }
-    let mut two = root
+    let two = root
         .new_dataset::<u16>()
         .shape([10, 10])
         .max_shape([None, None])

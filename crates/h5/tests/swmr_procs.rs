@@ -308,7 +308,7 @@ fn say(line: &str) {
 fn writer_script(arg: &Value) {
     let path = p(arg, "path");
     let f = h5::File::create_with(&path, &access(writer_cfg(0), 64), &paged()).unwrap();
-    let mut d = f
+    let d = f
         .root()
         .unwrap()
         .new_dataset::<i64>()

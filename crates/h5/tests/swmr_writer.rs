@@ -20,7 +20,7 @@ fn writer_publishes_ticks_that_readers_can_follow() {
         "empty until the first tick"
     );
     let g = f.create_group("g").unwrap();
-    let mut ds = g
+    let ds = g
         .new_dataset::<i32>()
         .shape([0])
         .max_shape([None])

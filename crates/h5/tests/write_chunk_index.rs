@@ -210,7 +210,7 @@ where
             if c.early {
                 b = b.alloc_time(AllocTime::Early);
             }
-            let mut ds = b.create(&name).unwrap();
+            let ds = b.create(&name).unwrap();
             assert_eq!(ds.chunk_index(), Some(c.kind));
             let mut m = Model::new(c.dims, c.chunk, -7.0);
             let k = n as f64 * 1000.0;
@@ -593,7 +593,7 @@ fn allocation_and_fill_times_follow_libhdf5() {
             if filtered {
                 b = b.shuffle().deflate(6);
             }
-            let mut d = b.create(name).unwrap();
+            let d = b.create(name).unwrap();
             // Growing allocates the new chunks too.
             d.resize([12, 10]).unwrap();
         }
@@ -831,8 +831,10 @@ fn relaid_indexes_free_their_old_blocks() {
         "file sizes: flushed once {}, after every append {}",
         sizes[0], sizes[1]
     );
+    // Delayed reuse (docs/design.md §6): the blocks an index had at one flush are reused only
+    // after the next one, so flushing at every append keeps up to two layouts' worth.
     assert!(
-        sizes[1] < sizes[0] + sizes[0] / 4,
+        sizes[1] < sizes[0] + sizes[0] * 3 / 4,
         "flushing after every append grew the file from {} to {} bytes",
         sizes[0],
         sizes[1]

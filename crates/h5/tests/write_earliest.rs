@@ -190,7 +190,7 @@ fn resized_datasets_hold_what_was_appended() {
         let f = create_earliest(&path);
         let root = f.root().unwrap();
         for k in 0..10i32 {
-            let mut d = root
+            let d = root
                 .new_dataset::<i32>()
                 .shape([0])
                 .max_shape([None])
@@ -212,7 +212,7 @@ fn resized_datasets_hold_what_was_appended() {
                     .digest(digest_le(&all)),
             );
         }
-        let mut s = root
+        let s = root
             .new_dataset::<f32>()
             .shape([50, 50])
             .max_shape([Some(100), Some(100)])
@@ -288,18 +288,25 @@ fn misuse_is_a_typed_error() {
     let root = f.root().unwrap();
     root.create_group("g").unwrap();
     assert!(matches!(root.create_group("g"), Err(h5::Error::Exists(_))));
-    let mut ds = root.new_dataset::<f32>().shape([4]).create("x").unwrap();
+    let ds = root.new_dataset::<f32>().shape([4]).create("x").unwrap();
     assert!(matches!(
         root.new_dataset::<f32>().shape([4]).create("x"),
         Err(h5::Error::Exists(_))
     ));
+    // i32 into f32 may round: refused unless asked (as for reads); i16 converts losslessly.
     assert!(matches!(
         ds.write(&[1i32, 2, 3, 4]),
+        Err(h5::Error::Convert(_))
+    ));
+    ds.write(&[1i16, 2, 3, 4]).unwrap();
+    assert_eq!(ds.read_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+    assert!(matches!(
+        ds.write(&vec!["a".to_owned(); 4]),
         Err(h5::Error::Invalid(_))
     ));
     assert!(matches!(ds.write(&[1.0f32]), Err(h5::Error::Invalid(_))));
     assert!(matches!(ds.resize([8]), Err(h5::Error::Unsupported(_))));
-    let mut c = root
+    let c = root
         .new_dataset::<u8>()
         .shape([4])
         .max_shape([Some(6)])

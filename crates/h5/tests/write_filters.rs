@@ -51,6 +51,7 @@ enum F {
     Zstd(i32),
     Bzip2(u8),
     Blosc(Bc, u8, Bsh),
+    Blosc2(Bc, u8, Bsh),
     Bitshuffle(Bs),
     BitshuffleBlocks(u32, Bs),
 }
@@ -70,6 +71,7 @@ impl F {
             F::Zstd(l) => b.zstd(l),
             F::Bzip2(n) => b.bzip2(n),
             F::Blosc(c, l, s) => b.blosc(c, l, s),
+            F::Blosc2(c, l, s) => b.blosc2(c, l, s),
             F::Bitshuffle(c) => b.bitshuffle(c),
             F::BitshuffleBlocks(n, c) => b.bitshuffle_blocks(n, c),
         }
@@ -111,6 +113,24 @@ impl F {
                     Bsh::Bit => 2,
                 };
                 format!("**hdf5plugin.Blosc(cname='{c}', clevel={l}, shuffle={s})")
+            }
+            F::Blosc2(c, l, s) => {
+                let c = match c {
+                    Bc::BloscLz => "blosclz",
+                    Bc::Lz4 => "lz4",
+                    Bc::Lz4Hc => "lz4hc",
+                    Bc::Snappy => "snappy",
+                    Bc::Zlib => "zlib",
+                    Bc::Zstd => "zstd",
+                };
+                let s = match s {
+                    Bsh::None => "NOFILTER",
+                    Bsh::Byte => "SHUFFLE",
+                    Bsh::Bit => "BITSHUFFLE",
+                };
+                format!(
+                    "**hdf5plugin.Blosc2(cname='{c}', clevel={l}, filters=hdf5plugin.Blosc2.{s})"
+                )
             }
             F::Bitshuffle(c) => F::BitshuffleBlocks(0, c).python(),
             F::BitshuffleBlocks(n, c) => match c {
@@ -491,6 +511,47 @@ fn plugin_filters_record_what_hdf5plugin_records() {
         None,
     );
     s.add::<i16>(&[1000], &[300], &[F::BitshuffleBlocks(80, Bs::None)], None);
+    s.run(&ours, &reference);
+}
+
+/// Blosc2 (filter 32026) as hdf5plugin builds it: every compressor and shuffle, one and two
+/// dimensions (the chunk shape in the client data and a `b2nd` frame), partial edge chunks.
+#[test]
+fn blosc2_records_what_hdf5plugin_records_and_reads_back() {
+    let (_d, ours, reference) = tmp();
+    let mut s = Suite::default();
+    s.add::<i32>(&[500], &[200], &[F::Blosc2(Bc::Lz4, 5, Bsh::Byte)], None);
+    s.add::<f64>(
+        &[100, 3],
+        &[40, 2],
+        &[F::Blosc2(Bc::Zstd, 7, Bsh::Bit)],
+        None,
+    );
+    s.add::<i16>(
+        &[300, 3],
+        &[130, 2],
+        &[F::Blosc2(Bc::Zlib, 4, Bsh::None)],
+        None,
+    );
+    s.add::<f32>(
+        &[300],
+        &[200],
+        &[F::Blosc2(Bc::BloscLz, 5, Bsh::Byte)],
+        None,
+    );
+    s.add::<u8>(&[300], &[200], &[F::Blosc2(Bc::Lz4Hc, 9, Bsh::None)], None);
+    s.add::<i64>(
+        &[30, 20, 10],
+        &[7, 6, 5],
+        &[F::Blosc2(Bc::Lz4, 3, Bsh::Byte)],
+        None,
+    );
+    s.add::<f32>(
+        &[64, 64],
+        &[64, 64],
+        &[F::Shuffle, F::Blosc2(Bc::Zstd, 1, Bsh::None)],
+        None,
+    );
     s.run(&ours, &reference);
 }
 

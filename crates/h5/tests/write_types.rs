@@ -94,7 +94,7 @@ fn read_all_layouts<T: H5Type + PartialEq + Debug>(f: &h5::File, name: &str, val
     }
     assert_eq!(g.attr("attr").unwrap().read_vec::<T>().unwrap(), values);
     assert_eq!(
-        &g.attr("scalar").unwrap().read_one::<T>().unwrap(),
+        &g.attr("scalar").unwrap().read_scalar::<T>().unwrap(),
         &values[0]
     );
 }
@@ -185,7 +185,7 @@ fn variable_length_strings() {
     read_all_layouts(&f, "ascii", &ascii);
     let root = f.root().unwrap();
     assert_eq!(
-        root.attr("title").unwrap().read_one::<String>().unwrap(),
+        root.attr("title").unwrap().read_scalar::<String>().unwrap(),
         "héllo wörld"
     );
     assert_eq!(
@@ -645,7 +645,7 @@ fn object_references() {
         .unwrap()
         .attr("scalar")
         .unwrap()
-        .read_one::<ObjectRef>()
+        .read_scalar::<ObjectRef>()
         .unwrap();
     assert_eq!(f.dereference(&scalar).unwrap().path(), "/g");
     assert!(f.dereference(&ObjectRef::null()).is_err());
@@ -905,8 +905,8 @@ fn impossible_conversions_are_errors() {
     assert_eq!(ds("i").read_vec::<bool>().unwrap(), [false, true, true]);
     assert!(ds("v").read_vec::<String>().is_err());
     assert!(ds("v").read_vec::<ObjectRef>().is_err());
-    assert_eq!(ds("v").read_one::<Vec<u16>>().unwrap(), [1, 2]);
-    assert!(ds("i").read_one::<i32>().is_err()); // three elements
+    assert_eq!(ds("v").read_scalar::<Vec<u16>>().unwrap(), [1, 2]);
+    assert!(ds("i").read_scalar::<i32>().is_err()); // three elements
 }
 
 /// A generic struct derives with `H5Type` bounds on its parameters.
@@ -973,7 +973,7 @@ fn generic_structs() {
     assert_eq!(
         root.attr("strings")
             .unwrap()
-            .read_one::<Pair<String>>()
+            .read_scalar::<Pair<String>>()
             .unwrap(),
         s
     );

@@ -46,7 +46,7 @@ pub(crate) struct Field {
 
 impl Field {
     /// The checksum of `a`, computed cheaply when `a` equals the field.
-    fn check(&self, a: &[f32]) -> u64 {
+    pub(crate) fn check(&self, a: &[f32]) -> u64 {
         if a == self.values.as_slice() {
             self.checksum
         } else {
@@ -55,12 +55,12 @@ impl Field {
     }
 }
 
-/// `h5::File::create_with` at `bounds`; `Ok(None)` when h5 refuses the bounds as unsupported
-/// (the cell then reads `n/a`).
-fn create(path: &Path, bounds: FormatBounds) -> BenchResult<Option<h5::File>> {
+/// `h5::File::create_with` at `bounds` with `access`; `Ok(None)` when h5 refuses the bounds as
+/// unsupported (the cell then reads `n/a`).
+fn create(path: &Path, bounds: FormatBounds, access: &FileAccess) -> BenchResult<Option<h5::File>> {
     match h5::File::create_with(
         path,
-        &FileAccess::new(),
+        access,
         &CreateOptions {
             bounds,
             ..Default::default()
@@ -90,17 +90,18 @@ fn read_data(path: &Path) -> BenchResult<Vec<f32>> {
     Ok(a.into_iter().collect())
 }
 
-/// W1 / W2: create, write the field, close (which syncs); then open, read it all, close.
+/// W1 / W2: create with `access`, write the field, close; then open, read it all, close.
 pub(crate) fn field_write_read(
     path: &Path,
     kind: FieldKind,
     field: &Field,
     chunk: usize,
     bounds: FormatBounds,
+    access: &FileAccess,
 ) -> BenchResult<RunOut> {
     let n = field.side;
     let p = Probe::start();
-    let Some(file) = create(path, bounds)? else {
+    let Some(file) = create(path, bounds, access)? else {
         return Ok(not_available(bounds));
     };
     let root = file.root().map_err(h5e)?;
@@ -201,7 +202,7 @@ pub(crate) struct AppendSizes {
 }
 
 /// W4's value of element `i` of dataset `j`: `j * 1000000 + i`.
-fn w4_value(j: usize, i: usize) -> i32 {
+pub(crate) fn w4_value(j: usize, i: usize) -> i32 {
     (j * 1_000_000 + i) as i32
 }
 
@@ -213,15 +214,20 @@ pub(crate) fn w4_expected(s: AppendSizes) -> u64 {
     )
 }
 
-fn w4_name(j: usize) -> String {
+pub(crate) fn w4_name(j: usize) -> String {
     format!("d{j:04}")
 }
 
-/// W4: create `n` extensible int32 datasets (chunk 1024); then `rounds` rounds appending `per`
-/// elements to each (resize + write), and close (which syncs). Phases: create, append.
-pub(crate) fn w4(path: &Path, s: AppendSizes, bounds: FormatBounds) -> BenchResult<RunOut> {
+/// W4: create `n` extensible int32 datasets (chunk 1024) with `access`; then `rounds` rounds
+/// appending `per` elements to each (resize + write), and close. Phases: create, append.
+pub(crate) fn w4(
+    path: &Path,
+    s: AppendSizes,
+    bounds: FormatBounds,
+    access: &FileAccess,
+) -> BenchResult<RunOut> {
     let p = Probe::start();
-    let Some(file) = create(path, bounds)? else {
+    let Some(file) = create(path, bounds, access)? else {
         return Ok(not_available(bounds));
     };
     let root = file.root().map_err(h5e)?;
@@ -279,12 +285,20 @@ pub(crate) fn check_w4(path: &Path, s: AppendSizes) -> BenchResult<u64> {
     Ok(checksum(all))
 }
 
-fn w5_name(i: usize) -> String {
+pub(crate) fn w5_name(i: usize) -> String {
     format!("d{i:05}")
 }
 
+/// Checks that `who` listed W5's `members` names in order.
+fn check_w5_names(names: &[String], members: usize, who: &str) -> BenchResult<()> {
+    if names.len() != members || names.iter().enumerate().any(|(i, n)| *n != w5_name(i)) {
+        return Err(format!("W5: {who} listed other names ({})", names.len()));
+    }
+    Ok(())
+}
+
 /// W5's value of member `i`.
-fn w5_value(i: usize) -> i64 {
+pub(crate) fn w5_value(i: usize) -> i64 {
     i as i64 * 7 + 3
 }
 
@@ -293,17 +307,18 @@ pub(crate) fn w5_expected(order: &[usize]) -> u64 {
     checksum(order.iter().map(|&i| w5_value(i).bits()))
 }
 
-/// W5: one group `g` of `members` one-element int64 datasets: create + close (which syncs);
-/// reopen and open every member by name in `order`; open and list the names. Phases: create,
-/// open by name, list.
+/// W5: one group `g` of `members` one-element int64 datasets, created with `access`: create +
+/// close; reopen and open every member by name in `order`; open and list the names. Phases:
+/// create, open by name, list.
 pub(crate) fn w5(
     path: &Path,
     members: usize,
     order: &[usize],
     bounds: FormatBounds,
+    access: &FileAccess,
 ) -> BenchResult<RunOut> {
     let p = Probe::start();
-    let Some(file) = create(path, bounds)? else {
+    let Some(file) = create(path, bounds, access)? else {
         return Ok(not_available(bounds));
     };
     let g = file.create_group("g").map_err(h5e)?;
@@ -344,15 +359,28 @@ pub(crate) fn w5(
         .map_err(h5e)?;
     drop(file);
     let listed = p.stop();
-    if names.len() != members || names.iter().enumerate().any(|(i, n)| *n != w5_name(i)) {
-        return Err(format!("W5: h5 listed other names ({})", names.len()));
-    }
-    let cs = checksum(vals.iter().map(|v| v.bits()));
-    Ok(RunOut::done(
+    w5_out(
+        &names,
+        members,
+        "h5",
+        &vals,
         vec![create, opened, listed],
-        cs,
-        file_size(path),
-    ))
+        path,
+    )
+}
+
+/// W5's result: `who`'s listed `names` checked, the checksum of the values read.
+pub(crate) fn w5_out(
+    names: &[String],
+    members: usize,
+    who: &str,
+    vals: &[i64],
+    phases: Vec<crate::probe::Sample>,
+    path: &Path,
+) -> BenchResult<RunOut> {
+    check_w5_names(names, members, who)?;
+    let cs = checksum(vals.iter().map(|v| v.bits()));
+    Ok(RunOut::done(phases, cs, file_size(path)))
 }
 
 /// Reads a W5 file's members in `order` and returns their checksum (untimed).

@@ -1,16 +1,22 @@
-//! `h5-bench` (or `h5-bench all`): the standard workloads W1–W7 on h5 and on libhdf5 through
-//! h5py, side by side, in one run (see `docs/benchmarks.md`).
+//! `h5-bench` (or `h5-bench all`): the standard workloads W1–W7 on h5, on libhdf5 through
+//! h5py and (with the `c-api` feature) on libhdf5 through its C API, side by side, in one run
+//! (see `docs/benchmarks.md`).
 //!
 //! The design is `h5-bench read`'s: one long-lived Python process (`py/h5py_all.py`, which
-//! imports `py/h5py_side.py`) answers JSON commands and times only the h5py work; every workload
-//! runs once per system as an untimed warm-up, then `reps` times alternating the systems (h5
-//! first on even repetitions, h5py first on odd ones); medians are reported with the ratios
-//! `h5/h5py` of time and of peak memory (below 1: h5 is better). All data and positions are
+//! imports `py/h5py_side.py`) answers JSON commands and times only the h5py work; the C side
+//! (`cside`) runs in this process. Every workload runs once per system as an untimed warm-up,
+//! then `reps` times with the systems' order rotated at each repetition; medians are reported
+//! with the ratios `h5/C` and `h5/h5py` of time and of peak memory (below 1: h5 is better). All data and positions are
 //! generated from fixed seeds on the Rust side ([`field`], [`SplitMix`]) and sent to Python, or
 //! computed by the same formula there; what each run read is checked outside the timed phases
 //! against a checksum computed here, and after the warm-up each system also reads the other's
 //! file (an untimed cross-check of both writers).
 
+#[cfg(feature = "c-api")]
+mod cside;
+#[cfg(not(feature = "c-api"))]
+#[path = "cside_stub.rs"]
+mod cside;
 mod field;
 mod h5side;
 
@@ -53,6 +59,17 @@ pub(crate) struct AllOptions {
     /// its phases as one JSON line (the parent's peak-memory measurement).
     #[arg(long, hide = true)]
     pub(crate) mem_child: Option<String>,
+    /// Internal: which system the memory child runs (`h5` or `c`).
+    #[arg(long, hide = true, default_value = "h5")]
+    pub(crate) mem_side: String,
+    /// Do not time h5py (it still writes the W3/W6 inputs and checks h5's files); for quicker
+    /// h5-against-C runs.
+    #[arg(long)]
+    pub(crate) skip_h5py: bool,
+    /// Durable writes on every system: h5 opens with `FileAccess::sync(true)` (its close then
+    /// fsyncs), h5py and the C side fsync the file after closing it, inside the timed region.
+    #[arg(long)]
+    pub(crate) sync: bool,
 }
 
 /// Whether workload `id` is selected by `only`: by its id or by the id without its trailing
@@ -207,14 +224,30 @@ struct Cross<'a> {
     py_reads_h5: Value,
 }
 
-/// A workload: its rows, the h5 run, the h5py command doing the same work.
+/// One run of a workload on a system in this process.
+type Run<'a> = Box<dyn FnMut() -> BenchResult<RunOut> + 'a>;
+
+/// A workload: its rows, the h5 run, the C-API run (when built with `c-api`), the h5py command
+/// doing the same work.
 struct Workload<'a> {
     id: &'static str,
     phases: Vec<Phase>,
     expected: u64,
-    h5: Box<dyn FnMut() -> BenchResult<RunOut> + 'a>,
+    h5: Run<'a>,
+    c: Option<Run<'a>>,
     py: Value,
     cross: Option<Cross<'a>>,
+}
+
+/// The systems compared.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum System {
+    /// h5 (this library).
+    H5,
+    /// libhdf5 through its C API, in this process.
+    C,
+    /// libhdf5 through h5py, in the helper process.
+    Py,
 }
 
 /// A measured cell: medians over the repetitions.
@@ -256,10 +289,14 @@ pub(crate) struct Row {
     pub(crate) phase: Phase,
     /// h5's figures.
     pub(crate) h5: Cell,
+    /// libhdf5's through its C API (`Na` when not built with `c-api`).
+    pub(crate) c: Cell,
     /// h5py's figures.
     pub(crate) py: Cell,
     /// h5's file size.
     pub(crate) h5_file: Option<u64>,
+    /// The C side's file size.
+    pub(crate) c_file: Option<u64>,
     /// h5py's file size.
     pub(crate) py_file: Option<u64>,
     /// Every check passed (`None`: nothing to check).
@@ -278,10 +315,10 @@ pub(crate) fn format_mib(b: Option<u64>) -> String {
 /// not make a meaningless ratio.
 pub(crate) const MEM_RATIO_FLOOR: u64 = 1 << 20;
 
-/// The peak-memory ratio `h5/h5py`, each peak at least [`MEM_RATIO_FLOOR`] (n/a when either is
-/// unknown).
-pub(crate) fn format_mem_ratio(h5: Option<u64>, py: Option<u64>) -> String {
-    match (h5, py) {
+/// The peak-memory ratio `h5/other`, each peak at least [`MEM_RATIO_FLOOR`] (n/a when either
+/// is unknown).
+pub(crate) fn format_mem_ratio(h5: Option<u64>, other: Option<u64>) -> String {
+    match (h5, other) {
         (Some(a), Some(b)) => {
             format_ratio(a.max(MEM_RATIO_FLOOR) as f64, b.max(MEM_RATIO_FLOOR) as f64)
         }
@@ -289,23 +326,30 @@ pub(crate) fn format_mem_ratio(h5: Option<u64>, py: Option<u64>) -> String {
     }
 }
 
-/// The rows as an aligned Markdown table.
-pub(crate) fn format_table(rows: &[Row]) -> String {
-    let header = [
-        "workload",
-        "size",
-        "h5",
-        "h5py",
-        "time h5/h5py",
-        "h5 peak",
-        "h5py peak",
-        "mem h5/h5py",
-        "h5 rate",
-        "h5py rate",
-        "h5 file",
-        "h5py file",
-        "check",
-    ];
+/// The rows as an aligned Markdown table; the C API's columns only `with_c`.
+pub(crate) fn format_table(rows: &[Row], with_c: bool) -> String {
+    // (name, cell, file) of each system shown, h5 first.
+    let systems = |r: &Row| -> Vec<(&'static str, Cell, Option<u64>)> {
+        let mut v = vec![("h5", r.h5.clone(), r.h5_file)];
+        if with_c {
+            v.push(("C", r.c.clone(), r.c_file));
+        }
+        v.push(("h5py", r.py.clone(), r.py_file));
+        v
+    };
+    let names: Vec<&str> = if with_c {
+        vec!["h5", "C", "h5py"]
+    } else {
+        vec!["h5", "h5py"]
+    };
+    let mut header: Vec<String> = vec!["workload".into(), "size".into()];
+    header.extend(names.iter().map(|n| (*n).to_owned()));
+    header.extend(names[1..].iter().map(|n| format!("time h5/{n}")));
+    header.extend(names.iter().map(|n| format!("{n} peak")));
+    header.extend(names[1..].iter().map(|n| format!("mem h5/{n}")));
+    header.extend(names.iter().map(|n| format!("{n} rate")));
+    header.extend(names.iter().map(|n| format!("{n} file")));
+    header.push("check".into());
     let time = |c: &Cell| match c {
         Cell::Measured { secs, .. } => format_secs(*secs),
         Cell::Na(s) => s.clone(),
@@ -319,38 +363,44 @@ pub(crate) fn format_table(rows: &[Row]) -> String {
         (Some(_), Cell::Na(_)) => "n/a".to_owned(),
         (None, _) => "-".to_owned(),
     };
-    let file = |r: &Row, b: Option<u64>| {
-        if r.phase.file {
-            format_mib(b)
-        } else {
-            "-".to_owned()
-        }
-    };
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            vec![
-                r.phase.label.clone(),
-                r.phase.size.clone(),
-                time(&r.h5),
-                time(&r.py),
-                format_ratio(r.h5.secs(), r.py.secs()),
-                peak(&r.h5),
-                peak(&r.py),
-                format_mem_ratio(r.h5.peak(), r.py.peak()),
-                rate(r, &r.h5),
-                rate(r, &r.py),
-                file(r, r.h5_file),
-                file(r, r.py_file),
+            let sys = systems(r);
+            let h5 = &sys[0].1;
+            let mut line = vec![r.phase.label.clone(), r.phase.size.clone()];
+            line.extend(sys.iter().map(|(_, c, _)| time(c)));
+            line.extend(
+                sys[1..]
+                    .iter()
+                    .map(|(_, c, _)| format_ratio(h5.secs(), c.secs())),
+            );
+            line.extend(sys.iter().map(|(_, c, _)| peak(c)));
+            line.extend(
+                sys[1..]
+                    .iter()
+                    .map(|(_, c, _)| format_mem_ratio(h5.peak(), c.peak())),
+            );
+            line.extend(sys.iter().map(|(_, c, _)| rate(r, c)));
+            line.extend(sys.iter().map(|(_, _, f)| {
+                if r.phase.file {
+                    format_mib(*f)
+                } else {
+                    "-".to_owned()
+                }
+            }));
+            line.push(
                 match r.ok {
                     Some(true) => "ok",
                     Some(false) => "MISMATCH",
                     None => "-",
                 }
                 .to_owned(),
-            ]
+            );
+            line
         })
         .collect();
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
     markdown_table(&header, &cells, 2)
 }
 
@@ -422,11 +472,19 @@ impl Series {
 
 /// Runs the h5 side of workload `id` once (this process is a fresh memory child) and prints
 /// its phases' peak RSS growths as one JSON line.
-fn mem_child(workloads: &mut [Workload<'_>], id: &str) -> BenchResult<bool> {
+fn mem_child(workloads: &mut [Workload<'_>], id: &str, side: &str) -> BenchResult<bool> {
     let w = workloads
         .iter_mut()
         .find(|w| w.id == id)
         .ok_or_else(|| format!("no workload {id}"))?;
+    let expected = w.expected;
+    let run: &mut Run<'_> = match side {
+        "c" => {
+            w.c.as_mut()
+                .ok_or("the C side is not built (feature c-api)")?
+        }
+        _ => &mut w.h5,
+    };
     // Extra runs before the reported one (for profiling this process with `perf`).
     let extra: usize = std::env::var("H5_BENCH_CHILD_RUNS")
         .ok()
@@ -445,18 +503,17 @@ fn mem_child(workloads: &mut [Workload<'_>], id: &str) -> BenchResult<bool> {
         }
     };
     for _ in 0..extra {
-        keep_best(&(w.h5)()?);
+        keep_best(&run()?);
     }
-    let out = (w.h5)()?;
+    let out = run()?;
     keep_best(&out);
     let peaks: Vec<Option<u64>> = match out {
         RunOut::Done {
             phases, checksum, ..
         } => {
-            if checksum != w.expected {
+            if checksum != expected {
                 return Err(format!(
-                    "the memory run of W{id} read checksum {checksum}, expected {}",
-                    w.expected
+                    "the memory run of W{id} read checksum {checksum}, expected {expected}"
                 ));
             }
             phases.iter().map(|s| s.peak).collect()
@@ -472,12 +529,14 @@ struct Fresh<'a> {
     python: &'a std::path::Path,
     dir: &'a std::path::Path,
     quick: bool,
+    sync: bool,
     side: usize,
 }
 
 impl Fresh<'_> {
-    /// h5's peaks per phase: this program again, running the workload's h5 side once.
-    fn h5(&self, id: &str) -> BenchResult<Vec<Option<u64>>> {
+    /// The peaks per phase of h5 or the C side (`side` = `h5` or `c`): this program again,
+    /// running the workload's side once.
+    fn child(&self, id: &str, side: &str) -> BenchResult<Vec<Option<u64>>> {
         let exe = std::env::current_exe().map_err(crate::common::err)?;
         let mut cmd = std::process::Command::new(exe);
         cmd.arg("all").arg("--dir").arg(self.dir).args([
@@ -485,10 +544,15 @@ impl Fresh<'_> {
             id,
             "--mem-child",
             id,
+            "--mem-side",
+            side,
             "--no-thp",
         ]);
         if self.quick {
             cmd.arg("--quick");
+        }
+        if self.sync {
+            cmd.arg("--sync");
         }
         let out = cmd.output().map_err(crate::common::err)?;
         if !out.status.success() {
@@ -527,65 +591,91 @@ impl Fresh<'_> {
     }
 }
 
+/// One run of `w` on `sys`.
+fn run_on(w: &mut Workload<'_>, py: &mut PySide, sys: System) -> BenchResult<RunOut> {
+    match sys {
+        System::H5 => (w.h5)(),
+        System::C => match w.c.as_mut() {
+            Some(run) => run(),
+            None => Ok(RunOut::NotAvailable("not built with c-api".to_owned())),
+        },
+        System::Py => RunOut::from_py(&py.call(&w.py)?),
+    }
+}
+
+/// The name of a system in messages.
+fn system_name(sys: System) -> &'static str {
+    match sys {
+        System::H5 => "h5",
+        System::C => "C",
+        System::Py => "h5py",
+    }
+}
+
 fn measure(
     w: &mut Workload<'_>,
     py: &mut PySide,
     reps: usize,
     fresh: &Fresh<'_>,
+    skip_py: bool,
 ) -> BenchResult<Vec<Row>> {
     print!("  W{} warm-up", w.id);
     let _ = std::io::stdout().flush();
-    let mut h5s = Series::default();
-    let mut pys = Series::default();
+    let mut systems = vec![System::H5];
+    if w.c.is_some() {
+        systems.push(System::C);
+    }
+    if !skip_py {
+        systems.push(System::Py);
+    }
+    let slot = |sys: System| match sys {
+        System::H5 => 0,
+        System::C => 1,
+        System::Py => 2,
+    };
+    let mut series: [Series; 3] = Default::default();
     let mut ok = true;
+    let expected = w.expected;
     let mismatch = |what: &str, got: Option<u64>, ok: &mut bool| {
         if let Some(cs) = got
-            && cs != w.expected
+            && cs != expected
         {
-            print!(" [{what}: checksum {cs}, expected {}]", w.expected);
+            print!(" [{what}: checksum {cs}, expected {expected}]");
             *ok = false;
         }
     };
-    let h5_cs = h5s.add((w.h5)()?);
-    mismatch("h5", h5_cs, &mut ok);
-    if let Some(why) = &h5s.na {
-        print!(" [h5: n/a, {why}]");
+    // Warm-up: one untimed run per system; only a "not available" answer is kept.
+    for &sys in &systems {
+        let mut warm = Series::default();
+        let cs = warm.add(run_on(w, py, sys)?);
+        mismatch(system_name(sys), cs, &mut ok);
+        if let Some(why) = &warm.na {
+            print!(" [{}: n/a, {why}]", system_name(sys));
+        }
+        series[slot(sys)].na = warm.na;
     }
-    let py_cs = pys.add(RunOut::from_py(&py.call(&w.py)?)?);
-    mismatch("h5py", py_cs, &mut ok);
-    // The warm-up samples are not kept.
-    let h5_na = h5s.na.clone();
-    h5s = Series {
-        na: h5_na,
-        ..Series::default()
-    };
-    pys = Series::default();
     if let Some(cross) = &w.cross {
         mismatch(
             "h5 reading h5py's file",
             Some((cross.h5_reads_py)()?),
             &mut ok,
         );
-        if h5s.na.is_none() {
+        if series[0].na.is_none() {
             let v = py.call(&cross.py_reads_h5)?;
             mismatch("h5py reading h5's file", v["checksum"].as_u64(), &mut ok);
         }
         print!(" + cross-check");
     }
     for rep in 0..reps {
-        let mut run_h5 = |ok: &mut bool| -> BenchResult<()> {
-            if h5s.na.is_none() {
-                let cs = h5s.add((w.h5)()?);
-                mismatch("h5", cs, ok);
+        // The order rotates: each system runs first, second, ... equally often.
+        for k in 0..systems.len() {
+            let sys = systems[(rep + k) % systems.len()];
+            if series[slot(sys)].na.is_some() {
+                continue;
             }
-            Ok(())
-        };
-        if rep % 2 == 0 {
-            run_h5(&mut ok)?;
-            mismatch("h5py", pys.add(RunOut::from_py(&py.call(&w.py)?)?), &mut ok);
-        } else {
-            mismatch("h5py", pys.add(RunOut::from_py(&py.call(&w.py)?)?), &mut ok);
-            run_h5(&mut ok)?;
+            let out = run_on(w, py, sys)?;
+            let cs = series[slot(sys)].add(out);
+            mismatch(system_name(sys), cs, &mut ok);
         }
         print!(".");
         let _ = std::io::stdout().flush();
@@ -594,10 +684,25 @@ fn measure(
     // runs but kept by the allocators would otherwise hide the growth).
     print!(" + fresh-process memory runs");
     let _ = std::io::stdout().flush();
-    if h5s.na.is_none() {
-        h5s.fresh_peaks = Some(fresh.h5(w.id)?);
+    for &sys in &systems {
+        let s = &mut series[slot(sys)];
+        if s.na.is_some() {
+            continue;
+        }
+        s.fresh_peaks = Some(match sys {
+            System::H5 => fresh.child(w.id, "h5")?,
+            System::C => fresh.child(w.id, "c")?,
+            System::Py => fresh.py(w.id, &w.py, w.expected)?,
+        });
     }
-    pys.fresh_peaks = Some(fresh.py(w.id, &w.py, w.expected)?);
+    let [h5s, cs, pys] = &series;
+    let not_run = |sys: System, s: &Series, i: usize| {
+        if systems.contains(&sys) {
+            s.cell(i)
+        } else {
+            Cell::Na("-".to_owned())
+        }
+    };
     let rows: Vec<Row> = w
         .phases
         .iter()
@@ -605,8 +710,10 @@ fn measure(
         .map(|(i, ph)| Row {
             phase: ph.clone(),
             h5: h5s.cell(i),
-            py: pys.cell(i),
+            c: not_run(System::C, cs, i),
+            py: not_run(System::Py, pys, i),
             h5_file: h5s.size,
+            c_file: cs.size,
             py_file: pys.size,
             ok: Some(ok),
         })
@@ -618,14 +725,17 @@ fn measure(
             }
             _ => String::new(),
         };
+        let secs = |c: &Cell| match c {
+            Cell::Measured { secs, .. } => format_secs(*secs),
+            Cell::Na(s) => s.clone(),
+        };
         print!(
-            "\n    {}: h5 {} | h5py {}{fs} | {}",
+            "\n    {}: h5 {} | C {} | h5py {}{fs} | h5/C {} | h5/h5py {}",
             r.phase.label,
-            match &r.h5 {
-                Cell::Measured { secs, .. } => format_secs(*secs),
-                Cell::Na(s) => s.clone(),
-            },
-            format_secs(r.py.secs()),
+            secs(&r.h5),
+            secs(&r.c),
+            secs(&r.py),
+            format_ratio(r.h5.secs(), r.c.secs()),
             format_ratio(r.h5.secs(), r.py.secs())
         );
     }
@@ -647,6 +757,22 @@ fn access_with_limit(limit: usize) -> FileAccess {
     })
 }
 
+/// The standard workloads' test data at (`r`, `c`) of the `side`×`side` field of `salt`.
+pub(crate) fn field_value(side: usize, salt: u64, r: usize, c: usize) -> f32 {
+    field::value(side, salt, r, c)
+}
+
+/// The C side's run of a workload, made by `make` from the path of its file; `None` when
+/// this build has no C side.
+fn c_run<'a>(
+    path: &std::path::Path,
+    make: impl FnOnce(std::path::PathBuf) -> Run<'a>,
+) -> Option<Run<'a>> {
+    cside::AVAILABLE.then(|| make(path.to_path_buf()))
+}
+
+use cside::{field_write_read as c_field, slabs as c_slabs, w4 as c_w4, w5 as c_w5};
+
 /// Workloads that use the W1/W2 field.
 const FIELD_IDS: [&str; 5] = ["1", "2a", "2b", "3", "3m"];
 
@@ -658,6 +784,7 @@ fn print_header(
     python: &std::path::Path,
     dir: &std::path::Path,
     bounds: FormatBounds,
+    c_version: &str,
 ) -> BenchResult<()> {
     let v = py.call(&json!({"op": "versions"}))?;
     println!(
@@ -677,6 +804,23 @@ fn print_header(
         python.display()
     );
     println!(
+        "  C API: libhdf5 {c_version} (same property lists as h5py; chunk cache: its default, \
+         or h5py's rdcc_nbytes where given){}",
+        if opts.skip_h5py {
+            "; h5py not timed (--skip-h5py)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  durability: {}",
+        if opts.sync {
+            "--sync: h5 FileAccess::sync(true), h5py and C fsync after closing (timed)"
+        } else {
+            "no fsync on any system (h5's default, as libhdf5's H5Fclose)"
+        }
+    );
+    println!(
         "  format bounds: h5 default {bounds:?} vs h5py libver={}; latest: h5 {:?} vs h5py \
          libver={}",
         h5py_libver(bounds),
@@ -685,11 +829,12 @@ fn print_header(
     );
     let thp = std::env::var(THP_TUNABLE.0).unwrap_or_default();
     println!(
-        "  h5 allocations: {}",
+        "  allocations: fresh arrays of 4 MiB or more get transparent huge pages requested \
+         (madvise), by numpy, by h5 and by the C side's buffers{}",
         if thp.contains("hugetlb=1") {
-            "glibc.malloc.hugetlb=1 (transparent huge pages for large buffers, as numpy asks)"
+            "; glibc.malloc.hugetlb=1 set by the caller"
         } else {
-            "no huge pages (--no-thp); numpy still asks for them"
+            ""
         }
     );
     println!(
@@ -722,6 +867,10 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         None => default_python(&std::env::current_dir().map_err(crate::common::err)?),
     };
     let child = opts.mem_child.clone();
+    let sync = opts.sync;
+    // h5's file access for the writers: durable closes only with --sync.
+    let h5_access = FileAccess::new().sync(sync);
+    let h5_access = &h5_access;
     let bounds = FormatBounds::default();
     let libver = h5py_libver(bounds);
     let latest_libver = h5py_libver(FormatBounds::LATEST);
@@ -730,8 +879,9 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         Some(_) => None,
         None => Some(PySide::start(&python, &dir.join("h5py_all.py"))?),
     };
+    let c_version = cside::init();
     if let Some(py) = py.as_mut() {
-        print_header(opts, reps, py, &python, &dir, bounds)?;
+        print_header(opts, reps, py, &python, &dir, bounds, &c_version)?;
     }
     let t_start = Instant::now();
 
@@ -831,10 +981,13 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
             expected: field_cs,
             h5: Box::new({
                 let h5_path = h5_path.clone();
-                move || h5side::field_write_read(&h5_path, kind, fld, chunk, bounds)
+                move || h5side::field_write_read(&h5_path, kind, fld, chunk, bounds, h5_access)
+            }),
+            c: c_run(&at(&format!("c_w{id}.h5")), |path| {
+                Box::new(move || c_field(&path, kind, fld, chunk, bounds, sync))
             }),
             py: json!({"op": "field_write_read", "path": py_path, "kind": kind.py_name(),
-                       "chunk": chunk, "libver": libver}),
+                       "chunk": chunk, "libver": libver, "sync": sync}),
             cross: Some(Cross {
                 h5_reads_py: Box::new({
                     let py_path = py_path.clone();
@@ -888,6 +1041,9 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
                 )],
                 expected: w3_expected,
                 h5: Box::new(move || h5side::slabs(path, names, reads, k, &access)),
+                c: c_run(path, |path| {
+                    Box::new(move || c_slabs(&path, names, reads, k, nbytes, nslots))
+                }),
                 py: json!({"op": "slabs", "path": w3_file, "dsets": data_name, "size": k,
                            "reads": w3_json, "rdcc_nbytes": nbytes, "rdcc_nslots": nslots}),
                 cross: None,
@@ -936,10 +1092,13 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
             expected: w4_expected,
             h5: Box::new({
                 let h5_path = h5_path.clone();
-                move || h5side::w4(&h5_path, w4, b)
+                move || h5side::w4(&h5_path, w4, b, h5_access)
+            }),
+            c: c_run(&at(&format!("c_w{id}.h5")), |path| {
+                Box::new(move || c_w4(&path, w4, b, sync))
             }),
             py: json!({"op": "w4", "path": py_path, "n": w4.n, "rounds": w4.rounds,
-                       "per": w4.per, "libver": lv}),
+                       "per": w4.per, "libver": lv, "sync": sync}),
             cross: Some(Cross {
                 h5_reads_py: Box::new({
                     let py_path = py_path.clone();
@@ -969,10 +1128,13 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
             expected: h5side::w5_expected(order),
             h5: Box::new({
                 let h5_path = h5_path.clone();
-                move || h5side::w5(&h5_path, members, order, bounds)
+                move || h5side::w5(&h5_path, members, order, bounds, h5_access)
+            }),
+            c: c_run(&at("c_w5.h5"), |path| {
+                Box::new(move || c_w5(&path, members, order, bounds, sync))
             }),
             py: json!({"op": "w5", "path": py_path, "members": members, "order": order,
-                       "libver": libver}),
+                       "libver": libver, "sync": sync}),
             cross: Some(Cross {
                 h5_reads_py: Box::new({
                     let py_path = py_path.clone();
@@ -1016,27 +1178,26 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         for (id, label, access, per_ds) in [
             (
                 "6",
-                format!("W6 hot corners, h5 default ({default_mib} MiB) vs h5py 1 MiB/dataset"),
+                format!("W6 hot corners, h5 default ({default_mib} MiB) vs 1 MiB/dataset"),
                 FileAccess::new(),
                 1u64 << 20,
             ),
             (
+                // libhdf5 2.0's default is 8 MiB per dataset.
                 "6m",
-                "W6 hot corners, h5 64 MiB vs h5py 8 MiB/dataset".to_owned(),
-                access_with_limit(64 << 20),
+                format!("W6 hot corners, h5 default ({default_mib} MiB) vs 8 MiB/dataset"),
+                FileAccess::new(),
                 8 << 20,
             ),
             (
-                // Equal totals: h5's one budget as large as h5py's 8 MiB times the datasets.
+                // Equal totals: h5's one budget as large as 8 MiB times the datasets.
                 "6e",
-                format!(
-                    "W6 hot corners, h5 {} MiB vs h5py 8 MiB/dataset",
-                    8 * p.w6_dsets
-                ),
+                format!("W6 hot corners, h5 {} MiB vs 8 MiB/dataset", 8 * p.w6_dsets),
                 access_with_limit((8 << 20) * p.w6_dsets),
                 8 << 20,
             ),
         ] {
+            let c_per_ds = Some(per_ds);
             let (path, names, reads) = (&w6_file, &w6_names, &w6_reads);
             let k = p.w6_block;
             if !chosen(&opts.common.only, id) {
@@ -1055,6 +1216,9 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
                 }],
                 expected: w6_expected,
                 h5: Box::new(move || h5side::slabs(path, names, reads, k, &access)),
+                c: c_run(path, |path| {
+                    Box::new(move || c_slabs(&path, names, reads, k, c_per_ds, None))
+                }),
                 py: json!({"op": "slabs", "path": w6_file, "dsets": w6_names, "size": k,
                            "reads": w6_json, "rdcc_nbytes": per_ds}),
                 cross: None,
@@ -1063,7 +1227,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
     }
 
     if let Some(id) = &child {
-        return mem_child(&mut workloads, id);
+        return mem_child(&mut workloads, id, &opts.mem_side);
     }
     let Some(mut py) = py else {
         return Err("no h5py process".to_owned());
@@ -1072,12 +1236,13 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         python: &python,
         dir: &dir,
         quick: opts.common.quick,
+        sync,
         side: p.side,
     };
     println!();
     let mut rows = Vec::new();
     for w in &mut workloads {
-        let r = measure(w, &mut py, reps, &fresh)?;
+        let r = measure(w, &mut py, reps, &fresh, opts.skip_h5py)?;
         all_ok &= r.iter().all(|r| r.ok != Some(false));
         rows.extend(r);
     }
@@ -1088,15 +1253,17 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         rows.push(Row {
             phase: phase("W7 SWMR write-to-visibility", "-", None, false),
             h5: na.clone(),
+            c: na.clone(),
             py: na,
             h5_file: None,
+            c_file: None,
             py_file: None,
             ok: None,
         });
     }
     println!(
-        "\nResults ({}; medians; ratios h5/h5py below 1 = h5 better; peak = RSS growth in a \
-         fresh process; load average at end: {}; total {}):\n",
+        "\nResults ({}; medians; time and memory ratios h5/C and h5/h5py: below 1 = h5 better; \
+         peak = RSS growth in a fresh process; load average at end: {}; total {}):\n",
         if opts.common.quick {
             "--quick"
         } else {
@@ -1105,7 +1272,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         loadavg(),
         format_secs(t_start.elapsed().as_secs_f64())
     );
-    print!("{}", format_table(&rows));
+    print!("{}", format_table(&rows, cside::AVAILABLE));
     Ok(all_ok)
 }
 
@@ -1168,40 +1335,93 @@ mod tests {
                     peak: Some(2 << 20),
                     fsync: 0.0,
                 },
+                c: Cell::Measured {
+                    secs: 0.25,
+                    peak: Some(1 << 20),
+                    fsync: 0.0,
+                },
                 py: Cell::Measured {
                     secs: 1.0,
                     peak: Some(4 << 20),
                     fsync: 0.2,
                 },
                 h5_file: Some(64 << 20),
+                c_file: Some(32 << 20),
                 py_file: Some(64 << 20),
                 ok: Some(true),
             },
             Row {
                 phase: phase("W4 append, latest", "x", None, true),
                 h5: Cell::Na("n/a".to_owned()),
+                c: Cell::Na("-".to_owned()),
                 py: Cell::Measured {
                     secs: 2.0,
                     peak: Some(0),
                     fsync: 0.0,
                 },
                 h5_file: None,
+                c_file: None,
                 py_file: Some(1 << 20),
                 ok: Some(false),
             },
         ];
-        let t = format_table(&rows);
-        let lines: Vec<&str> = t.lines().collect();
+        // With the C columns.
+        let lines = crate::common::table_cells(&format_table(&rows, true));
         assert_eq!(lines.len(), 4);
-        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{t}");
-        let cells = |l: &str| -> Vec<String> {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_owned())
-                .collect()
-        };
         assert_eq!(
-            cells(lines[2]),
+            lines[0],
+            [
+                "workload",
+                "size",
+                "h5",
+                "C",
+                "h5py",
+                "time h5/C",
+                "time h5/h5py",
+                "h5 peak",
+                "C peak",
+                "h5py peak",
+                "mem h5/C",
+                "mem h5/h5py",
+                "h5 rate",
+                "C rate",
+                "h5py rate",
+                "h5 file",
+                "C file",
+                "h5py file",
+                "check"
+            ]
+        );
+        assert_eq!(
+            lines[2],
+            [
+                "W1 write",
+                "64 MiB",
+                "500.0 ms",
+                "250.0 ms",
+                "1.00 s",
+                "2.00x",
+                "0.50x",
+                "2.0 MiB",
+                "1.0 MiB",
+                "4.0 MiB",
+                "2.00x",
+                "0.50x",
+                "128 MB/s",
+                "256 MB/s",
+                "64.0 MB/s",
+                "64.0 MiB",
+                "32.0 MiB",
+                "64.0 MiB",
+                "ok"
+            ]
+        );
+        assert_eq!(lines[3][3], "-");
+        // Without them (a build without the c-api feature).
+        let lines = crate::common::table_cells(&format_table(&rows, false));
+        assert_eq!(lines.len(), 4);
+        assert_eq!(
+            lines[2],
             [
                 "W1 write",
                 "64 MiB",
@@ -1219,7 +1439,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            cells(lines[3]),
+            lines[3],
             [
                 "W4 append, latest",
                 "x",

@@ -235,6 +235,13 @@ impl ChunkCache {
         if old_dims == new_dims.as_slice() {
             return Ok(());
         }
+        // Growing only (every dimension at least as large): no element leaves the extent, so
+        // nothing is dropped, erased or filled; with edge chunks encoded like the others and
+        // late allocation nothing else changes either. (W4's appends resize every time.)
+        let grows = old_dims.iter().zip(&new_dims).all(|(o, n)| n >= o);
+        if grows && !info.edge_chunks_differ && !info.early_allocation {
+            return Ok(());
+        }
         let g = Geometry {
             dims: info.chunk_dims.clone(),
             old: old_dims.to_vec(),

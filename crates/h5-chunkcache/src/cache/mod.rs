@@ -43,6 +43,7 @@ use crate::selection::{ChunkPiece, CopyRun, MemorySelection, Selection, decompos
 use crate::{ChunkCoord, ChunkKey, DatasetId};
 
 pub use bypass::{Bypass, DIRECT_WHOLE_MIN};
+pub use read::SharedChunkCache;
 
 /// Default memory limit: 64 MiB.
 pub const DEFAULT_LIMIT: usize = 64 << 20;
@@ -435,35 +436,40 @@ struct Coverage {
 
 impl Coverage {
     /// Widens the box by the elements of `runs` (chunk-local linear offsets over `dims`).
+    /// Allocation-free (it runs for every hit): the runs' box is built on the stack first.
     fn add_runs(&mut self, runs: &[CopyRun], dims: &[u64]) {
+        let rank = dims.len();
+        if rank == 0 || rank > crate::MAX_RANK {
+            return;
+        }
+        let mut lo = [u64::MAX; crate::MAX_RANK];
+        let mut hi = [0u64; crate::MAX_RANK];
+        let mut any = false;
         for r in runs.iter().filter(|r| r.len > 0) {
             let first = delinearize(r.chunk_offset, dims);
             let last = delinearize(r.chunk_offset + r.len - 1, dims);
             // Dimensions after the first one where `first` and `last` differ wrap around fully.
-            let split = first.iter().zip(&last).position(|(a, b)| a != b);
-            let rank = dims.len();
-            let mut lo = vec![0; rank];
-            let mut hi = vec![0; rank];
+            let split = (0..rank).position(|d| first[d] != last[d]);
             for d in 0..rank {
-                match split {
-                    Some(s) if d > s => {
-                        lo[d] = 0;
-                        hi[d] = dims[d];
-                    }
-                    _ => {
-                        lo[d] = first[d].min(last[d]);
-                        hi[d] = first[d].max(last[d]) + 1;
-                    }
-                }
+                let (l, h) = match split {
+                    Some(s) if d > s => (0, dims[d]),
+                    _ => (first[d].min(last[d]), first[d].max(last[d]) + 1),
+                };
+                lo[d] = lo[d].min(l);
+                hi[d] = hi[d].max(h);
             }
-            if self.lo.is_empty() {
-                self.lo = lo;
-                self.hi = hi;
-            } else {
-                for d in 0..rank {
-                    self.lo[d] = self.lo[d].min(lo[d]);
-                    self.hi[d] = self.hi[d].max(hi[d]);
-                }
+            any = true;
+        }
+        if !any {
+            return;
+        }
+        if self.lo.is_empty() {
+            self.lo = lo[..rank].to_vec();
+            self.hi = hi[..rank].to_vec();
+        } else {
+            for d in 0..rank {
+                self.lo[d] = self.lo[d].min(lo[d]);
+                self.hi[d] = self.hi[d].max(hi[d]);
             }
         }
     }
@@ -483,9 +489,11 @@ impl Coverage {
     }
 }
 
-fn delinearize(mut off: u64, dims: &[u64]) -> Vec<u64> {
-    let mut out = vec![0; dims.len()];
-    for d in (0..dims.len()).rev() {
+/// The coordinates of linear offset `off` over `dims` (at most [`crate::MAX_RANK`] of them; the
+/// rest of the array is zero).
+fn delinearize(mut off: u64, dims: &[u64]) -> [u64; crate::MAX_RANK] {
+    let mut out = [0; crate::MAX_RANK];
+    for d in (0..dims.len().min(crate::MAX_RANK)).rev() {
         let n = dims[d].max(1);
         out[d] = off % n;
         off /= n;
@@ -1119,24 +1127,27 @@ impl ChunkCache {
 
     /// Records an application access of `runs` of the entry (SCC-081): access count, stamp,
     /// coverage and the full flag; the policy sees a use.
+    ///
+    /// Runs for every hit, so it allocates nothing once the entry's coverage box exists, and
+    /// stops tracking coverage once the entry is full (it cannot become less full).
     fn touch(&mut self, id: EntryId, runs: &[CopyRun]) {
         self.clock += 1;
         let clock = self.clock;
         let threshold = self.config.full_threshold;
-        let Some(e) = self.entries.get(id.0 as usize).and_then(Option::as_ref) else {
+        let Some(e) = self.entries.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return;
         };
         let Some(st) = self.datasets.get(&e.dataset) else {
             return;
         };
-        let dims = st.info.chunk_dims.clone();
-        let inside = st.inside_dims(&e.coord, &st.layout.extent());
-        let Some(e) = self.entry_mut(id) else { return };
         e.access_count += 1;
         e.stamp = clock;
-        e.coverage.add_runs(runs, &dims);
         let was_full = e.full;
-        e.full = e.full || e.coverage.fraction(&inside) >= threshold;
+        if !was_full {
+            e.coverage.add_runs(runs, &st.info.chunk_dims);
+            let inside = st.inside_dims(&e.coord, &st.layout.extent());
+            e.full = e.coverage.fraction(&inside) >= threshold;
+        }
         let info = e.info();
         self.policy.touched(id);
         if e_full_changed(was_full, info.full) {

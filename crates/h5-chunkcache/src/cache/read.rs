@@ -2,16 +2,105 @@
 //! dataset, read with one vectored read, decoded in parallel, admitted and scattered; chunks that
 //! do not exist read as the fill value and are not cached (OQ-20). Pieces chosen for bypass go to
 //! `bypass`.
+//!
+//! Hits need only shared access to the cache: [`ChunkCache::read_shared`] scatters them under the
+//! shared lock of a [`SharedChunkCache`] (threads reading cached chunks copy in parallel) and
+//! records their accesses (replacement policy, coverage, statistics) under the exclusive lock
+//! afterwards.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{
+    LockResult, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+};
 
 use super::{ChunkCache, IoReport, LoadKind, LoadResult, ReadRequest};
 use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
 use crate::layout::Chunk;
 use crate::policy::EntryId;
-use crate::selection::ChunkPiece;
+use crate::selection::{ChunkPiece, CopyRun};
+
+/// One file's chunk cache shared by its threads: a reader-writer lock, so that reads served
+/// from resident chunks run in parallel ([`ChunkCache::read_shared`]) while every change (and
+/// every load) takes the cache exclusively.
+///
+/// The accesses of hits (replacement policy, coverage, counters) need the cache exclusively;
+/// readers leave them in `pending` (a short critical section), and whoever takes the cache
+/// exclusively next records them first ([`SharedChunkCache::lock`]); a reader that finds
+/// 1024 of them waiting records them itself if the cache is free. So a hit never
+/// waits for another reader, and the policy sees every access before its next decision.
+#[derive(Debug)]
+pub struct SharedChunkCache {
+    cache: RwLock<ChunkCache>,
+    /// Hits served but not yet recorded (see the type's documentation).
+    pending: Mutex<Vec<Hit>>,
+}
+
+impl SharedChunkCache {
+    /// Shares `cache`.
+    pub fn new(cache: ChunkCache) -> Self {
+        Self {
+            cache: RwLock::new(cache),
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Exclusive access (writes, flushes, loads, configuration, statistics), after recording
+    /// the hits other readers left pending.
+    pub fn lock(&self) -> LockResult<RwLockWriteGuard<'_, ChunkCache>> {
+        match self.cache.write() {
+            Ok(mut c) => {
+                self.record_pending(&mut c);
+                Ok(c)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Shared access (serving hits; queries that change nothing). Hits left pending are not
+    /// counted yet in what it shows.
+    pub fn read(&self) -> LockResult<RwLockReadGuard<'_, ChunkCache>> {
+        self.cache.read()
+    }
+
+    fn record_pending(&self, c: &mut ChunkCache) {
+        let hits =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        if !hits.is_empty() {
+            c.record_hits(hits, 0);
+        }
+    }
+
+    /// Leaves `hits` for the next exclusive holder; records every pending hit now when there
+    /// are `PENDING_MAX` of them and the cache is free.
+    fn record_or_defer(&self, hits: Vec<Hit>) {
+        let waiting = {
+            let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            p.extend(hits);
+            p.len()
+        };
+        if waiting >= PENDING_MAX {
+            match self.cache.try_write() {
+                Ok(mut c) => self.record_pending(&mut c),
+                // Busy: its holder records them, or a later reader does. Poisoned: the next
+                // exclusive access reports it.
+                Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => {}
+            }
+        }
+    }
+}
+
+/// Hits left pending from which a reader records them itself (when the cache is free).
+const PENDING_MAX: usize = 1024;
+
+/// A piece served from a resident entry under shared access, whose access is recorded later
+/// (if the entry is still the same chunk by then).
+#[derive(Debug)]
+struct Hit {
+    id: EntryId,
+    key: ChunkKey,
+    runs: Vec<CopyRun>,
+}
 
 /// One load of a read: the keys to load and the indices (into the misses) of the pieces they
 /// serve.
@@ -20,6 +109,10 @@ type Batch = (Vec<(ChunkKey, LoadKind)>, Vec<usize>);
 /// What a read has left after serving its hits.
 struct ReadPlan {
     report: IoReport,
+    /// The hits served, their accesses not yet recorded.
+    hits: Vec<Hit>,
+    /// Pieces that were not resident (misses and bypassed pieces).
+    missed: u64,
     misses: Vec<Miss>,
     /// The loads, each fitting the limit.
     batches: Vec<Batch>,
@@ -39,10 +132,13 @@ impl ChunkCache {
     pub fn read(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
         let ReadPlan {
             mut report,
+            hits,
+            missed,
             misses,
             batches,
             bypass,
         } = self.read_start(reqs)?;
+        self.record_hits(hits, missed);
         for (want, idx) in &batches {
             let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
             let mut load = self.load_plan(want, None)?;
@@ -56,24 +152,26 @@ impl ChunkCache {
         Ok(report)
     }
 
-    /// [`read`](ChunkCache::read) on a cache shared behind a mutex (one per file): the lock is
-    /// held to serve hits, look chunks up, admit and scatter, and released while the missing
-    /// chunks are read from storage and decoded, so reads from several threads overlap.
-    pub fn read_shared(
-        cache: &Mutex<ChunkCache>,
-        reqs: &mut [ReadRequest<'_>],
-    ) -> Result<IoReport> {
-        let lock = || {
-            cache
-                .lock()
-                .map_err(|_| ChunkCacheError::Internal("chunk cache lock poisoned"))
-        };
+    /// [`read`](ChunkCache::read) on a cache shared by threads (one per file): hits are
+    /// scattered under the shared lock (readers of cached data copy in parallel); the exclusive
+    /// lock is held to record them, look chunks up, admit and scatter, and released while the
+    /// missing chunks are read from storage and decoded, so reads from several threads overlap.
+    pub fn read_shared(cache: &SharedChunkCache, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
+        let poisoned = || ChunkCacheError::Internal("chunk cache lock poisoned");
+        let lock = || cache.lock().map_err(|_| poisoned());
         let ReadPlan {
             mut report,
+            hits,
+            missed,
             misses,
             batches,
             bypass,
-        } = lock()?.read_start(reqs)?;
+        } = cache.read().map_err(|_| poisoned())?.read_start(reqs)?;
+        if missed > 0 {
+            lock()?.record_hits(hits, missed);
+        } else if !hits.is_empty() {
+            cache.record_or_defer(hits);
+        }
         for (want, idx) in &batches {
             let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
             let mut load = lock()?.load_plan(want, None)?;
@@ -89,10 +187,25 @@ impl ChunkCache {
         Ok(report)
     }
 
-    /// Serves the hits of a read and plans the rest: the misses, in batches whose chunks fit the
-    /// limit together, and the pieces that bypass the cache.
-    fn read_start(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<ReadPlan> {
+    /// Records the accesses of hits served under shared access (policy, coverage, counters) and
+    /// counts `missed` pieces. A hit whose entry left the cache meanwhile is only counted.
+    fn record_hits(&mut self, hits: Vec<Hit>, missed: u64) {
+        self.stats.hits += hits.len() as u64;
+        self.stats.misses += missed;
+        for h in hits {
+            if self.lookup_id(&h.key) == Some(h.id) {
+                self.touch(h.id, &h.runs);
+            }
+        }
+    }
+
+    /// Serves the hits of a read (needing only shared access: their accesses are returned, to
+    /// be recorded with [`record_hits`](Self::record_hits)) and plans the rest: the misses, in
+    /// batches whose chunks fit the limit together, and the pieces that bypass the cache.
+    fn read_start(&self, reqs: &mut [ReadRequest<'_>]) -> Result<ReadPlan> {
         let mut report = IoReport::default();
+        let mut hits: Vec<Hit> = Vec::new();
+        let mut missed = 0u64;
         let mut misses: Vec<Miss> = Vec::new();
         let mut bypass: Vec<Miss> = Vec::new();
         let mut want: Vec<(ChunkKey, LoadKind)> = Vec::new();
@@ -134,11 +247,15 @@ impl ChunkCache {
                 if let Some(id) = self.lookup_id(&key)
                     && self.entry(id).is_some_and(|e| e.has_values)
                 {
-                    self.scatter_resident(id, &p, req)?;
-                    self.stats.hits += 1;
+                    self.scatter_entry(id, &p, req)?;
+                    hits.push(Hit {
+                        id,
+                        key,
+                        runs: p.runs,
+                    });
                     continue;
                 }
-                self.stats.misses += 1;
+                missed += 1;
                 if skip || direct_whole && p.covers_chunk(&extent, &chunk_dims) {
                     bypass.push(Miss { req: i, piece: p });
                     continue;
@@ -184,6 +301,8 @@ impl ChunkCache {
         }
         Ok(ReadPlan {
             report,
+            hits,
+            missed,
             misses,
             batches,
             bypass,
@@ -197,6 +316,13 @@ impl ChunkCache {
         p: &ChunkPiece,
         req: &mut ReadRequest<'_>,
     ) -> Result<()> {
+        self.scatter_entry(id, p, req)?;
+        self.touch(id, &p.runs);
+        Ok(())
+    }
+
+    /// Scatters a piece from a resident entry (shared access: the access is not recorded).
+    fn scatter_entry(&self, id: EntryId, p: &ChunkPiece, req: &mut ReadRequest<'_>) -> Result<()> {
         let st = self.state(req.dataset)?;
         let e = self
             .entry(id)
@@ -209,9 +335,7 @@ impl ChunkCache {
             &p.runs,
             req.buf,
             req.conversion,
-        )?;
-        self.touch(id, &p.runs);
-        Ok(())
+        )
     }
 
     /// With the loaded chunks: fills pieces of chunks that do not exist, admits the others busy

@@ -5,6 +5,18 @@
 //!
 //! Invariant: the end of allocation bounds every live allocation; free space never overlaps live
 //! space (the manager checks frees against both).
+//!
+//! **Delayed reuse** (crash safety, docs/design.md §6): space that the last flush's file uses is
+//! not reused before the next flush has completed. A free of such *committed* space is
+//! deferred ([`FileAlloc::free`]) and released by [`FileAlloc::release_deferred`] once the
+//! flush that stopped referencing it is complete (VFD SWMR's rule for delayed free-space
+//! release, here for every file). Space allocated since the last flush (*fresh*) is freed at
+//! once: the file on disk never referenced it. So a writer killed between or during flushes
+//! never leaves the last flushed state pointing at bytes that were given to something else.
+
+use std::ops::Range;
+
+use h5_io::RangeSet;
 
 use crate::space::{
     CloseReport, FreeSection, PersistentSpace, SpaceConfig, SpaceError, SpaceManager, SpaceStats,
@@ -42,6 +54,12 @@ pub enum AllocError {
 #[derive(Debug)]
 pub struct FileAlloc {
     space: SpaceManager,
+    /// Space handed out since the last commit: not referenced by the file on disk.
+    fresh: RangeSet,
+    /// Frees of committed space, released at the next commit, in the order they came.
+    deferred: Vec<(SpaceKind, u64, u64)>,
+    /// The ranges of `deferred`, to refuse a second free of the same space.
+    deferred_set: RangeSet,
 }
 
 impl FileAlloc {
@@ -59,9 +77,7 @@ impl FileAlloc {
 
     /// An allocator with the given settings whose first free byte is `eoa`.
     pub fn with_config(config: SpaceConfig, eoa: u64) -> Result<Self, AllocError> {
-        Ok(FileAlloc {
-            space: SpaceManager::new(config, eoa)?,
-        })
+        Ok(Self::wrap(SpaceManager::new(config, eoa)?))
     }
 
     /// An allocator for a file whose persisted free space (sections and end of allocation)
@@ -70,9 +86,18 @@ impl FileAlloc {
         config: SpaceConfig,
         persisted: &PersistentSpace,
     ) -> Result<Self, AllocError> {
-        Ok(FileAlloc {
-            space: SpaceManager::from_persistent(config, persisted)?,
-        })
+        Ok(Self::wrap(SpaceManager::from_persistent(
+            config, persisted,
+        )?))
+    }
+
+    fn wrap(space: SpaceManager) -> Self {
+        FileAlloc {
+            space,
+            fresh: RangeSet::new(),
+            deferred: Vec::new(),
+            deferred_set: RangeSet::new(),
+        }
     }
 
     /// The settings.
@@ -92,12 +117,63 @@ impl FileAlloc {
 
     /// `len` bytes of `kind`; returns the address.
     pub fn allocate(&mut self, kind: SpaceKind, len: u64) -> Result<u64, AllocError> {
-        Ok(self.space.allocate(kind.space_kind(), len)?)
+        let addr = self.space.allocate(kind.space_kind(), len)?;
+        self.fresh.insert(addr..addr.saturating_add(len));
+        Ok(addr)
     }
 
-    /// Gives `[addr, addr + len)` back.
+    /// Gives `[addr, addr + len)` back: at once when it was allocated since the last commit,
+    /// otherwise at the next [`release_deferred`](Self::release_deferred).
     pub fn free(&mut self, kind: SpaceKind, addr: u64, len: u64) -> Result<(), AllocError> {
-        Ok(self.space.free(kind.space_kind(), addr, len)?)
+        let range = addr..addr.saturating_add(len);
+        if self.fresh.covers(range.clone()) {
+            self.space.free(kind.space_kind(), addr, len)?;
+            self.fresh.remove(range);
+            return Ok(());
+        }
+        // Checked now (live, below the end of allocation), not when released.
+        self.space.check_block(addr, len)?;
+        if self.deferred_set.intersects(range.clone()) {
+            // Freed already in this interval.
+            return Err(AllocError::Space(SpaceError::DoubleFree {
+                addr,
+                len,
+                free_addr: addr,
+                free_len: len,
+            }));
+        }
+        self.fresh.remove(range.clone());
+        self.deferred_set.insert(range);
+        self.deferred.push((kind, addr, len));
+        Ok(())
+    }
+
+    /// Bytes freed since the last commit and waiting for the next one.
+    pub fn deferred_bytes(&self) -> u64 {
+        self.deferred_set.len()
+    }
+
+    /// The ranges the current state does not use below the end of allocation: free sections and
+    /// deferred frees. Meaningful after [`close`](Self::close), when no aggregator holds space.
+    pub fn unused(&self) -> Vec<Range<u64>> {
+        let mut set = self.deferred_set.clone();
+        for s in self.space.free_sections() {
+            set.insert(s.addr..s.addr.saturating_add(s.len));
+        }
+        set.ranges()
+    }
+
+    /// The last flush is complete: everything allocated so far is committed, and the deferred
+    /// frees become free space. Returns whether any space was released.
+    pub fn release_deferred(&mut self) -> Result<bool, AllocError> {
+        self.fresh.clear();
+        self.deferred_set.clear();
+        let deferred = std::mem::take(&mut self.deferred);
+        let released = !deferred.is_empty();
+        for (kind, addr, len) in deferred {
+            self.space.free(kind.space_kind(), addr, len)?;
+        }
+        Ok(released)
     }
 
     /// Bytes free below the end of allocation (in free lists, not in aggregators).
@@ -121,6 +197,35 @@ impl FileAlloc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn committed_space_is_reused_only_after_the_next_commit() {
+        let mut a = FileAlloc::new(96, 8).unwrap();
+        let x = a.allocate(SpaceKind::Raw, 4000).unwrap();
+        a.close().unwrap();
+        assert!(!a.release_deferred().unwrap(), "nothing was deferred");
+        // x is committed now: its free waits.
+        a.free(SpaceKind::Raw, x, 4000).unwrap();
+        assert_eq!(a.deferred_bytes(), 4000);
+        assert!(
+            a.free(SpaceKind::Raw, x + 100, 10).is_err(),
+            "a second free of deferred space"
+        );
+        let y = a.allocate(SpaceKind::Raw, 4000).unwrap();
+        assert_ne!(y, x, "not reused before the commit");
+        // Fresh space is reused at once.
+        a.free(SpaceKind::Raw, y, 4000).unwrap();
+        assert_eq!(a.allocate(SpaceKind::Raw, 4000).unwrap(), y);
+        a.close().unwrap();
+        assert!(a.unused().contains(&(x..x + 4000)));
+        assert!(a.release_deferred().unwrap());
+        assert_eq!(a.deferred_bytes(), 0);
+        assert_eq!(
+            a.allocate(SpaceKind::Raw, 4000).unwrap(),
+            x,
+            "reused after it"
+        );
+    }
 
     #[test]
     fn grows_reuses_and_shrinks_at_close() {

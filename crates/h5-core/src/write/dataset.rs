@@ -253,6 +253,7 @@ impl FileShared {
             msg(&Message::Datatype(spec.datatype.clone()), sizes, bounds)?,
             msg(&Message::FillValue(fill_msg), sizes, bounds)?,
         ];
+        let pipeline_present = pipeline.is_some();
         if let Some(p) = pipeline {
             messages.push(msg(&Message::FilterPipeline(p), sizes, bounds)?);
         }
@@ -260,8 +261,11 @@ impl FileShared {
             version: 3,
             class: layout_class,
         };
-        layout_msg.version =
-            crate::write::chunk_index::create::layout_version(self, &layout_msg.class);
+        layout_msg.version = crate::write::chunk_index::create::layout_version(
+            self,
+            &layout_msg.class,
+            pipeline_present,
+        );
         messages.push(msg(&Message::Layout(layout_msg), sizes, bounds)?);
         let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
         if let Some(l) = &created_chunked
@@ -396,7 +400,7 @@ impl FileShared {
             size: Some(0),
         };
         let layout = Layout {
-            version: crate::write::chunk_index::create::layout_version(self, &class),
+            version: crate::write::chunk_index::create::layout_version(self, &class, false),
             class,
         };
         let messages = vec![
@@ -604,6 +608,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
     layout.refill_cleared(file)?;
     let mut info = info.clone();
     info.dataspace = space;
+    file.set_dataset_info(info.clone());
     Ok(info)
 }
 

@@ -1,11 +1,11 @@
 //! Raw-data operations beyond plain writes: several datasets in one chunk-cache call, direct
-//! chunk reads and writes (stored images, filters bypassed), and the sticky failure state of a
-//! writable file.
+//! chunk reads and writes (stored images, filters bypassed), and the checks of the sticky
+//! failure state of a writable file (kept by [`crate::guard::GuardedStorage`]).
 
 use std::sync::Arc;
 
 use h5_chunkcache::selection::Selection;
-use h5_chunkcache::{ChunkCacheError, ChunkCoord, WriteRequest};
+use h5_chunkcache::{ChunkCacheError, ChunkCoord, Lookup, WriteRequest};
 use h5_format::message::layout::LayoutClass;
 
 use crate::dataset::DatasetInfo;
@@ -25,22 +25,22 @@ pub(crate) fn is_storage_failure(e: &Error) -> bool {
 }
 
 impl FileShared {
-    /// Refuses changes once a write to the storage has failed (the sticky failed state).
+    /// Refuses changes once a write to the storage has failed (the sticky failed state, kept
+    /// by the storage guard, which every write goes through) or the file was closed.
     pub(crate) fn check_usable(&self) -> Result<()> {
-        match &self.state()?.failed {
-            Some(why) => Err(Error::Failed(why.clone())),
-            None => Ok(()),
+        self.storage.check_writable()?;
+        if self.write.is_none() {
+            return Err(Error::ReadOnly);
         }
+        Ok(())
     }
 
     /// Records that a write to the storage failed with `e` (if it is such a failure) and
-    /// returns `e`.
+    /// returns `e`. The guard has already recorded any failure that reached the storage; this
+    /// catches one reported by a layer above it.
     pub(crate) fn note_failure(&self, e: Error) -> Error {
-        if is_storage_failure(&e)
-            && let Ok(mut w) = self.state()
-            && w.failed.is_none()
-        {
-            w.failed = Some(e.to_string());
+        if is_storage_failure(&e) {
+            self.storage.fail(|| e.to_string());
         }
         e
     }
@@ -107,13 +107,7 @@ pub fn read_chunk(
     let Some(location) = found.location else {
         return Ok(None);
     };
-    // The reader's layouts keep the chunk's index record, the writable ones its last mask.
-    let mask = found
-        .udata
-        .downcast_ref::<ChunkRecord>()
-        .map(|r| r.filter_mask)
-        .or_else(|| crate::write::chunks::udata_mask(&found.udata))
-        .unwrap_or(0);
+    let mask = filter_mask_of(&found);
     let mut buf = vec![
         0u8;
         usize::try_from(location.size)
@@ -122,6 +116,72 @@ pub fn read_chunk(
     let n = chunks.direct_chunk_read(id, offset, &mut buf)?;
     buf.truncate(n);
     Ok(Some((mask, buf)))
+}
+
+/// The filter mask a chunk lookup found: the reader's layouts keep the chunk's index record,
+/// the writable ones its last mask.
+fn filter_mask_of(found: &Lookup) -> u32 {
+    found
+        .udata
+        .downcast_ref::<ChunkRecord>()
+        .map(|r| r.filter_mask)
+        .or_else(|| crate::write::chunks::udata_mask(&found.udata))
+        .unwrap_or(0)
+}
+
+/// One allocated chunk of a chunked dataset.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct StoredChunk {
+    /// The chunk's first element.
+    pub offset: Vec<u64>,
+    /// Bytes stored (after the filters).
+    pub size: u64,
+    /// Bit `i` set: filter `i` was skipped.
+    pub filter_mask: u32,
+    /// Absolute file offset of the stored bytes.
+    pub address: u64,
+}
+
+/// Grids of more chunks than this are not listed (as [`crate::dataset::stored_sizes`]).
+const MAX_LISTED_CHUNKS: u64 = 1 << 24;
+
+/// Every allocated chunk of a chunked dataset in chunk-grid (row-major) order, each looked up
+/// through the chunk cache (a dirty cached copy is written first, so the answer is what the
+/// file holds); empty for other layouts.
+pub fn stored_chunks(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<StoredChunk>> {
+    let Some(chunk) = info.chunk_dims() else {
+        return Ok(Vec::new());
+    };
+    let counts = crate::indexes::grid(info.dims(), &chunk);
+    let total = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
+    let Some(total) = total.filter(|&t| t <= MAX_LISTED_CHUNKS) else {
+        return Err(Error::Unsupported("too many chunks to list".into()));
+    };
+    let id = crate::dataset::ensure_registered(file, info)?;
+    let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
+    let mut out = Vec::new();
+    let mut coord = vec![0u64; counts.len()];
+    for _ in 0..total {
+        let offset: Vec<u64> = coord.iter().zip(&chunk).map(|(i, c)| i * c).collect();
+        let found = chunks.direct_chunk_lookup(id, &offset)?;
+        if let Some(location) = found.location {
+            out.push(StoredChunk {
+                filter_mask: filter_mask_of(&found),
+                offset,
+                size: location.size,
+                address: location.addr,
+            });
+        }
+        // The next coordinate in row-major order.
+        for d in (0..coord.len()).rev() {
+            coord[d] += 1;
+            if coord[d] < counts[d] {
+                break;
+            }
+            coord[d] = 0;
+        }
+    }
+    Ok(out)
 }
 
 /// Writes `bytes` as the stored image of the chunk starting at element `offset` (already

@@ -32,13 +32,14 @@ use h5_format::message::kind;
 use h5_format::message::link::LinkTarget;
 use h5_format::message::symbol_table::SymbolTableMessage;
 use h5_format::superblock::{Root, ScratchPad, Superblock, SymbolTableEntry, encoded_len};
+use h5_io::{CommitPoint, Marker, Storage};
 use h5_metacache::{
-    CacheBuilder, ExpungeFlags, FlushFlags, InsertFlags, MetadataKind, ProtectFlags, UnprotectFlags,
+    ExpungeFlags, FlushFlags, InsertFlags, MetadataKind, ProtectFlags, UnprotectFlags,
 };
 
 use crate::error::{Error, Result};
-use crate::file::{CacheSettings, FileShared, cache_error};
-use crate::meta::{Decoded, FileSpace, Load, classes};
+use crate::file::{CacheSettings, FileShared, build_metadata_cache, cache_error};
+use crate::meta::{Decoded, FileSpace, Load};
 use alloc::{FileAlloc, SpaceKind};
 use symtab::{GROUP_INTERNAL_K, GROUP_LEAF_K, GroupTable, Target};
 
@@ -113,25 +114,31 @@ impl FormatBounds {
         if self.new_style() { 2 } else { 1 }
     }
 
-    /// Datatype message version for `t`: the lowest that expresses it, raised to the bound's
-    /// (`H5O_dtype_ver_bounds`: 3 from V18, 4 from V112). libhdf5 2.0 raises every type to
-    /// version 5 under its latest bound, which HDF5 1.14 cannot read; h5 keeps 4 there for
-    /// types that do not need 5.
+    /// Datatype message version for `t` (`H5O_dtype_ver_bounds`): the bound's version (3 from
+    /// V18, 4 from V112, 5 from V200) for compound, array and enumeration types and the
+    /// variable-length types holding them, the lowest that expresses it for every other type
+    /// (as libhdf5's upgrade of a type to the file's bound does).
     pub fn datatype_version(self, t: &h5_format::datatype::Datatype) -> u8 {
         let floor = match self {
             FormatBounds::Earliest => 1,
             FormatBounds::V18 | FormatBounds::V110 => 3,
-            _ => 4,
+            FormatBounds::V112 | FormatBounds::V114 => 4,
+            FormatBounds::V200 => 5,
         };
-        t.min_version().max(floor)
+        t.upgraded_version(floor)
     }
 }
 
 /// Options for a new file.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CreateOptions {
-    /// Format versions of new objects.
+    /// The low format bound: the versions new objects are written in (see [`FormatBounds`]).
     pub bounds: FormatBounds,
+    /// The high format bound: no object is written in a format newer than this one allows
+    /// (libhdf5's `high` of `H5Pset_libver_bounds`); a feature that needs a newer format is an
+    /// error. Default [`FormatBounds::LATEST`]; at least [`FormatBounds::V18`] and at least the
+    /// low bound.
+    pub high: FormatBounds,
     /// Creation options of the root group (new-style groups only).
     pub root_group: links::GroupOptions,
     /// File-space strategy, persistence, threshold and page size (libhdf5's defaults unless
@@ -139,11 +146,50 @@ pub struct CreateOptions {
     pub file_space: fspace::FileSpaceOptions,
 }
 
+impl Default for CreateOptions {
+    /// HDF5 2.0's defaults: bounds ([`FormatBounds::V18`], [`FormatBounds::LATEST`]), libhdf5's
+    /// root group and file-space settings.
+    fn default() -> Self {
+        CreateOptions {
+            bounds: FormatBounds::default(),
+            high: FormatBounds::LATEST,
+            root_group: links::GroupOptions::default(),
+            file_space: fspace::FileSpaceOptions::default(),
+        }
+    }
+}
+
+impl CreateOptions {
+    /// The defaults with the format bounds `(low, high)`, as libhdf5's
+    /// `H5Pset_libver_bounds(fapl, low, high)`; checked when the file is created.
+    pub fn with_bounds(low: FormatBounds, high: FormatBounds) -> Self {
+        CreateOptions {
+            bounds: low,
+            high,
+            ..CreateOptions::default()
+        }
+    }
+
+    /// Checks the bounds as libhdf5 does: `low <= high` and `high >= V18`.
+    pub fn check_bounds(&self) -> Result<()> {
+        if self.high < FormatBounds::V18 || self.bounds > self.high {
+            return Err(Error::Invalid(format!(
+                "format bounds ({:?}, {:?}): the high bound must be V18 or newer and not below \
+                 the low bound",
+                self.bounds, self.high
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// What a writable file keeps besides the caches.
 #[derive(Debug, Default)]
 pub(crate) struct WriteState {
     /// Format versions of new objects.
     pub(crate) bounds: FormatBounds,
+    /// The newest formats objects may be written in (`None`: the latest).
+    pub(crate) high: Option<FormatBounds>,
     /// Old-style groups created or changed, by object header address.
     pub(crate) groups: HashMap<u64, GroupTable>,
     /// New-style groups created or changed, by object header address.
@@ -159,9 +205,6 @@ pub(crate) struct WriteState {
     pub(crate) pending: HashMap<u64, alloc_time::Pending>,
     /// Absolute address of the superblock (after any userblock).
     pub(crate) superblock_at: u64,
-    /// Set when a write to the storage failed: the file then refuses every change (what
-    /// failed is kept for the error message).
-    pub(crate) failed: Option<String>,
     /// The global heap collection being filled with variable-length data.
     pub(crate) heap: gheap::HeapState,
     /// The file space info message and the persisted managers (files with non-default
@@ -228,8 +271,11 @@ impl FileShared {
         dir: Option<std::path::PathBuf>,
     ) -> Result<Arc<FileShared>> {
         options.file_space.validate()?;
+        options.check_bounds()?;
         storage.set_len(0)?;
-        let (meta_storage, storage, pagebuf) = crate::pagebuf::faces(storage, settings)?;
+        let (storage, meta_storage, pagebuf) = crate::pagebuf::faces(storage, settings)?;
+        // The committed state is the empty file: nothing to journal until the first flush.
+        storage.commit(&commit_point(Vec::new(), 0))?;
         let sizes = Sizes::EIGHT;
         // Non-default file-space settings live in the superblock extension (version 2 and
         // up), whatever the low bound: libhdf5 raises the superblock the same way.
@@ -248,13 +294,11 @@ impl FileShared {
             alloc: Some(Arc::clone(&alloc)),
             base: 0,
         };
-        let mut builder = CacheBuilder::new(meta_storage, classes(), ctx);
-        if let Some(c) = &settings.metadata {
-            builder = builder.config(c.clone());
-        }
-        let mut meta = builder.build()?;
-        meta.set_invariant_checks(settings.invariant_checks);
-        let chunks = h5_chunkcache::ChunkCache::new(Arc::clone(&storage), settings.chunks.clone())?;
+        let meta = build_metadata_cache(&meta_storage, settings, ctx)?;
+        let chunks = h5_chunkcache::ChunkCache::new(
+            Arc::clone(&storage) as Arc<dyn Storage>,
+            settings.chunks.clone(),
+        )?;
         let old = sb_version < 2;
         let superblock = Superblock {
             version: sb_version,
@@ -277,20 +321,24 @@ impl FileShared {
         let mut file = FileShared {
             storage,
             meta: Mutex::new(meta),
-            chunks: Mutex::new(chunks),
+            chunks: h5_chunkcache::SharedChunkCache::new(chunks),
             sizes,
             base: 0,
             superblock,
             root: UNDEFINED_ADDRESS,
             dir,
             sohm: Mutex::new(Some(None)),
+            path: std::sync::OnceLock::new(),
+            descriptions: Default::default(),
             alloc: Some(alloc),
             write: Some(Mutex::new(WriteState {
                 bounds: options.bounds,
+                high: Some(options.high),
                 ..WriteState::default()
             })),
             pagebuf,
             swmr: Default::default(),
+            sync: settings.sync,
         };
         file.enable_page_buffer_for_new(&options.file_space)?;
         let (root, scratch) = create_group_object(&file, &options.root_group)?;
@@ -346,6 +394,17 @@ impl FileShared {
         let eoa = sb.eof_address.saturating_sub(file.base).max(end);
         // The file's own file-space settings and persisted free space, if any.
         let (alloc, space_info) = fspace::open_alloc(&file, eoa)?;
+        // The file as found is the committed state, except its free space: what libhdf5
+        // persisted, and anything past the recorded end of the file.
+        {
+            let mut unused: Vec<std::ops::Range<u64>> = alloc
+                .free_sections()
+                .iter()
+                .map(|s| file.base + s.addr..file.base + s.addr + s.len)
+                .collect();
+            unused.push(sb.eof_address.max(at)..file.storage.len()?);
+            file.storage.commit(&commit_point(unused, at))?;
+        }
         let alloc = Arc::new(Mutex::new(alloc));
         {
             let meta = file.meta.get_mut().map_err(|_| Error::Poisoned)?;
@@ -470,6 +529,15 @@ impl FileShared {
             .as_ref()
             .and_then(|w| w.lock().ok().map(|w| w.bounds))
             .unwrap_or(FormatBounds::Earliest)
+    }
+
+    /// The high format bound of new objects (the latest for a file opened for writing, which
+    /// records none).
+    pub fn high_bound(&self) -> FormatBounds {
+        self.write
+            .as_ref()
+            .and_then(|w| w.lock().ok().and_then(|w| w.high))
+            .unwrap_or(FormatBounds::LATEST)
     }
 
     /// The links of a group being written (`None`: not a group created here).
@@ -742,6 +810,7 @@ impl FileShared {
     /// or a group's table (releasing every member).
     fn delete_object(&self, addr: u64) -> Result<()> {
         use h5_format::message::Message;
+        self.descriptions.remove(addr);
         // Members and raw data first, while the header still describes them. Tables kept for
         // the object must not be laid out into its freed header at the next flush.
         let (links, _attrs) = {
@@ -852,26 +921,66 @@ impl FileShared {
     }
 
     /// Writes every change to the file: raw data, chunk indexes, group tables, then all
-    /// metadata (the superblock last), and syncs the storage.
+    /// metadata (the superblock last), syncs the storage when the file was opened with
+    /// [`CacheSettings::sync`], and commits (docs/design.md §6): once this returns, a crash
+    /// comes back to this state or a later one.
     pub fn flush(&self) -> Result<()> {
         if self.write.is_none() {
-            return Ok(());
+            return self.check_open();
         }
         self.check_usable()?;
         if self.is_swmr_writer() {
             return self.swmr_flush(false).map_err(|e| self.note_failure(e));
         }
-        self.flush_all().map_err(|e| self.note_failure(e))
+        self.flush_all().map(drop).map_err(|e| self.note_failure(e))
     }
 
-    fn flush_all(&self) -> Result<()> {
+    /// Flushes (twice when space freed before the flush was released by it, so that the file
+    /// records it as free or ends before it) and closes: every handle of the file refuses
+    /// later calls ([`Error::Closed`]) and the storage's lock is released (libhdf5's strong
+    /// close degree, as h5py's `File.close`). A file in the failed state is closed too, and
+    /// its failure reported. Closing again is a no-op.
+    ///
+    /// A VFD SWMR file ends its SWMR session first ([`FileShared::close_swmr`]): a writer
+    /// flushes (waiting out its delayed writes), publishes an empty index at a new tick and
+    /// removes the metadata file; a reader leaves the end-of-tick queue.
+    pub fn close(&self) -> Result<()> {
+        if self.storage.is_closed() {
+            return Ok(());
+        }
+        let r = if self.is_swmr() {
+            // A writer whose end of tick failed skipped its last flush: report the failure.
+            self.close_swmr().and_then(|()| match self.write {
+                Some(_) => self.storage.check_writable(),
+                None => Ok(()),
+            })
+        } else {
+            match self.write {
+                None => Ok(()),
+                Some(_) => self.check_usable().and_then(|()| {
+                    let released = self.flush_all()?;
+                    if released {
+                        self.flush_all()?;
+                    }
+                    Ok(())
+                }),
+            }
+        };
+        let r = r.map_err(|e| self.note_failure(e));
+        self.storage.close();
+        r
+    }
+
+    /// The flush itself; returns whether committed space freed before it was released.
+    fn flush_all(&self) -> Result<bool> {
         let eoa = self.flush_into_storage()?;
         self.finish_flush(eoa)
     }
 
     /// Writes every change into the storage (a page buffer, for VFD SWMR): raw data, chunk
     /// indexes, group tables, then all metadata, the superblock last. Returns the end of
-    /// allocation. The file's length and durability are [`FileShared::finish_flush`]'s.
+    /// allocation. The file's final length, durability and the commit are
+    /// [`FileShared::finish_flush`]'s.
     pub(crate) fn flush_into_storage(&self) -> Result<u64> {
         self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
         let indexes = self.state()?.indexes.clone();
@@ -907,6 +1016,14 @@ impl FileShared {
         // persisted free space gets its managers (§5.3).
         let eoa = fspace::settle(self)?;
         let at = self.state()?.superblock_at;
+        // The file ends at the end of allocation: grown first if the last blocks were never
+        // written (all fill), so the superblock never describes bytes the file lacks. A VFD
+        // SWMR writer's end of tick leaves the HDF5 file's length alone (readers take the
+        // published end of file; `finish_flush` grows it at the flush).
+        let end = self.abs(eoa)?;
+        if !self.is_swmr_writer() && self.storage.len()? < end {
+            self.storage.set_len(end)?;
+        }
         {
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
             meta.mark_dirty(at).map_err(cache_error)?;
@@ -915,16 +1032,50 @@ impl FileShared {
         Ok(eoa)
     }
 
-    /// Ends a flush: the file ends at the end of allocation `eoa`, and is synced.
-    pub(crate) fn finish_flush(&self, eoa: u64) -> Result<()> {
-        // The file ends at the end of allocation: grown if the last blocks were never written
-        // (all fill), truncated over space given back.
+    /// Ends a flush whose end of allocation is `eoa`: the file is cut over space given back
+    /// (free in this state: delayed reuse kept the last flush's space allocated) or grown to
+    /// it (a VFD SWMR writer's flush), synced when asked, and committed. Returns whether committed space freed before it was released.
+    pub(crate) fn finish_flush(&self, eoa: u64) -> Result<bool> {
         let end = self.abs(eoa)?;
+        let at = self.state()?.superblock_at;
         if self.storage.len()? != end {
             self.storage.set_len(end)?;
         }
-        self.storage.sync()?;
-        Ok(())
+        if self.sync {
+            self.storage.sync()?;
+        }
+        let alloc = self.alloc.as_ref().ok_or(Error::ReadOnly)?;
+        let unused: Vec<std::ops::Range<u64>> = alloc
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .unused()
+            .into_iter()
+            .map(|r| self.base + r.start..self.base + r.end)
+            .collect();
+        self.storage.commit(&commit_point(unused, at))?;
+        // The state that stopped using the deferred frees is complete: they can be reused.
+        Ok(alloc
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .release_deferred()?)
+    }
+}
+
+/// The bytes written over the superblock signature while a flushed file is being changed in
+/// place (`\x89HDF\r\n\x1a\n` with its last byte spoiled): libhdf5 and h5 then find no HDF5
+/// file there until the change is complete or rolled back (docs/design.md §6). One byte
+/// differs, so writing the signature back, the commit point, is a one-byte change.
+pub const IN_PLACE_MARKER: [u8; 8] = *b"\x89HDF\r\n\x1aJ";
+
+/// A commit of the storage's current bytes minus `unused` (absolute ranges), with the
+/// signature of the superblock at absolute `superblock_at` as the in-place marker.
+fn commit_point(unused: Vec<std::ops::Range<u64>>, superblock_at: u64) -> CommitPoint {
+    CommitPoint {
+        unused,
+        marker: Some(Marker {
+            offset: superblock_at,
+            bytes: IN_PLACE_MARKER.to_vec(),
+        }),
     }
 }
 
@@ -1068,12 +1219,9 @@ fn create_group_object(
 }
 
 impl Drop for FileShared {
-    /// A writable file is flushed when its last handle goes; errors are lost here, which is why
-    /// `File::close` exists.
+    /// A writable file is flushed and closed when its last handle goes; errors are lost here,
+    /// which is why `File::close` exists.
     fn drop(&mut self) {
-        self.drop_swmr();
-        if self.write.is_some() && !self.is_swmr() {
-            let _ = self.flush();
-        }
+        let _ = self.close();
     }
 }

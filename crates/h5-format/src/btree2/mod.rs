@@ -22,7 +22,7 @@ mod record;
 
 pub use record::{
     LINK_HEAP_ID_LEN, OBJECT_HEAP_ID_LEN, Record, RecordContext, SharedMessageRecord,
-    chunk_size_len,
+    chunk_size_len, filtered_chunk_size_len,
 };
 
 use crate::error::{FormatError, Result};

@@ -18,6 +18,17 @@ pub fn chunk_size_len(chunk_bytes: u64) -> usize {
     (1 + (log2 + 8) / 8).min(8)
 }
 
+/// Width of the "chunk size" field of filtered chunk records in the chunk index of a dataset
+/// whose layout message has version `layout_version`: from version 5 (HDF5 2.0) the file's
+/// length size, so a filter may grow a chunk past any bound; before, [`chunk_size_len`].
+pub fn filtered_chunk_size_len(layout_version: u8, sizes: Sizes, chunk_bytes: u64) -> usize {
+    if layout_version >= crate::message::layout::WIDE_CHUNK_SIZES_VERSION {
+        usize::from(sizes.length)
+    } else {
+        chunk_size_len(chunk_bytes)
+    }
+}
+
 /// What decoding a record needs besides its bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct RecordContext {

@@ -1,4 +1,4 @@
-//! The data layout message (type 0x0008), versions 1–4.
+//! The data layout message (type 0x0008), versions 1–5.
 //!
 //! * Versions 1 and 2: version(1) dimensionality(1) class(1: 0 compact, 1 contiguous, 2
 //!   chunked) reserved(5) [address(O) unless compact] dimension sizes (4 each × dimensionality;
@@ -11,10 +11,18 @@
 //!   encoded dimension size(1, 1..=8) dimension sizes (that many bytes each) index type(1)
 //!   index parameters, index address(O); virtual (class 3): global heap address(O) and
 //!   index(4) of the heap object holding the mappings.
+//! * Version 5 (HDF5 2.0): encoded as version 4; the chunk indexes of a version 5 message store
+//!   the sizes of filtered chunks in the file's length size rather than in one byte more than
+//!   an unfiltered chunk needs ([`WIDE_CHUNK_SIZES_VERSION`]). libhdf5 2.0 writes it for filtered
+//!   chunked datasets under its 2.0 bound.
 
 use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes};
 use crate::writer::Writer;
+
+/// The first layout message version (HDF5 2.0's) whose chunk indexes store the sizes of
+/// filtered chunks in the file's length size (see [`crate::btree2::filtered_chunk_size_len`]).
+pub const WIDE_CHUNK_SIZES_VERSION: u8 = 5;
 
 /// Most dimensions of a chunk including the element-size dimension (32 + 1).
 pub const MAX_CHUNK_DIMS: usize = 33;
@@ -130,7 +138,7 @@ pub enum LayoutClass {
 /// A decoded data layout message.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Layout {
-    /// Message version (1..=4).
+    /// Message version (1..=5).
     pub version: u8,
     /// The storage.
     pub class: LayoutClass,
@@ -139,7 +147,7 @@ pub struct Layout {
 impl Layout {
     /// Decodes the message body.
     pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<Layout> {
-        let version = super::version(r, &[1, 2, 3, 4])?;
+        let version = super::version(r, &[1, 2, 3, 4, 5])?;
         let class = if version < 3 {
             decode_v1(r, sizes)?
         } else {
@@ -149,7 +157,7 @@ impl Layout {
     }
 
     /// Encodes the message body at [`Layout::version`], the inverse of [`Layout::decode`] for
-    /// versions 3 and 4 (versions 1 and 2 depend on dataspace dimensions this model does not
+    /// versions 3 to 5 (versions 1 and 2 depend on dataspace dimensions this model does not
     /// keep, and libhdf5 no longer writes them: they are refused).
     ///
     /// libhdf5 writes version 3 unless the dataset needs version 4 (a chunk index other than
@@ -164,7 +172,7 @@ impl Layout {
     /// zero index parameters that the decoder refuses.
     pub fn encode(&self, sizes: Sizes) -> Result<Vec<u8>> {
         let v = self.version;
-        if !(3..=4).contains(&v) {
+        if !(3..=WIDE_CHUNK_SIZES_VERSION).contains(&v) {
             return Err(unrepresentable(format!("layout message version {v}")));
         }
         let mut w = Writer::new();
@@ -204,7 +212,7 @@ impl Layout {
                 heap_address,
                 heap_index,
             } => {
-                if v != 4 {
+                if v < 4 {
                     return Err(unrepresentable("a virtual layout needs version 4"));
                 }
                 w.u8(3);
@@ -470,7 +478,7 @@ fn decode_v3(r: &mut Reader<'_>, sizes: Sizes, version: u8) -> Result<LayoutClas
             })
         }
         2 => decode_chunked_v4(r, sizes),
-        3 if version == 4 => Ok(LayoutClass::Virtual {
+        3 if version >= 4 => Ok(LayoutClass::Virtual {
             heap_address: r.offset(sizes)?,
             heap_index: r.u32()?,
         }),
@@ -777,6 +785,31 @@ mod tests {
                 _ => assert_eq!(e, b),
             }
         }
+    }
+
+    #[test]
+    fn version_5_is_version_4_with_another_version_byte() {
+        let mut seen = 0;
+        for (b, class) in cases() {
+            if b[0] != 4 {
+                continue;
+            }
+            let mut b5 = b.clone();
+            b5[0] = 5;
+            let l = dec(&b5).unwrap();
+            assert_eq!((l.version, &l.class), (5, &class));
+            let v4 = Layout {
+                version: 4,
+                class: class.clone(),
+            };
+            let mut e = v4.encode(S).unwrap();
+            e[0] = 5;
+            assert_eq!(l.encode(S).unwrap(), e);
+            assert_eq!(l.encoded_len(S), e.len());
+            seen += 1;
+        }
+        assert!(seen >= 6, "every version 4 class and index: {seen}");
+        assert!(matches!(dec(&[6, 1]), Err(FormatError::Unsupported { .. })));
     }
 
     #[test]

@@ -1,45 +1,11 @@
-//! Reading datasets and attributes as [`H5Type`] values, and writing strings.
+//! Writing strings to a string dataset of either kind.
 
 use h5_chunkcache::selection::Selection;
 use h5_format::datatype::{Datatype, StringPadding, VarLenKind};
-use ndarray::{ArrayD, IxDyn};
 
-use super::strings::vlen_string_type;
-use super::{DecodeCtx, H5Type, encode_for};
-use crate::{Attribute, Dataset, Error, Group, Result};
-
-fn one<T>(mut v: Vec<T>, what: &str) -> Result<T> {
-    match (v.pop(), v.is_empty()) {
-        (Some(x), true) => Ok(x),
-        (x, _) => Err(Error::Invalid(format!(
-            "{what} has {} elements, not one",
-            v.len() + usize::from(x.is_some())
-        ))),
-    }
-}
+use crate::{Dataset, Error, Result};
 
 impl Dataset {
-    /// Every element as a `T` (C order), converted from the file's type: compound members by
-    /// name, enumeration values by name, numbers losslessly, strings of either kind.
-    pub fn read_vec<T: H5Type>(&self) -> Result<Vec<T>> {
-        if self.is_null() {
-            return Ok(Vec::new());
-        }
-        let raw = self.read_raw()?;
-        T::h5_decode_all(self.dtype(), &raw, &DecodeCtx::new(self.file_shared()))
-    }
-
-    /// Every element as a `T` in an array of the dataset's shape.
-    pub fn read_array<T: H5Type>(&self) -> Result<ArrayD<T>> {
-        let v = self.read_vec::<T>()?;
-        ArrayD::from_shape_vec(IxDyn(&self.shape()), v).map_err(|e| Error::Invalid(e.to_string()))
-    }
-
-    /// The only element of a scalar (or one-element) dataset as a `T`.
-    pub fn read_one<T: H5Type>(&self) -> Result<T> {
-        one(self.read_vec()?, self.path())
-    }
-
     /// Writes every element of a string dataset (variable or fixed length) from `data` (C
     /// order). A fixed-length string longer than the type is an error.
     pub fn write_strs<S: AsRef<str>>(&self, data: &[S]) -> Result<()> {
@@ -93,61 +59,8 @@ impl Dataset {
                 )));
             }
         };
-        h5_core::write::dataset::write(file, &self.info(), &Selection::All, None, None, &bytes)
-    }
-}
-
-impl Attribute {
-    /// Every element as a `T` (C order), converted from the file's type as
-    /// [`Dataset::read_vec`] does.
-    pub fn read_vec<T: H5Type>(&self) -> Result<Vec<T>> {
-        if self.is_null() {
-            return Ok(Vec::new());
-        }
-        T::h5_decode_all(
-            self.dtype(),
-            self.read_raw(),
-            &DecodeCtx::new(self.file_shared()),
-        )
-    }
-
-    /// The only element of a scalar (or one-element) attribute as a `T`.
-    pub fn read_one<T: H5Type>(&self) -> Result<T> {
-        one(self.read_vec()?, self.name())
-    }
-}
-
-/// Writes the scalar attribute `name` holding the variable-length UTF-8 string `value`.
-fn write_vlen_str(
-    file: &h5_core::file::FileShared,
-    obj: u64,
-    name: &str,
-    value: &str,
-) -> Result<()> {
-    let s = value.to_owned();
-    encode_for(file, std::slice::from_ref(&s), |b| {
-        file.write_attribute(
-            obj,
-            name,
-            &vlen_string_type(h5_format::datatype::Charset::Utf8),
-            None,
-            b,
-        )
-    })
-}
-
-impl Group {
-    /// Writes (or replaces) the scalar attribute `name` holding a variable-length UTF-8
-    /// string (what h5py writes for `attrs[name] = "..."`).
-    pub fn write_attr_vlen_str(&self, name: &str, value: &str) -> Result<()> {
-        write_vlen_str(self.file_shared(), self.address(), name, value)
-    }
-}
-
-impl Dataset {
-    /// Writes (or replaces) the scalar attribute `name` holding a variable-length UTF-8
-    /// string.
-    pub fn write_attr_vlen_str(&self, name: &str, value: &str) -> Result<()> {
-        write_vlen_str(self.file_shared(), self.address(), name, value)
+        let r =
+            h5_core::write::dataset::write(file, &self.info(), &Selection::All, None, None, &bytes);
+        self.ctx(r)
     }
 }

@@ -148,6 +148,18 @@ pub trait H5Type: Sized {
         Ok(Cow::Owned(out))
     }
 
+    /// Reads `n` plain numbers straight into a new `Vec<Self>` (no intermediate buffer):
+    /// `fill` gets the vector's bytes and the number type they hold. `None` for types that are
+    /// not plain numbers, which are decoded element by element. Support code of the read
+    /// path, not a stable interface.
+    #[doc(hidden)]
+    fn h5_read_numbers(
+        _n: usize,
+        _fill: &mut dyn FnMut(NumType, &mut [u8]) -> Result<()>,
+    ) -> Option<Result<Vec<Self>>> {
+        None
+    }
+
     /// Decodes every element of `raw` (elements of `dt`).
     fn h5_decode_all(dt: &Datatype, raw: &[u8], ctx: &DecodeCtx<'_>) -> Result<Vec<Self>> {
         let size = dt.size() as usize;
@@ -221,6 +233,11 @@ impl<'a> EncodeCtx<'a> {
         Ok(())
     }
 
+    /// The file written (`None` when encoding without one, as for fill values).
+    pub(crate) fn file(&self) -> Option<&'a FileShared> {
+        self.file
+    }
+
     /// Sizes of addresses and lengths in the file written (8 and 8 without a file).
     pub(crate) fn sizes(&self) -> h5_format::Sizes {
         self.file
@@ -270,6 +287,11 @@ impl<'a> DecodeCtx<'a> {
     /// Sizes of addresses and lengths in the file.
     pub fn sizes(&self) -> h5_format::Sizes {
         self.file.superblock().sizes
+    }
+
+    /// The file read.
+    pub(crate) fn file(&self) -> &'a FileShared {
+        self.file
     }
 }
 
@@ -343,6 +365,18 @@ macro_rules! numbers {
             }
             fn h5_decode_all(dt: &Datatype, raw: &[u8], _ctx: &DecodeCtx<'_>) -> Result<Vec<Self>> {
                 h5_core::values::numbers::<$t>(dt, raw, false)
+            }
+            fn h5_read_numbers(
+                n: usize,
+                fill: &mut dyn FnMut(NumType, &mut [u8]) -> Result<()>,
+            ) -> Option<Result<Vec<Self>>> {
+                // Allocated as numpy allocates arrays (zeroed pages, huge pages when large).
+                let Some(mut out) = h5_io::buffer::try_zeroed_vec::<$t>(n) else {
+                    return Some(Err(Error::Invalid(format!(
+                        "{n} elements do not fit in memory"
+                    ))));
+                };
+                Some(fill(<$t as NativeNum>::TYPE, bytemuck::cast_slice_mut(&mut out)).map(|()| out))
             }
         }
     )*};

@@ -87,6 +87,8 @@ pub enum Object {
     Group(Group),
     /// A dataset.
     Dataset(Box<Dataset>),
+    /// A committed (named) datatype.
+    Datatype(crate::NamedDatatype),
 }
 
 impl Object {
@@ -95,6 +97,7 @@ impl Object {
         match self {
             Object::Group(g) => g.path(),
             Object::Dataset(d) => d.path(),
+            Object::Datatype(t) => t.path(),
         }
     }
 }
@@ -150,6 +153,7 @@ impl File {
         match CoreKind::of(&oh) {
             CoreKind::Group => Ok(Object::Group(self.group(&path)?)),
             CoreKind::Dataset => Ok(Object::Dataset(Box::new(self.dataset(&path)?))),
+            CoreKind::Datatype => Ok(Object::Datatype(self.root()?.named_datatype(&path)?)),
             other => Err(Error::Unsupported(format!(
                 "dereferencing a {} at {path}",
                 other.name()

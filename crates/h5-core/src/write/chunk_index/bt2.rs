@@ -29,7 +29,10 @@ const MAX_DEPTH: u16 = 8;
 
 /// The tree parameters and record context of `ix`.
 fn params(ix: &ArrayIndex, sizes: h5_format::Sizes) -> Result<(Btree2Params, RecordContext)> {
-    let ctx = RecordContext::for_chunks(sizes, ix.chunk_dims.len(), ix.chunk_bytes);
+    let ctx = RecordContext {
+        chunk_size_len: ix.chunk_size_len,
+        ..RecordContext::for_chunks(sizes, ix.chunk_dims.len(), ix.chunk_bytes)
+    };
     let tree_type = if ix.filtered {
         Btree2Type::FilteredChunks
     } else {

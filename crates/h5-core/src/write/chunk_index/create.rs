@@ -32,34 +32,47 @@ pub(crate) fn bounds_of(file: &FileShared) -> FormatBounds {
     file.bounds()
 }
 
-/// The layout message version libhdf5 writes for `class` in `file`: 4 for every class from the
-/// 1.10 bound on (but 3 for a version 1 B-tree index), else the lowest version that expresses it
-/// (3, or 4 for the new indexes).
-pub(crate) fn layout_version(file: &FileShared, class: &LayoutClass) -> u8 {
-    // A version 1 B-tree index (asked for explicitly under newer bounds) exists only in
-    // layout versions up to 3.
-    let btree_v1 = matches!(
-        class,
-        LayoutClass::Chunked {
-            index: ChunkIndex::BtreeV1 { .. },
-            ..
+/// The layout message version libhdf5 writes for `class` (with a filter pipeline when
+/// `filtered`) in `file`. Before the 1.10 bound: the lowest version that expresses it (3, or 4
+/// for the new indexes). From 1.10 to 1.14 (libhdf5 1.14): 4 for every class but a version 1
+/// B-tree index (3). From 2.0 (libhdf5 2.0): 3 for compact, contiguous and version 1 B-tree
+/// storage, 4 for the new indexes, and 5 when they index filtered chunks (whose sizes version 5
+/// stores in the length size).
+pub(crate) fn layout_version(file: &FileShared, class: &LayoutClass, filtered: bool) -> u8 {
+    match class {
+        LayoutClass::Chunked { index, .. } => {
+            chunked_layout_version(file, matches!(index, ChunkIndex::BtreeV1 { .. }), filtered)
         }
-    );
-    if bounds_of(file) >= FormatBounds::V110 && !btree_v1 {
-        4
+        // Virtual layouts exist from version 4 on.
+        LayoutClass::Virtual { .. } => 4,
+        LayoutClass::Compact { .. } | LayoutClass::Contiguous { .. } => {
+            if (FormatBounds::V110..FormatBounds::V200).contains(&bounds_of(file)) {
+                4
+            } else {
+                3
+            }
+        }
+    }
+}
+
+/// [`layout_version`] of a chunked layout, from whether its index is a version 1 B-tree (which
+/// only versions up to 3 express) and whether it has filters.
+fn chunked_layout_version(file: &FileShared, btree_v1: bool, filtered: bool) -> u8 {
+    if btree_v1 {
+        3
+    } else if filtered && bounds_of(file) >= FormatBounds::V200 {
+        h5_format::message::layout::WIDE_CHUNK_SIZES_VERSION
     } else {
-        Layout {
-            version: 3,
-            class: class.clone(),
-        }
-        .min_version()
+        4
     }
 }
 
 /// Replaces the layout message of the dataset whose header is at `at` with one holding `class`
 /// (through the object-header update path).
+/// Only for storage without filters (compact, contiguous): a chunked dataset keeps the
+/// version it was created with ([`rewrite_layout_message`]).
 pub(crate) fn rewrite_layout(file: &FileShared, at: u64, class: LayoutClass) -> Result<()> {
-    let version = layout_version(file, &class);
+    let version = layout_version(file, &class, false);
     rewrite_layout_message(file, at, Layout { version, class })
 }
 
@@ -146,6 +159,11 @@ impl FileShared {
         };
         let mut cdims = spec.chunk.to_vec();
         cdims.push(spec.elem as u64);
+        // The version the layout message will have: it fixes the width of filtered chunk
+        // sizes in the index (the class's index address does not change the version).
+        let version = chunked_layout_version(self, kind == ChunkIndexKind::BtreeV1, filtered);
+        let chunk_size_len =
+            h5_format::btree2::filtered_chunk_size_len(version, sizes, chunk_bytes);
         let array = |kind| -> Result<(u64, IndexShape)> {
             let header =
                 self.allocate(SpaceKind::Meta, ArrayIndex::header_len(kind, sizes) as u64)?;
@@ -157,6 +175,7 @@ impl FileShared {
                     counts: counts.clone(),
                     chunk_dims: spec.chunk.to_vec(),
                     chunk_bytes,
+                    chunk_size_len,
                     filtered,
                 }),
             ))
@@ -187,7 +206,7 @@ impl FileShared {
                     0
                 };
                 let layout = Layout {
-                    version: 4,
+                    version,
                     class: LayoutClass::Chunked {
                         flags,
                         dims: cdims.clone(),

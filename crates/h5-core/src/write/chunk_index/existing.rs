@@ -191,7 +191,14 @@ fn array_shape(
         {
             *address = h;
         }
-        super::create::rewrite_layout(file, info.address, class)?;
+        super::create::rewrite_layout_message(
+            file,
+            info.address,
+            h5_format::message::layout::Layout {
+                version: info.layout.version,
+                class,
+            },
+        )?;
         h
     };
     Ok((
@@ -201,6 +208,11 @@ fn array_shape(
             counts: counts.to_vec(),
             chunk_dims: chunk.to_vec(),
             chunk_bytes,
+            chunk_size_len: h5_format::btree2::filtered_chunk_size_len(
+                info.layout.version,
+                file.sizes,
+                chunk_bytes,
+            ),
             filtered,
         }),
         allocated,

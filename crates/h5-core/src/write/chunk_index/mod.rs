@@ -134,6 +134,9 @@ pub(crate) struct ArrayIndex {
     pub(crate) chunk_dims: Vec<u64>,
     /// Bytes of an unfiltered chunk.
     pub(crate) chunk_bytes: u64,
+    /// Width of a filtered record's chunk size (from the layout message version, see
+    /// `h5_format::btree2::filtered_chunk_size_len`).
+    pub(crate) chunk_size_len: usize,
     /// Whether records carry a size and filter mask.
     pub(crate) filtered: bool,
 }
@@ -222,7 +225,7 @@ impl ArrayIndex {
         Ok(ElementFormat::for_client(
             client,
             sizes,
-            h5_format::btree2::chunk_size_len(self.chunk_bytes),
+            self.chunk_size_len,
         )?)
     }
 
@@ -371,7 +374,7 @@ pub(crate) fn single_update(
             *f = record.map_or((0, 0), |r| (r.size, r.filter_mask));
         }
     }
-    create::rewrite_layout(file, at, layout.class)
+    create::rewrite_layout_message(file, at, layout)
 }
 
 #[cfg(test)]
