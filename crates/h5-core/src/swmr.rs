@@ -209,7 +209,8 @@ impl FileShared {
     ///
     /// `open` opens (and truncates) the HDF5 file under the caller's exclusive lock: it returns
     /// the storage and what releases the lock at close. Once the writer is set up the lock is
-    /// downgraded to shared ([`downgrade_writer_lock`]).
+    /// downgraded to shared, so that readers are never refused while plain writers are
+    /// (libhdf5 releases it and marks the superblock instead; h5 does not mark it).
     pub fn create_swmr(
         path: &Path,
         settings: &CacheSettings,
@@ -255,9 +256,9 @@ impl FileShared {
     /// and an empty index are published at once, SWMR-101), else as a reader (waiting for the
     /// files as the configuration says, SWMR-102 … SWMR-106).
     ///
-    /// `open` opens the HDF5 file under the caller's locking (exclusive for the writer, shared
-    /// for a reader) and returns what releases the lock at close. The writer's lock is
-    /// downgraded to shared once it is set up ([`downgrade_writer_lock`]).
+    /// `open` opens the HDF5 file under the caller's locking (shared for the writer too, so
+    /// that readers are never refused while plain writers are) and returns what releases the
+    /// lock at close.
     pub fn open_swmr(
         path: &Path,
         settings: &CacheSettings,
@@ -1124,9 +1125,9 @@ fn open_reader(
     Ok(file)
 }
 
-/// Once a VFD SWMR writer is set up, its exclusive lock on the HDF5 file becomes a shared one,
-/// so that readers (shared locks, kept until they close) are never refused while any other
-/// writer still is. libhdf5 releases a (VFD) SWMR writer's lock altogether at this point
+/// Once a VFD SWMR writer is set up, its lock on the HDF5 file is a shared one (a writer that
+/// created the file held it exclusively until now), so that readers (shared locks, kept until
+/// they close) are never refused while any plain writer still is. libhdf5 releases a (VFD) SWMR writer's lock altogether at this point
 /// (`H5F_open`), because it has marked the superblock (write and SWMR-write status flags) and
 /// the marks keep other writers out; h5 does not mark the superblock, so it keeps the shared
 /// lock instead.

@@ -16,8 +16,9 @@ use crate::{CreateOptions, File, FileAccess, Result};
 
 pub use h5_core::swmr::SwmrStatus;
 
-/// Opens the HDF5 file of a VFD SWMR file by path with `access`'s locking (the writer
-/// exclusive, shared once the file is set up; readers shared; all until close) and without
+/// Opens the HDF5 file of a VFD SWMR file by path with `access`'s locking (a writer creating
+/// the file exclusive, shared once it is set up; a writer opening an existing file and readers
+/// shared; all until close) and without
 /// the rollback journal: a writer changes the HDF5 file only with writes delayed until every
 /// reader has the pages from the metadata file, and a crash is recovered from the metadata
 /// file (`h5 recover`, docs/design.md §8.5). A hot journal left by an earlier plain writer is
@@ -48,7 +49,7 @@ pub(crate) fn create(
 /// Opens the file at `path` as the VFD SWMR writer (`writable`) or a reader.
 pub(crate) fn open(path: &Path, access: &FileAccess, writable: bool) -> Result<Arc<FileShared>> {
     let mode = if writable {
-        Mode::ReadWrite
+        Mode::SwmrReadWrite
     } else {
         Mode::Read
     };
