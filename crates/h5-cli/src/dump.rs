@@ -1430,8 +1430,8 @@ fn json_attrs(attrs: Result<Vec<Attribute>, h5::Error>, ctx: &JsonCtx<'_>) -> Va
     }
 }
 
-/// A dataset's JSON description.
-fn json_dataset(d: &Dataset, ctx: &JsonCtx<'_>) -> Value {
+/// A dataset's JSON description without its `data` (see [`JsonSink::dataset`]).
+fn json_dataset_header(d: &Dataset, ctx: &JsonCtx<'_>) -> Map<String, Value> {
     let fill = d.fill_value_raw().map_or(Value::Null, |b| {
         decode_all(d.dtype(), b, None, None)
             .first()
@@ -1468,75 +1468,227 @@ fn json_dataset(d: &Dataset, ctx: &JsonCtx<'_>) -> Value {
         ),
     );
     o.insert("fillvalue".into(), fill);
-    match dataset_values(d) {
-        Ok(mut vals) => {
-            ctx.name_refs(d.dtype(), &mut vals);
-            o.insert(
-                "data".into(),
-                Value::Array(vals.iter().map(|v| json_value(d.dtype(), v)).collect()),
-            );
-        }
-        Err(e) => {
-            o.insert("data".into(), Value::Null);
-            o.insert("error".into(), json!(e));
-        }
-    }
-    Value::Object(o)
+    o
 }
 
-fn json_walk(g: &Group, out: &mut Vec<Value>, seen: &mut HashMap<u64, String>, ctx: &JsonCtx<'_>) {
-    if seen.insert(g.address(), g.path().to_owned()).is_some() {
-        return;
+/// A dataset's elements in blocks of whole rows of the first dimension (at most
+/// [`BLOCK_BYTES`] read at a time, one row at least), references named.
+struct DataBlocks<'d> {
+    d: &'d Dataset,
+    dims: Vec<usize>,
+    /// The next row to read (`rows` when done).
+    row: usize,
+    rows: usize,
+    rows_per_block: usize,
+}
+
+impl<'d> DataBlocks<'d> {
+    fn new(d: &'d Dataset) -> DataBlocks<'d> {
+        let dims = if d.is_null() { Vec::new() } else { d.shape() };
+        let total: usize = dims.iter().product();
+        // A scalar is one block of one element; a null dataspace or a zero extent has none.
+        let rows = match dims.first() {
+            _ if d.is_null() || total == 0 => 0,
+            None => 1,
+            Some(&outer) => outer,
+        };
+        let row_bytes = (total / rows.max(1))
+            .saturating_mul(d.element_size())
+            .max(1);
+        DataBlocks {
+            d,
+            dims,
+            row: 0,
+            rows,
+            rows_per_block: (BLOCK_BYTES / row_bytes).max(1),
+        }
     }
-    out.push(json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs(), ctx)}));
+
+    /// The next block's elements; `None` after the last.
+    fn next_block(&mut self, ctx: &JsonCtx<'_>) -> Option<Result<Vec<Val>, String>> {
+        if self.row >= self.rows {
+            return None;
+        }
+        let block = if self.dims.is_empty() {
+            self.row = self.rows;
+            dataset_values(self.d)
+        } else {
+            let n = self.rows_per_block.min(self.rows - self.row);
+            let first = self.row;
+            self.row += n;
+            block_values(self.d, &self.dims, None, first, n)
+        };
+        Some(block.map(|mut vals| {
+            ctx.name_refs(self.d.dtype(), &mut vals);
+            vals
+        }))
+    }
+}
+
+/// Where `h5 dump --json` writes its document as it is made: each object once described, a
+/// dataset's `data` block by block (see [`DataBlocks`]), so memory stays bounded by one block
+/// whatever the file holds. The bytes are those `serde_json::to_string_pretty` gives for the
+/// whole document (object keys sorted, two-space indents), except after a read error in the
+/// middle of a dataset's data: the `data` array then ends with the elements read before it and
+/// an `error` member follows it.
+struct JsonSink<'w> {
+    out: &'w mut dyn std::io::Write,
+    /// Objects written so far.
+    objects: usize,
+}
+
+/// `v` as pretty JSON whose lines after the first are indented by `indent` spaces (pretty
+/// JSON strings hold no raw newline, so every newline is a line break).
+fn pretty_at(v: &Value, indent: usize) -> String {
+    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".to_owned());
+    text.replace('\n', &format!("\n{}", " ".repeat(indent)))
+}
+
+impl JsonSink<'_> {
+    /// The document's opening: `{"file": NAME, "objects": [` (objects follow).
+    fn begin(&mut self, shown_name: &str) -> std::io::Result<()> {
+        write!(
+            self.out,
+            "{{\n  \"file\": {},\n  \"objects\": [",
+            json!(shown_name)
+        )
+    }
+
+    /// Starts the next element of `objects` (its text follows at indent 4).
+    fn next_object(&mut self) -> std::io::Result<()> {
+        let sep = if self.objects == 0 { "\n" } else { ",\n" };
+        self.objects += 1;
+        write!(self.out, "{sep}    ")
+    }
+
+    /// One whole object.
+    fn object(&mut self, v: &Value) -> std::io::Result<()> {
+        self.next_object()?;
+        self.out.write_all(pretty_at(v, 4).as_bytes())
+    }
+
+    /// A dataset: its description, then its elements read and written block by block. A read
+    /// error before the first element gives `"data": null` and `"error"`, as for a dataset
+    /// whose data cannot be read at all.
+    fn dataset(&mut self, d: &Dataset, ctx: &JsonCtx<'_>) -> std::io::Result<()> {
+        let mut o = json_dataset_header(d, ctx);
+        let mut blocks = DataBlocks::new(d);
+        let first = match blocks.next_block(ctx) {
+            Some(Err(e)) => {
+                o.insert("data".into(), Value::Null);
+                o.insert("error".into(), json!(e));
+                return self.object(&Value::Object(o));
+            }
+            Some(Ok(vals)) => vals,
+            None => Vec::new(),
+        };
+        o.insert("data".into(), Value::Null); // its place among the sorted keys
+        self.next_object()?;
+        self.out.write_all(b"{")?;
+        for (k, (key, v)) in o.iter().enumerate() {
+            let sep = if k == 0 { "\n" } else { ",\n" };
+            write!(self.out, "{sep}      {}: ", json!(key))?;
+            if key != "data" {
+                self.out.write_all(pretty_at(v, 6).as_bytes())?;
+                continue;
+            }
+            let mut written = 0usize;
+            let mut block = Some(Ok(first.clone()));
+            let mut failed = None;
+            self.out.write_all(b"[")?;
+            while let Some(b) = block {
+                match b {
+                    Ok(vals) => {
+                        for x in &vals {
+                            let sep = if written == 0 { "\n" } else { ",\n" };
+                            let text = pretty_at(&json_value(d.dtype(), x), 8);
+                            write!(self.out, "{sep}        {text}")?;
+                            written += 1;
+                        }
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                block = blocks.next_block(ctx);
+            }
+            self.out
+                .write_all(if written == 0 { b"]" } else { b"\n      ]" })?;
+            if let Some(e) = failed {
+                write!(self.out, ",\n      \"error\": {}", json!(e))?;
+            }
+        }
+        self.out.write_all(b"\n    }")
+    }
+
+    /// The document's end.
+    fn end(&mut self) -> std::io::Result<()> {
+        let close = if self.objects == 0 { "]" } else { "\n  ]" };
+        writeln!(self.out, "{close}\n}}")
+    }
+}
+
+fn json_walk(
+    g: &Group,
+    out: &mut JsonSink<'_>,
+    seen: &mut HashMap<u64, String>,
+    ctx: &JsonCtx<'_>,
+) -> std::io::Result<()> {
+    if seen.insert(g.address(), g.path().to_owned()).is_some() {
+        return Ok(());
+    }
+    out.object(
+        &json!({"path": g.path(), "kind": "group", "attributes": json_attrs(g.attrs(), ctx)}),
+    )?;
     let links = match g.links() {
         Ok(l) => l,
-        Err(e) => {
-            out.push(json!({"path": g.path(), "error": e.to_string()}));
-            return;
-        }
+        Err(e) => return out.object(&json!({"path": g.path(), "error": e.to_string()})),
     };
     for link in links {
         let path = join(g.path(), &link.name);
         match &link.kind {
-            LinkKind::Soft(t) => out.push(json!({"path": path, "kind": "soft_link", "target": t})),
-            LinkKind::External { file, path: p } => {
-                out.push(json!({"path": path, "kind": "external_link", "file": file, "target": p}))
+            LinkKind::Soft(t) => {
+                out.object(&json!({"path": path, "kind": "soft_link", "target": t}))?
             }
+            LinkKind::External { file, path: p } => out.object(
+                &json!({"path": path, "kind": "external_link", "file": file, "target": p}),
+            )?,
             LinkKind::UserDefined(k) => {
-                out.push(json!({"path": path, "kind": "user_defined_link", "class": k}));
+                out.object(&json!({"path": path, "kind": "user_defined_link", "class": k}))?;
             }
             LinkKind::Hard => match g.kind_of(&link.name) {
                 Ok(ObjectKind::Group) => match g.group(&link.name) {
-                    Ok(sub) => json_walk(&sub, out, seen, ctx),
-                    Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+                    Ok(sub) => json_walk(&sub, out, seen, ctx)?,
+                    Err(e) => out.object(&json!({"path": path, "error": e.to_string()}))?,
                 },
                 Ok(ObjectKind::Dataset) => match g.dataset(&link.name) {
                     Ok(d) => {
                         if seen.insert(d.address(), path.clone()).is_none() {
-                            out.push(json_dataset(&d, ctx));
+                            out.dataset(&d, ctx)?;
                         }
                     }
-                    Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+                    Err(e) => out.object(&json!({"path": path, "error": e.to_string()}))?,
                 },
                 Ok(ObjectKind::Datatype) => match g.named_datatype(&link.name) {
                     Ok(t) => {
                         if seen.insert(t.address(), path.clone()).is_none() {
-                            out.push(json!({
+                            out.object(&json!({
                                 "path": path,
                                 "kind": "datatype",
                                 "dtype": t.dtype().map_or(Value::Null, |dt| numpy_dtype(&dt)),
                                 "attributes": json_attrs(t.attrs(), ctx),
-                            }));
+                            }))?;
                         }
                     }
-                    Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+                    Err(e) => out.object(&json!({"path": path, "error": e.to_string()}))?,
                 },
-                Ok(ObjectKind::Unknown) => out.push(json!({"path": path, "kind": "unknown"})),
-                Err(e) => out.push(json!({"path": path, "error": e.to_string()})),
+                Ok(ObjectKind::Unknown) => out.object(&json!({"path": path, "kind": "unknown"}))?,
+                Err(e) => out.object(&json!({"path": path, "error": e.to_string()}))?,
             },
         }
     }
+    Ok(())
 }
 
 pub(crate) fn join(parent: &str, name: &str) -> String {
@@ -1547,28 +1699,42 @@ pub(crate) fn join(parent: &str, name: &str) -> String {
     }
 }
 
-/// The JSON document of `h5 dump --json`: `{"file": NAME, "objects": [...]}`.
-pub(crate) fn json_doc(file: &File, shown_name: &str, path: Option<&str>) -> Result<Value, String> {
+/// Writes the JSON document of `h5 dump --json` to `out` as it is made (see [`JsonSink`]):
+/// `{"file": NAME, "objects": [...]}` for the object at `path` (default the root group) and,
+/// for a group, everything below it.
+pub(crate) fn json_write(
+    file: &File,
+    shown_name: &str,
+    path: Option<&str>,
+    out: &mut dyn std::io::Write,
+) -> Result<(), String> {
     let path = path.unwrap_or("/");
     let root = file.root().map_err(|e| e.to_string())?;
-    let mut objects = Vec::new();
+    let kind = root.kind_of(path).map_err(|e| format!("{path}: {e}"))?;
     let ctx = JsonCtx {
         file,
         named: named_types(file),
         names: std::cell::OnceCell::new(),
     };
-    match root.kind_of(path).map_err(|e| format!("{path}: {e}"))? {
-        ObjectKind::Group => {
-            let g = file.group(path).map_err(|e| e.to_string())?;
-            json_walk(&g, &mut objects, &mut HashMap::new(), &ctx);
-        }
-        ObjectKind::Dataset => {
-            let d = file.dataset(path).map_err(|e| e.to_string())?;
-            objects.push(json_dataset(&d, &ctx));
-        }
-        other => return Err(format!("{path}: cannot dump a {other:?}")),
+    enum Top {
+        Group(Group),
+        Dataset(Dataset),
     }
-    Ok(json!({"file": shown_name, "objects": objects}))
+    // Resolved before anything is written: a bad path prints nothing.
+    let top = match kind {
+        ObjectKind::Group => Top::Group(file.group(path).map_err(|e| e.to_string())?),
+        ObjectKind::Dataset => Top::Dataset(file.dataset(path).map_err(|e| e.to_string())?),
+        other => return Err(format!("{path}: cannot dump a {other:?}")),
+    };
+    let mut sink = JsonSink { out, objects: 0 };
+    let written = sink.begin(shown_name).and_then(|()| match &top {
+        Top::Group(g) => json_walk(g, &mut sink, &mut HashMap::new(), &ctx),
+        Top::Dataset(d) => sink.dataset(d, &ctx),
+    });
+    written
+        .and_then(|()| sink.end())
+        .and_then(|()| sink.out.flush())
+        .map_err(|e| format!("cannot write the JSON dump: {e}"))
 }
 
 #[cfg(test)]
@@ -1588,6 +1754,83 @@ mod tests {
         assert_eq!(fmt_g(0.0001, 6), "0.0001");
         assert_eq!(fmt_g(-0.0, 6), "-0");
         assert_eq!(fmt_g(f64::NEG_INFINITY, 6), "-inf");
+    }
+
+    /// `h5 dump --json` streams: a dataset of three blocks comes out block by block, and the
+    /// document is byte for byte what `to_string_pretty` gives for it whole.
+    #[test]
+    fn json_streams_large_datasets_in_blocks_with_the_pretty_printers_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.h5");
+        let (rows, cols) = (1200usize, 1000usize); // 9.6 MB of f64: three 4 MiB blocks
+        {
+            let f = File::create(&path).unwrap();
+            let data: Vec<f64> = (0..rows * cols).map(|i| i as f64 * 0.5).collect();
+            f.new_dataset::<f64>()
+                .shape([rows, cols])
+                .create("big")
+                .unwrap()
+                .write(&data)
+                .unwrap();
+            let g = f.create_group("g").unwrap();
+            g.new_dataset::<i32>()
+                .shape([0usize, 3])
+                .create("empty")
+                .unwrap();
+            g.new_dataset::<i32>()
+                .shape([] as [usize; 0])
+                .create("scalar")
+                .unwrap()
+                .write_scalar(&7i32)
+                .unwrap();
+            g.new_attr::<u8>()
+                .shape([2])
+                .create("a")
+                .unwrap()
+                .write(&[1u8, 2])
+                .unwrap();
+            f.close().unwrap();
+        }
+        let f = File::open(&path).unwrap();
+        let ctx = JsonCtx {
+            file: &f,
+            named: named_types(&f),
+            names: std::cell::OnceCell::new(),
+        };
+        let big = f.dataset("big").unwrap();
+        let mut blocks = DataBlocks::new(&big);
+        let mut sizes = Vec::new();
+        while let Some(b) = blocks.next_block(&ctx) {
+            sizes.push(b.unwrap().len());
+        }
+        let per_block = BLOCK_BYTES / (cols * 8) * cols;
+        assert_eq!(
+            sizes,
+            vec![per_block, per_block, rows * cols - 2 * per_block]
+        );
+
+        let mut out = Vec::new();
+        json_write(&f, "big.h5", None, &mut out).unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        let again = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+        assert!(again.as_bytes() == out.as_slice(), "streamed bytes differ");
+        let objects = doc["objects"].as_array().unwrap();
+        let find = |p: &str| objects.iter().find(|o| o["path"] == p).unwrap();
+        let data = find("/big")["data"].as_array().unwrap();
+        assert_eq!(data.len(), rows * cols);
+        assert_eq!(data[rows * cols - 1], json!((rows * cols - 1) as f64 * 0.5));
+        assert_eq!(find("/g/empty")["data"], json!([]));
+        assert_eq!(find("/g/scalar")["data"], json!([7]));
+        assert_eq!(find("/g")["attributes"]["a"]["data"], json!([1, 2]));
+
+        // One dataset alone, and a path that names nothing prints nothing.
+        let mut one = Vec::new();
+        json_write(&f, "big.h5", Some("/g/scalar"), &mut one).unwrap();
+        let doc: Value = serde_json::from_slice(&one).unwrap();
+        assert_eq!(doc["objects"][0]["data"], json!([7]));
+        let mut none = Vec::new();
+        assert!(json_write(&f, "big.h5", Some("/nope"), &mut none).is_err());
+        assert!(none.is_empty());
     }
 
     #[test]

@@ -351,10 +351,9 @@ fn main() -> ExitCode {
                     }
                     _ => return Err("--json dumps one object (or the whole file)".into()),
                 };
-                let doc = dump::json_doc(&f, &shown, one)?;
-                let text = serde_json::to_string_pretty(&doc)
-                    .map_err(|e| format!("cannot encode JSON: {e}"))?;
-                println!("{text}");
+                let stdout = std::io::stdout();
+                let mut out = std::io::BufWriter::new(stdout.lock());
+                dump::json_write(&f, &shown, one, &mut out)?;
             } else {
                 if wanted.is_empty() {
                     wanted.push(dump::Wanted::Any("/"));

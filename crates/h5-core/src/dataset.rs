@@ -234,9 +234,6 @@ pub(crate) fn build_layout(
 ) -> Result<Arc<dyn ChunkLayout>> {
     let dims = info.dims().to_vec();
     let elem = info.elem_size();
-    if elem == 0 {
-        return Err(Error::Unsupported("zero-sized datatype".into()));
-    }
     let fill = info.fill.clone().unwrap_or_default();
     let corrupt = |reason: &str| {
         Error::Format(h5_format::FormatError::Corrupted {
@@ -245,6 +242,10 @@ pub(crate) fn build_layout(
             reason: reason.into(),
         })
     };
+    if elem == 0 {
+        // libhdf5 refuses datatypes of 0 bytes.
+        return Err(corrupt("the datatype has 0 bytes"));
+    }
     let elements: u64 = dims
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
@@ -268,7 +269,18 @@ pub(crate) fn build_layout(
             let location = if *address == UNDEFINED_ADDRESS {
                 None
             } else {
-                let size = size.unwrap_or(elements.saturating_mul(elem as u64));
+                // As libhdf5 checks: the storage holds at least every element, and lies in the
+                // file (so reading it never allocates more than the file's size).
+                let data_size = elements
+                    .checked_mul(elem as u64)
+                    .ok_or_else(|| corrupt("the dataset's size in bytes overflows"))?;
+                let size = size.unwrap_or(data_size);
+                if size < data_size {
+                    return Err(corrupt(&format!(
+                        "contiguous storage of {size} bytes is smaller than the dataset's \
+                         {data_size} bytes (dimensions × element size)"
+                    )));
+                }
                 let addr = file.abs(*address)?;
                 within_file(file, addr, size).map_err(|reason| {
                     Error::Format(h5_format::FormatError::Corrupted {
@@ -295,8 +307,19 @@ pub(crate) fn build_layout(
                     reason: "chunk dimensions do not match the dataspace".into(),
                 }));
             }
-            let chunk_elems: u64 = chunk_dims.iter().product();
-            let chunk_bytes = chunk_elems.saturating_mul(elem as u64);
+            // libhdf5 refuses chunks of 4 GiB or more: no chunk of a valid file is bigger, so a
+            // chunk buffer never exceeds that whatever the file says.
+            let chunk_elems = crate::buffer::product(chunk_dims.iter().copied())
+                .ok_or_else(|| corrupt("the number of elements of a chunk overflows"))?;
+            let chunk_bytes = chunk_elems
+                .checked_mul(elem as u64)
+                .filter(|&b| b < MAX_CHUNK_BYTES)
+                .ok_or_else(|| {
+                    corrupt(&format!(
+                        "chunks of {chunk_elems} elements of {elem} bytes reach the format's \
+                         limit of 4 GiB"
+                    ))
+                })?;
             let max: Vec<u64> = match &info.dataspace.max_dims {
                 Some(m) => m.clone(),
                 None => dims.clone(),
@@ -399,6 +422,9 @@ pub(crate) fn build_layout(
         )?)),
     }
 }
+
+/// Chunks are smaller than this (libhdf5: "chunk size must be < 4GB").
+pub const MAX_CHUNK_BYTES: u64 = 1 << 32;
 
 /// Checks that `size` bytes at absolute `addr` lie inside the file (a damaged size or address
 /// must not drive an allocation or a read past the end).
@@ -560,8 +586,16 @@ fn external_layout(
         });
     }
     let storage = crate::external::ExternalStorage::new(segments);
-    let elements: u64 = info.dims().iter().product();
-    let size = elements.saturating_mul(info.elem_size() as u64);
+    let size = crate::buffer::product(info.dims().iter().copied())
+        .and_then(|n| n.checked_mul(info.elem_size() as u64))
+        .filter(|&size| size <= h5_io::Storage::len(&storage).unwrap_or(0))
+        .ok_or_else(|| {
+            Error::Format(h5_format::FormatError::Corrupted {
+                structure: "external data files message",
+                address: info.address,
+                reason: "the external files hold fewer bytes than the dataset".into(),
+            })
+        })?;
     let layout = SingleBlockLayout {
         dims: info.dims().to_vec(),
         elem_size: info.elem_size(),
@@ -633,7 +667,7 @@ pub(crate) fn visit_chunks(
     let mut lookup = |batch: &mut Vec<h5_chunkcache::ChunkCoord>| -> Result<()> {
         let found = layout
             .lookup(batch)
-            .map_err(|e| Error::Invalid(format!("chunk index: {e}")))?;
+            .map_err(|e| Error::from_layout(e, "chunk index"))?;
         for (c, l) in batch.iter().zip(found) {
             visit(c, l)?;
         }
@@ -670,10 +704,10 @@ pub fn stored_sizes(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<u6
             if info.external.is_some() || *address == UNDEFINED_ADDRESS {
                 return Ok(Vec::new());
             }
-            let elements: u64 = info.dims().iter().product();
-            Ok(vec![size.unwrap_or(
-                elements.saturating_mul(info.elem_size() as u64),
-            )])
+            let data_size = crate::buffer::product(info.dims().iter().copied())
+                .and_then(|n| n.checked_mul(info.elem_size() as u64))
+                .unwrap_or(u64::MAX);
+            Ok(vec![size.unwrap_or(data_size)])
         }
         LayoutClass::Chunked { .. } => {
             let layout = build_layout(file, info)?;

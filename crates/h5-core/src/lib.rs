@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod attribute;
+pub mod buffer;
 pub mod convert;
 pub mod dataset;
 pub mod error;
@@ -31,4 +32,4 @@ pub mod virtual_ds;
 pub(crate) mod walk;
 pub mod write;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};

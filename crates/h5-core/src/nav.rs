@@ -126,18 +126,20 @@ fn resolve_inner(
         match entry.value {
             LinkValue::Hard(a) => addr = a,
             LinkValue::Soft(target) => {
-                *budget = budget
-                    .checked_sub(1)
-                    .ok_or_else(|| Error::Invalid(format!("{here}: too many soft links")))?;
+                *budget = budget.checked_sub(1).ok_or_else(|| Error::TooManyLinks {
+                    path: here.clone(),
+                    kind: "soft",
+                })?;
                 let r = resolve_inner(&file, addr_of(&file, &parent)?, &parent, &target, budget)?;
                 file = r.file;
                 addr = r.header.address;
                 here = r.path;
             }
             LinkValue::External { file: name, path } => {
-                *budget = budget
-                    .checked_sub(1)
-                    .ok_or_else(|| Error::Invalid(format!("{here}: too many external links")))?;
+                *budget = budget.checked_sub(1).ok_or_else(|| Error::TooManyLinks {
+                    path: here.clone(),
+                    kind: "external",
+                })?;
                 let other = open_external(&file, &name)?;
                 let root = other.root_address();
                 let r = resolve_inner(&other, root, "/", &path, budget)?;

@@ -1,5 +1,16 @@
 //! Most-significant-bit-first bit streams (the packing of scale-offset and n-bit).
 
+/// The `bits` low bits set (all 64 from 64 on).
+pub(crate) fn low_mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        u64::MAX
+            .checked_shr(64u32.saturating_sub(bits))
+            .unwrap_or(0)
+    }
+}
+
 /// Reads bits MSB first from a byte slice.
 pub(crate) struct BitReader<'a> {
     buf: &'a [u8],
@@ -21,14 +32,16 @@ impl<'a> BitReader<'a> {
         let mut v = 0u64;
         let mut left = n;
         while left > 0 {
-            let byte = self.buf[self.pos / 8];
+            // In the buffer: `end` was checked against its bits above.
+            let byte = *self.buf.get(self.pos / 8)?;
             let used = (self.pos % 8) as u32;
-            let avail = 8 - used;
+            // 1..=8 bits left in this byte, `take` of them wanted (≤ 8).
+            let avail = 8u32.saturating_sub(used);
             let take = avail.min(left);
-            let bits = (u64::from(byte) >> (avail - take)) & ((1u64 << take) - 1);
-            v = if take == 64 { bits } else { (v << take) | bits };
-            left -= take;
-            self.pos += take as usize;
+            let bits = (u64::from(byte) >> avail.saturating_sub(take)) & low_mask(take);
+            v = (v << take) | bits;
+            left = left.saturating_sub(take);
+            self.pos = self.pos.saturating_add(take as usize);
         }
         Some(v)
     }
@@ -45,19 +58,21 @@ pub(crate) struct BitWriter {
 impl BitWriter {
     /// Appends the low `n <= 64` bits of `v`.
     pub(crate) fn write(&mut self, v: u64, n: u32) {
-        let mut left = n;
+        let mut left = n.min(64);
         while left > 0 {
             if self.used == 0 {
                 self.out.push(0);
             }
-            let avail = 8 - self.used;
+            // `used` < 8, so 1..=8 bits are free in the last byte; `take` ≤ 8 of them are used.
+            let avail = 8u32.saturating_sub(self.used);
             let take = avail.min(left);
-            let bits = ((v >> (left - take)) & ((1u64 << take) - 1)) as u8;
+            let bits =
+                (v.checked_shr(left.saturating_sub(take)).unwrap_or(0) & low_mask(take)) as u8;
             if let Some(last) = self.out.last_mut() {
-                *last |= bits << (avail - take);
+                *last |= bits << avail.saturating_sub(take);
             }
-            self.used = (self.used + take) % 8;
-            left -= take;
+            self.used = self.used.saturating_add(take) % 8;
+            left = left.saturating_sub(take);
         }
     }
 }

@@ -23,11 +23,20 @@ const F: &str = "bitshuffle";
 const TARGET_BLOCK_BYTES: usize = 8192;
 const MIN_BLOCK: usize = 128;
 
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "divisions by constants and a non-zero element size"
+)]
 fn default_block(es: usize) -> usize {
     ((TARGET_BLOCK_BYTES / es.max(1)) / 8 * 8).max(MIN_BLOCK)
 }
 
 /// Transposes one block of `n` elements (n % 8 == 0) into `out` (appended).
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    reason = "with n = len / es elements and row = n / 8, index (8j + k) * row + byte < 8 * es * row ≤ len for j < es, k < 8, byte < row"
+)]
 pub(crate) fn trans_block(src: &[u8], es: usize, out: &mut Vec<u8>) {
     let n = src.len() / es;
     let row = n / 8;
@@ -45,6 +54,11 @@ pub(crate) fn trans_block(src: &[u8], es: usize, out: &mut Vec<u8>) {
 }
 
 /// Undoes [`trans_block`].
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    reason = "with n = len / es elements and row = n / 8, index (8 byte + bit) * es + j < 8 * row * es ≤ len for byte < row, bit < 8, j < es"
+)]
 pub(crate) fn untrans_block(src: &[u8], es: usize, out: &mut Vec<u8>) {
     let n = src.len() / es;
     let row = n / 8;
@@ -63,6 +77,10 @@ pub(crate) fn untrans_block(src: &[u8], es: usize, out: &mut Vec<u8>) {
 
 /// Splits `len` bytes into (full blocks, last partial block of a multiple of 8 elements,
 /// raw tail) lengths in bytes.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "es ≥ 1 and block ≥ 8 (checked by params); every part is at most len"
+)]
 fn plan(len: usize, es: usize, block: usize) -> (usize, usize, usize, usize) {
     let n = len / es;
     let bb = block * es;
@@ -104,13 +122,14 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
     if comp == 0 {
         let (nfull, bb, last, _tail) = plan(buf.len(), es, block);
         let mut out = Vec::with_capacity(buf.len());
-        let mut at = 0;
-        for _ in 0..nfull {
-            untrans_block(&buf[at..at + bb], es, &mut out);
-            at += bb;
+        // The plan cuts `buf` itself: nfull blocks of bb bytes, then last bytes, then the tail.
+        let mut rest = buf;
+        for n in std::iter::repeat_n(bb, nfull).chain([last]) {
+            let (block, after) = rest.split_at(n.min(rest.len()));
+            untrans_block(block, es, &mut out);
+            rest = after;
         }
-        untrans_block(&buf[at..at + last], es, &mut out);
-        out.extend_from_slice(&buf[at + last..]);
+        out.extend_from_slice(rest);
         return Ok(out);
     }
     let total = usize::try_from(be_u64(buf, 0, F)?).unwrap_or(usize::MAX);
@@ -121,22 +140,24 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
         ));
     }
     let bbytes = be_u32(buf, 8, F)? as usize;
-    if !bbytes.is_multiple_of(es) || !(bbytes / es).is_multiple_of(8) || bbytes == 0 {
+    // `es` ≥ 1 (params).
+    block = bbytes.checked_div(es).unwrap_or(0);
+    if !bbytes.is_multiple_of(es) || !block.is_multiple_of(8) || bbytes == 0 {
         return Err(FilterError::corrupt(F, format!("bad block size {bbytes}")));
     }
-    block = bbytes / es;
     let (nfull, bb, last, tail) = plan(total, es, block);
-    let mut out = Vec::with_capacity(total);
-    let mut tmp = Vec::with_capacity(bb);
+    let mut out = crate::output(F, total)?;
+    // The block size is the chunk's word: bounded by the chunk's own size, not trusted.
+    let mut tmp = Vec::with_capacity(bb.min(total));
     let mut at = 12usize;
     let sizes = std::iter::repeat_n(bb, nfull).chain((last > 0).then_some(last));
     for n in sizes {
         let csize = be_u32(buf, at, F)? as usize;
-        at += 4;
+        at = at.saturating_add(4);
         let src = buf
             .get(at..at.saturating_add(csize))
             .ok_or_else(|| FilterError::corrupt(F, "truncated block"))?;
-        at += csize;
+        at = at.saturating_add(csize);
         tmp.clear();
         match comp {
             2 => block_into(src, n, &mut tmp, F)?,
@@ -151,7 +172,7 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
         untrans_block(&tmp, es, &mut out);
     }
     let raw = buf
-        .get(at..at + tail)
+        .get(at..at.saturating_add(tail))
         .ok_or_else(|| FilterError::corrupt(F, "truncated tail"))?;
     out.extend_from_slice(raw);
     Ok(out)
@@ -160,27 +181,32 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
 /// Encodes (bitshuffle, then the compression of client data 4).
 pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     let (es, block, comp) = params(cd, ctx)?;
-    let (nfull, bb, last, _tail) = plan(buf.len(), es, block);
-    let blocks = (0..nfull)
-        .map(|i| (i * bb, bb))
-        .chain((last > 0).then_some((nfull * bb, last)));
-    let body_end = nfull * bb + last;
+    let (nfull, bb, last, tail) = plan(buf.len(), es, block);
+    // The plan cuts `buf` itself: nfull blocks of bb bytes, then last bytes, then the tail.
+    let (body, raw_tail) = buf.split_at(buf.len().saturating_sub(tail));
+    let blocks = body
+        .chunks(bb.max(1))
+        .take(nfull)
+        .chain((last > 0).then(|| {
+            body.get(body.len().saturating_sub(last)..)
+                .unwrap_or_default()
+        }));
     if comp == 0 {
         let mut out = Vec::with_capacity(buf.len());
-        for (s, n) in blocks {
-            trans_block(&buf[s..s + n], es, &mut out);
+        for b in blocks {
+            trans_block(b, es, &mut out);
         }
-        out.extend_from_slice(&buf[body_end..]);
+        out.extend_from_slice(raw_tail);
         return Ok(out);
     }
-    let mut out = Vec::with_capacity(buf.len() / 2 + 64);
+    let mut out = Vec::with_capacity((buf.len() / 2).saturating_add(64));
     put_be_u64(&mut out, buf.len() as u64);
     let b32 = u32::try_from(bb).map_err(|_| FilterError::encode(F, "block too large"))?;
     put_be_u32(&mut out, b32);
     let mut tmp = Vec::with_capacity(bb);
-    for (s, n) in blocks {
+    for b in blocks {
         tmp.clear();
-        trans_block(&buf[s..s + n], es, &mut tmp);
+        trans_block(b, es, &mut tmp);
         let c = match comp {
             2 => lz4_flex::block::compress(&tmp),
             3 => crate::other::zstd_encode(&tmp),
@@ -190,7 +216,7 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
         put_be_u32(&mut out, l32);
         out.extend_from_slice(&c);
     }
-    out.extend_from_slice(&buf[body_end..]);
+    out.extend_from_slice(raw_tail);
     Ok(out)
 }
 

@@ -23,10 +23,11 @@ use crate::pipeline::Ctx;
 const F: &str = "blosc";
 
 fn le_u32(buf: &[u8], at: usize) -> Result<usize, FilterError> {
-    let b = buf
-        .get(at..at + 4)
+    let b: [u8; 4] = buf
+        .get(at..at.saturating_add(4))
+        .and_then(|b| b.try_into().ok())
         .ok_or_else(|| FilterError::corrupt(F, "truncated frame"))?;
-    Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    Ok(u32::from_le_bytes(b) as usize)
 }
 
 /// Decodes a blosc1 frame.
@@ -34,7 +35,8 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     let head = buf
         .get(..16)
         .ok_or_else(|| FilterError::corrupt(F, "truncated header"))?;
-    let (version, flags, ts) = (head[0], head[2], usize::from(head[3]).max(1));
+    let byte = |i: usize| head.get(i).copied().unwrap_or(0);
+    let (version, flags, ts) = (byte(0), byte(2), usize::from(byte(3)).max(1));
     if version > 2 {
         return Err(FilterError::unsupported(
             F,
@@ -51,7 +53,7 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     }
     if flags & 0x02 != 0 {
         return buf
-            .get(16..16 + nbytes)
+            .get(16..nbytes.saturating_add(16))
             .map(<[u8]>::to_vec)
             .ok_or_else(|| FilterError::corrupt(F, "truncated raw data"));
     }
@@ -63,23 +65,25 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     }
     let codec = flags >> 5;
     let nblocks = nbytes.div_ceil(blocksize);
-    let mut out = Vec::with_capacity(nbytes);
-    let mut tmp = Vec::with_capacity(blocksize);
+    let mut out = crate::output(F, nbytes)?;
+    // The block size is the chunk's word: bounded by the chunk's own size, not trusted.
+    let mut tmp = Vec::with_capacity(blocksize.min(nbytes));
     for b in 0..nblocks {
-        let bsize = blocksize.min(nbytes - b * blocksize);
+        // Block b starts at b * blocksize < nbytes.
+        let bsize = blocksize.min(nbytes.saturating_sub(b.saturating_mul(blocksize)));
         let leftover = bsize < blocksize;
-        let mut at = le_u32(buf, 16 + 4 * b)?;
+        let mut at = le_u32(buf, b.saturating_mul(4).saturating_add(16))?;
         let split = flags & 0x10 == 0 && !leftover && ts > 1 && bsize.is_multiple_of(ts);
         let nstreams = if split { ts } else { 1 };
-        let ssize = bsize / nstreams;
+        let ssize = bsize.checked_div(nstreams).unwrap_or(0);
         tmp.clear();
         for _ in 0..nstreams {
             let csize = le_u32(buf, at)?;
-            at += 4;
+            at = at.saturating_add(4);
             let src = buf
                 .get(at..at.saturating_add(csize))
                 .ok_or_else(|| FilterError::corrupt(F, "truncated stream"))?;
-            at += csize;
+            at = at.saturating_add(csize);
             if csize == ssize {
                 tmp.extend_from_slice(src);
                 continue;
@@ -91,7 +95,9 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
         } else if flags & 0x04 != 0 && ts > 0 {
             // Format version 2 (c-blosc 1): a block of a multiple of 8 elements is bit
             // shuffled whole, any other block is stored as it is.
-            if (bsize / ts).is_multiple_of(8) && bsize.is_multiple_of(ts) {
+            if bsize.checked_div(ts).is_some_and(|n| n.is_multiple_of(8))
+                && bsize.is_multiple_of(ts)
+            {
                 crate::bitshuffle::untrans_block(&tmp, ts, &mut out);
             } else {
                 out.extend_from_slice(&tmp);
@@ -179,7 +185,12 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
         }
         // c-blosc 1 bit shuffles only blocks of a multiple of 8 elements (others are
         // stored as they are whatever the flag says), so other blocks go unshuffled.
-        2 if (buf.len() / ts).is_multiple_of(8) && buf.len().is_multiple_of(ts) => {
+        2 if buf
+            .len()
+            .checked_div(ts)
+            .is_some_and(|n| n.is_multiple_of(8))
+            && buf.len().is_multiple_of(ts) =>
+        {
             flags |= 0x04;
             let mut out = Vec::with_capacity(buf.len());
             crate::bitshuffle::trans_block(buf, ts, &mut out);
@@ -187,18 +198,21 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
         }
         _ => buf.to_vec(),
     };
-    let split = ts > 1 && ts <= 16 && buf.len() / ts >= 128 && buf.len().is_multiple_of(ts);
+    let split = ts > 1
+        && ts <= 16
+        && buf.len().checked_div(ts).is_some_and(|n| n >= 128)
+        && buf.len().is_multiple_of(ts);
     if !split {
         flags |= 0x10;
     }
     let nstreams = if split { ts } else { 1 };
-    let mut out = Vec::with_capacity(buf.len() / 2 + 32);
+    let mut out = Vec::with_capacity((buf.len() / 2).saturating_add(32));
     out.extend_from_slice(&[2, 1, flags, ts as u8]);
     out.extend_from_slice(&nbytes.to_le_bytes());
     out.extend_from_slice(&nbytes.to_le_bytes()); // block size: one block
     out.extend_from_slice(&[0; 4]); // compressed size, patched below
     out.extend_from_slice(&20u32.to_le_bytes()); // the only block starts after its offset
-    for stream in shuffled.chunks(shuffled.len() / nstreams) {
+    for stream in shuffled.chunks(shuffled.len().checked_div(nstreams).unwrap_or(0).max(1)) {
         let c = compress_stream(format, stream, level)?;
         let body: &[u8] = if c.len() >= stream.len() { stream } else { &c };
         let len =
@@ -210,7 +224,9 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
         return Err(FilterError::encode(F, "data do not compress"));
     }
     let total = u32::try_from(out.len()).map_err(|_| FilterError::encode(F, "frame too large"))?;
-    out[12..16].copy_from_slice(&total.to_le_bytes());
+    if let Some(field) = out.get_mut(12..16) {
+        field.copy_from_slice(&total.to_le_bytes());
+    }
     Ok(out)
 }
 
@@ -221,59 +237,64 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
 /// (+ 8191 + 1)).
 fn blosclz_decompress(src: &[u8], n: usize) -> Result<Vec<u8>, FilterError> {
     let trunc = || FilterError::corrupt(F, "truncated blosclz stream");
-    let mut out: Vec<u8> = Vec::with_capacity(n);
+    let mut out = crate::output(F, n)?;
+    // `ip` only moves past bytes read with `get`, and the lengths below grow by at most 255
+    // per byte read: saturating arithmetic never saturates on real streams.
     let mut ip = 0usize;
     let mut ctrl = usize::from(*src.first().ok_or_else(trunc)? & 31);
-    ip += 1;
+    ip = ip.saturating_add(1);
     loop {
         if ctrl >= 32 {
-            let mut len = (ctrl >> 5) - 1;
+            let mut len = (ctrl >> 5).saturating_sub(1);
             let mut ofs = (ctrl & 31) << 8;
             if len == 6 {
                 loop {
                     let c = *src.get(ip).ok_or_else(trunc)?;
-                    ip += 1;
-                    len += usize::from(c);
+                    ip = ip.saturating_add(1);
+                    len = len.saturating_add(usize::from(c));
                     if c != 255 {
                         break;
                     }
                 }
             }
             let code = usize::from(*src.get(ip).ok_or_else(trunc)?);
-            ip += 1;
-            len += 3;
-            let mut dist = ofs + code;
+            ip = ip.saturating_add(1);
+            len = len.saturating_add(3);
+            let mut dist = ofs.saturating_add(code);
             if code == 255 && ofs == (31 << 8) {
                 let hi = usize::from(*src.get(ip).ok_or_else(trunc)?);
-                let lo = usize::from(*src.get(ip + 1).ok_or_else(trunc)?);
-                ip += 2;
+                let lo = usize::from(*src.get(ip.saturating_add(1)).ok_or_else(trunc)?);
+                ip = ip.saturating_add(2);
                 ofs = (hi << 8) | lo;
-                dist = ofs + 8191;
+                dist = ofs.saturating_add(8191);
             }
             let start = out
                 .len()
-                .checked_sub(dist + 1)
+                .checked_sub(dist.saturating_add(1))
                 .ok_or_else(|| FilterError::corrupt(F, "blosclz reference before start"))?;
-            if out.len() + len > n {
+            if out.len().saturating_add(len) > n {
                 return Err(FilterError::corrupt(F, "blosclz output too long"));
             }
-            for k in start..start + len {
-                let b = out[k];
+            // Byte by byte: the match may overlap what it copies (`start` < the length).
+            for k in start..start.saturating_add(len) {
+                let b = *out
+                    .get(k)
+                    .ok_or_else(|| FilterError::corrupt(F, "blosclz reference past the output"))?;
                 out.push(b);
             }
         } else {
-            let run = ctrl + 1;
-            let lit = src.get(ip..ip + run).ok_or_else(trunc)?;
-            if out.len() + run > n {
+            let run = ctrl.saturating_add(1);
+            let lit = src.get(ip..ip.saturating_add(run)).ok_or_else(trunc)?;
+            if out.len().saturating_add(run) > n {
                 return Err(FilterError::corrupt(F, "blosclz output too long"));
             }
             out.extend_from_slice(lit);
-            ip += run;
+            ip = ip.saturating_add(run);
         }
         match src.get(ip) {
             Some(&c) => {
                 ctrl = usize::from(c);
-                ip += 1;
+                ip = ip.saturating_add(1);
             }
             None => break,
         }

@@ -50,8 +50,10 @@ fn get(buf: &[u8], at: usize, n: usize) -> Result<&[u8], FilterError> {
 }
 
 fn le32(buf: &[u8], at: usize) -> Result<i32, FilterError> {
-    let b = get(buf, at, 4)?;
-    Ok(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    let b: [u8; 4] = get(buf, at, 4)?
+        .try_into()
+        .map_err(|_| corrupt("truncated"))?;
+    Ok(i32::from_le_bytes(b))
 }
 
 fn size32(buf: &[u8], at: usize) -> Result<usize, FilterError> {
@@ -62,7 +64,7 @@ fn size32(buf: &[u8], at: usize) -> Result<usize, FilterError> {
 pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     if buf
         .get(1..10)
-        .is_some_and(|b| b[0] == 0xa8 && &b[1..] == MAGIC)
+        .is_some_and(|b| b.split_first() == Some((&0xa8, MAGIC)))
     {
         decode_frame(buf, ctx.limit)
     } else {
@@ -306,21 +308,26 @@ fn decode_frame(buf: &[u8], limit: usize) -> Result<Vec<u8>, FilterError> {
             .ok_or_else(|| corrupt("no chunk index"))?,
         limit,
     )?;
-    let mut out = Vec::with_capacity(h.uncompressed);
+    let mut out = crate::output(F, h.uncompressed)?;
     for (i, off) in index.chunks_exact(8).enumerate() {
         let want = h.chunk_size.min(h.uncompressed.saturating_sub(out.len()));
-        if off[7] & 0x80 != 0 {
-            special(off[7] & 0x07, want, h.typesize, &mut out)?;
+        let off = u64::from_le_bytes(off.try_into().unwrap_or([0; 8]));
+        let flag = off.to_le_bytes()[7];
+        if flag & 0x80 != 0 {
+            // Never past what the frame says it holds (the check after the loop reports it).
+            special(flag & 0x07, want, h.typesize, &mut out)?;
             continue;
         }
-        let off = usize::try_from(u64::from_le_bytes(off.try_into().unwrap_or([0; 8])))
-            .map_err(|_| corrupt("chunk offset"))?;
+        let off = usize::try_from(off).map_err(|_| corrupt("chunk offset"))?;
         let at = h
             .header_size
             .checked_add(off)
             .filter(|&a| a < index_at)
             .ok_or_else(|| corrupt(format!("chunk {i} outside the frame")))?;
-        let chunk = decode_chunk(&buf[at..index_at], limit - out.len())?;
+        let chunk = decode_chunk(
+            buf.get(at..index_at).unwrap_or_default(),
+            limit.saturating_sub(out.len()),
+        )?;
         out.extend_from_slice(&chunk);
     }
     if out.len() != h.uncompressed {
@@ -368,18 +375,24 @@ fn from_blocks(data: &[u8], meta: &B2nd, typesize: usize) -> Result<Vec<u8>, Fil
         return Err(FilterError::unsupported(F, "b2nd arrays of several chunks"));
     }
     let rank = meta.shape.len();
+    let bad = || corrupt("b2nd shapes do not describe the chunk");
+    if rank == 0
+        || meta.block.len() != rank
+        || meta.chunk.len() != rank
+        || meta.block.contains(&0)
+        || meta.chunk.contains(&0)
+    {
+        return Err(bad());
+    }
+    let product = |v: &[usize]| v.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     let grid: Vec<usize> = meta
         .chunk
         .iter()
         .zip(&meta.block)
         .map(|(c, b)| c.div_ceil(*b))
         .collect();
-    let block_items: usize = meta.block.iter().product();
-    let total: usize = meta.shape.iter().product();
-    let out_len = total
-        .checked_mul(typesize)
-        .ok_or_else(|| corrupt("b2nd size"))?;
-    let nblocks: usize = grid.iter().product();
+    let block_items = product(&meta.block).ok_or_else(bad)?;
+    let nblocks = product(&grid).ok_or_else(bad)?;
     if block_items
         .checked_mul(nblocks)
         .and_then(|n| n.checked_mul(typesize))
@@ -387,24 +400,49 @@ fn from_blocks(data: &[u8], meta: &B2nd, typesize: usize) -> Result<Vec<u8>, Fil
     {
         return Err(corrupt("b2nd chunk size does not match its blocks"));
     }
+    // The array is no bigger than its padded blocks: bounded by the data decoded.
+    let out_len = product(&meta.shape)
+        .and_then(|n| n.checked_mul(typesize))
+        .filter(|&n| n <= data.len())
+        .ok_or_else(bad)?;
     let mut out = vec![0u8; out_len];
-    let row = meta.block[rank - 1];
+    let (&row, outer_block) = meta.block.split_last().ok_or_else(bad)?;
+    let &last_dim = meta.shape.last().ok_or_else(bad)?;
+    let rows = block_items.checked_div(row).unwrap_or(0);
     let mut bcoord = vec![0usize; rank];
     for b in 0..nblocks {
         // Every row of the block (all but the last dimension), clipped to the array.
-        let rows = block_items / row;
         let mut rcoord = vec![0usize; rank];
         for r in 0..rows {
-            let start: Vec<usize> = (0..rank)
-                .map(|d| bcoord[d] * meta.block[d] + rcoord[d])
+            // Every product below is bounded by the checked sizes above (the coordinates are
+            // inside the grid and the blocks), so saturation never happens.
+            let start: Vec<usize> = bcoord
+                .iter()
+                .zip(&meta.block)
+                .zip(&rcoord)
+                .map(|((&bc, &bs), &rc)| bc.saturating_mul(bs).saturating_add(rc))
                 .collect();
             if start.iter().zip(&meta.shape).all(|(s, n)| s < n) {
-                let len = row.min(meta.shape[rank - 1] - start[rank - 1]);
-                let dst = start.iter().zip(&meta.shape).fold(0, |a, (s, n)| a * n + s) * typesize;
-                let src = (b * block_items + r * row) * typesize;
-                out[dst..dst + len * typesize].copy_from_slice(&data[src..src + len * typesize]);
+                let first = start.last().copied().unwrap_or(0);
+                let len = row
+                    .min(last_dim.saturating_sub(first))
+                    .saturating_mul(typesize);
+                let dst = start
+                    .iter()
+                    .zip(&meta.shape)
+                    .fold(0usize, |a, (s, n)| a.saturating_mul(*n).saturating_add(*s))
+                    .saturating_mul(typesize);
+                let src = b
+                    .saturating_mul(block_items)
+                    .saturating_add(r.saturating_mul(row))
+                    .saturating_mul(typesize);
+                let from = data.get(src..src.saturating_add(len)).ok_or_else(bad)?;
+                out.get_mut(dst..dst.saturating_add(len))
+                    .ok_or_else(bad)?
+                    .copy_from_slice(from);
             }
-            step(&mut rcoord[..rank - 1], &meta.block[..rank - 1]);
+            let outer = rcoord.len().saturating_sub(1);
+            step(rcoord.get_mut(..outer).unwrap_or_default(), outer_block);
         }
         step(&mut bcoord, &grid);
     }
@@ -413,19 +451,20 @@ fn from_blocks(data: &[u8], meta: &B2nd, typesize: usize) -> Result<Vec<u8>, Fil
 
 /// Advances a row-major coordinate within `counts`.
 fn step(coord: &mut [usize], counts: &[usize]) {
-    for d in (0..coord.len()).rev() {
-        coord[d] += 1;
-        if coord[d] < counts[d] {
+    for (c, &n) in coord.iter_mut().zip(counts).rev() {
+        *c = c.saturating_add(1);
+        if *c < n {
             return;
         }
-        coord[d] = 0;
+        *c = 0;
     }
 }
 
 /// Decodes one Blosc2 (or blosc1-style) chunk to at most `limit` bytes.
 fn decode_chunk(buf: &[u8], limit: usize) -> Result<Vec<u8>, FilterError> {
     let head = get(buf, 0, 16)?;
-    let (version, flags, typesize) = (head[0], head[2], usize::from(head[3]).max(1));
+    let byte = |i: usize| head.get(i).copied().unwrap_or(0);
+    let (version, flags, typesize) = (byte(0), byte(2), usize::from(byte(3)).max(1));
     if version == 0 || version > MAX_CHUNK_VERSION {
         return Err(FilterError::unsupported(
             F,
@@ -445,8 +484,8 @@ fn decode_chunk(buf: &[u8], limit: usize) -> Result<Vec<u8>, FilterError> {
     let (hlen, filters, b2flags) = if extended {
         let ext = get(buf, 0, EXT_HEADER)?;
         let mut filters = [0u8; 6];
-        filters.copy_from_slice(&ext[16..22]);
-        (EXT_HEADER, filters, ext[31])
+        filters.copy_from_slice(get(ext, 16, 6)?);
+        (EXT_HEADER, filters, ext.last().copied().unwrap_or(0))
     } else {
         let f = [
             0,
@@ -493,22 +532,24 @@ fn decode_chunk(buf: &[u8], limit: usize) -> Result<Vec<u8>, FilterError> {
     }
     let codec = flags >> 5;
     let nblocks = nbytes.div_ceil(blocksize);
-    let mut out = Vec::with_capacity(nbytes);
-    let mut tmp = Vec::with_capacity(blocksize);
+    let mut out = crate::output(F, nbytes)?;
+    // The block size is the chunk's word: bounded by the chunk's own size, not trusted.
+    let mut tmp = Vec::with_capacity(blocksize.min(nbytes));
     for b in 0..nblocks {
-        let bsize = blocksize.min(nbytes - b * blocksize);
+        // Block b starts at b * blocksize < nbytes.
+        let bsize = blocksize.min(nbytes.saturating_sub(b.saturating_mul(blocksize)));
         let leftover = bsize < blocksize;
-        let mut at = size32(buf, hlen + 4 * b)?;
+        let mut at = size32(buf, b.saturating_mul(4).saturating_add(hlen))?;
         let split =
             flags & 0x10 == 0 && !leftover && typesize > 1 && bsize.is_multiple_of(typesize);
         let nstreams = if split { typesize } else { 1 };
-        let ssize = bsize / nstreams;
+        let ssize = bsize.checked_div(nstreams).unwrap_or(0);
         tmp.clear();
         for _ in 0..nstreams {
             let csize = le32(buf, at)?;
             at = at.saturating_add(4);
             if csize == 0 {
-                tmp.resize(tmp.len() + ssize, 0);
+                tmp.resize(tmp.len().saturating_add(ssize), 0);
                 continue;
             }
             if csize < 0 {
@@ -523,12 +564,12 @@ fn decode_chunk(buf: &[u8], limit: usize) -> Result<Vec<u8>, FilterError> {
                     ));
                 }
                 let value = csize.unsigned_abs() as u8;
-                tmp.resize(tmp.len() + ssize, value);
+                tmp.resize(tmp.len().saturating_add(ssize), value);
                 continue;
             }
             let csize = csize as usize;
             let src = get(buf, at, csize)?;
-            at += csize;
+            at = at.saturating_add(csize);
             if csize == ssize {
                 tmp.extend_from_slice(src);
             } else {
@@ -549,10 +590,12 @@ fn unfilter(block: &[u8], filters: &[u8; 6], typesize: usize, out: &mut Vec<u8>)
         data = match f {
             1 if typesize > 1 => crate::shuffle::unshuffle(&data, typesize),
             2 => {
-                let n8 = (data.len() / typesize) & !7;
+                // The largest multiple of 8 elements: at most the block's length.
+                let n8 = data.len().checked_div(typesize).unwrap_or(0) & !7;
+                let (shuffled, rest) = data.split_at(n8.saturating_mul(typesize).min(data.len()));
                 let mut v = Vec::with_capacity(data.len());
-                crate::bitshuffle::untrans_block(&data[..n8 * typesize], typesize, &mut v);
-                v.extend_from_slice(&data[n8 * typesize..]);
+                crate::bitshuffle::untrans_block(shuffled, typesize, &mut v);
+                v.extend_from_slice(rest);
                 v
             }
             _ => data,
@@ -571,6 +614,11 @@ fn codec_of(code: u32) -> (u8, u32) {
 }
 
 /// Encodes a chunk as a Blosc2 frame of one chunk of one block (see the module documentation).
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    reason = "encodes in-memory data: sizes are lengths of buffers in memory plus constants, the patched header fields (11..15, 16..24) were written above, and typesize ≥ 1"
+)]
 pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     let typesize = cd
         .get(2)
@@ -686,12 +734,21 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
 }
 
 /// Appends the low `n` bytes of `v`, most significant first (msgpack's byte order).
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "n ≤ 8 at every call: shifts below 64"
+)]
 fn push_be(out: &mut Vec<u8>, v: u64, n: usize) {
     out.extend((0..n).rev().map(|i| (v >> (8 * i)) as u8));
 }
 
 /// A chunk with an extended header: `data` compressed as one block, or (flags with 0x02)
 /// stored as it is (`data` empty: 8 zero bytes, the index chunk's one offset).
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    reason = "the patched cbytes field (12..16) was written above; the header is 32 bytes"
+)]
 fn chunk_bytes(
     flags: u8,
     typesize: u8,
@@ -723,6 +780,7 @@ fn chunk_bytes(
 
 /// The b2nd metalayer content for client data naming a rank above 1 and the chunk shape
 /// (block shape = chunk shape = array shape), as hdf5plugin's filter writes it.
+#[allow(clippy::arithmetic_side_effects, reason = "rank ≤ 8")]
 fn b2nd_for(cd: &[u32]) -> Option<Vec<u8>> {
     let rank = usize::try_from(*cd.get(7)?)
         .ok()

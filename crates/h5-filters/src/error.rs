@@ -51,6 +51,15 @@ pub enum FilterError {
         /// Why.
         reason: String,
     },
+    /// The decoded chunk (of a size the chunk's data or the dataset declare, at most the
+    /// chunk's size) cannot be allocated.
+    #[error("filter {filter}: {bytes} decoded bytes do not fit in memory")]
+    TooLarge {
+        /// The filter's name.
+        filter: &'static str,
+        /// Bytes asked for.
+        bytes: usize,
+    },
 }
 
 impl FilterError {

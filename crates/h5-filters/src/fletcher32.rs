@@ -5,15 +5,19 @@ use crate::error::FilterError;
 /// HDF5's Fletcher-32: 16-bit words read big-endian (a trailing odd byte is the high half of
 /// a last word), both sums start at 0 and are folded mod 65535 (ones' complement style);
 /// the result is `sum2 << 16 | sum1`.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "both sums stay below 2^32: folded below 2^17 after every 360 words"
+)]
 pub fn fletcher32(data: &[u8]) -> u32 {
     let (mut s1, mut s2) = (0u32, 0u32);
     let mut words = data.chunks_exact(2);
-    // 360 words keep both sums below 2^32 before folding.
     loop {
         let mut any = false;
         for w in words.by_ref().take(360) {
             any = true;
-            s1 += u32::from(w[0]) << 8 | u32::from(w[1]);
+            let word = w.iter().fold(0u32, |acc, &b| acc << 8 | u32::from(b));
+            s1 += word;
             s2 += s1;
         }
         if !any {
@@ -42,10 +46,12 @@ pub(crate) fn decode(mut buf: Vec<u8>) -> Result<Vec<u8>, FilterError> {
             "chunk shorter than its checksum",
         ));
     };
-    let mut stored = [0u8; 4];
-    stored.copy_from_slice(&buf[body_len..]);
-    let stored = u32::from_le_bytes(stored);
-    let computed = fletcher32(&buf[..body_len]);
+    let (body, sum) = buf.split_at(body_len);
+    let stored = sum
+        .iter()
+        .rev()
+        .fold(0u32, |acc, &b| acc << 8 | u32::from(b));
+    let computed = fletcher32(body);
     let c = computed.to_le_bytes();
     let reversed = u32::from_le_bytes([c[1], c[0], c[3], c[2]]);
     if stored != computed && stored != reversed {
@@ -57,7 +63,7 @@ pub(crate) fn decode(mut buf: Vec<u8>) -> Result<Vec<u8>, FilterError> {
 
 /// Appends the checksum.
 pub(crate) fn encode(buf: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(buf.len() + 4);
+    let mut out = Vec::with_capacity(buf.len().saturating_add(4));
     out.extend_from_slice(buf);
     out.extend_from_slice(&fletcher32(buf).to_le_bytes());
     out

@@ -24,6 +24,13 @@
 //! Tests decode real chunks written by libhdf5 (h5py, hdf5plugin) and, by hand, check that
 //! libhdf5 decodes this crate's encodings (`tests/data/verify_encoded.py`).
 
+// Chunk bytes never drive unchecked arithmetic or indexing: sizes are checked (`checked_*`,
+// `saturating_*`, `get`), and the few places where a bound is proven say so in an `allow`.
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 mod bits;
 mod bitshuffle;
 mod blosc;
@@ -41,5 +48,18 @@ mod shuffle;
 mod szip;
 
 pub use error::FilterError;
+
+/// An empty buffer with room for the `total` bytes `filter` is about to decode (a size the
+/// chunk declares, checked against the chunk's size by the caller), allocated fallibly: a size no
+/// memory can hold is [`FilterError::TooLarge`], not an aborted process.
+pub(crate) fn output(filter: &'static str, total: usize) -> Result<Vec<u8>, FilterError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(total)
+        .map_err(|_| FilterError::TooLarge {
+            filter,
+            bytes: total,
+        })?;
+    Ok(v)
+}
 pub use fletcher32::fletcher32;
 pub use pipeline::{FilterId, FilterSpec, Pipeline};

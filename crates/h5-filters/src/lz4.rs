@@ -16,10 +16,11 @@ const DEFAULT_BLOCK: usize = 1 << 30;
 /// Reads a big-endian u32 at `at`.
 #[allow(clippy::big_endian_bytes)]
 pub(crate) fn be_u32(buf: &[u8], at: usize, f: &'static str) -> Result<u32, FilterError> {
-    let b = buf
-        .get(at..at + 4)
+    let b: [u8; 4] = buf
+        .get(at..at.saturating_add(4))
+        .and_then(|b| b.try_into().ok())
         .ok_or_else(|| FilterError::corrupt(f, "truncated header"))?;
-    Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    Ok(u32::from_be_bytes(b))
 }
 
 /// Appends `v` big-endian.
@@ -37,7 +38,7 @@ pub(crate) fn put_be_u64(out: &mut Vec<u8>, v: u64) {
 /// Reads a big-endian u64 at `at`.
 pub(crate) fn be_u64(buf: &[u8], at: usize, f: &'static str) -> Result<u64, FilterError> {
     let hi = be_u32(buf, at, f)?;
-    let lo = be_u32(buf, at + 4, f)?;
+    let lo = be_u32(buf, at.saturating_add(4), f)?;
     Ok(u64::from(hi) << 32 | u64::from(lo))
 }
 
@@ -49,8 +50,8 @@ pub(crate) fn block_into(
     f: &'static str,
 ) -> Result<(), FilterError> {
     let start = out.len();
-    out.resize(start + n, 0);
-    let got = lz4_flex::block::decompress_into(src, &mut out[start..])
+    out.resize(start.saturating_add(n), 0);
+    let got = lz4_flex::block::decompress_into(src, out.get_mut(start..).unwrap_or_default())
         .map_err(|e| FilterError::corrupt(f, e.to_string()))?;
     if got != n {
         return Err(FilterError::corrupt(
@@ -74,16 +75,16 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     if block == 0 && total > 0 {
         return Err(FilterError::corrupt(F, "block size 0"));
     }
-    let mut out = Vec::with_capacity(total);
+    let mut out = crate::output(F, total)?;
     let mut at = 12usize;
     while out.len() < total {
-        let n = block.min(total - out.len());
+        let n = block.min(total.saturating_sub(out.len()));
         let csize = be_u32(buf, at, F)? as usize;
-        at += 4;
+        at = at.saturating_add(4);
         let src = buf
             .get(at..at.saturating_add(csize))
             .ok_or_else(|| FilterError::corrupt(F, "truncated block"))?;
-        at += csize;
+        at = at.saturating_add(csize);
         if csize == n {
             out.extend_from_slice(src);
         } else {
@@ -100,7 +101,7 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32]) -> Result<Vec<u8>, FilterError> {
         b => b as usize,
     };
     let block = block.min(buf.len().max(1));
-    let mut out = Vec::with_capacity(buf.len() / 2 + 64);
+    let mut out = Vec::with_capacity((buf.len() / 2).saturating_add(64));
     put_be_u64(&mut out, buf.len() as u64);
     let b32 = u32::try_from(block).map_err(|_| FilterError::encode(F, "block size too large"))?;
     put_be_u32(&mut out, b32);

@@ -16,36 +16,40 @@ pub(crate) fn decompress(buf: &[u8], limit: usize) -> Result<Vec<u8>, FilterErro
     let mut out: Vec<u8> = Vec::with_capacity(limit.min(buf.len().saturating_mul(4)));
     let mut ip = 0usize;
     let trunc = || FilterError::corrupt(F, "truncated stream");
+    // `ip` only moves past bytes read with `get`; lengths are below 2^9 and distances below
+    // 2^13: the saturating arithmetic never saturates.
     while let Some(&ctrl) = buf.get(ip) {
-        ip += 1;
+        ip = ip.saturating_add(1);
         if ctrl < 32 {
-            let n = usize::from(ctrl) + 1;
-            let lit = buf.get(ip..ip + n).ok_or_else(trunc)?;
-            if out.len() + n > limit {
+            let n = usize::from(ctrl).saturating_add(1);
+            let lit = buf.get(ip..ip.saturating_add(n)).ok_or_else(trunc)?;
+            if out.len().saturating_add(n) > limit {
                 return Err(FilterError::corrupt(F, "output exceeds the chunk size"));
             }
             out.extend_from_slice(lit);
-            ip += n;
+            ip = ip.saturating_add(n);
         } else {
             let mut len = usize::from(ctrl >> 5);
             if len == 7 {
-                len += usize::from(*buf.get(ip).ok_or_else(trunc)?);
-                ip += 1;
+                len = len.saturating_add(usize::from(*buf.get(ip).ok_or_else(trunc)?));
+                ip = ip.saturating_add(1);
             }
             let low = usize::from(*buf.get(ip).ok_or_else(trunc)?);
-            ip += 1;
-            let dist = ((usize::from(ctrl & 31) << 8) | low) + 1;
-            let len = len + 2;
+            ip = ip.saturating_add(1);
+            let dist = ((usize::from(ctrl & 31) << 8) | low).saturating_add(1);
+            let len = len.saturating_add(2);
             let start = out
                 .len()
                 .checked_sub(dist)
                 .ok_or_else(|| FilterError::corrupt(F, "back reference before the start"))?;
-            if out.len() + len > limit {
+            if out.len().saturating_add(len) > limit {
                 return Err(FilterError::corrupt(F, "output exceeds the chunk size"));
             }
             // Byte by byte: the source may overlap the bytes being written.
-            for k in start..start + len {
-                let b = out[k];
+            for k in start..start.saturating_add(len) {
+                let b = *out
+                    .get(k)
+                    .ok_or_else(|| FilterError::corrupt(F, "back reference past the output"))?;
                 out.push(b);
             }
         }
@@ -54,6 +58,11 @@ pub(crate) fn decompress(buf: &[u8], limit: usize) -> Result<Vec<u8>, FilterErro
 }
 
 /// Encodes with a greedy single-entry hash table. Any valid LZF stream decodes the same.
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    reason = "in-memory data: i + 2 < len, cand < i and len ≤ len(data) - i keep every index in bounds, the hash is below 2^14"
+)]
 pub(crate) fn compress(data: &[u8]) -> Vec<u8> {
     const HBITS: u32 = 14;
     let mut table = vec![usize::MAX; 1 << HBITS];

@@ -64,7 +64,7 @@ impl Cursor<'_> {
             .get(self.at)
             .copied()
             .ok_or_else(|| FilterError::params(F, "client data too short for the datatype"))?;
-        self.at += 1;
+        self.at = self.at.saturating_add(1);
         Ok(v)
     }
 
@@ -98,7 +98,7 @@ impl Cursor<'_> {
             2 => {
                 let size = self.next()? as usize;
                 let c = self.next()?;
-                let base = self.ty(c, depth + 1)?;
+                let base = self.ty(c, depth.saturating_add(1))?;
                 if base.size() == 0 || !size.is_multiple_of(base.size()) {
                     return Err(FilterError::params(
                         F,
@@ -123,7 +123,7 @@ impl Cursor<'_> {
                 for _ in 0..n {
                     let off = self.next()? as usize;
                     let c = self.next()?;
-                    let t = self.ty(c, depth + 1)?;
+                    let t = self.ty(c, depth.saturating_add(1))?;
                     if off.checked_add(t.size()).is_none_or(|e| e > size) {
                         return Err(FilterError::params(
                             F,
@@ -159,6 +159,16 @@ fn parse(cd: &[u32]) -> Result<(bool, usize, Ty), FilterError> {
     Ok((false, n, t))
 }
 
+/// The byte of an element of `size` bytes holding bit `bit` (counted from the least
+/// significant), in big- or little-endian order.
+fn byte_of(bit: usize, size: usize, be: bool) -> usize {
+    if be {
+        size.saturating_sub(1).saturating_sub(bit / 8)
+    } else {
+        bit / 8
+    }
+}
+
 fn unpack(t: &Ty, r: &mut BitReader<'_>, dst: &mut [u8]) -> Result<(), FilterError> {
     let trunc = || FilterError::corrupt(F, "truncated packed data");
     match t {
@@ -168,17 +178,19 @@ fn unpack(t: &Ty, r: &mut BitReader<'_>, dst: &mut [u8]) -> Result<(), FilterErr
             precision,
             offset,
         } => {
-            // Significance order, most significant first, up to 64 bits at a time.
-            let mut hi = offset + precision;
+            // Significance order, most significant first, up to 64 bits at a time. `parse`
+            // checked offset + precision ≤ 8 * size, so every bit is in the element.
+            let mut hi = offset.saturating_add(*precision);
             while hi > *offset {
-                let take = (hi - offset).min(64);
+                let take = hi.saturating_sub(*offset).min(64);
                 let v = r.read(take).ok_or_else(trunc)?;
-                let lo = hi - take;
+                let lo = hi.saturating_sub(take);
                 for b in 0..take {
                     if (v >> b) & 1 == 1 {
-                        let bit = (lo + b) as usize;
-                        let byte = if *be { size - 1 - bit / 8 } else { bit / 8 };
-                        dst[byte] |= 1 << (bit % 8);
+                        let bit = lo.saturating_add(b) as usize;
+                        let byte = byte_of(bit, *size, *be);
+                        let slot = dst.get_mut(byte).ok_or_else(trunc)?;
+                        *slot |= 1 << (bit % 8);
                     }
                 }
                 hi = lo;
@@ -191,7 +203,10 @@ fn unpack(t: &Ty, r: &mut BitReader<'_>, dst: &mut [u8]) -> Result<(), FilterErr
         }
         Ty::Compound { members, .. } => {
             for (off, m) in members {
-                unpack(m, r, &mut dst[*off..off + m.size()])?;
+                let d = dst
+                    .get_mut(*off..off.saturating_add(m.size()))
+                    .ok_or_else(trunc)?;
+                unpack(m, r, d)?;
             }
         }
         Ty::Noop { size } => {
@@ -211,15 +226,15 @@ fn pack(t: &Ty, src: &[u8], w: &mut BitWriter) {
             precision,
             offset,
         } => {
-            let mut hi = offset + precision;
+            let mut hi = offset.saturating_add(*precision);
             while hi > *offset {
-                let take = (hi - offset).min(64);
-                let lo = hi - take;
+                let take = hi.saturating_sub(*offset).min(64);
+                let lo = hi.saturating_sub(take);
                 let mut v = 0u64;
                 for b in (0..take).rev() {
-                    let bit = (lo + b) as usize;
-                    let byte = if *be { size - 1 - bit / 8 } else { bit / 8 };
-                    v = (v << 1) | u64::from((src[byte] >> (bit % 8)) & 1);
+                    let bit = lo.saturating_add(b) as usize;
+                    let byte = src.get(byte_of(bit, *size, *be)).copied().unwrap_or(0);
+                    v = (v << 1) | u64::from((byte >> (bit % 8)) & 1);
                 }
                 w.write(v, take);
                 hi = lo;
@@ -232,7 +247,10 @@ fn pack(t: &Ty, src: &[u8], w: &mut BitWriter) {
         }
         Ty::Compound { members, .. } => {
             for (off, m) in members {
-                pack(m, &src[*off..off + m.size()], w);
+                let s = src
+                    .get(*off..off.saturating_add(m.size()))
+                    .unwrap_or_default();
+                pack(m, s, w);
             }
         }
         Ty::Noop { size } => {
@@ -253,7 +271,8 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
         .checked_mul(t.size())
         .filter(|&l| l <= ctx.limit)
         .ok_or_else(|| FilterError::params(F, format!("{n} elements exceed the chunk size")))?;
-    let mut out = vec![0u8; len];
+    let mut out = crate::output(F, len)?;
+    out.resize(len, 0);
     let mut r = BitReader::new(buf);
     for d in out.chunks_exact_mut(t.size()) {
         unpack(&t, &mut r, d)?;

@@ -55,12 +55,20 @@ fn with_content_size(mut frame: Vec<u8>, size: u64) -> Vec<u8> {
     if fhd >> 6 != 0 || single_segment {
         return frame;
     }
-    let dict_len = [0usize, 1, 2, 4][usize::from(fhd & 3)];
-    let at = 5 + 1 + dict_len; // magic, descriptor, window descriptor, dictionary id
+    let dict_len: usize = match fhd & 3 {
+        0 => 0,
+        1 => 1,
+        2 => 2,
+        _ => 4,
+    };
+    // Magic, descriptor, window descriptor, dictionary id.
+    let at = dict_len.saturating_add(6usize);
     if frame.len() < at {
         return frame;
     }
-    frame[4] = fhd | 0xc0;
+    if let Some(d) = frame.get_mut(4) {
+        *d = fhd | 0xc0;
+    }
     frame.splice(at..at, size.to_le_bytes());
     frame
 }

@@ -34,17 +34,28 @@ struct Params {
 }
 
 fn params(cd: &[u32]) -> Result<Params, FilterError> {
-    if cd.len() < 8 {
+    let [
+        scale_type,
+        scale_factor,
+        nelmts,
+        class,
+        size,
+        signed,
+        big_endian,
+        fill,
+        ..,
+    ] = *cd
+    else {
         return Err(FilterError::params(
             F,
             format!("{} client data values, need 20", cd.len()),
         ));
-    }
-    let size = cd[4] as usize;
+    };
+    let size = size as usize;
     if !matches!(size, 1 | 2 | 4 | 8) {
         return Err(FilterError::unsupported(F, format!("datatype size {size}")));
     }
-    let float = match cd[3] {
+    let float = match class {
         0 => false,
         1 => true,
         c => return Err(FilterError::params(F, format!("datatype class {c}"))),
@@ -52,40 +63,39 @@ fn params(cd: &[u32]) -> Result<Params, FilterError> {
     if float && size < 4 {
         return Err(FilterError::unsupported(F, format!("{size}-byte floats")));
     }
-    let fill = (cd[7] == 1).then(|| {
+    let fill = (fill == 1).then(|| {
         let lo = u64::from(cd.get(8).copied().unwrap_or(0));
         let hi = u64::from(cd.get(9).copied().unwrap_or(0));
         lo | hi << 32
     });
     Ok(Params {
-        scale_type: cd[0],
-        scale_factor: cd[1] as i32,
-        nelmts: cd[2] as usize,
+        scale_type,
+        scale_factor: scale_factor as i32,
+        nelmts: nelmts as usize,
         float,
         size,
-        signed: cd[5] == 1,
-        big_endian: cd[6] == 1,
+        signed: signed == 1,
+        big_endian: big_endian == 1,
         fill,
     })
 }
 
 impl Params {
+    /// Bits of the type (its size is 1, 2, 4 or 8, checked by `params`).
     fn bits(&self) -> u32 {
-        (self.size * 8) as u32
+        u32::try_from(self.size.saturating_mul(8)).unwrap_or(64)
     }
 
     fn mask(&self) -> u64 {
-        if self.size == 8 {
-            u64::MAX
-        } else {
-            (1u64 << self.bits()) - 1
-        }
+        crate::bits::low_mask(self.bits())
     }
 
     /// Sign-extends a value of the type's width.
     fn sext(&self, v: u64) -> i64 {
-        let shift = 64 - self.bits();
-        ((v << shift) as i64) >> shift
+        let shift = 64u32.saturating_sub(self.bits());
+        (v.checked_shl(shift).unwrap_or(0) as i64)
+            .checked_shr(shift)
+            .unwrap_or(0)
     }
 
     fn load(&self, b: &[u8]) -> u64 {
@@ -95,17 +105,20 @@ impl Params {
                 *d = *s;
             }
         } else {
-            a[..b.len()].copy_from_slice(b);
+            for (d, s) in a.iter_mut().zip(b) {
+                *d = *s;
+            }
         }
         u64::from_le_bytes(a)
     }
 
     fn store(&self, v: u64, out: &mut Vec<u8>) {
         let le = v.to_le_bytes();
+        let bytes = le.get(..self.size).unwrap_or(&le);
         if self.big_endian {
-            out.extend(le[..self.size].iter().rev());
+            out.extend(bytes.iter().rev());
         } else {
-            out.extend_from_slice(&le[..self.size]);
+            out.extend_from_slice(bytes);
         }
     }
 
@@ -141,6 +154,22 @@ impl Params {
     }
 }
 
+/// A D-scaled float's bits from its code `iv`: `iv / 10^scale + min` in the type's precision.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "floating-point arithmetic: no panic, infinities and NaNs are values"
+)]
+fn descale(iv: i64, size: usize, minval: u64, scale_factor: i32, d_scale: f64) -> u64 {
+    if size == 4 {
+        let min = f32::from_bits(minval as u32);
+        let d = 10f32.powi(scale_factor);
+        u64::from((iv as i32 as f32 / d + min).to_bits())
+    } else {
+        let min = f64::from_bits(minval);
+        (iv as f64 / d_scale + min).to_bits()
+    }
+}
+
 /// Decodes a scale-offset chunk.
 pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     let p = params(cd)?;
@@ -157,18 +186,24 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
     let head = buf
         .get(..HEADER)
         .ok_or_else(|| FilterError::corrupt(F, "truncated header"))?;
-    let minbits = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-    let mvsize = usize::from(head[4]).min(8);
-    let mut mv = [0u8; 8];
-    mv[..mvsize].copy_from_slice(&head[5..5 + mvsize]);
-    let minval = u64::from_le_bytes(mv);
+    let (minbits, rest) = head.split_at(4);
+    let minbits = minbits
+        .iter()
+        .rev()
+        .fold(0u32, |acc, &b| acc << 8 | u32::from(b));
+    let (mvsize, stored_min) = rest.split_first().unwrap_or((&0, &[]));
+    let minval = stored_min
+        .iter()
+        .take(usize::from(*mvsize).min(8))
+        .rev()
+        .fold(0u64, |acc, &b| acc << 8 | u64::from(b));
     if minbits > p.bits() {
         return Err(FilterError::corrupt(
             F,
             format!("minbits {minbits} exceed the type"),
         ));
     }
-    let body = &buf[HEADER..];
+    let body = buf.get(HEADER..).unwrap_or_default();
     if minbits == p.bits() {
         return body
             .get(..out_len)
@@ -176,12 +211,8 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
             .ok_or_else(|| FilterError::corrupt(F, "truncated unpacked data"));
     }
     let mut r = BitReader::new(body);
-    let all_ones = if minbits == 64 {
-        u64::MAX
-    } else {
-        (1u64 << minbits) - 1
-    };
-    let mut out = Vec::with_capacity(out_len);
+    let all_ones = crate::bits::low_mask(minbits);
+    let mut out = crate::output(F, out_len)?;
     let d_scale = if p.float {
         10f64.powi(p.scale_factor)
     } else {
@@ -198,17 +229,7 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
         let val = match (p.float, is_fill) {
             (_, true) => p.fill.unwrap_or(0) & p.mask(),
             (false, false) => v.wrapping_add(minval) & p.mask(),
-            (true, false) => {
-                let iv = p.sext(v);
-                if p.size == 4 {
-                    let min = f32::from_bits(minval as u32);
-                    let d = 10f32.powi(p.scale_factor);
-                    u64::from((iv as i32 as f32 / d + min).to_bits())
-                } else {
-                    let min = f64::from_bits(minval);
-                    (iv as f64 / d_scale + min).to_bits()
-                }
-            }
+            (true, false) => descale(p.sext(v), p.size, minval, p.scale_factor, d_scale),
         };
         p.store(val, &mut out);
     }
@@ -294,7 +315,7 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32]) -> Result<Vec<u8>, FilterError> {
         (codes, minval)
     };
     let max = codes.iter().flatten().copied().max().unwrap_or(0);
-    let need = |x: u64| 64 - x.leading_zeros();
+    let need = |x: u64| 64u32.saturating_sub(x.leading_zeros());
     let mut minbits = if p.fill.is_some() {
         need(max.saturating_add(1))
     } else {
@@ -310,7 +331,7 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32]) -> Result<Vec<u8>, FilterError> {
         }
         minbits = sf;
     }
-    let mut out = Vec::with_capacity(HEADER + buf.len());
+    let mut out = Vec::with_capacity(buf.len().saturating_add(HEADER));
     if minbits >= p.bits() {
         if p.float {
             return Err(FilterError::encode(
@@ -329,7 +350,7 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32]) -> Result<Vec<u8>, FilterError> {
     out.push(8);
     out.extend_from_slice(&minval.to_le_bytes());
     out.resize(HEADER, 0);
-    let all_ones = (1u64 << minbits) - 1;
+    let all_ones = crate::bits::low_mask(minbits);
     let mut w = BitWriter::default();
     for c in &codes {
         w.write(c.unwrap_or(all_ones), minbits);

@@ -16,22 +16,23 @@ pub(crate) fn shuffle(data: &[u8], es: usize) -> Vec<u8> {
     if es <= 1 || data.len() < es {
         return data.to_vec();
     }
-    let n = data.len() / es;
-    let body = n * es;
+    let (n, body) = whole_elements(data.len(), es);
+    let (whole, tail) = data.split_at(body);
     let mut out = vec![0u8; data.len()];
+    let (out_whole, out_tail) = out.split_at_mut(body);
     match es {
-        2 => shuffle_fixed::<2>(&data[..body], &mut out[..body], n),
-        4 => shuffle_fixed::<4>(&data[..body], &mut out[..body], n),
-        8 => shuffle_fixed::<8>(&data[..body], &mut out[..body], n),
+        2 => shuffle_fixed::<2>(whole, out_whole, n),
+        4 => shuffle_fixed::<4>(whole, out_whole, n),
+        8 => shuffle_fixed::<8>(whole, out_whole, n),
         _ => {
-            for (j, plane) in out[..body].chunks_exact_mut(n).enumerate() {
-                for (dst, &b) in plane.iter_mut().zip(data[j..body].iter().step_by(es)) {
+            for (j, plane) in out_whole.chunks_exact_mut(n).enumerate() {
+                for (dst, &b) in plane.iter_mut().zip(whole.iter().skip(j).step_by(es)) {
                     *dst = b;
                 }
             }
         }
     }
-    out[body..].copy_from_slice(&data[body..]);
+    out_tail.copy_from_slice(tail);
     out
 }
 
@@ -40,29 +41,38 @@ pub(crate) fn unshuffle(data: &[u8], es: usize) -> Vec<u8> {
     if es <= 1 || data.len() < es {
         return data.to_vec();
     }
-    let n = data.len() / es;
-    let body = n * es;
+    let (n, body) = whole_elements(data.len(), es);
+    let (whole, tail) = data.split_at(body);
     let mut out = vec![0u8; data.len()];
+    let (out_whole, out_tail) = out.split_at_mut(body);
     match es {
-        2 => unshuffle_fixed::<2>(&data[..body], &mut out[..body], n),
-        4 => unshuffle_fixed::<4>(&data[..body], &mut out[..body], n),
-        8 => unshuffle_fixed::<8>(&data[..body], &mut out[..body], n),
+        2 => unshuffle_fixed::<2>(whole, out_whole, n),
+        4 => unshuffle_fixed::<4>(whole, out_whole, n),
+        8 => unshuffle_fixed::<8>(whole, out_whole, n),
         _ => {
-            // Invariant: plane j is data[j*n .. (j+1)*n], and j*n + n <= body <= data.len().
-            for (j, plane) in data[..body].chunks_exact(n).enumerate() {
-                for (dst, &b) in out[j..body].iter_mut().step_by(es).zip(plane) {
+            // Plane j is whole[j*n .. (j+1)*n]; its bytes go to out[j], out[j + es], ...
+            for (j, plane) in whole.chunks_exact(n).enumerate() {
+                for (dst, &b) in out_whole.iter_mut().skip(j).step_by(es).zip(plane) {
                     *dst = b;
                 }
             }
         }
     }
-    out[body..].copy_from_slice(&data[body..]);
+    out_tail.copy_from_slice(tail);
     out
+}
+
+/// For `len` ≥ `es` > 1 bytes: the number `n` ≥ 1 of whole elements and their bytes `n * es`
+/// (≤ `len`).
+fn whole_elements(len: usize, es: usize) -> (usize, usize) {
+    let n = len.checked_div(es).unwrap_or(0);
+    (n, len.saturating_sub(len.checked_rem(es).unwrap_or(0)))
 }
 
 /// [`shuffle`] of `n` elements of `ES` bytes (`data` and `out` both `n * ES` bytes long). With
 /// the element size a constant the compiler turns the inner loop into vector shuffles: 2-2.4x
 /// the generic strided loop on 256 KiB chunks.
+#[allow(clippy::indexing_slicing)] // each plane holds `n` bytes and `i` < `n` (n elements)
 fn shuffle_fixed<const ES: usize>(data: &[u8], out: &mut [u8], n: usize) {
     let mut planes = out.chunks_exact_mut(n);
     let mut planes: [&mut [u8]; ES] = std::array::from_fn(|_| planes.next().unwrap_or_default());
@@ -74,6 +84,7 @@ fn shuffle_fixed<const ES: usize>(data: &[u8], out: &mut [u8], n: usize) {
 }
 
 /// [`unshuffle`] of `n` elements of `ES` bytes (see [`shuffle_fixed`]).
+#[allow(clippy::indexing_slicing)] // each plane holds `n` bytes and `i` < `n` (n elements)
 fn unshuffle_fixed<const ES: usize>(data: &[u8], out: &mut [u8], n: usize) {
     let mut planes = data.chunks_exact(n);
     let planes: [&[u8]; ES] = std::array::from_fn(|_| planes.next().unwrap_or_default());

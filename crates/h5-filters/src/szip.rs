@@ -184,7 +184,7 @@ pub(crate) fn decode(buf: &[u8], cd: &[u32], ctx: &Ctx) -> Result<Vec<u8>, Filte
             format!("decoded size {n} is not a multiple of the {unit}-byte pixel"),
         ));
     }
-    let samples = n / layout.sample_bytes;
+    let samples = n.checked_div(layout.sample_bytes).unwrap_or(0);
     // Samples the stream holds: whole padded scanlines when lines are padded.
     let coded = if layout.padded() {
         samples
@@ -242,7 +242,7 @@ impl Sink {
         let prev = self.last;
         let mask = if prev & self.med != 0 { self.xmax } else { 0 };
         let theta = mask ^ prev;
-        let half = (d >> 1) + (d & 1);
+        let half = (d >> 1).saturating_add(d & 1);
         let x = if half <= theta {
             if d & 1 == 0 {
                 prev.wrapping_add(d >> 1)
@@ -255,6 +255,18 @@ impl Sink {
         self.last = x;
         self.out.push(x);
     }
+}
+
+/// An empty sample buffer with room for `total` samples and a zero run's overshoot (at most a
+/// whole interval: 4096 blocks of 64 samples).
+fn reserve_samples(total: usize) -> Result<Vec<u32>, FilterError> {
+    let n = total.saturating_add((MAX_RSI as usize).saturating_mul(64));
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| FilterError::TooLarge {
+        filter: F,
+        bytes: n.saturating_mul(4),
+    })?;
+    Ok(v)
 }
 
 fn truncated() -> FilterError {
@@ -279,12 +291,18 @@ fn fs(r: &mut BitReader<'_>) -> Result<u32, FilterError> {
 }
 
 /// Decodes `total` samples (in their coded widths) from an AEC stream.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "the layout bounds every count: block j in 2..=64 (even), rsi ≤ 4096, b < rsi, id ≥ 1 past the zero case, k < 32 and codes below 2^32, so no sum or shift overflows; indexes are not used"
+)]
 fn decode_stream(stream: &[u8], p: &Layout, total: usize) -> Result<Vec<u32>, FilterError> {
     let mut r = BitReader::new(stream);
     let xmax = p.xmax();
     let mut sink = Sink {
-        // Grows with what the stream really yields (a hostile size costs nothing up front).
-        out: Vec::with_capacity(total.min(1 << 16)),
+        // Every sample (and the overshoot of a last zero run) reserved fallibly up front: a
+        // short stream can legitimately expand to the chunk's size, and the samples are wider
+        // than their bytes.
+        out: reserve_samples(total)?,
         nn: p.nn,
         last: 0,
         xmax,
@@ -382,6 +400,10 @@ fn decode_stream(stream: &[u8], p: &Layout, total: usize) -> Result<Vec<u32>, Fi
 }
 
 /// Splits a second-extension codeword `m = s(s+1)/2 + d1` into `(s, d1)`, `s = d0 + d1`.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "s ≤ 12 and base ≤ 91: m - base is taken only when m ≥ base"
+)]
 fn se_split(m: u32) -> Result<(u32, u32), FilterError> {
     let mut s = 0u32;
     let mut base = 0u32;
@@ -474,25 +496,31 @@ pub(crate) fn encode(buf: &[u8], cd: &[u32]) -> Result<Vec<u8>, FilterError> {
 
 /// The NN mapping of `x` predicted by `prev` (the inverse of [`Sink::push`]).
 fn map(x: u32, prev: u32, xmax: u32) -> u32 {
-    let theta = prev.min(xmax - prev);
+    // Samples wider than the coded bits (a value over `xmax`) saturate rather than wrap.
+    let theta = prev.min(xmax.saturating_sub(prev));
     if x >= prev {
-        let delta = x - prev;
+        let delta = x.saturating_sub(prev);
         if delta <= theta {
-            2 * delta
+            delta.saturating_mul(2)
         } else {
-            theta + delta
+            theta.saturating_add(delta)
         }
     } else {
-        let delta = prev - x;
+        let delta = prev.saturating_sub(x);
         if delta <= theta {
-            2 * delta - 1
+            delta.saturating_mul(2).saturating_sub(1)
         } else {
-            theta + delta
+            theta.saturating_add(delta)
         }
     }
 }
 
 /// Encodes samples (already in their coded widths) as an AEC stream.
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing,
+    reason = "in-memory samples: id_len in 3..=5, k ≤ 30, j ≥ 2 blocks (so block[1..] and block[0] exist), per-block costs below 64 * 2^32"
+)]
 fn encode_stream(samples: &[u32], p: &Layout) -> Vec<u8> {
     let mut w = BitWriter::default();
     let id_len = p.id_len();
@@ -600,7 +628,7 @@ fn pad(buf: &[u8], pps: usize, line: usize, width: usize, nn: bool) -> Vec<u8> {
 
 /// Rebuilds pixels of `w` bytes from `w` byte planes.
 fn from_planes(buf: &[u8], w: usize) -> Vec<u8> {
-    let m = buf.len() / w.max(1);
+    let m = buf.len().checked_div(w).unwrap_or(0);
     let planes: Vec<&[u8]> = buf.chunks_exact(m.max(1)).take(w).collect();
     let mut out = Vec::with_capacity(buf.len());
     for i in 0..m {

@@ -88,7 +88,8 @@ fn key_len(sizes: Sizes, node_type: NodeType, dims: usize) -> Result<usize> {
                     what: format!("chunk key of {dims} dimensions"),
                 });
             }
-            Ok(8 + 8 * dims)
+            // `dims` is at most MAX_CHUNK_KEY_DIMS.
+            Ok(dims.saturating_mul(8).saturating_add(8))
         }
     }
 }
@@ -97,10 +98,13 @@ fn key_len(sizes: Sizes, node_type: NodeType, dims: usize) -> Result<usize> {
 /// node K or the indexed storage internal node K from the superblock, or for chunk trees the
 /// layout's own K). `rank_plus_one` is the number of offsets in a chunk key (ignored for group
 /// nodes).
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "at most 65535 * 2 * (8 + 8 * 33) bytes: no overflow on 32-bit or wider targets"
+)]
 pub fn node_len(sizes: Sizes, k: u16, node_type: NodeType, rank_plus_one: usize) -> Result<usize> {
     let key = key_len(sizes, node_type, rank_plus_one)?;
     let two_k = 2 * usize::from(k);
-    // At most 65535 * 2 * (8 + 8 * 33) bytes: no overflow on 32-bit or wider targets.
     Ok(8 + 2 * usize::from(sizes.offset) + two_k * usize::from(sizes.offset) + (two_k + 1) * key)
 }
 
@@ -141,12 +145,16 @@ impl BtreeV1Node {
             other => other,
         })?;
         // Check the whole key/child area fits before allocating anything.
-        let need = (entries + 1) * key + entries * usize::from(sizes.offset);
-        r.check_len(need as u64)?;
+        // At most 65536 keys of at most 8 + 8 * 33 bytes, and 65535 children.
+        let need = (entries as u64)
+            .saturating_add(1)
+            .saturating_mul(key as u64)
+            .saturating_add((entries as u64).saturating_mul(u64::from(sizes.offset)));
+        r.check_len(need)?;
         let mut children = Vec::with_capacity(entries);
         let keys = match node_type {
             NodeType::Group => {
-                let mut keys = Vec::with_capacity(entries + 1);
+                let mut keys = Vec::with_capacity(entries.saturating_add(1));
                 for i in 0..=entries {
                     keys.push(r.length(sizes)?);
                     if i < entries {
@@ -156,7 +164,7 @@ impl BtreeV1Node {
                 Keys::Group(keys)
             }
             NodeType::RawData => {
-                let mut keys = Vec::with_capacity(entries + 1);
+                let mut keys = Vec::with_capacity(entries.saturating_add(1));
                 for i in 0..=entries {
                     let chunk_size = r.u32()?;
                     let filter_mask = r.u32()?;
@@ -212,7 +220,10 @@ impl BtreeV1Node {
             (&self.keys, self.node_type),
             (Keys::Group(_), NodeType::Group) | (Keys::RawData(_), NodeType::RawData)
         );
-        if !type_ok || nkeys != entries + 1 || entries > 2 * usize::from(k) {
+        if !type_ok
+            || Some(nkeys) != entries.checked_add(1)
+            || entries > 2usize.saturating_mul(usize::from(k))
+        {
             return Err(encode_error(format!(
                 "{entries} children and {nkeys} keys of {:?} in a {:?} node with K {k}",
                 self.rank_plus_one(),
@@ -233,11 +244,12 @@ impl BtreeV1Node {
         w.u16(count);
         w.offset(sizes, self.left_sibling);
         w.offset(sizes, self.right_sibling);
-        for i in 0..=entries {
+        // `nkeys == entries + 1`, checked above.
+        for i in 0..nkeys {
             match &self.keys {
-                Keys::Group(keys) => w.length(sizes, keys[i]),
+                Keys::Group(keys) => w.length(sizes, keys.get(i).copied().unwrap_or(0)),
                 Keys::RawData(keys) => {
-                    let key = &keys[i];
+                    let Some(key) = keys.get(i) else { break };
                     if key.offsets.len() != dims {
                         return Err(encode_error(format!(
                             "chunk key {i} has {} dimensions, key 0 has {dims}",
@@ -255,7 +267,7 @@ impl BtreeV1Node {
                 w.offset(sizes, c);
             }
         }
-        w.zeros(len - w.len());
+        w.zeros(len.saturating_sub(w.len()));
         Ok(w.into_bytes())
     }
 

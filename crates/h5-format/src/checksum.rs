@@ -8,6 +8,39 @@
 //!   16-bit **big-endian** pairs of bytes, both sums start at 0, an odd trailing byte counts as the
 //!   high byte of a final word. Where the filter stores the value is the filter's business (the
 //!   `h5-filters` crate); this only computes it.
+//!
+//! Every decoder compares a stored lookup3 checksum with [`matches()`]. A fuzzer (which cannot forge
+//! checksums) runs decoders inside [`without_verification`] so that its mutations reach the
+//! fields behind them; nothing else turns verification off.
+
+use std::cell::Cell;
+
+thread_local! {
+    /// Set while the calling thread runs inside [`without_verification`].
+    static UNVERIFIED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a structure whose checksum field holds `stored` and whose bytes sum to `computed`
+/// is accepted: when they are equal (or inside [`without_verification`] on this thread).
+#[inline]
+pub fn matches(stored: u32, computed: u32) -> bool {
+    stored == computed || UNVERIFIED.with(Cell::get)
+}
+
+/// Runs `f` with lookup3 checksum verification turned off on the calling thread (decoders then
+/// accept any stored checksum). For fuzzing only: a fuzzer's mutations would otherwise stop at
+/// the checksum of every version-2 structure. Verification is back on when `f` returns or
+/// unwinds.
+pub fn without_verification<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            UNVERIFIED.with(|u| u.set(self.0));
+        }
+    }
+    let _restore = Restore(UNVERIFIED.with(|u| u.replace(true)));
+    f()
+}
 
 /// Rotates `x` left by `k` bits (lookup3's `rot`).
 #[inline]
@@ -79,9 +112,11 @@ pub fn lookup3(data: &[u8], initval: u32) -> u32 {
     // Every block of 12 except the last one (which may be full) is mixed.
     while rest.len() > 12 {
         let (block, tail) = rest.split_at(12);
-        a = a.wrapping_add(le_word(&block[0..4]));
-        b = b.wrapping_add(le_word(&block[4..8]));
-        c = c.wrapping_add(le_word(&block[8..12]));
+        let (wa, wbc) = block.split_at(4);
+        let (wb, wc) = wbc.split_at(4);
+        a = a.wrapping_add(le_word(wa));
+        b = b.wrapping_add(le_word(wb));
+        c = c.wrapping_add(le_word(wc));
         mix(&mut a, &mut b, &mut c);
         rest = tail;
     }
@@ -99,6 +134,10 @@ pub fn lookup3(data: &[u8], initval: u32) -> u32 {
 }
 
 /// The Fletcher-32 checksum HDF5's fletcher32 filter computes over a chunk's bytes.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "both sums stay below 2^32: folded below 2^17 after every 360 words"
+)]
 pub fn fletcher32(data: &[u8]) -> u32 {
     let mut sum1: u32 = 0;
     let mut sum2: u32 = 0;
@@ -108,7 +147,8 @@ pub fn fletcher32(data: &[u8]) -> u32 {
     loop {
         let mut n = 0;
         for w in words.by_ref().take(360) {
-            sum1 += (u32::from(w[0]) << 8) | u32::from(w[1]);
+            let [hi, lo] = [w.first(), w.get(1)].map(|b| u32::from(b.copied().unwrap_or(0)));
+            sum1 += (hi << 8) | lo;
             sum2 += sum1;
             n += 1;
         }

@@ -166,6 +166,7 @@ pub enum ExtensibleArraySlot {
 
 impl ExtensibleArrayHeader {
     /// The header's size on disk.
+    #[allow(clippy::arithmetic_side_effects, reason = "constants and 1-byte sizes")]
     pub fn encoded_len(sizes: Sizes) -> usize {
         4 + 1 + 1 + 6 + 6 * usize::from(sizes.length) + usize::from(sizes.offset) + 4
     }
@@ -215,7 +216,10 @@ impl ExtensibleArrayHeader {
             return Err(r.corrupted(format!("page size 2^{page_bits}")));
         }
         let min_log2 = data_block_min_elements.trailing_zeros() as u8;
-        let nsblks = (max_elements_bits + 1).checked_sub(min_log2).ok_or_else(|| {
+        let nsblks = max_elements_bits
+            .saturating_add(1)
+            .checked_sub(min_log2)
+            .ok_or_else(|| {
             r.corrupted(format!(
                 "{max_elements_bits} index bits cannot hold data blocks of {data_block_min_elements}"
             ))
@@ -239,7 +243,8 @@ impl ExtensibleArrayHeader {
             start_data_block = start_data_block.saturating_add(data_blocks);
         }
         let k = u32::from(super_block_min_data_pointers);
-        let index_block_super_blocks = 2 * k.trailing_zeros() as usize;
+        // `k` is a u8: at most 14.
+        let index_block_super_blocks = (k.trailing_zeros() as usize).saturating_mul(2);
         let index_block_super_block_addresses = super_blocks
             .len()
             .checked_sub(index_block_super_blocks)
@@ -261,7 +266,7 @@ impl ExtensibleArrayHeader {
             index_block_address,
             super_blocks,
             index_block_super_blocks,
-            index_block_data_blocks: 2 * (k as usize - 1),
+            index_block_data_blocks: (k as usize).saturating_sub(1).saturating_mul(2),
             index_block_super_block_addresses,
             array_offset_size: usize::from(max_elements_bits).div_ceil(8),
         })
@@ -306,7 +311,7 @@ impl ExtensibleArrayHeader {
     /// Pages of a data block of `elements` elements (0 when it is not paged).
     pub fn pages_per_data_block(&self, elements: u64) -> u64 {
         if elements > self.page_elements() {
-            elements / self.page_elements()
+            elements.checked_div(self.page_elements()).unwrap_or(0)
         } else {
             0
         }
@@ -322,10 +327,15 @@ impl ExtensibleArrayHeader {
     /// Bytes of the index block.
     pub fn index_block_len(&self, sizes: Sizes) -> u64 {
         let o = u64::from(sizes.offset);
-        let addrs = (self.index_block_data_blocks + self.index_block_super_block_addresses) as u64;
-        (4 + 1 + 1 + 4 + o)
-            + u64::from(self.index_block_elements) * self.format.element_size as u64
-            + addrs * o
+        let addrs = (self.index_block_data_blocks as u64)
+            .saturating_add(self.index_block_super_block_addresses as u64);
+        (4 + 1 + 1 + 4u64)
+            .saturating_add(o)
+            .saturating_add(
+                u64::from(self.index_block_elements)
+                    .saturating_mul(self.format.element_size as u64),
+            )
+            .saturating_add(addrs.saturating_mul(o))
     }
 
     /// Bytes of the page bitmap of one data block of super block `s`.
@@ -343,14 +353,17 @@ impl ExtensibleArrayHeader {
         let per_dblock = self
             .bitmap_len_per_data_block(info)
             .saturating_add(u64::from(sizes.offset));
-        (4 + 1 + 1 + 4 + u64::from(sizes.offset) + self.array_offset_size as u64)
+        // The same prefix as a data block's, then each data block's address and bitmap.
+        self.data_block_prefix_len(sizes)
             .saturating_add(info.data_blocks.saturating_mul(per_dblock))
     }
 
     /// Bytes of a data block's prefix (signature, version, client, header address, block
     /// offset, checksum): where its first page starts when paged.
     pub fn data_block_prefix_len(&self, sizes: Sizes) -> u64 {
-        4 + 1 + 1 + 4 + u64::from(sizes.offset) + self.array_offset_size as u64
+        (4 + 1 + 1 + 4u64)
+            .saturating_add(u64::from(sizes.offset))
+            .saturating_add(self.array_offset_size as u64)
     }
 
     /// Bytes to load for a data block of `elements` elements (its prefix only when paged).
@@ -373,8 +386,11 @@ impl ExtensibleArrayHeader {
     /// The super block (geometry index) holding element `j`, counted after the index block's
     /// elements: `floor(log2(j / m + 1))`.
     pub fn super_block_of(&self, j: u64) -> usize {
-        let q = (j / u64::from(self.data_block_min_elements)).saturating_add(1);
-        (63 - q.leading_zeros()) as usize
+        let q = j
+            .checked_div(u64::from(self.data_block_min_elements))
+            .unwrap_or(0)
+            .saturating_add(1);
+        63u32.saturating_sub(q.leading_zeros()) as usize
     }
 
     /// Where element `i` is, or `None` beyond the array's largest possible index.
@@ -389,15 +405,15 @@ impl ExtensibleArrayHeader {
                 element: usize::try_from(i).ok()?,
             });
         }
-        let j = i - ib;
+        let j = i.checked_sub(ib)?;
         let s = self.super_block_of(j);
         let info = self.super_blocks.get(s)?;
         let in_sblk = j.checked_sub(info.start_index)?;
-        let dblk = in_sblk / info.data_block_elements;
+        let dblk = in_sblk.checked_div(info.data_block_elements)?;
         if dblk >= info.data_blocks {
             return None;
         }
-        let element = in_sblk % info.data_block_elements;
+        let element = in_sblk.checked_rem(info.data_block_elements)?;
         // libhdf5 stores as block offset `start_index + n · data_block_elements`, where `n` is
         // the data block's slot in its parent: for the index block's data blocks that slot
         // counts the data blocks of earlier super blocks too, so the stored offset is not the
@@ -407,13 +423,13 @@ impl ExtensibleArrayHeader {
             let slot = usize::try_from(global).ok()?;
             (DataBlockParent::IndexBlock { slot }, false, global)
         } else {
-            let slot = s - self.index_block_super_blocks;
+            let slot = s.checked_sub(self.index_block_super_blocks)?;
             let data_block = usize::try_from(dblk).ok()?;
             (DataBlockParent::SuperBlock { slot, data_block }, true, dblk)
         };
         let npages = self.pages_per_data_block(info.data_block_elements);
         let page = if npages > 0 {
-            let page = element / self.page_elements();
+            let page = element.checked_div(self.page_elements())?;
             let bitmap_bit = if has_bitmap {
                 Some(dblk.checked_mul(npages)?.checked_add(page)?)
             } else {
@@ -421,7 +437,7 @@ impl ExtensibleArrayHeader {
             };
             Some(PageSlot {
                 page,
-                element: usize::try_from(element % self.page_elements()).ok()?,
+                element: usize::try_from(element.checked_rem(self.page_elements())?).ok()?,
                 bitmap_bit,
             })
         } else {
@@ -488,7 +504,7 @@ fn encode_block_offset(
     name: &'static str,
 ) -> Result<()> {
     let n = header.array_offset_size;
-    if n < 8 && v >> (8 * n) != 0 {
+    if v > crate::reader::all_ones(n) {
         return Err(encode_error(name, format!("block offset {v} in {n} bytes")));
     }
     w.uint(v, n);

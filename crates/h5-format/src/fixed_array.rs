@@ -92,7 +92,12 @@ impl ElementFormat {
         let o = usize::from(sizes.offset);
         let chunk_size_len = match client {
             ArrayClient::Chunks if es == o => 0,
-            ArrayClient::FilteredChunks if es > o + 4 && es <= o + 4 + 8 => es - o - 4,
+            // `o` is at most 255 and `es` a byte: no overflow, and `es - o - 4` in 1..=8.
+            ArrayClient::FilteredChunks
+                if (o.saturating_add(5)..=o.saturating_add(12)).contains(&es) =>
+            {
+                es.saturating_sub(o).saturating_sub(4)
+            }
             _ => {
                 return Err(r.corrupted(format!(
                     "element size {es} does not fit client {}",
@@ -114,9 +119,10 @@ impl ElementFormat {
         let o = usize::from(sizes.offset);
         let (element_size, chunk_size_len) = match client {
             ArrayClient::Chunks => (o, 0),
-            ArrayClient::FilteredChunks if (1..=8).contains(&chunk_size_len) => {
-                (o + chunk_size_len + 4, chunk_size_len)
-            }
+            ArrayClient::FilteredChunks if (1..=8).contains(&chunk_size_len) => (
+                o.saturating_add(chunk_size_len).saturating_add(4),
+                chunk_size_len,
+            ),
             ArrayClient::FilteredChunks => {
                 return Err(encode_error(
                     "array element",
@@ -139,7 +145,7 @@ impl ElementFormat {
             (ArrayClient::Chunks, None) if e.filter_mask == 0 => w.offset(sizes, e.address),
             (ArrayClient::FilteredChunks, Some(size))
                 if (1..=8).contains(&self.chunk_size_len)
-                    && (self.chunk_size_len == 8 || size >> (8 * self.chunk_size_len) == 0) =>
+                    && size <= crate::reader::all_ones(self.chunk_size_len) =>
             {
                 w.offset(sizes, e.address);
                 w.uint(size, self.chunk_size_len);
@@ -251,6 +257,7 @@ pub enum FixedArraySlot {
 
 impl FixedArrayHeader {
     /// The header's size on disk.
+    #[allow(clippy::arithmetic_side_effects, reason = "constants and 1-byte sizes")]
     pub fn encoded_len(sizes: Sizes) -> usize {
         4 + 1 + 1 + 1 + 1 + usize::from(sizes.length) + usize::from(sizes.offset) + 4
     }
@@ -361,7 +368,7 @@ impl FixedArrayHeader {
             });
         }
         let per = self.page_elements();
-        let page = i / per;
+        let page = i.checked_div(per)?;
         let es = self.format.element_size as u64;
         let full_page = per.saturating_mul(es).saturating_add(4);
         let elements = self.page_len_elements(page);
@@ -371,7 +378,7 @@ impl FixedArrayHeader {
             .saturating_add(page.saturating_mul(full_page));
         Some(FixedArraySlot::Page {
             page,
-            element: usize::try_from(i % per).ok()?,
+            element: usize::try_from(i.checked_rem(per)?).ok()?,
             address,
             len: usize::try_from(elements.saturating_mul(es).saturating_add(4)).ok()?,
             elements,
@@ -503,7 +510,12 @@ pub fn encode_page(
     sizes: Sizes,
     elements: &[ChunkEntry],
 ) -> Result<Vec<u8>> {
-    let mut w = Writer::with_capacity(elements.len() * format.element_size + 4);
+    let mut w = Writer::with_capacity(
+        elements
+            .len()
+            .saturating_mul(format.element_size)
+            .saturating_add(4),
+    );
     format.encode_many(&mut w, sizes, elements)?;
     w.checksum_from(0);
     Ok(w.into_bytes())

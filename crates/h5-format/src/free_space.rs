@@ -151,6 +151,7 @@ fn sections_prefix_len(sizes: Sizes) -> usize {
 
 impl FreeSpaceHeader {
     /// The header's size on disk.
+    #[allow(clippy::arithmetic_side_effects, reason = "constants and 1-byte sizes")]
     pub fn encoded_len(sizes: Sizes) -> usize {
         let l = usize::from(sizes.length);
         4 + 1 + 1 + 4 * l + 2 * 4 + l + usize::from(sizes.offset) + 2 * l + 4
@@ -171,7 +172,7 @@ impl FreeSpaceHeader {
             section_classes: FILE_SECTION_CLASSES,
             shrink_percent: FILE_SHRINK_PERCENT,
             expand_percent: FILE_EXPAND_PERCENT,
-            address_bits: (64 - max_addr.leading_zeros()) as u16,
+            address_bits: 64u32.saturating_sub(max_addr.leading_zeros()) as u16,
             max_section_size: max_addr,
             sections_address: UNDEFINED_ADDRESS,
             sections_len: 0,
@@ -225,7 +226,7 @@ impl FreeSpaceHeader {
                 header.sections_len, header.sections_alloc_len
             )));
         }
-        let min = (sections_prefix_len(sizes) + 4) as u64;
+        let min = (sections_prefix_len(sizes) as u64).saturating_add(4);
         if header.serial_sections > 0
             && (header.sections_address == UNDEFINED_ADDRESS || header.sections_len < min)
         {
@@ -419,7 +420,7 @@ impl FreeSpaceSections {
                     )));
                 }
                 // Each record takes at least its offset and type byte.
-                r.check_len(count.saturating_mul(offset_len as u64 + 1))?;
+                r.check_len(count.saturating_mul((offset_len as u64).saturating_add(1)))?;
                 let mut records = Vec::with_capacity(count as usize);
                 for _ in 0..count {
                     let offset = r.uint(offset_len)?;
@@ -462,12 +463,15 @@ impl FreeSpaceSections {
         sizes: Sizes,
         format: SectionFormat,
     ) -> Result<usize> {
-        let per_set = header.count_len() + header.size_len();
-        let mut n = sections_prefix_len(sizes) + 4;
+        let per_set = header.count_len().saturating_add(header.size_len());
+        let mut n = sections_prefix_len(sizes).saturating_add(4);
         for set in &self.sets {
-            n += per_set;
+            n = n.saturating_add(per_set);
             for rec in &set.records {
-                n += header.offset_len() + 1 + self.checked_data_len(rec, format)?;
+                n = n
+                    .saturating_add(header.offset_len())
+                    .saturating_add(1)
+                    .saturating_add(self.checked_data_len(rec, format)?);
             }
         }
         Ok(n)

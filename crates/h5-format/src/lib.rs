@@ -7,6 +7,12 @@
 //! caches, or panics on bytes.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+// Bytes from a file never drive unchecked arithmetic or indexing: sizes are checked (`checked_*`,
+// `saturating_*`, `get`), and the few places where a bound is proven say so in an `allow`.
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
 
 pub mod btree1;
 pub mod btree2;

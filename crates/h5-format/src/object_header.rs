@@ -317,6 +317,10 @@ impl ObjectHeaderPrefix {
 
     /// Bytes of the encoded prefix (what [`Self::prefix_len`] is after decoding): 16 for
     /// version 1; for version 2, 6 plus the times, phase-change values and size field.
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "at most 6 + 2^3 + 16 + 4 bytes"
+    )]
     pub fn encoded_len(&self) -> usize {
         if self.version == 1 {
             return 16;
@@ -414,9 +418,9 @@ impl<'a> From<&RawMessage<'a>> for MessageSpec<'a> {
 /// creation-order tracking (message header plus body; version 1 rounds the body up to 8).
 pub fn message_len(header: &ObjectHeaderPrefix, body_len: usize) -> usize {
     if header.version == 1 {
-        8 + body_len.div_ceil(8) * 8
+        body_len.div_ceil(8).saturating_mul(8).saturating_add(8)
     } else {
-        header.message_header_len() + body_len
+        header.message_header_len().saturating_add(body_len)
     }
 }
 
@@ -425,7 +429,7 @@ pub fn messages_len(header: &ObjectHeaderPrefix, messages: &[MessageSpec<'_>]) -
     messages
         .iter()
         .map(|m| message_len(header, m.body.len()))
-        .sum()
+        .fold(0, usize::saturating_add)
 }
 
 /// Appends `messages` and fills the `area` bytes of message space with a NIL message (or a
@@ -446,7 +450,7 @@ fn write_messages(
     };
     for m in messages {
         let size = if header.version == 1 {
-            m.body.len().div_ceil(8) * 8
+            m.body.len().div_ceil(8).saturating_mul(8)
         } else {
             m.body.len()
         };
@@ -468,7 +472,7 @@ fn write_messages(
     }
     let hdr = header.message_header_len();
     if free >= hdr {
-        let size = u16::try_from(free - hdr)
+        let size = u16::try_from(free.saturating_sub(hdr))
             .map_err(|_| unencodable(structure, format!("{free} free bytes")))?;
         if header.version == 1 && free % 8 != 0 {
             return Err(unencodable(
@@ -679,7 +683,7 @@ fn split_messages<'a>(
         tail.skip(end)?;
         let stored = tail.u32()?;
         let computed = lookup3(block.get(..end).unwrap_or_default(), 0);
-        if stored != computed {
+        if !crate::checksum::matches(stored, computed) {
             return Err(whole.corrupted(format!(
                 "checksum {stored:#010x} stored, {computed:#010x} computed"
             )));
@@ -697,7 +701,8 @@ fn split_messages<'a>(
     // Invariant: `r` is at a message header or in the final gap. A remainder smaller than a
     // message header is the gap (version 2) or padding (version 1).
     while r.remaining() >= hdr_len {
-        let offset_in_block = start + r.pos();
+        // Both within the block: `r` covers part of it from `start`.
+        let offset_in_block = start.saturating_add(r.pos());
         let (kind, size, flags, creation_order) = if header.version == 1 {
             let kind = r.u16()?;
             let size = r.u16()?;
@@ -720,7 +725,7 @@ fn split_messages<'a>(
             };
             (kind, size, flags, co)
         };
-        let body_offset = start + r.pos();
+        let body_offset = start.saturating_add(r.pos());
         let body = r.bytes(usize::from(size)).map_err(|_| {
             r.corrupted(format!(
                 "message of type {kind:#06x} ({size} bytes) runs past the chunk"

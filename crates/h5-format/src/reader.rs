@@ -77,7 +77,8 @@ impl<'a> Reader<'a> {
 
     /// Bytes left.
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        // `pos` never passes the end.
+        self.buf.len().saturating_sub(self.pos)
     }
 
     /// Whether every byte was consumed.
@@ -92,7 +93,7 @@ impl<'a> Reader<'a> {
 
     /// The bytes consumed so far (for checksums over a prefix).
     pub fn consumed(&self) -> &'a [u8] {
-        &self.buf[..self.pos]
+        self.buf.get(..self.pos).unwrap_or_default()
     }
 
     /// A [`FormatError::Corrupted`] for this structure.
@@ -117,18 +118,19 @@ impl<'a> Reader<'a> {
         FormatError::Truncated {
             structure: self.structure,
             address: self.address,
-            needed: self.pos as u64 + n as u64,
+            needed: (self.pos as u64).saturating_add(n as u64),
             available: self.buf.len() as u64,
         }
     }
 
     /// The next `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
-        if n > self.remaining() {
-            return Err(self.truncated(n));
-        }
-        let out = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
+        let end = self.pos.checked_add(n).ok_or_else(|| self.truncated(n))?;
+        let out = self
+            .buf
+            .get(self.pos..end)
+            .ok_or_else(|| self.truncated(n))?;
+        self.pos = end;
         Ok(out)
     }
 
@@ -146,7 +148,11 @@ impl<'a> Reader<'a> {
 
     /// Skips to the next multiple of `n` bytes from the structure's start (`n` > 0).
     pub fn align(&mut self, n: usize) -> Result<()> {
-        let pad = (n - self.pos % n) % n;
+        let pad = match self.pos.checked_rem(n) {
+            None | Some(0) => 0,
+            // The remainder is below `n`.
+            Some(r) => n.saturating_sub(r),
+        };
         self.skip(pad)
     }
 
@@ -165,7 +171,10 @@ impl<'a> Reader<'a> {
 
     /// One byte.
     pub fn u8(&mut self) -> Result<u8> {
-        Ok(self.bytes(1)?[0])
+        match self.bytes(1)? {
+            [b] => Ok(*b),
+            _ => Err(self.truncated(1)),
+        }
     }
 
     /// A little-endian u16.
@@ -198,12 +207,11 @@ impl<'a> Reader<'a> {
     pub fn offset(&mut self, sizes: Sizes) -> Result<u64> {
         let n = usize::from(sizes.offset);
         let v = self.uint(n)?;
-        let all = if n >= 8 {
-            u64::MAX
+        Ok(if v == all_ones(n) {
+            UNDEFINED_ADDRESS
         } else {
-            (1u64 << (8 * n)) - 1
-        };
-        Ok(if v == all { UNDEFINED_ADDRESS } else { v })
+            v
+        })
     }
 
     /// A length of `sizes.length` bytes.
@@ -232,13 +240,31 @@ impl<'a> Reader<'a> {
 
     /// A null-terminated string (the terminator consumed, not returned).
     pub fn cstr(&mut self) -> Result<&'a [u8]> {
-        let rest = &self.buf[self.pos..];
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
         let Some(n) = rest.iter().position(|&b| b == 0) else {
             return Err(self.corrupted("string without terminating null"));
         };
-        let s = &rest[..n];
-        self.pos += n + 1;
+        let s = self.bytes(n)?;
+        self.skip(1)?;
         Ok(s)
+    }
+}
+
+/// The value of `n` bytes (0..=8) with every bit set: what an undefined address of that width
+/// reads as.
+pub fn all_ones(n: usize) -> u64 {
+    low_mask(u32::try_from(n.saturating_mul(8)).unwrap_or(u32::MAX))
+}
+
+/// The `bits` low bits set (all 64 from `bits` = 64 on).
+pub fn low_mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        // 0 bits: a shift by 64, refused: none set.
+        u64::MAX
+            .checked_shr(64u32.saturating_sub(bits))
+            .unwrap_or(0)
     }
 }
 
@@ -267,6 +293,18 @@ mod tests {
                 available: 11
             }
         ));
+    }
+
+    #[test]
+    fn masks_of_any_width() {
+        assert_eq!(all_ones(0), 0);
+        assert_eq!(all_ones(2), 0xffff);
+        assert_eq!(all_ones(8), u64::MAX);
+        assert_eq!(all_ones(usize::MAX), u64::MAX);
+        assert_eq!(low_mask(0), 0);
+        assert_eq!(low_mask(1), 1);
+        assert_eq!(low_mask(63), u64::MAX >> 1);
+        assert_eq!(low_mask(200), u64::MAX);
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl RegionObject {
     /// The heap object, its selection in the versions `how` asks for.
     pub fn encode(&self, sizes: Sizes, how: SelectionVersions) -> Result<Vec<u8>> {
         let sel = self.selection.encode(how)?;
-        let mut w = Writer::with_capacity(usize::from(sizes.offset) + sel.len());
+        let mut w = Writer::with_capacity(usize::from(sizes.offset).saturating_add(sel.len()));
         w.offset(sizes, self.object);
         w.bytes(&sel);
         Ok(w.into_bytes())
@@ -216,8 +216,8 @@ impl RevisedRef {
 /// Size of a revised reference element in a file of `sizes` (libhdf5: the larger of a heap
 /// element — type, flags, length, heap ID — and an inline object reference).
 pub fn revised_element_size(sizes: Sizes) -> usize {
-    let heap = 2 + 4 + GlobalHeapId::encoded_len(sizes);
-    let inline = 3 + usize::from(sizes.offset);
+    let heap = GlobalHeapId::encoded_len(sizes).saturating_add(2 + 4);
+    let inline = usize::from(sizes.offset).saturating_add(3);
     heap.max(inline)
 }
 
@@ -284,10 +284,8 @@ impl RevisedElement {
                 id.encode(sizes, &mut w);
             }
         }
-        if w.len() > size {
-            return Err(too_big());
-        }
-        w.zeros(size - w.len());
+        let pad = size.checked_sub(w.len()).ok_or_else(too_big)?;
+        w.zeros(pad);
         Ok(w.into_bytes())
     }
 }

@@ -115,7 +115,7 @@ impl Selection {
     pub fn boxes(&self) -> Vec<(&[u64], &[u64])> {
         match self {
             Selection::Blocks { rank, corners } if *rank > 0 => corners
-                .chunks_exact(2 * rank)
+                .chunks_exact(rank.saturating_mul(2))
                 .map(|c| c.split_at(*rank))
                 .collect(),
             _ => Vec::new(),
@@ -158,28 +158,28 @@ impl Selection {
                 if n == 0 {
                     return Some(out);
                 }
-                let rank = start.len();
-                let mut k = vec![0u64; rank];
+                // `k` counts blocks per dimension, the last dimension fastest (an odometer).
+                let mut k = vec![0u64; start.len()];
                 loop {
-                    let mut s = Vec::with_capacity(rank);
-                    let mut e = Vec::with_capacity(rank);
-                    for d in 0..rank {
-                        let a = k[d].checked_mul(stride[d])?.checked_add(start[d])?;
+                    let mut s = Vec::with_capacity(k.len());
+                    let mut e = Vec::with_capacity(k.len());
+                    for (&k, (st, sd, _, b)) in k.iter().zip(per_dim(start, stride, count, block)) {
+                        let a = k.checked_mul(sd)?.checked_add(st)?;
                         s.push(a);
-                        e.push(a.checked_add(block[d].checked_sub(1)?)?);
+                        e.push(a.checked_add(b.checked_sub(1)?)?);
                     }
                     out.push((s, e));
-                    let mut d = rank;
-                    loop {
-                        if d == 0 {
-                            return Some(out);
-                        }
-                        d -= 1;
-                        k[d] += 1;
-                        if k[d] < count[d] {
+                    let mut carried = true;
+                    for (k, &c) in k.iter_mut().zip(count).rev() {
+                        *k = k.saturating_add(1);
+                        if *k < c {
+                            carried = false;
                             break;
                         }
-                        k[d] = 0;
+                        *k = 0;
+                    }
+                    if carried {
+                        return Some(out);
                     }
                 }
             }
@@ -223,25 +223,29 @@ impl Selection {
                 if self.is_unlimited() {
                     return bad("an unlimited hyperslab".into());
                 }
-                for d in 0..dims.len() {
-                    if count[d] == 0 || block[d] == 0 {
-                        continue;
+                if [start, stride, count, block]
+                    .iter()
+                    .any(|v| v.len() != dims.len())
+                {
+                    return bad(
+                        "a hyperslab whose start, stride, count and block differ in rank".into(),
+                    );
+                }
+                for (d, ((st, sd, c, b), &dim)) in
+                    per_dim(start, stride, count, block).zip(dims).enumerate()
+                {
+                    let (Some(c1), Some(b1)) = (c.checked_sub(1), b.checked_sub(1)) else {
+                        continue; // nothing selected in this dimension
+                    };
+                    if c > 1 && sd < b {
+                        return bad(format!("stride {sd} below block {b} in dimension {d}"));
                     }
-                    if count[d] > 1 && stride[d] < block[d] {
-                        return bad(format!(
-                            "stride {} below block {} in dimension {d}",
-                            stride[d], block[d]
-                        ));
-                    }
-                    let last = (count[d] - 1)
-                        .checked_mul(stride[d])
-                        .and_then(|x| x.checked_add(start[d]))
-                        .and_then(|x| x.checked_add(block[d] - 1));
-                    if last.is_none_or(|l| l >= dims[d]) {
-                        return bad(format!(
-                            "hyperslab past the extent {} of dimension {d}",
-                            dims[d]
-                        ));
+                    let last = c1
+                        .checked_mul(sd)
+                        .and_then(|x| x.checked_add(st))
+                        .and_then(|x| x.checked_add(b1));
+                    if last.is_none_or(|l| l >= dim) {
+                        return bad(format!("hyperslab past the extent {dim} of dimension {d}"));
                     }
                 }
                 Ok(())
@@ -286,18 +290,21 @@ impl Selection {
             let mut lo = vec![u64::MAX; rank];
             let mut hi = vec![0u64; rank];
             for (s, e) in &corners {
-                for d in 0..rank.min(s.len()).min(e.len()) {
-                    lo[d] = lo[d].min(s[d]);
-                    hi[d] = hi[d].max(e[d]);
+                for ((lo, hi), (s, e)) in lo.iter_mut().zip(hi.iter_mut()).zip(s.iter().zip(*e)) {
+                    *lo = (*lo).min(*s);
+                    *hi = (*hi).max(*e);
                 }
             }
             (!corners.is_empty()).then_some((lo, hi))
         };
         match self {
             Selection::None => None,
-            Selection::All => {
-                (!dims.contains(&0)).then(|| (vec![0; rank], dims.iter().map(|d| d - 1).collect()))
-            }
+            Selection::All => (!dims.contains(&0)).then(|| {
+                (
+                    vec![0; rank],
+                    dims.iter().map(|d| d.saturating_sub(1)).collect(),
+                )
+            }),
             Selection::Points { .. } => fold(self.points().into_iter().map(|p| (p, p)).collect()),
             Selection::Blocks { .. } => fold(self.boxes()),
             Selection::Regular { .. } => {
@@ -313,12 +320,12 @@ impl Selection {
                 else {
                     return None;
                 };
-                let end = (0..start.len())
-                    .map(|d| {
-                        (count[d] - 1)
-                            .checked_mul(stride[d])
-                            .and_then(|x| x.checked_add(start[d]))
-                            .and_then(|x| x.checked_add(block[d] - 1))
+                let end = per_dim(start, stride, count, block)
+                    .map(|(st, sd, c, b)| {
+                        c.checked_sub(1)?
+                            .checked_mul(sd)?
+                            .checked_add(st)?
+                            .checked_add(b.checked_sub(1)?)
                     })
                     .collect::<Option<Vec<u64>>>()?;
                 Some((start.clone(), end))
@@ -367,7 +374,7 @@ impl Selection {
             }
             Selection::Points { rank, coords } => {
                 let max = coords.iter().copied().max().unwrap_or(0);
-                let n = (coords.len() / (*rank).max(1)) as u64;
+                let n = coords.len().checked_div(*rank).unwrap_or(0) as u64;
                 w.u32(1);
                 if how == SelectionVersions::Compatible && max.max(n) <= u64::from(u32::MAX) {
                     w.u32(1);
@@ -416,7 +423,10 @@ impl Selection {
                 (true, m)
             }
             Selection::Blocks { corners, .. } => {
-                let n = (corners.len() / (2 * rank).max(1)) as u64;
+                let n = corners
+                    .len()
+                    .checked_div(rank.saturating_mul(2))
+                    .unwrap_or(0) as u64;
                 (false, limited_max(corners).unwrap_or(0).max(n))
             }
             _ => return Err(too_large("selection")),
@@ -445,7 +455,7 @@ impl Selection {
                 w.u32(1);
                 w.u32(0);
                 let len = (blocks.len() as u64)
-                    .checked_mul(8 * rank as u64)
+                    .checked_mul((rank as u64).saturating_mul(8))
                     .and_then(|x| x.checked_add(8))
                     .and_then(|x| u32::try_from(x).ok())
                     .ok_or_else(|| too_large("hyperslab selection"))?;
@@ -460,8 +470,8 @@ impl Selection {
                 w.u32(2);
                 w.u8(u8::from(regular));
                 let values = match self {
-                    Selection::Regular { .. } => 4 * rank as u64,
-                    Selection::Blocks { corners, .. } => 1 + corners.len() as u64,
+                    Selection::Regular { .. } => (rank as u64).saturating_mul(4),
+                    Selection::Blocks { corners, .. } => (corners.len() as u64).saturating_add(1),
                     _ => 0,
                 };
                 let len = values
@@ -480,11 +490,7 @@ impl Selection {
     /// A hyperslab's values after its header: start, stride, count, block per dimension
     /// (regular) or the block count and corners, `size` bytes each.
     fn hyperslab_values(&self, w: &mut Writer, size: usize) {
-        let all_ones = if size >= 8 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * size)) - 1
-        };
+        let all_ones = crate::reader::all_ones(size);
         match self {
             Selection::Regular {
                 start,
@@ -492,19 +498,35 @@ impl Selection {
                 count,
                 block,
             } => {
-                for d in 0..start.len() {
-                    for v in [start[d], stride[d], count[d], block[d]] {
+                for (st, sd, c, b) in per_dim(start, stride, count, block) {
+                    for v in [st, sd, c, b] {
                         w.uint(if v == UNLIMITED { all_ones } else { v }, size);
                     }
                 }
             }
             Selection::Blocks { rank, corners } => {
-                w.uint((corners.len() / (2 * rank).max(1)) as u64, size);
+                let blocks = corners.len().checked_div(rank.saturating_mul(2));
+                w.uint(blocks.unwrap_or(0) as u64, size);
                 corners.iter().for_each(|&c| w.uint(c, size));
             }
             _ => {}
         }
     }
+}
+
+/// A regular hyperslab's (start, stride, count, block) per dimension (as many dimensions as
+/// the shortest of the four has).
+fn per_dim<'a>(
+    start: &'a [u64],
+    stride: &'a [u64],
+    count: &'a [u64],
+    block: &'a [u64],
+) -> impl Iterator<Item = (u64, u64, u64, u64)> + 'a {
+    start
+        .iter()
+        .zip(stride)
+        .zip(count.iter().zip(block))
+        .map(|((&st, &sd), (&c, &b))| (st, sd, c, b))
 }
 
 fn too_large(what: &str) -> FormatError {
@@ -548,8 +570,9 @@ fn values(r: &mut Reader<'_>, count: u64, per: usize, size: usize) -> Result<Vec
         .and_then(|n| n.checked_mul(size as u64))
         .unwrap_or(u64::MAX);
     let n = r.check_len(bytes)?;
-    let mut out = Vec::with_capacity(n / size.max(1));
-    for _ in 0..n / size.max(1) {
+    let values = n.checked_div(size).unwrap_or(0);
+    let mut out = Vec::with_capacity(values);
+    for _ in 0..values {
         out.push(r.uint(size)?);
     }
     Ok(out)
@@ -596,12 +619,8 @@ fn decode_hyperslab(r: &mut Reader<'_>, version: u32) -> Result<Selection> {
     }
     let rank = decode_rank(r)?;
     if flags & 1 != 0 {
-        let all_ones = if size >= 8 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * size)) - 1
-        };
-        let v = values(r, 1, 4 * rank, size)?;
+        let all_ones = crate::reader::all_ones(size);
+        let v = values(r, 1, rank.saturating_mul(4), size)?;
         let unlimited = |x: u64| if x == all_ones { UNLIMITED } else { x };
         let pick = |k: usize| -> Vec<u64> { v.iter().skip(k).step_by(4).copied().collect() };
         Ok(Selection::Regular {
@@ -612,8 +631,9 @@ fn decode_hyperslab(r: &mut Reader<'_>, version: u32) -> Result<Selection> {
         })
     } else {
         let count = r.uint(size)?;
-        let corners = values(r, count, 2 * rank, size)?;
-        for c in corners.chunks_exact(2 * rank) {
+        let corners = values(r, count, rank.saturating_mul(2), size)?;
+        // `decode_rank` refuses rank 0.
+        for c in corners.chunks_exact(rank.saturating_mul(2).max(1)) {
             let (s, e) = c.split_at(rank);
             if s.iter().zip(e).any(|(a, b)| a > b) {
                 return Err(r.corrupted("hyperslab block ends before it starts"));

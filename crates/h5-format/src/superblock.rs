@@ -69,6 +69,10 @@ pub fn locate<E>(
 
 /// The full size in bytes of the superblock whose first bytes are `prefix` (at least
 /// [`MIN_PREFIX`] bytes, or the whole superblock if shorter), at file `address`.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "sizes are checked to be at most 8 bytes: the sums are below 100"
+)]
 pub fn needed_len(prefix: &[u8], address: u64) -> Result<usize> {
     let mut r = Reader::new(prefix, NAME, address);
     signature8(&mut r)?;
@@ -80,7 +84,7 @@ pub fn needed_len(prefix: &[u8], address: u64) -> Result<usize> {
     }
     let s = Sizes::new(r.u8()?, r.u8()?, NAME, address)?;
     let o = usize::from(s.offset);
-    // Fixed parts: see the module doc. Sizes are at most 8, so nothing overflows.
+    // Fixed parts: see the module doc.
     Ok(match version {
         0 => 24 + 4 * o + SymbolTableEntry::encoded_len(s),
         1 => 28 + 4 * o + SymbolTableEntry::encoded_len(s),
@@ -89,6 +93,7 @@ pub fn needed_len(prefix: &[u8], address: u64) -> Result<usize> {
 }
 
 /// The encoded size in bytes of a superblock of `version` (0..=3) with `sizes`.
+#[allow(clippy::arithmetic_side_effects, reason = "1-byte sizes and constants")]
 pub fn encoded_len(version: u8, sizes: Sizes) -> Result<usize> {
     let o = usize::from(sizes.offset);
     match version {
@@ -150,6 +155,7 @@ pub struct SymbolTableEntry {
 impl SymbolTableEntry {
     /// Encoded size: a length (the name offset), an offset, cache type, reserved word and the
     /// 16-byte scratch-pad.
+    #[allow(clippy::arithmetic_side_effects, reason = "1-byte sizes and constants")]
     pub fn encoded_len(sizes: Sizes) -> usize {
         usize::from(sizes.length) + usize::from(sizes.offset) + 24
     }
@@ -213,7 +219,7 @@ impl SymbolTableEntry {
             }
         };
         // Offsets are at most 8 bytes, so the cached values never exceed the 16 bytes.
-        w.zeros((pad_start + 16).saturating_sub(w.len()));
+        w.zeros(pad_start.saturating_add(16).saturating_sub(w.len()));
     }
 
     /// The encoded entry ([`Self::encoded_len`] bytes).
@@ -439,7 +445,7 @@ fn decode_v2(mut r: Reader<'_>, version: u8, len: usize) -> Result<Superblock> {
     let body = r.consumed();
     let stored = r.u32()?;
     let computed = lookup3(body, 0);
-    if stored != computed {
+    if !crate::checksum::matches(stored, computed) {
         return Err(r.corrupted(format!(
             "checksum {stored:#010x} stored, {computed:#010x} computed"
         )));
@@ -501,7 +507,7 @@ impl DriverInfoBlock {
         r.skip(8)?;
         let mut driver_id = [0u8; 8];
         driver_id.copy_from_slice(r.bytes(8)?);
-        let info = r.bytes(len - Self::HEADER_LEN)?.to_vec();
+        let info = r.bytes(len.saturating_sub(Self::HEADER_LEN))?.to_vec();
         Ok(DriverInfoBlock { driver_id, info })
     }
 

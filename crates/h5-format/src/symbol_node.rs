@@ -37,6 +37,10 @@ const STRUCTURE: &str = "symbol table node";
 impl SymbolTableNode {
     /// The fixed on-disk size of a node holding up to `2 * group_leaf_k` entries (the group
     /// leaf node K comes from the superblock; libhdf5's default is 4).
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "at most 8 + 2 * 65535 * 534 bytes: no overflow on 32-bit or wider targets"
+    )]
     pub fn node_len(sizes: Sizes, group_leaf_k: u16) -> usize {
         8 + 2 * usize::from(group_leaf_k) * SymbolTableEntry::encoded_len(sizes)
     }
@@ -51,8 +55,9 @@ impl SymbolTableNode {
         }
         r.skip(1)?;
         let count = r.u16()?;
-        let need = usize::from(count) * SymbolTableEntry::encoded_len(sizes);
-        r.check_len(need as u64)?;
+        let need =
+            (usize::from(count) as u64).saturating_mul(SymbolTableEntry::encoded_len(sizes) as u64);
+        r.check_len(need)?;
         let mut entries = Vec::with_capacity(usize::from(count));
         for _ in 0..count {
             entries.push(SymbolTableEntry::decode(&mut r, sizes)?);
@@ -91,7 +96,7 @@ impl SymbolTableNode {
         for e in &self.entries {
             e.write(&mut w, sizes);
         }
-        w.zeros(len - w.len());
+        w.zeros(len.saturating_sub(w.len()));
         Ok(w.into_bytes())
     }
 }

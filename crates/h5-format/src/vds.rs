@@ -122,7 +122,7 @@ impl VirtualMappings {
         }
         let computed = lookup3(r.consumed(), 0);
         let stored = r.u32()?;
-        if computed != stored {
+        if !crate::checksum::matches(stored, computed) {
             return Err(r.corrupted(format!(
                 "checksum {stored:#010x} stored, {computed:#010x} computed"
             )));

@@ -48,12 +48,16 @@ impl Writer {
 
     /// `n` zero bytes.
     pub fn zeros(&mut self, n: usize) {
-        self.buf.resize(self.buf.len() + n, 0);
+        self.buf.extend(std::iter::repeat_n(0, n));
     }
 
     /// Zero bytes up to the next multiple of `n` (`n` > 0) from the start.
     pub fn align(&mut self, n: usize) {
-        let pad = (n - self.buf.len() % n) % n;
+        let pad = match self.buf.len().checked_rem(n) {
+            None | Some(0) => 0,
+            // The remainder is below `n`.
+            Some(r) => n.saturating_sub(r),
+        };
         self.zeros(pad);
     }
 
@@ -79,16 +83,15 @@ impl Writer {
 
     /// The low `n` bytes (0..=8) of `v`, little-endian.
     pub fn uint(&mut self, v: u64, n: usize) {
-        for i in 0..n.min(8) {
-            self.buf.push((v >> (8 * i)) as u8);
-        }
+        self.buf
+            .extend_from_slice(v.to_le_bytes().get(..n.min(8)).unwrap_or_default());
     }
 
     /// A file address of `sizes.offset` bytes; [`UNDEFINED_ADDRESS`] is written as all ones.
     pub fn offset(&mut self, sizes: Sizes, addr: u64) {
         let n = usize::from(sizes.offset);
         if addr == UNDEFINED_ADDRESS {
-            self.buf.resize(self.buf.len() + n, 0xff);
+            self.buf.extend(std::iter::repeat_n(0xff, n));
         } else {
             self.uint(addr, n);
         }
@@ -109,12 +112,12 @@ impl Writer {
     /// Overwrites the bytes at `at` with `b` (for sizes known only after the body is written).
     /// Bytes past the end are appended.
     pub fn patch(&mut self, at: usize, b: &[u8]) {
-        for (i, &x) in b.iter().enumerate() {
-            match self.buf.get_mut(at + i) {
-                Some(slot) => *slot = x,
-                None => self.buf.push(x),
-            }
+        let mut slots = self.buf.iter_mut().skip(at);
+        let mut rest = b.iter();
+        for (slot, &x) in slots.by_ref().zip(rest.by_ref()) {
+            *slot = x;
         }
+        self.buf.extend(rest);
     }
 }
 

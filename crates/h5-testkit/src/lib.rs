@@ -31,6 +31,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub mod mutate;
 mod sha256;
 pub mod values;
 pub mod verify;

@@ -308,10 +308,8 @@ impl File {
             let mut bufs: Vec<Vec<u8>> = datasets
                 .iter()
                 .map(|d| {
-                    d.size()
-                        .checked_mul(d.element_size())
-                        .map(|n| vec![0u8; n])
-                        .ok_or_else(|| Error::Invalid(format!("{}: too many elements", d.path())))
+                    let len = (d.size() as u64).checked_mul(d.element_size() as u64);
+                    h5_core::buffer::zeroed(|| format!("reading {}", d.path()), len)
                 })
                 .collect::<Result<_>>()?;
             let infos: Vec<_> = datasets.iter().map(|d| d.info()).collect();

@@ -112,7 +112,7 @@ mod write_data;
 
 pub use attribute::{Attribute, AttributeBuilder};
 pub use dataset::{ChunkInfo, Dataset, FilterInfo};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use file::{File, FileAccess, StorageDecorator};
 pub use group::{Group, Link, LinkKind, ObjectKind, TreeEntry};
 pub use h5_chunkcache::ChunkCacheConfig;

@@ -311,11 +311,9 @@ impl Dataset {
             let info = self.info();
             let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
             let n: usize = shape.iter().product();
-            let len = n
-                .checked_mul(self.element_size())
-                .ok_or_else(|| Error::Invalid("selection too large".into()))?;
-            let mut buf = vec![0u8; len];
-            if len > 0 {
+            let len = (n as u64).checked_mul(self.element_size() as u64);
+            let mut buf = h5_core::buffer::zeroed(|| format!("reading {}", self.path()), len)?;
+            if !buf.is_empty() {
                 h5_core::dataset::read(
                     self.file_shared(),
                     &info,

@@ -48,15 +48,9 @@ impl Dataset {
 
     /// The `n` elements `sel` selects in the file representation.
     fn read_bytes(&self, info: &DatasetInfo, sel: &Selection, n: usize) -> Result<Vec<u8>> {
-        let len = n
-            .checked_mul(self.element_size())
-            .ok_or_else(|| Error::Invalid(format!("{}: selection too large", self.path())))?;
-        let mut buf = Vec::new();
-        buf.try_reserve_exact(len).map_err(|_| {
-            Error::Invalid(format!("{}: {len} bytes do not fit in memory", self.path()))
-        })?;
-        buf.resize(len, 0);
-        if len > 0 {
+        let len = (n as u64).checked_mul(self.element_size() as u64);
+        let mut buf = h5_core::buffer::zeroed(|| format!("reading {}", self.path()), len)?;
+        if !buf.is_empty() {
             self.ctx(read(self.file_shared(), info, sel, None, None, &mut buf))?;
         }
         Ok(buf)
@@ -307,5 +301,5 @@ fn element_count(shape: &[usize], path: &str) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, d| a.checked_mul(*d))
-        .ok_or_else(|| Error::Invalid(format!("{path}: too many elements")))
+        .ok_or_else(|| Error::too_large(format!("reading {path}"), None))
 }

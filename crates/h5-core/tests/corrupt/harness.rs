@@ -12,7 +12,7 @@ use h5_chunkcache::selection::{Points, Selection};
 use h5_core::dataset::{DatasetInfo, read};
 use h5_core::file::{CacheSettings, FileShared};
 use h5_core::nav::{ObjectKind, resolve};
-use h5_core::{Error, attribute, group, values};
+use h5_core::{Error, ErrorKind, attribute, group, values};
 use h5_format::message::{Message, decode_message, kind};
 use h5_format::object_header::{decode_continuation_block, decode_first_chunk};
 use h5_format::superblock::{self, Superblock};
@@ -55,6 +55,8 @@ pub(crate) struct Outcome {
     pub(crate) ok: usize,
     /// The typed errors operations returned, as text.
     pub(crate) errors: Vec<String>,
+    /// The same errors: the operation (the path it was on) and the error's kind.
+    pub(crate) kinds: Vec<(String, ErrorKind)>,
     /// Time taken.
     pub(crate) elapsed: Duration,
 }
@@ -70,6 +72,7 @@ impl Outcome {
                 // Display and Debug of every error must work too.
                 let _ = format!("{e:?}");
                 self.errors.push(format!("{what}: {e}"));
+                self.kinds.push((what.to_owned(), e.kind()));
                 None
             }
         }
@@ -104,11 +107,34 @@ pub(crate) fn run_case(
     )
 }
 
+/// As [`run_case`] with lookup3 checksum verification off, as the fuzzers run (their findings
+/// carry the checksums of the bytes before the mutation).
+pub(crate) fn run_case_unverified(
+    bytes: Vec<u8>,
+    paths: Arc<Vec<String>>,
+) -> Result<Outcome, String> {
+    run_storage_with(
+        move || Arc::new(MemoryStorage::with_data(bytes)) as Arc<dyn h5_io::Storage>,
+        paths,
+        None,
+        false,
+    )
+}
+
 /// As [`run_case`], with any storage.
 pub(crate) fn run_storage(
     storage: impl FnOnce() -> Arc<dyn h5_io::Storage> + Send + 'static,
     paths: Arc<Vec<String>>,
     dir: Option<PathBuf>,
+) -> Result<Outcome, String> {
+    run_storage_with(storage, paths, dir, true)
+}
+
+fn run_storage_with(
+    storage: impl FnOnce() -> Arc<dyn h5_io::Storage> + Send + 'static,
+    paths: Arc<Vec<String>>,
+    dir: Option<PathBuf>,
+    verify_checksums: bool,
 ) -> Result<Outcome, String> {
     quiet_case_panics();
     let (tx, rx) = mpsc::channel();
@@ -116,7 +142,13 @@ pub(crate) fn run_storage(
     std::thread::Builder::new()
         .name(CASE_THREAD.into())
         .spawn(move || {
-            let r = catch_unwind(AssertUnwindSafe(|| exercise(storage(), &paths, dir)));
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                if verify_checksums {
+                    exercise(storage(), &paths, dir)
+                } else {
+                    h5_format::checksum::without_verification(|| exercise(storage(), &paths, dir))
+                }
+            }));
             let _ = tx.send(r.map_err(|p| {
                 p.downcast_ref::<String>()
                     .cloned()
@@ -168,6 +200,8 @@ fn exercise(storage: Arc<dyn h5_io::Storage>, paths: &[String], dir: Option<Path
             }
             ObjectKind::Dataset => {
                 if let Some(info) = o.note(p, DatasetInfo::from_header(&r.file, &r.header)) {
+                    // What `h5 ls` and `h5 dump` print of the type.
+                    let _ = info.datatype.describe();
                     read_all(&mut o, p, &r.file, &info);
                 }
             }
@@ -175,6 +209,7 @@ fn exercise(storage: Arc<dyn h5_io::Storage>, paths: &[String], dir: Option<Path
         }
         if let Some(attrs) = o.note(p, attribute::attributes(&r.file, &r.header)) {
             for a in attrs {
+                let _ = a.datatype.describe();
                 if a.datatype.has_indirection() {
                     // Not every such type is a string: only a panic would matter here.
                     let _ = values::strings(&r.file, &a.datatype, &a.data);
@@ -183,6 +218,43 @@ fn exercise(storage: Arc<dyn h5_io::Storage>, paths: &[String], dir: Option<Path
         }
     }
     o
+}
+
+/// Every path of the file in `bytes` reachable through hard links from the root (at most
+/// 2000), for files that have no manifest (the fuzzers' findings).
+pub(crate) fn all_paths(bytes: &[u8]) -> Vec<String> {
+    h5_format::checksum::without_verification(|| all_paths_verified(bytes))
+}
+
+fn all_paths_verified(bytes: &[u8]) -> Vec<String> {
+    let settings = CacheSettings {
+        ignore_open_for_writing: true,
+        ..CacheSettings::default()
+    };
+    let storage = Arc::new(MemoryStorage::with_data(bytes.to_vec()));
+    let Ok(file) = FileShared::open(storage, &settings, None) else {
+        return Vec::new();
+    };
+    let root = file.root_address();
+    let mut out = Vec::new();
+    let mut pending = vec!["/".to_owned()];
+    let mut seen = HashSet::new();
+    while let Some(p) = pending.pop() {
+        let Ok(r) = resolve(&file, root, "/", &p) else {
+            continue;
+        };
+        if !seen.insert(r.header.address) || out.len() >= 2000 {
+            continue;
+        }
+        if ObjectKind::of(&r.header) == ObjectKind::Group {
+            for l in group::links(&r.file, &r.header).unwrap_or_default() {
+                let child = format!("{}/{}", p.trim_end_matches('/'), l.name);
+                out.push(child.clone());
+                pending.push(child);
+            }
+        }
+    }
+    out
 }
 
 /// Runs a closure when dropped.

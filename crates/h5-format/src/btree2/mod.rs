@@ -38,7 +38,7 @@ const NODE_OVERHEAD: usize = 4 + 1 + 1 + 4;
 pub(crate) fn verify_checksum(r: &mut Reader<'_>) -> Result<()> {
     let computed = crate::checksum::lookup3(r.consumed(), 0);
     let stored = r.u32()?;
-    if computed != stored {
+    if !crate::checksum::matches(stored, computed) {
         return Err(r.corrupted(format!(
             "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
         )));
@@ -47,6 +47,10 @@ pub(crate) fn verify_checksum(r: &mut Reader<'_>) -> Result<()> {
 }
 
 /// Bytes needed to encode any value up to `n`: `floor(log2(n)) / 8 + 1` (1 for `n` = 0).
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "the base-2 logarithm of a u64 is at most 63"
+)]
 pub fn limit_enc_size(n: u64) -> u8 {
     let log2 = 63u32.saturating_sub(n.leading_zeros());
     (log2 / 8 + 1) as u8
@@ -192,6 +196,7 @@ pub struct Btree2Header {
 
 impl Btree2Header {
     /// The header's size on disk.
+    #[allow(clippy::arithmetic_side_effects, reason = "constants and 1-byte sizes")]
     pub fn encoded_len(sizes: Sizes) -> usize {
         4 + 1
             + 1
@@ -351,10 +356,14 @@ fn encode_header(
 }
 
 /// Width of a child pointer of a node at `depth` (≥ 1), given the limits of the lower depths.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "1-byte widths: the sum is below 800"
+)]
 fn pointer_len(sizes: Sizes, max_records_size: u8, depth: u16, limits: &[NodeLimits]) -> usize {
     let below = if depth > 1 {
         limits
-            .get(usize::from(depth) - 1)
+            .get(usize::from(depth).saturating_sub(1))
             .map_or(0, |l| usize::from(l.cumulative_size))
     } else {
         0
@@ -376,7 +385,10 @@ fn node_limits(
     if rec == 0 {
         return Err(r.corrupted("record size 0"));
     }
-    let leaf_max = node.saturating_sub(NODE_OVERHEAD as u64) / rec;
+    let leaf_max = node
+        .saturating_sub(NODE_OVERHEAD as u64)
+        .checked_div(rec)
+        .unwrap_or(0);
     if leaf_max == 0 {
         return Err(r.corrupted(format!(
             "node size {node_size} holds no record of {record_size} bytes"
@@ -393,8 +405,8 @@ fn node_limits(
     for d in 1..=depth {
         let ptr = pointer_len(sizes, max_records_size, d, &limits) as u64;
         let max = node
-            .checked_sub(NODE_OVERHEAD as u64 + ptr)
-            .map(|room| room / (rec + ptr))
+            .checked_sub((NODE_OVERHEAD as u64).saturating_add(ptr))
+            .and_then(|room| room.checked_div(rec.saturating_add(ptr)))
             .unwrap_or(0);
         if max == 0 {
             return Err(r.corrupted(format!(
@@ -485,7 +497,7 @@ impl Btree2Node {
         r.signature(b"BTIN")?;
         let recs = decode_prefix_and_records(&mut r, header, depth, records, ctx)?;
         let child = header
-            .limits_at(depth - 1)
+            .limits_at(depth.saturating_sub(1))
             .copied()
             .ok_or_else(|| r.corrupted(format!("depth {depth} below the tree's")))?;
         let count_width = usize::from(header.max_records_size);
@@ -496,7 +508,7 @@ impl Btree2Node {
         };
         // records + 1 pointers; `records` was bounded by the node's maximum above, so this
         // allocation is bounded by the node size.
-        let mut children = Vec::with_capacity(recs.len() + 1);
+        let mut children = Vec::with_capacity(recs.len().saturating_add(1));
         for _ in 0..=recs.len() {
             let address = r.offset(ctx.sizes)?;
             let n = r.uint(count_width)?;
@@ -554,7 +566,7 @@ impl Btree2Node {
         let want_children = if self.depth == 0 {
             0
         } else {
-            self.records.len() + 1
+            self.records.len().saturating_add(1)
         };
         if self.children.len() != want_children {
             return Err(err(format!(
@@ -587,7 +599,7 @@ impl Btree2Node {
         }
         if self.depth > 0 {
             let child = header
-                .limits_at(self.depth - 1)
+                .limits_at(self.depth.saturating_sub(1))
                 .copied()
                 .ok_or_else(|| err(format!("depth {}", self.depth)))?;
             let count_width = usize::from(header.max_records_size);
@@ -613,7 +625,7 @@ impl Btree2Node {
         if w.len() > len {
             return Err(err(format!("{} bytes in a {len}-byte node", w.len())));
         }
-        w.zeros(len - w.len());
+        w.zeros(len.saturating_sub(w.len()));
         Ok(w.into_bytes())
     }
 

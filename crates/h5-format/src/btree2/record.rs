@@ -14,8 +14,13 @@ pub const OBJECT_HEAP_ID_LEN: usize = 8;
 /// filtered fixed/extensible array elements) for chunks of `chunk_bytes` unfiltered bytes: one
 /// byte more than `chunk_bytes` needs (a filter may grow a chunk), at most 8.
 pub fn chunk_size_len(chunk_bytes: u64) -> usize {
+    // At most 63 / 8 + 2 = 9, clamped to 8.
     let log2 = 63u32.saturating_sub(chunk_bytes.leading_zeros()) as usize;
-    (1 + (log2 + 8) / 8).min(8)
+    log2.saturating_add(8)
+        .checked_div(8)
+        .unwrap_or(0)
+        .saturating_add(1)
+        .min(8)
 }
 
 /// Width of the "chunk size" field of filtered chunk records in the chunk index of a dataset
@@ -68,19 +73,21 @@ impl RecordContext {
     pub fn record_size(&self, t: Btree2Type) -> usize {
         let o = usize::from(self.sizes.offset);
         let l = usize::from(self.sizes.length);
+        // `o` and `l` are at most 255; the context's lengths may come from a file: saturated.
+        let sum = |terms: &[usize]| terms.iter().fold(0usize, |a, &t| a.saturating_add(t));
         match t {
-            Btree2Type::HugeIndirect => o + 2 * l,
-            Btree2Type::HugeIndirectFiltered => o + 3 * l + 4,
-            Btree2Type::HugeDirect => o + l,
-            Btree2Type::HugeDirectFiltered => o + 2 * l + 4,
-            Btree2Type::LinkName => 4 + self.heap_id_len,
-            Btree2Type::LinkCreationOrder => 8 + self.heap_id_len,
-            Btree2Type::SharedMessages => 1 + 4 + (4 + OBJECT_HEAP_ID_LEN).max(1 + 1 + 2 + o),
+            Btree2Type::HugeIndirect => sum(&[o, l, l]),
+            Btree2Type::HugeIndirectFiltered => sum(&[o, l, l, l, 4]),
+            Btree2Type::HugeDirect => sum(&[o, l]),
+            Btree2Type::HugeDirectFiltered => sum(&[o, l, l, 4]),
+            Btree2Type::LinkName => sum(&[4, self.heap_id_len]),
+            Btree2Type::LinkCreationOrder => sum(&[8, self.heap_id_len]),
+            Btree2Type::SharedMessages => sum(&[1, 4, (4 + OBJECT_HEAP_ID_LEN).max(sum(&[4, o]))]),
             Btree2Type::AttributeName => OBJECT_HEAP_ID_LEN + 1 + 4 + 4,
             Btree2Type::AttributeCreationOrder => OBJECT_HEAP_ID_LEN + 1 + 4,
             Btree2Type::Chunks => o.saturating_add(self.rank.saturating_mul(8)),
             Btree2Type::FilteredChunks => {
-                (o + self.chunk_size_len + 4).saturating_add(self.rank.saturating_mul(8))
+                sum(&[o, self.chunk_size_len, 4, self.rank.saturating_mul(8)])
             }
         }
     }
@@ -424,7 +431,7 @@ impl Record {
             } => {
                 check_rank(scaled, ctx)?;
                 let n = ctx.chunk_size_len;
-                if !(1..=8).contains(&n) || (n < 8 && *size >> (8 * n) != 0) {
+                if !(1..=8).contains(&n) || *size > crate::reader::all_ones(n) {
                     return Err(encode_error(format!(
                         "chunk size {size} in a {n}-byte field"
                     )));
@@ -437,7 +444,7 @@ impl Record {
         }
         // Every record is fixed-size; pad the shared message variant that is shorter.
         let want = ctx.record_size(self.tree_type());
-        w.zeros((start + want).saturating_sub(w.len()));
+        w.zeros(start.saturating_add(want).saturating_sub(w.len()));
         Ok(())
     }
 }

@@ -46,13 +46,17 @@ fn int_value(t: &FixedPoint, bytes: &[u8]) -> Option<i128> {
     }
     let bits = u32::from(t.precision).min(64);
     let shifted = raw.checked_shr(u32::from(t.bit_offset)).unwrap_or(0);
-    let v = if bits >= 64 {
-        shifted
-    } else {
-        shifted & ((1u64 << bits) - 1)
-    };
-    if t.signed && bits > 0 && bits <= 64 && (v >> (bits - 1)) & 1 == 1 {
-        Some(i128::from(v) - (1i128 << bits))
+    let v = shifted & crate::reader::low_mask(bits);
+    let sign_bit = bits
+        .checked_sub(1)
+        .and_then(|b| v.checked_shr(b))
+        .unwrap_or(0)
+        & 1;
+    if t.signed && sign_bit == 1 {
+        // `v` < 2^bits ≤ 2^64: the difference fits i128.
+        1i128
+            .checked_shl(bits)
+            .and_then(|m| i128::from(v).checked_sub(m))
     } else {
         Some(i128::from(v))
     }
@@ -67,10 +71,10 @@ impl Datatype {
                 let mut s = format!(
                     "{}int{}{}",
                     if t.signed { "" } else { "u" },
-                    t.size * 8,
+                    u64::from(t.size) * 8,
                     order_suffix(t.size, t.order)
                 );
-                if t.bit_offset != 0 || u32::from(t.precision) != t.size * 8 {
+                if t.bit_offset != 0 || u64::from(t.precision) != u64::from(t.size) * 8 {
                     let _ = write!(s, " ({} bits at {})", t.precision, t.bit_offset);
                 }
                 s
@@ -91,7 +95,11 @@ impl Datatype {
                     ),
                 }
             }
-            Datatype::Time(t) => format!("time{}{}", t.size * 8, order_suffix(t.size, t.order)),
+            Datatype::Time(t) => format!(
+                "time{}{}",
+                u64::from(t.size) * 8,
+                order_suffix(t.size, t.order)
+            ),
             Datatype::String(t) => format!(
                 "string({}, {}, {})",
                 t.size,
@@ -99,7 +107,11 @@ impl Datatype {
                 charset_name(t.charset)
             ),
             Datatype::Bitfield(t) => {
-                format!("bitfield{}{}", t.size * 8, order_suffix(t.size, t.order))
+                format!(
+                    "bitfield{}{}",
+                    u64::from(t.size) * 8,
+                    order_suffix(t.size, t.order)
+                )
             }
             Datatype::Opaque(t) if t.tag.is_empty() => format!("opaque({})", t.size),
             Datatype::Opaque(t) => format!("opaque({}, {:?})", t.size, t.tag),
@@ -122,7 +134,8 @@ impl Datatype {
                 let mut s = format!("enum {} {{", t.base.describe());
                 for (i, m) in t.members.iter().enumerate() {
                     if i == ENUM_SHOWN {
-                        let _ = write!(s, ", … {} more", t.members.len() - ENUM_SHOWN);
+                        let more = t.members.len().saturating_sub(ENUM_SHOWN);
+                        let _ = write!(s, ", … {more} more");
                         break;
                     }
                     if i > 0 {

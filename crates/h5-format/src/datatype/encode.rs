@@ -75,8 +75,7 @@ fn write_name(w: &mut Writer, name: &str, padded: bool) -> Result<()> {
     w.bytes(name.as_bytes());
     w.u8(0);
     if padded {
-        let used = name.len() + 1;
-        w.zeros((8 - used % 8) % 8);
+        w.zeros(super::pad8(name.len().saturating_add(1)));
     }
     Ok(())
 }
@@ -229,7 +228,7 @@ impl Datatype {
                 check_name(&t.tag)?;
                 // The tag field is NUL-padded to a multiple of 8 (a tag of a multiple of 8
                 // bytes has no terminator), its length in bits 0–7.
-                let field = t.tag.len().div_ceil(8) * 8;
+                let field = t.tag.len().div_ceil(8).saturating_mul(8);
                 if field > 0xFF {
                     return Err(unrepresentable(format!(
                         "opaque tag of {} bytes (at most 248)",
@@ -238,7 +237,7 @@ impl Datatype {
                 }
                 head(w, field as u32);
                 w.bytes(t.tag.as_bytes());
-                w.zeros(field - t.tag.len());
+                w.zeros(field.saturating_sub(t.tag.len()));
             }
             Datatype::Compound(c) => encode_compound(w, c, version, depth, head)?,
             Datatype::Reference(t) => {
@@ -272,7 +271,7 @@ impl Datatype {
                 };
                 head(w, flags);
                 v.base
-                    .encode_into(w, v.base.upgraded_version(version), depth + 1)?;
+                    .encode_into(w, v.base.upgraded_version(version), depth.saturating_add(1))?;
             }
             Datatype::Array(a) => encode_array(w, a, version, depth, head)?,
             Datatype::Complex(c) => {
@@ -283,7 +282,7 @@ impl Datatype {
                 };
                 head(w, 1 | form << 1);
                 c.base
-                    .encode_into(w, c.base.upgraded_version(version), depth + 1)?;
+                    .encode_into(w, c.base.upgraded_version(version), depth.saturating_add(1))?;
             }
         }
         Ok(())
@@ -344,13 +343,18 @@ fn encode_compound(
                         a.dims.len()
                     )));
                 }
-                for (i, (&d, &q)) in a.dims.iter().zip(p).enumerate() {
-                    if q > 0xFF {
-                        return Err(unrepresentable(format!("permutation index {q}")));
-                    }
-                    dims[i] = d;
-                    perm |= q << (8 * i);
+                // At most 4 dimensions (checked above): 4 permutation bytes.
+                let mut perm_bytes = [0u8; 4];
+                for ((slot, byte), (&d, &q)) in dims
+                    .iter_mut()
+                    .zip(&mut perm_bytes)
+                    .zip(a.dims.iter().zip(p))
+                {
+                    *byte = u8::try_from(q)
+                        .map_err(|_| unrepresentable(format!("permutation index {q}")))?;
+                    *slot = d;
                 }
+                perm = u32::from_le_bytes(perm_bytes);
                 rank = a.dims.len() as u8;
                 member = &a.base;
             }
@@ -362,7 +366,7 @@ fn encode_compound(
                 w.u32(d);
             }
         }
-        member.encode_into(w, member.upgraded_version(version), depth + 1)?;
+        member.encode_into(w, member.upgraded_version(version), depth.saturating_add(1))?;
     }
     Ok(())
 }
@@ -376,7 +380,7 @@ fn encode_enum(
 ) -> Result<()> {
     head(w, count16(e.members.len(), "enumeration members")?);
     e.base
-        .encode_into(w, e.base.upgraded_version(version), depth + 1)?;
+        .encode_into(w, e.base.upgraded_version(version), depth.saturating_add(1))?;
     for m in &e.members {
         write_name(w, &m.name, version < 3)?;
     }
@@ -425,5 +429,5 @@ fn encode_array(
         }
     }
     a.base
-        .encode_into(w, a.base.upgraded_version(version), depth + 1)
+        .encode_into(w, a.base.upgraded_version(version), depth.saturating_add(1))
 }

@@ -387,7 +387,7 @@ impl Datatype {
             Datatype::FixedPoint(t) => {
                 matches!(t.size, 1 | 2 | 4 | 8)
                     && t.bit_offset == 0
-                    && u32::from(t.precision) == t.size * 8
+                    && u64::from(t.precision) == u64::from(t.size).saturating_mul(8)
                     && (t.size == 1 || t.order == host_order())
             }
             _ => false,
@@ -439,7 +439,7 @@ impl FloatType {
             _ => return None,
         };
         let plain = self.bit_offset == 0
-            && u32::from(self.precision) == self.size * 8
+            && u64::from(self.precision) == u64::from(self.size).saturating_mul(8)
             && self.mantissa_location == 0
             && self.normalization == Normalization::Implied;
         plain.then_some(name)
@@ -475,8 +475,8 @@ fn string_padding(v: u32, r: &Reader<'_>) -> Result<StringPadding> {
 
 /// Checks that `offset + precision` bits fit in `size` bytes and precision is non-zero.
 fn check_bits(r: &Reader<'_>, size: u32, offset: u16, precision: u16) -> Result<()> {
-    let bits = u64::from(size) * 8;
-    if precision == 0 || u64::from(offset) + u64::from(precision) > bits {
+    let bits = u64::from(size).saturating_mul(8);
+    if precision == 0 || u64::from(offset).saturating_add(u64::from(precision)) > bits {
         return Err(r.corrupted(format!(
             "bit offset {offset} + precision {precision} do not fit in {size} bytes"
         )));
@@ -490,11 +490,16 @@ pub(crate) fn read_name(r: &mut Reader<'_>, padded: bool) -> Result<String> {
     let s = r.cstr()?;
     if padded {
         // Consumed len + 1; the field occupies the next multiple of 8.
-        let used = s.len() + 1;
-        let pad = (8 - used % 8) % 8;
-        r.skip(pad)?;
+        r.skip(pad8(s.len().saturating_add(1)))?;
     }
     Ok(String::from_utf8_lossy(s).into_owned())
+}
+
+/// Zero bytes that pad `used` bytes to a multiple of 8.
+pub(crate) fn pad8(used: usize) -> usize {
+    // The remainder is below 8.
+    used.checked_rem(8)
+        .map_or(0, |r| 8usize.saturating_sub(r) % 8)
 }
 
 /// Bytes needed for a version-3 compound member offset: the minimum to encode `size`.
@@ -620,7 +625,7 @@ fn decode_at(r: &mut Reader<'_>, depth: usize) -> Result<Datatype> {
                 },
                 other => return Err(r.unsupported(format!("variable-length type {other}"))),
             };
-            let base = Box::new(decode_at(r, depth + 1)?);
+            let base = Box::new(decode_at(r, depth.saturating_add(1))?);
             Datatype::VarLen(VarLenType { size, kind, base })
         }
         10 => {
@@ -638,7 +643,7 @@ fn decode_at(r: &mut Reader<'_>, depth: usize) -> Result<Datatype> {
                 2 => ComplexForm::Exponential,
                 _ => return Err(r.corrupted("reserved complex number form 3")),
             };
-            let base = decode_at(r, depth + 1)?;
+            let base = decode_at(r, depth.saturating_add(1))?;
             if !matches!(base, Datatype::Float(_)) {
                 return Err(r.corrupted("complex number base type is not floating point"));
             }
@@ -690,7 +695,7 @@ fn decode_float(r: &mut Reader<'_>, flags: u32, size: u32) -> Result<FloatType> 
     };
     check_bits(r, size, t.bit_offset, t.precision)?;
     let p = u32::from(t.precision);
-    let fits = |pos: u8, len: u8| len > 0 && u32::from(pos) + u32::from(len) <= p;
+    let fits = |pos: u8, len: u8| len > 0 && u32::from(pos).saturating_add(u32::from(len)) <= p;
     if !fits(t.exponent_location, t.exponent_size)
         || !fits(t.mantissa_location, t.mantissa_size)
         || u32::from(t.sign_location) >= p
@@ -739,11 +744,16 @@ fn decode_compound(
             }
             if rank > 0 {
                 let dims = dims.get(..rank).unwrap_or_default().to_vec();
-                let perm = (0..rank).map(|i| (perm >> (8 * i)) & 0xFF).collect();
+                let perm = perm
+                    .to_le_bytes()
+                    .iter()
+                    .take(rank)
+                    .map(|&b| u32::from(b))
+                    .collect();
                 shape = Some((dims, perm));
             }
         }
-        let mut datatype = decode_at(r, depth + 1)?;
+        let mut datatype = decode_at(r, depth.saturating_add(1))?;
         if let Some((dims, perm)) = shape {
             let total = array_size(r, &dims, datatype.size())?;
             datatype = Datatype::Array(ArrayType {
@@ -753,7 +763,7 @@ fn decode_compound(
                 base: Box::new(datatype),
             });
         }
-        let end = u64::from(offset) + u64::from(datatype.size());
+        let end = u64::from(offset).saturating_add(u64::from(datatype.size()));
         if end > u64::from(size) {
             return Err(r.corrupted(format!(
                 "compound member {name:?} ends at byte {end}, beyond the compound size {size}"
@@ -776,7 +786,7 @@ fn decode_enum(
     depth: usize,
 ) -> Result<EnumType> {
     let count = (flags & 0xFFFF) as usize;
-    let base = decode_at(r, depth + 1)?;
+    let base = decode_at(r, depth.saturating_add(1))?;
     if base.size() != size {
         return Err(r.corrupted(format!(
             "enum size {size} differs from its base size {}",
@@ -835,7 +845,7 @@ fn decode_array(r: &mut Reader<'_>, version: u32, size: u32, depth: usize) -> Re
     } else {
         None
     };
-    let base = decode_at(r, depth + 1)?;
+    let base = decode_at(r, depth.saturating_add(1))?;
     let total = array_size(r, &dims, base.size())?;
     if total != size {
         return Err(r.corrupted(format!(

@@ -97,7 +97,7 @@ impl GlobalHeapCollection {
         let ohl = object_header_len(sizes);
         while !r.is_empty() {
             if r.remaining() < ohl {
-                free_space += r.remaining() as u64;
+                free_space = free_space.saturating_add(r.remaining() as u64);
                 break;
             }
             let at = r.pos();
@@ -107,19 +107,19 @@ impl GlobalHeapCollection {
             let size = r.length(sizes)?;
             if index == 0 {
                 // Free space: its size covers its own header and must reach the end.
-                let left = (r.remaining() + ohl) as u64;
+                let left = (r.remaining() as u64).saturating_add(ohl as u64);
                 if size > left || (size < ohl as u64 && size != left) {
                     return Err(r.corrupted(format!(
                         "free space object at {at} of size {size} with {left} bytes left"
                     )));
                 }
-                free_space += left;
+                free_space = free_space.saturating_add(left);
                 break;
             }
             let len = r.check_len(size)?;
             let data = r.bytes(len)?.to_vec();
             // Padding to a multiple of 8; the last object may end flush with the collection.
-            let pad = (8 - len % 8) % 8;
+            let pad = crate::datatype::pad8(len);
             r.skip(pad.min(r.remaining()))?;
             let (word, bit) = (usize::from(index / 64), 1u64 << (index % 64));
             if let Some(w) = seen.get_mut(word) {
@@ -150,7 +150,7 @@ impl GlobalHeapCollection {
         Ok(Self {
             collection_size,
             objects,
-            free_space: collection_size - used,
+            free_space: collection_size.saturating_sub(used),
         })
     }
 
@@ -206,7 +206,7 @@ impl GlobalHeapCollection {
             w.zeros(4);
             w.length(sizes, o.data.len() as u64);
             w.bytes(&o.data);
-            w.zeros((8 - o.data.len() % 8) % 8);
+            w.zeros(crate::datatype::pad8(o.data.len()));
         }
         let ohl = object_header_len(sizes);
         // Fits in usize: the whole collection does.
@@ -216,7 +216,7 @@ impl GlobalHeapCollection {
             w.u16(0);
             w.zeros(4);
             w.length(sizes, self.free_space);
-            w.zeros(free - ohl);
+            w.zeros(free.saturating_sub(ohl));
         } else {
             w.zeros(free);
         }
@@ -269,10 +269,7 @@ impl GlobalHeapId {
 }
 
 fn max_length(sizes: Sizes) -> u64 {
-    match sizes.length {
-        n if n >= 8 => u64::MAX,
-        n => (1u64 << (8 * u32::from(n))) - 1,
-    }
+    crate::reader::all_ones(usize::from(sizes.length))
 }
 
 fn encode_error(reason: String) -> FormatError {

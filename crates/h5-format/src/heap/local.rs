@@ -36,6 +36,7 @@ pub struct LocalHeapHeader {
 
 impl LocalHeapHeader {
     /// Encoded size of the header (fixed for given `sizes`).
+    #[allow(clippy::arithmetic_side_effects, reason = "constants and 1-byte sizes")]
     pub fn encoded_len(sizes: Sizes) -> usize {
         8 + 2 * usize::from(sizes.length) + usize::from(sizes.offset)
     }
@@ -148,7 +149,7 @@ pub fn encode_data_segment(
         })?;
     let mut w = Writer::with_capacity(total);
     w.bytes(used);
-    w.zeros(total - used.len());
+    w.zeros(total.saturating_sub(used.len()));
     let entry = 2 * u64::from(sizes.length);
     for (i, b) in free.iter().enumerate() {
         let end = b.offset.checked_add(b.size);
@@ -158,7 +159,9 @@ pub fn encode_data_segment(
                 b.offset, b.size
             )));
         }
-        let next = free.get(i + 1).map_or(FREE_LIST_END, |n| n.offset);
+        let next = free
+            .get(i.saturating_add(1))
+            .map_or(FREE_LIST_END, |n| n.offset);
         let mut f = Writer::new();
         f.length(sizes, next);
         f.length(sizes, b.size);
@@ -169,11 +172,7 @@ pub fn encode_data_segment(
 }
 
 fn all_ones(n: u8) -> u64 {
-    if n >= 8 {
-        u64::MAX
-    } else {
-        (1u64 << (8 * u32::from(n))) - 1
-    }
+    crate::reader::all_ones(usize::from(n))
 }
 
 /// The null-terminated string (without its terminator) at `offset` in a local heap data
@@ -217,7 +216,7 @@ pub struct FreeBlock {
 pub fn free_blocks(data_segment: &[u8], sizes: Sizes, head: Option<u64>) -> Result<Vec<FreeBlock>> {
     let entry = 2 * usize::from(sizes.length);
     // A free block must hold its own two fields, so at most len / entry blocks exist.
-    let max_blocks = data_segment.len() / entry.max(1);
+    let max_blocks = data_segment.len().checked_div(entry).unwrap_or(0);
     let mut out = Vec::new();
     let mut next = head;
     while let Some(offset) = next {

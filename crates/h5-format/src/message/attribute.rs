@@ -67,7 +67,7 @@ const FLAG_SHARED_DATASPACE: u8 = 2;
 
 /// Bytes to skip after a field of `len` bytes to reach a multiple of 8 (version 1 only).
 fn pad8(len: usize) -> usize {
-    (8 - len % 8) % 8
+    crate::datatype::pad8(len)
 }
 
 impl AttributeMessage {
@@ -212,7 +212,7 @@ impl AttributeMessage {
         let len16 = |n: usize, what: &str| {
             u16::try_from(n).map_err(|_| unrepresentable(format!("{what} of {n} bytes")))
         };
-        let name_len = len16(self.name.len() + 1, "attribute name")?;
+        let name_len = len16(self.name.len().saturating_add(1), "attribute name")?;
         let dt_len = len16(dt.len(), "attribute datatype")?;
         let ds_len = len16(ds.len(), "attribute dataspace")?;
         let padded = v == 1;

@@ -26,6 +26,7 @@ impl Continuation {
     }
 
     /// Bytes of the encoded body: an address and a length.
+    #[allow(clippy::arithmetic_side_effects, reason = "1-byte sizes")]
     pub fn encoded_len(sizes: Sizes) -> usize {
         usize::from(sizes.offset) + usize::from(sizes.length)
     }

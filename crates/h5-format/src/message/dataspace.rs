@@ -79,11 +79,7 @@ impl Dataspace {
             }
             other => return Err(r.unsupported(format!("dataspace message version {other}"))),
         };
-        let all_ones = if sizes.length >= 8 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * u32::from(sizes.length))) - 1
-        };
+        let all_ones = crate::reader::all_ones(usize::from(sizes.length));
         // rank ≤ 32 bounds every allocation below.
         let list = |r: &mut Reader<'_>| -> Result<Vec<u64>> {
             (0..rank).map(|_| r.length(sizes)).collect()
@@ -187,10 +183,14 @@ impl Dataspace {
 
     /// Length of [`Dataspace::encode`]'s output.
     pub fn encoded_len(&self, sizes: Sizes) -> usize {
-        let lists =
-            1 + usize::from(self.max_dims.is_some()) + usize::from(self.permutation.is_some());
+        let lists = 1usize
+            .saturating_add(usize::from(self.max_dims.is_some()))
+            .saturating_add(usize::from(self.permutation.is_some()));
         let head = if self.version == 1 { 8 } else { 4 };
-        head + lists * self.dims.len() * usize::from(sizes.length)
+        lists
+            .saturating_mul(self.dims.len())
+            .saturating_mul(usize::from(sizes.length))
+            .saturating_add(head)
     }
 
     /// The rank (number of dimensions; 0 for scalar and null).

@@ -39,8 +39,8 @@ impl ExternalFiles {
         }
         let heap_address = r.offset(sizes)?;
         // Check the slots fit before allocating for them.
-        let slot_len = 3 * u64::from(sizes.length);
-        r.check_len(u64::from(used) * slot_len)?;
+        let slot_len = u64::from(sizes.length).saturating_mul(3);
+        r.check_len(u64::from(used).saturating_mul(slot_len))?;
         let mut slots = Vec::with_capacity(usize::from(used));
         for _ in 0..used {
             slots.push(ExternalFileSlot {

@@ -181,6 +181,7 @@ impl FileSpaceInfo {
     }
 
     /// Bytes of the encoded body.
+    #[allow(clippy::arithmetic_side_effects, reason = "1-byte sizes and constants")]
     pub fn encoded_len(&self, sizes: Sizes) -> usize {
         let o = usize::from(sizes.offset);
         let l = usize::from(sizes.length);

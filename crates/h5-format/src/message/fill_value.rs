@@ -242,13 +242,13 @@ impl FillValue {
 
     /// Length of [`FillValue::encode`]'s output (for a value it accepts).
     pub fn encoded_len(&self) -> usize {
-        let sized = 4 + self.value.as_ref().map_or(0, Vec::len);
+        let sized = self.value.as_ref().map_or(0, Vec::len).saturating_add(4);
         match self.version {
             0 => sized,
-            3 if self.defined == FillDefined::User => 2 + sized,
+            3 if self.defined == FillDefined::User => sized.saturating_add(2),
             3 => 2,
             _ if self.defined == FillDefined::Undefined => 4,
-            _ => 4 + sized,
+            _ => sized.saturating_add(4),
         }
     }
 }

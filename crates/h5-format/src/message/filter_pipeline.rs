@@ -75,7 +75,7 @@ impl FilterPipeline {
                 None
             };
             // Each value is 4 bytes: check they are there before allocating.
-            r.check_len(4 * n_values as u64)?;
+            r.check_len((n_values as u64).saturating_mul(4))?;
             let mut client_data = Vec::with_capacity(n_values);
             for _ in 0..n_values {
                 client_data.push(r.u32()?);
@@ -145,7 +145,7 @@ impl FilterPipeline {
             w.u16(n_values);
             if let Some(n) = name {
                 w.bytes(n);
-                w.zeros(field - n.len());
+                w.zeros(field.saturating_sub(n.len()));
             }
             for &v in &f.client_data {
                 w.u32(v);
@@ -167,22 +167,26 @@ impl FilterPipeline {
                 let has_name = v1 || f.id >= 256;
                 let name = f.name.as_deref().filter(|_| has_name);
                 let n = f.client_data.len();
-                6 + if has_name { 2 } else { 0 }
-                    + name.map_or(0, |n| name_field(n.len(), v1))
-                    + 4 * n
-                    + if v1 && n % 2 == 1 { 4 } else { 0 }
+                [
+                    if has_name { 8 } else { 6 },
+                    name.map_or(0, |n| name_field(n.len(), v1)),
+                    n.saturating_mul(4),
+                    if v1 && n % 2 == 1 { 4 } else { 0 },
+                ]
+                .iter()
+                .fold(0usize, |a, &b| a.saturating_add(b))
             })
-            .sum();
-        (if v1 { 8 } else { 2 }) + filters
+            .fold(0usize, usize::saturating_add);
+        filters.saturating_add(if v1 { 8 } else { 2 })
     }
 }
 
 /// Bytes of a name field holding `len` bytes and the terminator (padded to 8 in version 1).
 fn name_field(len: usize, padded: bool) -> usize {
     if padded {
-        (len + 1).div_ceil(8) * 8
+        len.saturating_add(1).div_ceil(8).saturating_mul(8)
     } else {
-        len + 1
+        len.saturating_add(1)
     }
 }
 

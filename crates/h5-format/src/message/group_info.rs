@@ -45,6 +45,7 @@ impl GroupInfo {
     }
 
     /// Bytes of the encoded body.
+    #[allow(clippy::arithmetic_side_effects, reason = "constants")]
     pub fn encoded_len(&self) -> usize {
         2 + 4 * usize::from(self.link_phase_change.is_some())
             + 4 * usize::from(self.estimates.is_some())

@@ -224,6 +224,10 @@ impl Layout {
     }
 
     /// Length of [`Layout::encode`]'s output (for a layout it accepts).
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "the terms are constants, 1-byte sizes and lengths of buffers in memory: their sum fits in usize"
+    )]
     pub fn encoded_len(&self, sizes: Sizes) -> usize {
         let (o, l) = (usize::from(sizes.offset), usize::from(sizes.length));
         2 + match &self.class {
@@ -275,7 +279,9 @@ fn unrepresentable(what: impl Into<String>) -> FormatError {
 /// Bytes per version-4 chunk dimension: the fewest that hold the largest dimension.
 fn dim_width(dims: &[u64]) -> usize {
     let max = dims.iter().copied().max().unwrap_or(1).max(1);
-    (64 - max.leading_zeros() as usize).div_ceil(8)
+    64usize
+        .saturating_sub(max.leading_zeros() as usize)
+        .div_ceil(8)
 }
 
 fn encode_chunked_v3(

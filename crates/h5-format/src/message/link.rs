@@ -134,7 +134,8 @@ impl Link {
             LinkTarget::Hard(_) => (0, Vec::new()),
             LinkTarget::Soft(path) => (1, path.clone()),
             LinkTarget::External { flags, file, path } => {
-                let mut d = Vec::with_capacity(3 + file.len() + path.len());
+                let mut d =
+                    Vec::with_capacity(file.len().saturating_add(path.len()).saturating_add(3));
                 d.push(flags & 0x0f);
                 d.extend_from_slice(file);
                 d.push(0);
@@ -147,6 +148,10 @@ impl Link {
     }
 
     /// Bytes of the encoded body.
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "the terms are constants, 1-byte sizes and lengths of buffers in memory: their sum fits in usize"
+    )]
     pub fn encoded_len(&self, sizes: Sizes) -> usize {
         let (kind, info) = self.info();
         let width = 1usize << name_width_code(self.name.len());

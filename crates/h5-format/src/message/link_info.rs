@@ -38,6 +38,10 @@ pub(crate) struct DenseInfo {
 
 impl DenseInfo {
     /// Bytes of the encoded fields.
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "1-byte sizes and an index width of at most 8"
+    )]
     pub(crate) fn encoded_len(&self, sizes: Sizes, index_bytes: usize) -> usize {
         let o = usize::from(sizes.offset);
         2 + if self.tracked { index_bytes } else { 0 } + 2 * o + if self.indexed { o } else { 0 }

@@ -59,7 +59,10 @@ fn digits(r: &mut Reader<'_>, n: usize) -> Result<u16> {
     let b = r.bytes(n)?;
     b.iter().try_fold(0u16, |acc, &c| {
         if c.is_ascii_digit() {
-            Ok(acc * 10 + u16::from(c - b'0'))
+            // At most 4 digits: below 10000.
+            Ok(acc
+                .saturating_mul(10)
+                .saturating_add(u16::from(c.saturating_sub(b'0'))))
         } else {
             Err(r.corrupted("non-digit in the old modification time"))
         }

@@ -53,6 +53,7 @@ impl SharedRef {
     }
 
     /// Bytes of the reference encoded in `version` (1, 2 or 3).
+    #[allow(clippy::arithmetic_side_effects, reason = "1-byte sizes and constants")]
     pub fn encoded_len(&self, sizes: Sizes, version: u8) -> usize {
         let o = usize::from(sizes.offset);
         match (version, self) {

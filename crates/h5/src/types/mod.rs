@@ -372,9 +372,10 @@ macro_rules! numbers {
             ) -> Option<Result<Vec<Self>>> {
                 // Allocated as numpy allocates arrays (zeroed pages, huge pages when large).
                 let Some(mut out) = h5_io::buffer::try_zeroed_vec::<$t>(n) else {
-                    return Some(Err(Error::Invalid(format!(
-                        "{n} elements do not fit in memory"
-                    ))));
+                    return Some(Err(Error::too_large(
+                        format!("{n} elements of {}", stringify!($t)),
+                        (n as u64).checked_mul(std::mem::size_of::<$t>() as u64),
+                    )));
                 };
                 Some(fill(<$t as NativeNum>::TYPE, bytemuck::cast_slice_mut(&mut out)).map(|()| out))
             }

@@ -90,11 +90,11 @@ impl FractalDirectBlock {
             let at = r.pos();
             let stored = r.u32()?;
             let mut copy = image.to_vec();
-            if let Some(field) = copy.get_mut(at..at + 4) {
+            if let Some(field) = copy.get_mut(at..at.saturating_add(4)) {
                 field.fill(0);
             }
             let computed = lookup3(&copy, 0);
-            if stored != computed {
+            if !crate::checksum::matches(stored, computed) {
                 return Err(r.corrupted(format!(
                     "checksum {stored:#010x} stored, {computed:#010x} computed"
                 )));
@@ -237,8 +237,10 @@ impl FractalIndirectBlock {
         let block_offset = prefix(&mut r, b"FHIB", hdr)?;
         let (direct_rows, indirect_rows) = hdr.table.split_rows(rows);
         let width = usize::from(hdr.table.width);
-        let mut direct = Vec::with_capacity(direct_rows as usize * width);
-        for _ in 0..direct_rows as usize * width {
+        // Rows × width entries, each at least an address: `r` covers them all (checked above).
+        let n_direct = (direct_rows as usize).saturating_mul(width);
+        let mut direct = Vec::with_capacity(n_direct);
+        for _ in 0..n_direct {
             let address = r.offset(hdr.sizes)?;
             let (filtered_size, filter_mask) = if hdr.is_filtered() {
                 (Some(r.length(hdr.sizes)?), Some(r.u32()?))
@@ -251,13 +253,14 @@ impl FractalIndirectBlock {
                 filter_mask,
             });
         }
-        let mut indirect = Vec::with_capacity(indirect_rows as usize * width);
-        for _ in 0..indirect_rows as usize * width {
+        let n_indirect = (indirect_rows as usize).saturating_mul(width);
+        let mut indirect = Vec::with_capacity(n_indirect);
+        for _ in 0..n_indirect {
             indirect.push(r.offset(hdr.sizes)?);
         }
         let computed = lookup3(r.consumed(), 0);
         let stored = r.u32()?;
-        if stored != computed {
+        if !crate::checksum::matches(stored, computed) {
             return Err(r.corrupted(format!(
                 "checksum {stored:#010x} stored, {computed:#010x} computed"
             )));
@@ -265,7 +268,7 @@ impl FractalIndirectBlock {
         if hdr
             .table
             .indirect_span(rows)
-            .is_some_and(|s| block_offset % s != 0)
+            .is_some_and(|s| block_offset.checked_rem(s) != Some(0))
         {
             return Err(r.corrupted(format!(
                 "block offset {block_offset} not aligned to the block's span"
@@ -284,7 +287,10 @@ impl FractalIndirectBlock {
     pub fn child_address(&self, entry: usize) -> Option<u64> {
         match self.direct.get(entry) {
             Some(d) => Some(d.address),
-            None => self.indirect.get(entry - self.direct.len()).copied(),
+            None => self
+                .indirect
+                .get(entry.checked_sub(self.direct.len())?)
+                .copied(),
         }
     }
 
@@ -295,7 +301,10 @@ impl FractalIndirectBlock {
     pub fn encode(&self, hdr: &FractalHeapHeader) -> Result<Vec<u8>> {
         let (direct_rows, indirect_rows) = hdr.table.split_rows(self.rows);
         let width = usize::from(hdr.table.width);
-        let want = (direct_rows as usize * width, indirect_rows as usize * width);
+        let want = (
+            (direct_rows as usize).saturating_mul(width),
+            (indirect_rows as usize).saturating_mul(width),
+        );
         if self.rows == 0 || (self.direct.len(), self.indirect.len()) != want {
             return Err(encode_error(
                 INDIRECT,

@@ -23,6 +23,15 @@
 //! blocks (impossible with libhdf5's link and attribute heap parameters). No free-space
 //! manager is written: the header records the undefined address, which libhdf5 accepts.
 
+// The builder lays out heaps of the engine's own objects, never bytes from a file: the doubling
+// table's invariants (checked by `DoublingTable::new` when the builder is made) bound every heap
+// offset and block size below 2^max_heap_size_bits ≤ 2^64, and objects are at most the maximum
+// managed object size (a u32).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "offsets bounded by the doubling table's invariants, checked at construction"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::block::{ChildDirectBlock, FractalDirectBlock, FractalIndirectBlock};

@@ -104,17 +104,24 @@ impl DoublingTable {
 
     /// log2 of the heap space covered by row 0 (`width * start_block_size`).
     pub fn first_row_bits(&self) -> u32 {
-        self.start_bits() + u32::from(self.width).trailing_zeros()
+        // Each at most 64.
+        self.start_bits()
+            .saturating_add(u32::from(self.width).trailing_zeros())
     }
 
     /// Rows of the largest (root) indirect block.
     pub fn max_root_rows(&self) -> u32 {
-        (u32::from(self.max_heap_size_bits) + 1).saturating_sub(self.first_row_bits())
+        u32::from(self.max_heap_size_bits)
+            .saturating_add(1)
+            .saturating_sub(self.first_row_bits())
     }
 
     /// Number of leading rows that hold direct blocks.
     pub fn max_direct_rows(&self) -> u32 {
-        (self.max_direct_block_size.trailing_zeros() + 2).saturating_sub(self.start_bits())
+        self.max_direct_block_size
+            .trailing_zeros()
+            .saturating_add(2)
+            .saturating_sub(self.start_bits())
     }
 
     /// Block size of `row` (`None` beyond the root's rows).
@@ -125,7 +132,7 @@ impl DoublingTable {
         if row == 0 {
             Some(self.start_block_size)
         } else {
-            self.start_block_size.checked_shl(row - 1)
+            self.start_block_size.checked_shl(row.saturating_sub(1))
         }
     }
 
@@ -137,7 +144,7 @@ impl DoublingTable {
         if row == 0 {
             Some(0)
         } else {
-            1u64.checked_shl(self.first_row_bits() + row - 1)
+            1u64.checked_shl(self.first_row_bits().saturating_add(row).saturating_sub(1))
         }
     }
 
@@ -147,25 +154,36 @@ impl DoublingTable {
         if rows == 0 || u32::from(rows) > self.max_root_rows() {
             return None;
         }
-        1u64.checked_shl(self.first_row_bits() + u32::from(rows) - 1)
+        1u64.checked_shl(
+            self.first_row_bits()
+                .saturating_add(u32::from(rows))
+                .saturating_sub(1),
+        )
     }
 
     /// Rows of the indirect block that sits in `row` (a row past the direct rows).
     pub fn child_rows(&self, row: u32) -> Option<u16> {
         let size = self.row_block_size(row)?;
-        let rows = size.trailing_zeros().checked_sub(self.first_row_bits())? + 1;
+        let rows = size
+            .trailing_zeros()
+            .checked_sub(self.first_row_bits())?
+            .saturating_add(1);
         u16::try_from(rows).ok()
     }
 
     /// Number of direct and indirect rows of an indirect block with `rows` rows.
     pub fn split_rows(&self, rows: u16) -> (u32, u32) {
         let direct = u32::from(rows).min(self.max_direct_rows());
-        (direct, u32::from(rows) - direct)
+        (direct, u32::from(rows).saturating_sub(direct))
     }
 
     /// Which child of an indirect block holds `heap_offset`. The indirect block starts at heap
     /// offset `iblock_offset` (0 for the root) and has `iblock_rows` rows. Errors if the
     /// offset is outside the block.
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "the invariants re-checked on entry (powers of two, at most 64 bits of heap) bound every value: the offsets stay inside the block's span"
+    )]
     pub fn locate(
         &self,
         iblock_offset: u64,

@@ -113,6 +113,7 @@ pub struct FractalHeapHeader {
 
 impl FractalHeapHeader {
     /// Bytes of the header without the filter part and checksum.
+    #[allow(clippy::arithmetic_side_effects, reason = "constants and 1-byte sizes")]
     fn base_len(sizes: Sizes) -> usize {
         22 + 12 * usize::from(sizes.length) + 3 * usize::from(sizes.offset)
     }
@@ -129,11 +130,15 @@ impl FractalHeapHeader {
         r.skip(2)?;
         let filters = usize::from(r.u16()?);
         let filter_part = if filters > 0 {
-            usize::from(sizes.length) + 4 + filters
+            usize::from(sizes.length)
+                .saturating_add(4)
+                .saturating_add(filters)
         } else {
             0
         };
-        Ok(Self::base_len(sizes) + filter_part + 4)
+        Ok(Self::base_len(sizes)
+            .saturating_add(filter_part)
+            .saturating_add(4))
     }
 
     /// Decodes and checks the header (checksum, doubling table, counts).
@@ -142,7 +147,7 @@ impl FractalHeapHeader {
         let mut outer = Reader::new(bytes, STRUCTURE, address);
         // `r` covers the header exactly, checksum included.
         let mut r = outer.sub(total)?;
-        let body = r.all().get(..total - 4).unwrap_or_default();
+        let body = r.all().get(..total.saturating_sub(4)).unwrap_or_default();
         r.skip(5)?;
         let heap_id_len = r.u16()?;
         let io_filters_len = r.u16()?;
@@ -177,7 +182,7 @@ impl FractalHeapHeader {
         };
         let stored = r.u32()?;
         let computed = lookup3(body, 0);
-        if stored != computed {
+        if !crate::checksum::matches(stored, computed) {
             return Err(r.corrupted(format!(
                 "checksum {stored:#010x} stored, {computed:#010x} computed"
             )));
@@ -241,7 +246,11 @@ impl FractalHeapHeader {
             filtered_root,
             filter_pipeline,
         };
-        if usize::from(heap_id_len) < 1 + h.heap_offset_size() + h.heap_length_size() {
+        if usize::from(heap_id_len)
+            < h.heap_offset_size()
+                .saturating_add(h.heap_length_size())
+                .saturating_add(1)
+        {
             return Err(r.corrupted(format!(
                 "heap ID length {heap_id_len} too short for managed object IDs"
             )));
@@ -252,11 +261,15 @@ impl FractalHeapHeader {
     /// The header's size on disk (checksum included).
     pub fn encoded_len(&self) -> usize {
         let filter_part = if self.is_filtered() {
-            usize::from(self.sizes.length) + 4 + usize::from(self.io_filters_len)
+            usize::from(self.sizes.length)
+                .saturating_add(4)
+                .saturating_add(usize::from(self.io_filters_len))
         } else {
             0
         };
-        Self::base_len(self.sizes) + filter_part + 4
+        Self::base_len(self.sizes)
+            .saturating_add(filter_part)
+            .saturating_add(4)
     }
 
     /// Encodes the header ([`Self::encoded_len`] bytes, checksum included), the inverse of
@@ -350,7 +363,8 @@ impl FractalHeapHeader {
         let in_block = bytes_for_bits(self.table.max_direct_block_size.trailing_zeros());
         let max = u64::from(self.max_managed_object_size);
         // floor(log2(max)) / 8 + 1, with log2(0) taken as 0.
-        let for_max = (63 - max.max(1).leading_zeros()) as usize / 8 + 1;
+        let for_max =
+            (63u32.saturating_sub(max.max(1).leading_zeros()) / 8).saturating_add(1) as usize;
         in_block.min(for_max)
     }
 
@@ -362,9 +376,10 @@ impl FractalHeapHeader {
     /// Bytes of a direct block's header (signature, version, heap address, block offset and,
     /// when direct blocks are checksummed, the checksum).
     pub fn direct_block_header_len(&self) -> usize {
-        5 + usize::from(self.sizes.offset)
-            + self.heap_offset_size()
-            + if self.checksum_direct_blocks { 4 } else { 0 }
+        5usize
+            .saturating_add(usize::from(self.sizes.offset))
+            .saturating_add(self.heap_offset_size())
+            .saturating_add(if self.checksum_direct_blocks { 4 } else { 0 })
     }
 
     /// Bytes of an indirect block with `rows` rows.
@@ -373,13 +388,17 @@ impl FractalHeapHeader {
         let width = usize::from(self.table.width);
         let addr = usize::from(self.sizes.offset);
         let direct_entry = if self.is_filtered() {
-            addr + usize::from(self.sizes.length) + 4
+            addr.saturating_add(usize::from(self.sizes.length))
+                .saturating_add(4)
         } else {
             addr
         };
         // rows ≤ 65535 and width ≤ 32768: at most ~2^31 entries of ≤ 20 bytes, no overflow
         // on 64-bit targets; saturate elsewhere (the load then fails as truncated).
-        (5 + addr + self.heap_offset_size() + 4)
+        5usize
+            .saturating_add(addr)
+            .saturating_add(self.heap_offset_size())
+            .saturating_add(4)
             .saturating_add(
                 (direct as usize)
                     .saturating_mul(width)

@@ -106,9 +106,10 @@ impl<'a> HeapId<'a> {
                 let extended = hdr.tiny_len_extended();
                 let len = if extended {
                     let low = r.u8()?;
-                    (usize::from(flags & 0x0f) << 8 | usize::from(low)) + 1
+                    // At most 2^12.
+                    (usize::from(flags & 0x0f) << 8 | usize::from(low)).saturating_add(1)
                 } else {
-                    usize::from(flags & 0x0f) + 1
+                    usize::from(flags & 0x0f).saturating_add(1)
                 };
                 Ok(Self::Tiny(r.bytes(len)?))
             }
@@ -164,7 +165,7 @@ impl<'a> HeapId<'a> {
                         ),
                     ));
                 }
-                let encoded_len = obj.len() - 1;
+                let encoded_len = obj.len().saturating_sub(1);
                 if hdr.tiny_len_extended() {
                     w.u8(TYPE_TINY | (encoded_len >> 8) as u8 & 0x0f);
                     w.u8(encoded_len as u8);
@@ -184,7 +185,7 @@ impl<'a> HeapId<'a> {
                 format!("{} bytes in a {id_len}-byte heap ID", w.len()),
             ));
         }
-        w.zeros(id_len - w.len());
+        w.zeros(id_len.saturating_sub(w.len()));
         Ok(w.into_bytes())
     }
 
@@ -193,10 +194,11 @@ impl<'a> HeapId<'a> {
         let room = usize::from(hdr.heap_id_len).saturating_sub(1);
         let o = usize::from(sizes.offset);
         let l = usize::from(sizes.length);
+        // `o` and `l` are at most 255.
         let direct = if hdr.is_filtered() {
-            room >= o + l + 4 + l
+            room >= o.saturating_add(l).saturating_add(4).saturating_add(l)
         } else {
-            room >= o + l
+            room >= o.saturating_add(l)
         };
         match huge {
             HugeId::BtreeKey(key) if !direct => {
@@ -233,7 +235,7 @@ impl<'a> HeapId<'a> {
         let o = usize::from(hdr.sizes.offset);
         let l = usize::from(hdr.sizes.length);
         if hdr.is_filtered() {
-            if room >= o + l + 4 + l {
+            if room >= o.saturating_add(l).saturating_add(4).saturating_add(l) {
                 return Ok(HugeId::DirectFiltered {
                     address: r.offset(hdr.sizes)?,
                     len: r.length(hdr.sizes)?,
@@ -241,7 +243,7 @@ impl<'a> HeapId<'a> {
                     size: r.length(hdr.sizes)?,
                 });
             }
-        } else if room >= o + l {
+        } else if room >= o.saturating_add(l) {
             return Ok(HugeId::Direct {
                 address: r.offset(hdr.sizes)?,
                 len: r.length(hdr.sizes)?,
@@ -263,7 +265,7 @@ impl FractalHeapHeader {
         let room = usize::from(self.heap_id_len).saturating_sub(1);
         if self.tiny_len_extended() {
             // Twelve bits of length minus one.
-            (room - 1).min(1 << 12)
+            room.saturating_sub(1).min(1 << 12)
         } else {
             room.min(TINY_LEN_SHORT)
         }

@@ -47,7 +47,7 @@ fn encode_error(structure: &'static str, what: String) -> FormatError {
 
 /// Writes `v` in `n` bytes, or errors (naming `field`) if it does not fit.
 fn put_uint(w: &mut Writer, structure: &'static str, field: &str, v: u64, n: usize) -> Result<()> {
-    if n < 8 && v >> (8 * n) != 0 {
+    if v > crate::reader::all_ones(n) {
         return Err(encode_error(
             structure,
             format!("{field} {v} does not fit in {n} bytes"),
