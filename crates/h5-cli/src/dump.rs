@@ -646,7 +646,10 @@ impl Ddl<'_> {
             Some((_, _, count)) => count.iter().map(|&c| c as usize).collect(),
             None => d.shape(),
         };
-        let total: usize = dims.iter().product();
+        let Some(total) = element_count(&dims) else {
+            self.line(level, "<data not read: more elements than can be counted>");
+            return;
+        };
         if total == 0 {
             return;
         }
@@ -998,6 +1001,11 @@ fn index_of(mut i: usize, dims: &[usize]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The number of elements of `dims`, `None` when it overflows.
+fn element_count(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
 }
 
 /// Every element of the dataset (for the JSON document).
@@ -1483,9 +1491,11 @@ struct DataBlocks<'d> {
 }
 
 impl<'d> DataBlocks<'d> {
-    fn new(d: &'d Dataset) -> DataBlocks<'d> {
+    /// Fails when the element count overflows (a damaged extent).
+    fn new(d: &'d Dataset) -> Result<DataBlocks<'d>, String> {
         let dims = if d.is_null() { Vec::new() } else { d.shape() };
-        let total: usize = dims.iter().product();
+        let total = element_count(&dims)
+            .ok_or_else(|| format!("{:?} elements: more than can be counted", dims))?;
         // A scalar is one block of one element; a null dataspace or a zero extent has none.
         let rows = match dims.first() {
             _ if d.is_null() || total == 0 => 0,
@@ -1495,13 +1505,13 @@ impl<'d> DataBlocks<'d> {
         let row_bytes = (total / rows.max(1))
             .saturating_mul(d.element_size())
             .max(1);
-        DataBlocks {
+        Ok(DataBlocks {
             d,
             dims,
             row: 0,
             rows,
             rows_per_block: (BLOCK_BYTES / row_bytes).max(1),
-        }
+        })
     }
 
     /// The next block's elements; `None` after the last.
@@ -1572,7 +1582,14 @@ impl JsonSink<'_> {
     /// whose data cannot be read at all.
     fn dataset(&mut self, d: &Dataset, ctx: &JsonCtx<'_>) -> std::io::Result<()> {
         let mut o = json_dataset_header(d, ctx);
-        let mut blocks = DataBlocks::new(d);
+        let mut blocks = match DataBlocks::new(d) {
+            Ok(b) => b,
+            Err(e) => {
+                o.insert("data".into(), Value::Null);
+                o.insert("error".into(), json!(e));
+                return self.object(&Value::Object(o));
+            }
+        };
         let first = match blocks.next_block(ctx) {
             Some(Err(e)) => {
                 o.insert("data".into(), Value::Null);
@@ -1798,7 +1815,7 @@ mod tests {
             names: std::cell::OnceCell::new(),
         };
         let big = f.dataset("big").unwrap();
-        let mut blocks = DataBlocks::new(&big);
+        let mut blocks = DataBlocks::new(&big).unwrap();
         let mut sizes = Vec::new();
         while let Some(b) = blocks.next_block(&ctx) {
             sizes.push(b.unwrap().len());

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use h5_testkit::mutate::{Config, run};
+use h5_testkit::mutate::{Config, Verdict, run, run_one};
 
 #[test]
 fn a_sample_of_mutants_never_crashes_the_h5_command() {
@@ -43,4 +43,59 @@ fn a_sample_of_mutants_never_crashes_the_h5_command() {
         report.errors
     );
     assert!(report.failures.is_empty(), "{}", report.summary(&config));
+}
+
+/// The mutation run's findings, kept in `fixtures/corrupt/mutate/` (scripts/mutate, seed 1):
+/// an extent whose element count overflows is a typed error inside the JSON document (it was
+/// an overflow panic), and an extent of 2^55 rows of fill values is printed for as long as the
+/// limit lets it (the run still writes at the limit: not a hang).
+#[test]
+fn the_mutation_runs_findings_stay_fixed() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corrupt/mutate");
+    let config = Config {
+        h5: PathBuf::from(env!("CARGO_BIN_EXE_h5")),
+        corpus: Vec::new(),
+        seed: 1,
+        first: 0,
+        mutants: 0,
+        commands: Config::default_commands(),
+        address_space: 4 << 30,
+        timeout: Duration::from_secs(5),
+        jobs: 1,
+        work: std::env::temp_dir(),
+        progress: 0,
+    };
+    let json = vec!["dump".to_owned(), "--json".to_owned()];
+    let overflow = dir.join("extent-overflows-element-count.h5");
+    let (verdict, _) = run_one(&config, &json, &overflow).unwrap();
+    assert_eq!(verdict, Verdict::Clean);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_h5"))
+        .args(["dump", "--json"])
+        .arg(&overflow)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors: Vec<&str> = doc["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["error"].as_str())
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("more than can be counted")),
+        "{errors:?}"
+    );
+
+    let huge = dir.join("extent-of-a-petabyte-of-fill.h5");
+    let (verdict, _) = run_one(&config, &json, &huge).unwrap();
+    assert!(
+        matches!(verdict, Verdict::StillWriting(n) if n > 1 << 16),
+        "{verdict:?}"
+    );
+    for cmd in [vec!["ls", "-r", "-v"], vec!["stat"]] {
+        let args: Vec<String> = cmd.iter().map(|s| (*s).to_owned()).collect();
+        assert_eq!(run_one(&config, &args, &huge).unwrap().0, Verdict::Clean);
+    }
 }

@@ -13,8 +13,8 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The superblock signature (at offset 0, 512, 1024, ... of an HDF5 file).
@@ -268,6 +268,18 @@ pub enum Verdict {
     Crash(String),
     /// Still running after the time limit (killed).
     Hang,
+    /// Killed at the time limit while its output still grew over the second half of the limit
+    /// (`bytes` written in all): a file that declares more data than can be printed in the
+    /// limit (a mutated extent of a dataset of fill values), which a streaming `dump` prints for
+    /// as long as it is let. Progress, not a failure; counted in [`Report::still_writing`].
+    StillWriting(u64),
+}
+
+impl Verdict {
+    /// Whether the run is a failure (a panic, a crash or a hang).
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Verdict::Panic(_) | Verdict::Crash(_) | Verdict::Hang)
+    }
 }
 
 /// Settings of a mutation run.
@@ -333,6 +345,8 @@ pub struct Report {
     pub executions: u64,
     /// Children that ended with a typed error (status 1).
     pub errors: u64,
+    /// Children stopped at the time limit while still writing output ([`Verdict::StillWriting`]).
+    pub still_writing: u64,
     /// Every failure.
     pub failures: Vec<Failure>,
     /// Wall time.
@@ -350,9 +364,23 @@ pub fn run_one(config: &Config, args: &[String], file: &Path) -> std::io::Result
         .arg(file)
         .env("RUST_BACKTRACE", "0")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
+    // Standard output is counted (and dropped) on a thread: a run stopped at the limit while its
+    // output still grows is writing, not hanging.
+    let written = Arc::new(AtomicU64::new(0));
+    let mut stdout = child.stdout.take().expect("piped");
+    let counter = Arc::clone(&written);
+    let counting = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            counter.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    });
     let mut stderr = child.stderr.take().expect("piped");
     // Standard error is drained on a thread so that a child writing a lot never blocks.
     let reader = std::thread::spawn(move || {
@@ -362,11 +390,20 @@ pub fn run_one(config: &Config, args: &[String], file: &Path) -> std::io::Result
         buf
     });
     let start = Instant::now();
+    // Output written by half the limit (None until then): a streaming dump reads a block (a
+    // second or more under load) between bursts of output, so growth is judged over the second
+    // half of the limit.
+    let watch_from = config.timeout / 2;
+    let mut written_before_limit = None;
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break Some(s);
         }
-        if start.elapsed() > config.timeout {
+        let elapsed = start.elapsed();
+        if written_before_limit.is_none() && elapsed >= watch_from {
+            written_before_limit = Some(written.load(Ordering::Relaxed));
+        }
+        if elapsed > config.timeout {
             let _ = child.kill();
             let _ = child.wait();
             break None;
@@ -374,8 +411,18 @@ pub fn run_one(config: &Config, args: &[String], file: &Path) -> std::io::Result
         std::thread::sleep(Duration::from_millis(2));
     };
     let err = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
+    let _ = counting.join();
     let Some(status) = status else {
-        return Ok((Verdict::Hang, false));
+        let total = written.load(Ordering::Relaxed);
+        let grew = written_before_limit.is_some_and(|before| total > before);
+        return Ok((
+            if grew {
+                Verdict::StillWriting(total)
+            } else {
+                Verdict::Hang
+            },
+            false,
+        ));
     };
     let last = |s: &str| {
         s.lines()
@@ -462,10 +509,12 @@ fn run_mutant(
     std::fs::write(file, &bytes)?;
     let mut failures = Vec::new();
     let mut errors = 0;
+    let mut still_writing = 0;
     for args in &config.commands {
         let (verdict, error) = run_one(config, args, file)?;
         errors += u64::from(error);
-        if verdict != Verdict::Clean {
+        still_writing += u64::from(matches!(verdict, Verdict::StillWriting(_)));
+        if verdict.is_failure() {
             let saved = config.work.join(format!("fail-{}-{index}.h5", config.seed));
             std::fs::write(&saved, &bytes)?;
             failures.push(Failure {
@@ -482,6 +531,7 @@ fn run_mutant(
     r.mutants += 1;
     r.executions += config.commands.len() as u64;
     r.errors += errors;
+    r.still_writing += still_writing;
     r.failures.extend(failures);
     Ok(())
 }
@@ -491,13 +541,15 @@ impl Report {
     pub fn summary(&self, config: &Config) -> String {
         let mut s = format!(
             "mutate: seed {}, mutants {}..{}: {} mutants, {} runs of h5 ({} ended with a typed \
-             error), {} failures, {:.1?}\n",
+             error, {} stopped at the time limit while still writing output), {} failures, \
+             {:.1?}\n",
             config.seed,
             config.first,
             config.first + config.mutants,
             self.mutants,
             self.executions,
             self.errors,
+            self.still_writing,
             self.failures.len(),
             self.elapsed
         );
