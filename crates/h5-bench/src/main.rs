@@ -24,9 +24,11 @@ mod chunkcache;
 mod common;
 mod probe;
 mod read;
+mod swmr;
 mod threads;
 
 use std::hint::black_box;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,6 +82,19 @@ enum Command {
     },
     /// Read workloads on h5 and on libhdf5 through h5py, side by side (medians, h5/h5py ratios).
     Read(read::ReadOptions),
+    /// W7 (VFD SWMR write-to-visibility latency against libhdf5's legacy SWMR, writer
+    /// throughput) and the seed's SWMR performance tests.
+    Swmr(swmr::SwmrOptions),
+    /// The reader process of W7 (started by `swmr`).
+    #[command(hide = true)]
+    SwmrRead {
+        /// The file.
+        path: PathBuf,
+        /// Values to wait for.
+        n: usize,
+        /// Tick length in tenths of a second (0: manual ticks).
+        tick_len: i32,
+    },
     /// Reads of cached data from one thread and from several threads sharing the file.
     Threads {
         /// Random 64x64 block reads per repetition (split evenly between the threads).
@@ -111,6 +126,22 @@ fn main() {
             chunks,
             chunk_kib,
         } => chunkcache::run(reps.max(1), chunks.max(1), chunk_kib.max(1)),
+        Command::Swmr(opts) => {
+            let python = opts.python.clone().unwrap_or_else(|| {
+                common::default_python(&std::env::current_dir().unwrap_or_default())
+            });
+            let py = (!opts.no_python).then_some(python.as_path());
+            if let Err(e) = swmr::run(&opts, py) {
+                eprintln!("h5-bench swmr: {e}");
+                std::process::exit(2);
+            }
+        }
+        Command::SwmrRead { path, n, tick_len } => {
+            if let Err(e) = swmr::w7_read(&path, n, tick_len) {
+                eprintln!("h5-bench swmr-read: {e}");
+                std::process::exit(2);
+            }
+        }
         Command::Threads {
             reads,
             threads,

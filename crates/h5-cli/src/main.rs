@@ -19,6 +19,12 @@
 //! * `h5 copy SRC DST` — copy every object into a new file as it is.
 //! * `h5 repack SRC DST [--chunk 64x64|auto] [--contiguous] [--deflate N] [--shuffle]
 //!   [--fletcher32] [--no-filters] [--bounds B]` — copy, changing how datasets are stored.
+//! * `h5 swmr watch FILE [DATASET…]` — follow a file written with VFD SWMR: new objects and new
+//!   rows as they become visible, with the delay since publication.
+//! * `h5 swmr aux [options] MD_FILE UD_PATH` — apply a writer's updater files to a local
+//!   metadata file (the RFC's auxiliary process).
+//! * `h5 recover FILE` — rebuild a file whose VFD SWMR writer died, as of its last complete
+//!   tick.
 
 mod copy;
 mod dump;
@@ -26,6 +32,7 @@ mod ls;
 mod metacache;
 mod plot;
 mod stat;
+mod swmr;
 mod values;
 
 use std::path::{Path, PathBuf};
@@ -189,6 +196,23 @@ enum Command {
         #[command(subcommand)]
         command: MetacacheCommand,
     },
+    /// VFD SWMR tools.
+    Swmr {
+        #[command(subcommand)]
+        command: SwmrCommand,
+    },
+    /// Rebuild a file whose VFD SWMR writer died, from the HDF5 file and the last complete tick
+    /// in its metadata file.
+    Recover(swmr::RecoverArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum SwmrCommand {
+    /// Follow a file written with VFD SWMR: print new objects and new rows as they become
+    /// visible, with the delay since the writer published them.
+    Watch(swmr::WatchArgs),
+    /// Apply a writer's updater files to a local metadata file (vfd_swmr_aux).
+    Aux(swmr::AuxArgs),
 }
 
 /// How the reading commands open a file.
@@ -407,6 +431,11 @@ fn main() -> ExitCode {
                 quiet: common.quiet,
             })
         }),
+        Command::Swmr { command } => match command {
+            SwmrCommand::Watch(a) => swmr::watch(&a).map_err(|e| e.to_string()),
+            SwmrCommand::Aux(a) => swmr::aux(&a).map_err(|e| e.to_string()),
+        },
+        Command::Recover(a) => swmr::recover(&a).map_err(|e| e.to_string()),
         Command::Metacache { command } => match command {
             MetacacheCommand::Config {
                 default,

@@ -148,6 +148,13 @@ impl Descriptions {
         info
     }
 
+    /// Forgets every description (a VFD SWMR reader's new index may have changed any).
+    pub fn clear(&self) {
+        if let Ok(mut m) = self.0.lock() {
+            m.clear();
+        }
+    }
+
     /// Forgets the dataset at `address` (deleted: its address may be reused).
     pub fn remove(&self, address: u64) {
         if let Ok(mut m) = self.0.lock() {

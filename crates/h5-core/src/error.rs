@@ -83,6 +83,12 @@ pub enum Error {
     /// A lock was poisoned by a panic in another thread.
     #[error("internal lock poisoned")]
     Poisoned,
+    /// The page buffer's settings do not fit the file, or one of its operations failed.
+    #[error(transparent)]
+    PageBuffer(#[from] h5_pagebuf::PageBufferError),
+    /// VFD SWMR: a configuration, metadata file or end-of-tick error.
+    #[error(transparent)]
+    Swmr(#[from] h5_swmr::SwmrError),
     /// The operation needs more memory than can be had: a buffer of `bytes` bytes (saturated at
     /// `u64::MAX` when the size overflows) for `what`, derived from the file (a dataset's
     /// dimensions × element size, a count). Refused before anything is allocated; reading in
@@ -257,6 +263,8 @@ impl Error {
             | Error::Closed
             | Error::NeedsRecovery(_) => ErrorKind::State,
             Error::Poisoned | Error::Context { .. } => ErrorKind::Internal,
+            Error::PageBuffer(e) => page_buffer_kind(e),
+            Error::Swmr(e) => swmr_kind(e),
         }
     }
 
@@ -314,7 +322,12 @@ impl Error {
     pub fn is_from_below(&self) -> bool {
         matches!(
             self,
-            Error::Format(_) | Error::Cache(_) | Error::Chunks(_) | Error::Io(_) | Error::Alloc(_)
+            Error::Format(_)
+                | Error::Cache(_)
+                | Error::Chunks(_)
+                | Error::Io(_)
+                | Error::Alloc(_)
+                | Error::PageBuffer(_)
         )
     }
 
@@ -336,3 +349,34 @@ impl Error {
 
 /// Result alias of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The kind of a page buffer error: its settings are arguments; its I/O is the storage's.
+fn page_buffer_kind(e: &h5_pagebuf::PageBufferError) -> ErrorKind {
+    use h5_pagebuf::PageBufferError as P;
+    match e {
+        P::Io(io) => io_kind(io),
+        P::RequiresPagedStrategy | P::WrongMode { .. } => ErrorKind::State,
+        P::Poisoned => ErrorKind::Internal,
+        _ => ErrorKind::Invalid,
+    }
+}
+
+/// The kind of a VFD SWMR error: configuration errors are arguments, the state of the files
+/// and of end of tick is state, damaged metadata files are corruption.
+fn swmr_kind(e: &h5_swmr::SwmrError) -> ErrorKind {
+    use h5_swmr::SwmrError as S;
+    match e {
+        S::Io(io) => io_kind(io),
+        S::PageBuffer(p) => page_buffer_kind(p),
+        S::Config { .. } | S::WriterFlagMismatch { .. } | S::PathTooLong { .. } => {
+            ErrorKind::Invalid
+        }
+        S::CorruptMdFile { .. } | S::PersistentTorn { .. } | S::EntryChecksum { .. } => {
+            ErrorKind::Corrupted
+        }
+        S::FormatLimit { .. } => ErrorKind::Unsupported,
+        S::Fs { .. } | S::Updater { .. } | S::Timeout { .. } => ErrorKind::Io,
+        S::Poisoned => ErrorKind::Internal,
+        _ => ErrorKind::State,
+    }
+}

@@ -29,6 +29,12 @@ pub struct CacheSettings {
     /// built with its `extreme-checks` feature, as in the workspace's test builds). Off by
     /// default: the check is O(entries) per call; small-cache tests switch it on.
     pub invariant_checks: bool,
+    /// The page buffer between both caches and the file (`None`: no page buffer). Needs the
+    /// paged file-space strategy.
+    pub page_buffer: Option<h5_pagebuf::PageBufferConfig>,
+    /// VFD SWMR (`None`: off). Opening with it goes through [`FileShared::create_swmr`] and
+    /// [`FileShared::open_swmr`].
+    pub swmr: Option<h5_swmr::SwmrConfig>,
     /// Open a file whose superblock (version 3) says a writer has it open — or died without
     /// closing it — instead of refusing it with [`Error::OpenForWriting`] (libhdf5's
     /// behaviour, which `h5clear -s` / `h5 clear` undoes). The data may be inconsistent if the
@@ -38,6 +44,11 @@ pub struct CacheSettings {
     /// power loss). Off by default, as in libhdf5: a flush then guarantees that a killed
     /// process leaves the flushed state, not that a power cut does.
     pub sync: bool,
+    /// Read a file that a legacy SWMR writer (libhdf5's `H5F_ACC_SWMR_WRITE`, h5py's
+    /// `swmr_mode`) has open: a version 3 superblock with both the write and the SWMR-write
+    /// status flags is accepted, as libhdf5's `H5F_ACC_SWMR_READ` does (one flag without the
+    /// other is still refused). Follow the writer with `Dataset::refresh`.
+    pub swmr_read: bool,
 }
 
 /// Superblock (version 3) status flag: a writer has the file open.
@@ -77,6 +88,10 @@ pub struct FileShared {
     pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
     /// What a writable file keeps besides the caches (`None`: read-only).
     pub(crate) write: Option<Mutex<crate::write::WriteState>>,
+    /// The page buffer both caches reach the file through, if configured.
+    pub(crate) pagebuf: Option<Arc<h5_pagebuf::PageBuffer>>,
+    /// VFD SWMR state, set once right after opening.
+    pub(crate) swmr: crate::swmr::SwmrSlot,
     /// Flushes are made durable ([`CacheSettings::sync`]).
     pub(crate) sync: bool,
     /// This file's own `Arc` (set by [`FileShared::shared`]), for structures that outlive a
@@ -151,7 +166,7 @@ impl FileShared {
         settings: &CacheSettings,
         dir: Option<std::path::PathBuf>,
     ) -> Result<(FileShared, u64)> {
-        let storage = GuardedStorage::new(storage);
+        let (storage, meta_storage, pagebuf) = crate::pagebuf::faces(storage, settings)?;
         let len = storage.len()?;
         let at = superblock::locate(len, |off| {
             let mut sig = vec![0u8; superblock::SIGNATURE.len()];
@@ -159,7 +174,7 @@ impl FileShared {
         })?
         .ok_or(Error::NotHdf5)?;
         let mut meta = build_metadata_cache(
-            &storage,
+            &meta_storage,
             settings,
             FileSpace {
                 eoa: len,
@@ -187,7 +202,15 @@ impl FileShared {
         // libhdf5 honours the status flags from superblock version 3 on (version 2 writers
         // set them too, and libhdf5 ignores them there).
         let status = sb.consistency_flags & (STATUS_WRITE_ACCESS | STATUS_SWMR_WRITE);
-        if sb.version >= 3 && status != 0 && !settings.ignore_open_for_writing {
+        // A SWMR reader (legacy or VFD) accepts a writer that marked both flags (libhdf5's
+        // H5F_ACC_SWMR_READ check).
+        let swmr_reader = settings.swmr_read || settings.swmr.as_ref().is_some_and(|c| !c.writer);
+        let swmr_marked = status == STATUS_WRITE_ACCESS | STATUS_SWMR_WRITE;
+        if sb.version >= 3
+            && status != 0
+            && !settings.ignore_open_for_writing
+            && !(swmr_reader && swmr_marked)
+        {
             return Err(Error::OpenForWriting {
                 flags: sb.consistency_flags,
             });
@@ -221,9 +244,12 @@ impl FileShared {
             descriptions: Default::default(),
             alloc: None,
             write: None,
+            pagebuf,
+            swmr: Default::default(),
             sync: settings.sync,
             this: std::sync::OnceLock::new(),
         };
+        file.enable_page_buffer_from_file()?;
         Ok((file, at))
     }
 
@@ -268,8 +294,20 @@ impl FileShared {
 
     /// The current description of the dataset at `address`, as the last handle opened or
     /// resized it (`None`: no handle opened it yet).
+    ///
+    /// A VFD SWMR reader forgets every description at an end of tick that brought a new index
+    /// (the writer may have resized or rewritten the dataset); the next call reads it again
+    /// from the object header (`None` if that fails: the caller keeps what it had).
     pub fn dataset_info(&self, address: u64) -> Option<Arc<crate::dataset::DatasetInfo>> {
-        self.descriptions.get(address)
+        if let Some(info) = self.descriptions.get(address) {
+            return Some(info);
+        }
+        if self.is_swmr() && self.write.is_none() {
+            let oh = crate::object::ObjectHeader::load(self, address).ok()?;
+            let info = crate::dataset::DatasetInfo::from_header(self, &oh).ok()?;
+            return Some(self.descriptions.put(info));
+        }
+        None
     }
 
     /// Records `info` as the current description of its dataset and returns it shared.

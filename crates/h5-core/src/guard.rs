@@ -40,6 +40,12 @@ pub type OnClose = Box<dyn FnOnce() + Send>;
 /// documentation).
 pub struct GuardedStorage {
     inner: Arc<dyn Storage>,
+    /// The state, shared by every view of one file ([`GuardedStorage::view`]).
+    shared: Arc<Shared>,
+}
+
+/// What the views of one file's guard share.
+struct Shared {
     /// [`OPEN`], [`FAILED`] or [`CLOSED`]; only ever moves forward.
     state: AtomicU8,
     /// What failed (set before the state becomes [`FAILED`]).
@@ -52,18 +58,31 @@ impl GuardedStorage {
     pub fn new(inner: Arc<dyn Storage>) -> Arc<GuardedStorage> {
         Arc::new(GuardedStorage {
             inner,
-            state: AtomicU8::new(OPEN),
-            why: Mutex::new(None),
-            on_close: Mutex::new(None),
+            shared: Arc::new(Shared {
+                state: AtomicU8::new(OPEN),
+                why: Mutex::new(None),
+                on_close: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Another path to the same file's bytes under this guard's state: a failure or the close
+    /// through either is seen by both. A page buffer's metadata face, which the metadata cache
+    /// uses while the engine and the chunk cache use its raw-data face, is guarded this way.
+    pub fn view(&self, inner: Arc<dyn Storage>) -> Arc<GuardedStorage> {
+        Arc::new(GuardedStorage {
+            inner,
+            shared: Arc::clone(&self.shared),
         })
     }
 
     fn state(&self) -> u8 {
-        self.state.load(Ordering::Acquire)
+        self.shared.state.load(Ordering::Acquire)
     }
 
     fn why(&self) -> String {
-        self.why
+        self.shared
+            .why
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -72,7 +91,11 @@ impl GuardedStorage {
 
     /// Sets what runs at [`close`](Self::close) (replacing any earlier hook).
     pub fn set_on_close(&self, f: OnClose) {
-        *self.on_close.lock().unwrap_or_else(PoisonError::into_inner) = Some(f);
+        *self
+            .shared
+            .on_close
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(f);
     }
 
     /// `Ok` while the file is open (failed or not).
@@ -104,10 +127,14 @@ impl GuardedStorage {
 
     /// Puts the file in the failed state (if open and not failed yet), remembering `why`.
     pub fn fail(&self, why: impl FnOnce() -> String) {
-        let mut w = self.why.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut w = self
+            .shared
+            .why
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.state() == OPEN {
             *w = Some(why());
-            self.state.store(FAILED, Ordering::Release);
+            self.shared.state.store(FAILED, Ordering::Release);
         }
     }
 
@@ -116,10 +143,11 @@ impl GuardedStorage {
     /// the storage (another guard may share it, as a virtual dataset's view of its own file
     /// does): the owner's hook does.
     pub fn close(&self) {
-        if self.state.swap(CLOSED, Ordering::AcqRel) == CLOSED {
+        if self.shared.state.swap(CLOSED, Ordering::AcqRel) == CLOSED {
             return;
         }
         let hook = self
+            .shared
             .on_close
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

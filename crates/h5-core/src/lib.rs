@@ -28,12 +28,14 @@ pub(crate) mod lheap;
 pub mod meta;
 pub mod nav;
 pub mod object;
+pub mod pagebuf;
 pub mod references;
 pub mod space;
 pub(crate) mod stab;
 pub mod status;
 #[cfg(test)]
 pub(crate) mod testutil;
+pub mod swmr;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;

@@ -116,51 +116,59 @@ impl Attribute {
     /// converts: numbers losslessly, compound members and enumeration values by name, strings
     /// of either kind.
     pub fn read<T: H5Type>(&self) -> Result<ArrayD<T>> {
-        let v = self.read_vec()?;
-        let shape = if self.is_null() {
-            vec![0]
-        } else {
-            self.shape()
-        };
-        to_array(v, &shape)
+        crate::swmr::api(|| {
+            let v = self.read_vec()?;
+            let shape = if self.is_null() {
+                vec![0]
+            } else {
+                self.shape()
+            };
+            to_array(v, &shape)
+        })
     }
 
     /// Every element as a `T`, C order.
     pub fn read_vec<T: H5Type>(&self) -> Result<Vec<T>> {
-        self.file_shared().check_open()?;
-        if self.is_null() {
-            return Ok(Vec::new());
-        }
-        let raw = self.read_raw();
-        let r = T::h5_decode_all(&self.datatype, &raw, &DecodeCtx::new(self.file_shared()));
-        self.owner.ctx(r)
+        crate::swmr::api(|| {
+            self.file_shared().check_open()?;
+            if self.is_null() {
+                return Ok(Vec::new());
+            }
+            let raw = self.read_raw();
+            let r = T::h5_decode_all(&self.datatype, &raw, &DecodeCtx::new(self.file_shared()));
+            self.owner.ctx(r)
+        })
     }
 
     /// A one-dimensional attribute.
     pub fn read_1d<T: H5Type>(&self) -> Result<Array1<T>> {
-        into_dim::<T, Ix1>(self.read()?)
+        crate::swmr::api(|| into_dim::<T, Ix1>(self.read()?))
     }
 
     /// A two-dimensional attribute.
     pub fn read_2d<T: H5Type>(&self) -> Result<Array2<T>> {
-        into_dim::<T, Ix2>(self.read()?)
+        crate::swmr::api(|| into_dim::<T, Ix2>(self.read()?))
     }
 
     /// The only element of a scalar (or one-element) attribute.
     pub fn read_scalar<T: H5Type>(&self) -> Result<T> {
-        one(self.read_vec()?, &self.name)
+        crate::swmr::api(|| one(self.read_vec()?, &self.name))
     }
 
     /// The value as strings (fixed or variable length).
     pub fn read_strings(&self) -> Result<Vec<String>> {
-        self.file_shared().check_open()?;
-        h5_core::values::strings(self.file_shared(), &self.datatype, &self.read_raw())
+        crate::swmr::api(|| {
+            self.file_shared().check_open()?;
+            h5_core::values::strings(self.file_shared(), &self.datatype, &self.read_raw())
+        })
     }
 
     /// Every element as a [`Value`](crate::Value), whatever the datatype, in C order.
     pub fn read_values(&self) -> Result<Vec<crate::Value>> {
-        self.file_shared().check_open()?;
-        h5_core::values::values(self.file_shared(), &self.datatype, &self.read_raw())
+        crate::swmr::api(|| {
+            self.file_shared().check_open()?;
+            h5_core::values::values(self.file_shared(), &self.datatype, &self.read_raw())
+        })
     }
 
     /// Writes every element from `data`: an array of the attribute's shape (any memory
@@ -171,7 +179,7 @@ impl Attribute {
         &self,
         data: impl Into<ArrayView<'a, T, D>>,
     ) -> Result<()> {
-        self.write_view(data.into().into_dyn(), WriteMode::Lossless)
+        crate::swmr::api(|| self.write_view(data.into().into_dyn(), WriteMode::Lossless))
     }
 
     /// [`Attribute::write`] allowing narrowing numeric conversions (floats truncated toward
@@ -180,16 +188,18 @@ impl Attribute {
         &self,
         data: impl Into<ArrayView<'a, T, D>>,
     ) -> Result<()> {
-        self.write_view(data.into().into_dyn(), WriteMode::Lossy)
+        crate::swmr::api(|| self.write_view(data.into().into_dyn(), WriteMode::Lossy))
     }
 
     /// Writes the value of a scalar (or one-element) attribute.
     pub fn write_scalar<T: H5Type>(&self, value: &T) -> Result<()> {
-        self.write_view(
-            ArrayView::from_shape(IxDyn(&[1]), std::slice::from_ref(value))
-                .map_err(|e| Error::Invalid(e.to_string()))?,
-            WriteMode::Lossless,
-        )
+        crate::swmr::api(|| {
+            self.write_view(
+                ArrayView::from_shape(IxDyn(&[1]), std::slice::from_ref(value))
+                    .map_err(|e| Error::Invalid(e.to_string()))?,
+                WriteMode::Lossless,
+            )
+        })
     }
 
     fn write_view<T: H5Type>(&self, view: ArrayView<'_, T, IxDyn>, mode: WriteMode) -> Result<()> {
@@ -268,32 +278,34 @@ impl<T: H5Type> AttributeBuilder<T> {
     /// Creates the attribute `name` (an error if the object has one of that name already),
     /// its elements zero (empty strings and sequences) until written.
     pub fn create(self, name: &str) -> Result<Attribute> {
-        let owner = self.owner;
-        if owner.attr_exists(name)? {
-            return Err(Error::Exists(format!(
-                "{}: attribute {name:?}",
-                owner.path()
-            )));
-        }
-        let datatype = T::h5_type();
-        crate::bounds::check_datatype(owner.file_shared(), &datatype)?;
-        let elements = self.shape.as_ref().map_or(Some(1u64), |s| {
-            s.iter().try_fold(1u64, |a, d| a.checked_mul(*d))
-        });
-        let bytes = elements
-            .and_then(|n| n.checked_mul(u64::from(datatype.size())))
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| Error::Invalid(format!("attribute {name:?} too large")))?;
-        let zeros = vec![0u8; bytes];
-        let file = owner.file_shared();
-        let r = file.write_attribute(
-            owner.address(),
-            name,
-            &datatype,
-            self.shape.as_deref(),
-            &zeros,
-        );
-        owner.ctx(r)?;
-        owner.attr(name)
+        crate::swmr::api(|| {
+            let owner = self.owner;
+            if owner.attr_exists(name)? {
+                return Err(Error::Exists(format!(
+                    "{}: attribute {name:?}",
+                    owner.path()
+                )));
+            }
+            let datatype = T::h5_type();
+            crate::bounds::check_datatype(owner.file_shared(), &datatype)?;
+            let elements = self.shape.as_ref().map_or(Some(1u64), |s| {
+                s.iter().try_fold(1u64, |a, d| a.checked_mul(*d))
+            });
+            let bytes = elements
+                .and_then(|n| n.checked_mul(u64::from(datatype.size())))
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| Error::Invalid(format!("attribute {name:?} too large")))?;
+            let zeros = vec![0u8; bytes];
+            let file = owner.file_shared();
+            let r = file.write_attribute(
+                owner.address(),
+                name,
+                &datatype,
+                self.shape.as_deref(),
+                &zeros,
+            );
+            owner.ctx(r)?;
+            owner.attr(name)
+        })
     }
 }

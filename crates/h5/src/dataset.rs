@@ -114,34 +114,57 @@ impl Dataset {
             .unwrap_or_else(|| Arc::clone(&self.opened))
     }
 
+    /// Reads the dataset's description (shape, storage, chunk index) again from the file now
+    /// (h5py's `Dataset.refresh`, libhdf5's `H5Drefresh`), for files a libhdf5 writer changes in
+    /// legacy SWMR mode (open them with [`crate::FileAccess::swmr_read`]): on a file opened
+    /// read-only, cached metadata is dropped first and the dataset's cached chunks with it, so
+    /// the object header, the chunk index and the data are read anew. Every handle of the
+    /// dataset sees the new description.
+    pub fn refresh(&self) -> Result<()> {
+        crate::swmr::api(|| {
+            let file = self.file_shared();
+            if !file.is_writable() && !file.is_swmr() {
+                self.ctx(file.refresh_metadata(self.address()))?;
+            }
+            let oh = self.header()?;
+            let info = self.ctx(DatasetInfo::from_header(file, &oh))?;
+            file.set_dataset_info(info);
+            Ok(())
+        })
+    }
+
     /// Stored (encoded) size in bytes of each allocated chunk, or of the contiguous block in
     /// the file; empty for compact, external, virtual and unallocated data.
     pub fn stored_sizes(&self) -> Result<Vec<u64>> {
-        self.ctx(h5_core::dataset::stored_sizes(
-            self.file_shared(),
-            &self.info(),
-        ))
+        crate::swmr::api(|| {
+            self.ctx(h5_core::dataset::stored_sizes(
+                self.file_shared(),
+                &self.info(),
+            ))
+        })
     }
 
     /// Every stored chunk of a chunked dataset, in chunk-grid order: its offset, stored size,
     /// filter mask and file address (empty for other layouts). Chunks written through this
     /// file and still cached are written first, so what is reported is what the file holds.
     pub fn iter_chunks(&self) -> Result<impl Iterator<Item = ChunkInfo> + use<>> {
-        let chunks = self.ctx(h5_core::write::io::stored_chunks(
-            self.file_shared(),
-            &self.info(),
-        ))?;
-        Ok(chunks.into_iter().map(|c| ChunkInfo {
-            offset: c.offset,
-            size: c.size,
-            filter_mask: c.filter_mask,
-            address: c.address,
-        }))
+        crate::swmr::api(|| {
+            let chunks = self.ctx(h5_core::write::io::stored_chunks(
+                self.file_shared(),
+                &self.info(),
+            ))?;
+            Ok(chunks.into_iter().map(|c| ChunkInfo {
+                offset: c.offset,
+                size: c.size,
+                filter_mask: c.filter_mask,
+                address: c.address,
+            }))
+        })
     }
 
     /// The number of stored chunks of a chunked dataset (0 for other layouts).
     pub fn num_chunks(&self) -> Result<usize> {
-        Ok(self.iter_chunks()?.count())
+        crate::swmr::api(|| Ok(self.iter_chunks()?.count()))
     }
 
     /// The shape.

@@ -9,6 +9,7 @@ use h5_core::file::{CacheSettings, FileShared};
 use h5_core::free_space::PersistedSpace;
 use h5_io::{Locking, Storage};
 use h5_metacache::{CacheConfig, Stats};
+use h5_pagebuf::{PageBufferConfig, PageBufferStats};
 
 use crate::open::{Mode, explain, open_path};
 use crate::{Dataset, Error, Group, Result};
@@ -133,8 +134,31 @@ impl FileAccess {
         self
     }
 
+    /// A page buffer of the given settings between both caches and the file (libhdf5's
+    /// `H5Pset_page_buffer_size`; the percentages are checked by [`PageBufferConfig::new`]).
+    /// Opening or creating a file then needs the paged file-space strategy
+    /// ([`crate::FileSpaceOptions`] with [`crate::SpaceStrategy::Page`]), and a size of at
+    /// least one page (larger sizes are rounded down to whole pages).
+    pub fn page_buffer(mut self, config: PageBufferConfig) -> Self {
+        self.settings.page_buffer = Some(config);
+        self
+    }
+
+    /// Read a file a legacy SWMR writer has open (libhdf5's `H5F_ACC_SWMR_READ`, h5py's
+    /// `File(..., swmr=True)`): a version 3 superblock marked by a SWMR writer (both the write
+    /// and the SWMR-write status flags) is accepted instead of refused with
+    /// [`crate::Error::OpenForWriting`]. Follow the writer with [`Dataset::refresh`].
+    pub fn swmr_read(mut self, on: bool) -> Self {
+        self.settings.swmr_read = on;
+        self
+    }
+
     pub(crate) fn settings(&self) -> &CacheSettings {
         &self.settings
+    }
+
+    pub(crate) fn settings_mut(&mut self) -> &mut CacheSettings {
+        &mut self.settings
     }
 
     pub(crate) fn locking(&self) -> Locking {
@@ -201,18 +225,25 @@ impl Deref for File {
 impl File {
     /// Opens the file at `path` for reading.
     pub fn open(path: impl AsRef<Path>) -> Result<File> {
-        Self::open_with(path, &FileAccess::default())
+        crate::swmr::api(|| Self::open_with(path, &FileAccess::default()))
     }
 
     /// Opens the file at `path` for reading with the given cache settings.
     pub fn open_with(path: impl AsRef<Path>, access: &FileAccess) -> Result<File> {
-        let path = path.as_ref();
-        let opened = open_path(path, Mode::Read, access)?;
-        let dir = path.parent().map(Path::to_path_buf);
-        let shared = FileShared::open(opened.storage, &access.settings, dir)
-            .map_err(|e| in_file(explain(path, e), path))?;
-        shared.storage().set_on_close(opened.on_close);
-        Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        crate::swmr::api(|| {
+            let path = path.as_ref();
+            if access.settings.swmr.is_some() {
+                let shared = crate::swmr::open(path, access, false)
+                    .map_err(|e| in_file(explain(path, e), path))?;
+                return Ok(File::from_shared(shared, Some(path.to_path_buf())));
+            }
+            let opened = open_path(path, Mode::Read, access)?;
+            let dir = path.parent().map(Path::to_path_buf);
+            let shared = FileShared::open(opened.storage, &access.settings, dir)
+                .map_err(|e| in_file(explain(path, e), path))?;
+            shared.storage().set_on_close(opened.on_close);
+            Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        })
     }
 
     /// Whether the superblock says a writer has the file open (only such files opened with
@@ -229,10 +260,13 @@ impl File {
         access: &FileAccess,
         dir: Option<PathBuf>,
     ) -> Result<File> {
-        Ok(File::from_shared(
-            FileShared::open(storage, &access.settings, dir)?,
-            None,
-        ))
+        crate::swmr::api(|| {
+            crate::swmr::refuse_storage(access)?;
+            Ok(File::from_shared(
+                FileShared::open(storage, &access.settings, dir)?,
+                None,
+            ))
+        })
     }
 
     pub(crate) fn from_shared(shared: Arc<FileShared>, path: Option<PathBuf>) -> File {
@@ -261,49 +295,58 @@ impl File {
 
     /// The root group (the group `File` dereferences to).
     pub fn root(&self) -> Result<Group> {
-        self.shared().check_open()?;
-        Ok(self.root.clone())
+        crate::swmr::api(|| {
+            self.shared().check_open()?;
+            Ok(self.root.clone())
+        })
     }
 
     /// Reads several datasets in one chunk-cache call, returning each one's elements (file
     /// representation, C order).
     pub fn read_many_raw(&self, datasets: &[&Dataset]) -> Result<Vec<Vec<u8>>> {
-        let mut bufs: Vec<Vec<u8>> = datasets
-            .iter()
-            .map(|d| {
-                let len = (d.size() as u64).checked_mul(d.element_size() as u64);
-                h5_core::buffer::zeroed(|| format!("reading {}", d.path()), len)
-            })
-            .collect::<Result<_>>()?;
-        let infos: Vec<_> = datasets.iter().map(|d| d.info()).collect();
-        let all = h5_chunkcache::selection::Selection::All;
-        let mut reqs: Vec<(
-            &h5_core::dataset::DatasetInfo,
-            &h5_chunkcache::selection::Selection,
-            &mut [u8],
-        )> = infos
-            .iter()
-            .zip(bufs.iter_mut())
-            .map(|(d, b)| (&**d, &all, b.as_mut_slice()))
-            .collect();
-        h5_core::dataset::read_many(self.shared(), &mut reqs).map_err(|e| self.wrap(e))?;
-        Ok(bufs)
+        crate::swmr::api(|| {
+            let mut bufs: Vec<Vec<u8>> = datasets
+                .iter()
+                .map(|d| {
+                    let len = (d.size() as u64).checked_mul(d.element_size() as u64);
+                    h5_core::buffer::zeroed(|| format!("reading {}", d.path()), len)
+                })
+                .collect::<Result<_>>()?;
+            let infos: Vec<_> = datasets.iter().map(|d| d.info()).collect();
+            let all = h5_chunkcache::selection::Selection::All;
+            let mut reqs: Vec<(
+                &h5_core::dataset::DatasetInfo,
+                &h5_chunkcache::selection::Selection,
+                &mut [u8],
+            )> = infos
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(d, b)| (&**d, &all, b.as_mut_slice()))
+                .collect();
+            h5_core::dataset::read_many(self.shared(), &mut reqs).map_err(|e| self.wrap(e))?;
+            Ok(bufs)
+        })
+    }
+
+    /// The page buffer's statistics so far (`None` without a page buffer).
+    pub fn page_buffer_stats(&self) -> Option<PageBufferStats> {
+        self.shared().page_buffer_stats()
     }
 
     /// The metadata cache's statistics so far.
     pub fn metadata_cache_stats(&self) -> Result<Stats> {
-        self.shared().metadata_cache_stats()
+        crate::swmr::api(|| self.shared().metadata_cache_stats())
     }
 
     /// The chunk cache's statistics so far.
     pub fn chunk_cache_stats(&self) -> Result<ChunkCacheStats> {
-        self.shared().chunk_cache_stats()
+        crate::swmr::api(|| self.shared().chunk_cache_stats())
     }
 
     /// The file's file-space settings (strategy, threshold, page size) and the free space
     /// libhdf5 persisted in it, by free list; `None` for a file with libhdf5's default
     /// settings (FSM_AGGR, nothing persisted), which records none.
     pub fn persisted_free_space(&self) -> Result<Option<PersistedSpace>> {
-        self.shared().persisted_free_space()
+        crate::swmr::api(|| self.shared().persisted_free_space())
     }
 }

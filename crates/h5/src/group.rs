@@ -162,74 +162,78 @@ impl Group {
 
     /// The links, sorted by name.
     pub fn links(&self) -> Result<Vec<Link>> {
-        Ok(self
-            .link_entries()?
-            .into_iter()
-            .map(|l| Link::from_entry(l).0)
-            .collect())
+        crate::swmr::api(|| {
+            Ok(self
+                .link_entries()?
+                .into_iter()
+                .map(|l| Link::from_entry(l).0)
+                .collect())
+        })
     }
 
     /// The members' names, sorted.
     pub fn member_names(&self) -> Result<Vec<String>> {
-        Ok(self.link_entries()?.into_iter().map(|l| l.name).collect())
+        crate::swmr::api(|| Ok(self.link_entries()?.into_iter().map(|l| l.name).collect()))
     }
 
     /// The number of links in the group.
     pub fn len(&self) -> Result<usize> {
-        Ok(self.link_entries()?.len())
+        crate::swmr::api(|| Ok(self.link_entries()?.len()))
     }
 
     /// Whether the group has no links.
     pub fn is_empty(&self) -> Result<bool> {
-        Ok(self.len()? == 0)
+        crate::swmr::api(|| Ok(self.len()? == 0))
     }
 
     /// Whether a link `path` exists (relative to this group or absolute; `a/b/c` when `a` and
     /// `a/b` lead to groups). The link's target need not exist (a dangling soft link exists).
     pub fn link_exists(&self, path: &str) -> Result<bool> {
-        let path = path.trim_end_matches('/');
-        let (parent, name) = match path.rsplit_once('/') {
-            Some(("", name)) => (Group::root(self.file_shared()), name),
-            Some((dir, name)) => match self.group(dir) {
-                Ok(g) => (g, name),
-                Err(Error::NotFound(_) | Error::WrongKind { .. }) => return Ok(false),
-                Err(e) => return Err(e),
-            },
-            None => (self.clone(), path),
-        };
-        if name.is_empty() || name == "." {
-            return Ok(true);
-        }
-        let oh = parent.header()?;
-        let found = nav::find_link(parent.file_shared(), &oh, name);
-        Ok(parent.ctx(found)?.is_some())
+        crate::swmr::api(|| {
+            let path = path.trim_end_matches('/');
+            let (parent, name) = match path.rsplit_once('/') {
+                Some(("", name)) => (Group::root(self.file_shared()), name),
+                Some((dir, name)) => match self.group(dir) {
+                    Ok(g) => (g, name),
+                    Err(Error::NotFound(_) | Error::WrongKind { .. }) => return Ok(false),
+                    Err(e) => return Err(e),
+                },
+                None => (self.clone(), path),
+            };
+            if name.is_empty() || name == "." {
+                return Ok(true);
+            }
+            let oh = parent.header()?;
+            let found = nav::find_link(parent.file_shared(), &oh, name);
+            Ok(parent.ctx(found)?.is_some())
+        })
     }
 
     /// The kind of the object `name` (relative to this group) leads to.
     pub fn kind_of(&self, name: &str) -> Result<ObjectKind> {
-        Ok(CoreKind::of(&self.resolve(name)?.header).into())
+        crate::swmr::api(|| Ok(CoreKind::of(&self.resolve(name)?.header).into()))
     }
 
     /// The group at `name` (relative or absolute).
     pub fn group(&self, name: &str) -> Result<Group> {
-        Group::from_resolved(self.resolve(name)?, &self.join(name))
+        crate::swmr::api(|| Group::from_resolved(self.resolve(name)?, &self.join(name)))
     }
 
     /// The dataset at `name` (relative or absolute).
     pub fn dataset(&self, name: &str) -> Result<Dataset> {
-        Dataset::from_resolved(self.resolve(name)?)
+        crate::swmr::api(|| Dataset::from_resolved(self.resolve(name)?))
     }
 
     /// The members that are groups (through any kind of link; dangling links are skipped), in
     /// name order.
     pub fn groups(&self) -> Result<Vec<Group>> {
-        self.members_of(CoreKind::Group, |r| Group::from_resolved(r, ""))
+        crate::swmr::api(|| self.members_of(CoreKind::Group, |r| Group::from_resolved(r, "")))
     }
 
     /// The members that are datasets (through any kind of link; dangling links are skipped),
     /// in name order.
     pub fn datasets(&self) -> Result<Vec<Dataset>> {
-        self.members_of(CoreKind::Dataset, Dataset::from_resolved)
+        crate::swmr::api(|| self.members_of(CoreKind::Dataset, Dataset::from_resolved))
     }
 
     fn members_of<T>(
@@ -257,25 +261,28 @@ impl Group {
     /// link is reported but not entered again, so cycles end); soft and external links are
     /// reported, not followed.
     pub fn visit(&self, mut f: impl FnMut(&TreeEntry) -> ControlFlow<()>) -> Result<()> {
-        let mut kinds: HashMap<u64, CoreKind> = HashMap::from([(self.address(), CoreKind::Group)]);
-        let mut entered = HashSet::from([self.address()]);
-        // Depth first on an explicit stack of entries still to report: a group's entries go
-        // on top of it, reversed so that the first name comes out first.
-        let mut pending = self.ctx(self.entries_below(self.address(), "", &mut kinds))?;
-        pending.reverse();
-        while let Some(entry) = pending.pop() {
-            if f(&entry).is_break() {
-                return Ok(());
+        crate::swmr::api(|| {
+            let mut kinds: HashMap<u64, CoreKind> =
+                HashMap::from([(self.address(), CoreKind::Group)]);
+            let mut entered = HashSet::from([self.address()]);
+            // Depth first on an explicit stack of entries still to report: a group's entries go
+            // on top of it, reversed so that the first name comes out first.
+            let mut pending = self.ctx(self.entries_below(self.address(), "", &mut kinds))?;
+            pending.reverse();
+            while let Some(entry) = pending.pop() {
+                if f(&entry).is_break() {
+                    return Ok(());
+                }
+                if let (Some(a), Some(ObjectKind::Group)) = (entry.address, entry.object)
+                    && entered.insert(a)
+                {
+                    let prefix = format!("{}/", entry.path);
+                    let below = self.ctx(self.entries_below(a, &prefix, &mut kinds))?;
+                    pending.extend(below.into_iter().rev());
+                }
             }
-            if let (Some(a), Some(ObjectKind::Group)) = (entry.address, entry.object)
-                && entered.insert(a)
-            {
-                let prefix = format!("{}/", entry.path);
-                let below = self.ctx(self.entries_below(a, &prefix, &mut kinds))?;
-                pending.extend(below.into_iter().rev());
-            }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// The links of the group at `addr` as walk entries named `prefix` + name; `kinds` caches
@@ -314,11 +321,13 @@ impl Group {
 
     /// Every link below this group, in the order [`Group::visit`] meets them.
     pub fn walk(&self) -> Result<Vec<TreeEntry>> {
-        let mut out = Vec::new();
-        self.visit(|e| {
-            out.push(e.clone());
-            ControlFlow::Continue(())
-        })?;
-        Ok(out)
+        crate::swmr::api(|| {
+            let mut out = Vec::new();
+            self.visit(|e| {
+                out.push(e.clone());
+                ControlFlow::Continue(())
+            })?;
+            Ok(out)
+        })
     }
 }

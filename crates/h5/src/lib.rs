@@ -105,6 +105,7 @@ mod rawio;
 mod read;
 pub mod references;
 pub mod slice;
+mod swmr;
 pub mod types;
 mod write;
 mod write_data;
@@ -131,7 +132,12 @@ pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
 pub use h5_format::message::fill_value::{AllocTime, FillTime};
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
+pub use h5_pagebuf::{
+    PageBufferConfig, PageBufferError, PageBufferStats, StatKind as PageStatKind,
+};
+pub use h5_swmr::{SwmrConfig, SwmrError, log::Tag as SwmrLogTag};
 pub use heap::GlobalHeap;
+pub use swmr::SwmrStatus;
 
 /// Resets the status flags of the file at `path` (superblock versions 2 and 3), as `h5clear -s`
 /// does, so that a file whose writer died without closing it opens again; returns the flags

@@ -106,30 +106,36 @@ impl Location {
 
     /// The attributes, sorted by name.
     pub fn attrs(&self) -> Result<Vec<Attribute>> {
-        let oh = self.header()?;
-        self.ctx(Attribute::all(self, &oh))
+        crate::swmr::api(|| {
+            let oh = self.header()?;
+            self.ctx(Attribute::all(self, &oh))
+        })
     }
 
     /// The attribute `name`.
     pub fn attr(&self, name: &str) -> Result<Attribute> {
-        self.attrs()?
-            .into_iter()
-            .find(|a| a.name() == name)
-            .ok_or_else(|| Error::NotFound(format!("{}: attribute {name:?}", self.path)))
+        crate::swmr::api(|| {
+            self.attrs()?
+                .into_iter()
+                .find(|a| a.name() == name)
+                .ok_or_else(|| Error::NotFound(format!("{}: attribute {name:?}", self.path)))
+        })
     }
 
     /// The attributes' names, sorted.
     pub fn attr_names(&self) -> Result<Vec<String>> {
-        Ok(self
-            .attrs()?
-            .into_iter()
-            .map(|a| a.name().to_owned())
-            .collect())
+        crate::swmr::api(|| {
+            Ok(self
+                .attrs()?
+                .into_iter()
+                .map(|a| a.name().to_owned())
+                .collect())
+        })
     }
 
     /// Whether the object has an attribute `name`.
     pub fn attr_exists(&self, name: &str) -> Result<bool> {
-        Ok(self.attrs()?.iter().any(|a| a.name() == name))
+        crate::swmr::api(|| Ok(self.attrs()?.iter().any(|a| a.name() == name)))
     }
 
     /// Starts describing a new attribute of `T` elements (any [`H5Type`]): give its shape
@@ -142,55 +148,61 @@ impl Location {
     /// Writes (or replaces) the attribute `name` holding `values` (a 1-D array); see
     /// [`Location::new_attr`] for other shapes.
     pub fn write_attr<T: H5Type>(&self, name: &str, values: &[T]) -> Result<()> {
-        let dims = [values.len() as u64];
-        let r = encode_for(&self.file, values, |b| {
-            self.file
-                .write_attribute(self.address, name, &T::h5_type(), Some(&dims), b)
-        });
-        self.ctx(r)
+        crate::swmr::api(|| {
+            let dims = [values.len() as u64];
+            let r = encode_for(&self.file, values, |b| {
+                self.file
+                    .write_attribute(self.address, name, &T::h5_type(), Some(&dims), b)
+            });
+            self.ctx(r)
+        })
     }
 
     /// Writes (or replaces) the scalar attribute `name`.
     pub fn write_attr_scalar<T: H5Type>(&self, name: &str, value: T) -> Result<()> {
-        let r = encode_for(&self.file, std::slice::from_ref(&value), |b| {
-            self.file
-                .write_attribute(self.address, name, &T::h5_type(), None, b)
-        });
-        self.ctx(r)
+        crate::swmr::api(|| {
+            let r = encode_for(&self.file, std::slice::from_ref(&value), |b| {
+                self.file
+                    .write_attribute(self.address, name, &T::h5_type(), None, b)
+            });
+            self.ctx(r)
+        })
     }
 
     /// Writes (or replaces) the attribute `name` holding a fixed-length UTF-8 string (as long
     /// as `value`).
     pub fn write_attr_str(&self, name: &str, value: &str) -> Result<()> {
-        let bytes = value.as_bytes();
-        let t = Datatype::String(StringType {
-            size: bytes.len().max(1) as u32,
-            padding: StringPadding::NullTerminate,
-            charset: Charset::Utf8,
-        });
-        let mut data = bytes.to_vec();
-        if data.is_empty() {
-            data.push(0);
-        }
-        self.ctx(
-            self.file
-                .write_attribute(self.address, name, &t, None, &data),
-        )
+        crate::swmr::api(|| {
+            let bytes = value.as_bytes();
+            let t = Datatype::String(StringType {
+                size: bytes.len().max(1) as u32,
+                padding: StringPadding::NullTerminate,
+                charset: Charset::Utf8,
+            });
+            let mut data = bytes.to_vec();
+            if data.is_empty() {
+                data.push(0);
+            }
+            self.ctx(
+                self.file
+                    .write_attribute(self.address, name, &t, None, &data),
+            )
+        })
     }
 
     /// Writes (or replaces) the scalar attribute `name` holding a variable-length UTF-8
     /// string (what h5py writes for `attrs[name] = "..."`).
     pub fn write_attr_vlen_str(&self, name: &str, value: &str) -> Result<()> {
-        self.write_attr_scalar(name, value.to_owned())
+        crate::swmr::api(|| self.write_attr_scalar(name, value.to_owned()))
     }
 
     /// Deletes the attribute `name`.
     pub fn delete_attr(&self, name: &str) -> Result<()> {
-        self.ctx(self.file.delete_attribute(self.address, name))
+        crate::swmr::api(|| self.ctx(self.file.delete_attribute(self.address, name)))
     }
 
     /// Renames the attribute `name` to `new_name`.
     pub fn rename_attr(&self, name: &str, new_name: &str) -> Result<()> {
-        self.ctx(self.file.rename_attribute(self.address, name, new_name))
+        crate::swmr::api(|| self.ctx(self.file.rename_attribute(self.address, name, new_name)))
     }
 }

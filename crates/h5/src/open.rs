@@ -23,6 +23,10 @@ pub(crate) enum Mode {
     ReadWrite,
     /// `File::create`: exclusive lock, then truncation, rollback journal.
     Create,
+    /// A VFD SWMR writer opening an existing file: shared lock (so that readers which opened
+    /// the file first are not refused; other writers are), `crate::swmr` turns the journal
+    /// off.
+    SwmrReadWrite,
 }
 
 /// A file opened by path: the storage the engine gets, and what closing it releases.
@@ -53,6 +57,10 @@ pub(crate) fn open_path(path: &Path, mode: Mode, access: &FileAccess) -> Result<
         Mode::ReadWrite => {
             let data =
                 FileStorage::open_with(path, OpenMode::ReadWrite, locked(LockMode::Exclusive))?;
+            for_writing(path, Arc::new(data), access, false)
+        }
+        Mode::SwmrReadWrite => {
+            let data = FileStorage::open_with(path, OpenMode::ReadWrite, locked(LockMode::Shared))?;
             for_writing(path, Arc::new(data), access, false)
         }
         Mode::Create => {

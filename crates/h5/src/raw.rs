@@ -61,18 +61,23 @@ impl NamedDatatype {
 
     /// The datatype.
     pub fn dtype(&self) -> Result<Datatype> {
-        self.header
-            .find(|m| match m {
-                Message::Datatype(t) => Some(t.clone()),
-                _ => None,
-            })
-            .ok_or_else(|| Error::NotFound(format!("{}: datatype message", self.path)))
+        crate::swmr::api(|| {
+            self.header
+                .find(|m| match m {
+                    Message::Datatype(t) => Some(t.clone()),
+                    _ => None,
+                })
+                .ok_or_else(|| Error::NotFound(format!("{}: datatype message", self.path)))
+        })
     }
 
     /// The attributes, sorted by name.
     pub fn attrs(&self) -> Result<Vec<Attribute>> {
-        let owner = crate::Location::new(Arc::clone(&self.file), self.address(), self.path.clone());
-        Attribute::all(&owner, &self.header)
+        crate::swmr::api(|| {
+            let owner =
+                crate::Location::new(Arc::clone(&self.file), self.address(), self.path.clone());
+            Attribute::all(&owner, &self.header)
+        })
     }
 
     /// Writes (or replaces) an attribute from raw bytes, as [`Group::write_attr_raw`] does.
@@ -83,7 +88,9 @@ impl NamedDatatype {
         shape: Option<&[usize]>,
         bytes: &[u8],
     ) -> Result<()> {
-        write_attr_raw(&self.file, self.address(), name, datatype, shape, bytes)
+        crate::swmr::api(|| {
+            write_attr_raw(&self.file, self.address(), name, datatype, shape, bytes)
+        })
     }
 }
 
@@ -151,43 +158,49 @@ impl RawDatasetBuilder {
     /// Creates the dataset `name` in the group with a null dataspace (no elements at all,
     /// h5py's `h5py.Empty`); shape, chunks, filters and fill value are not used.
     pub fn create_null(self, name: &str) -> Result<Dataset> {
-        self.group
-            .file_shared()
-            .create_dataset_null(self.group.address(), name, &self.datatype)?;
-        self.group.dataset(name)
+        crate::swmr::api(|| {
+            self.group.file_shared().create_dataset_null(
+                self.group.address(),
+                name,
+                &self.datatype,
+            )?;
+            self.group.dataset(name)
+        })
     }
 
     /// Creates the dataset `name` in the group.
     pub fn create(self, name: &str) -> Result<Dataset> {
-        let layout = match self.chunk {
-            Some(chunk) => NewLayout::Chunked {
-                chunk,
-                filters: self.filters,
-            },
-            None if self.filters.is_empty()
-                && self.max_shape.as_ref().is_none_or(|m| *m == self.shape) =>
-            {
-                NewLayout::Contiguous
-            }
-            None => {
-                return Err(Error::Invalid(
-                    "filters and unlimited dimensions need a chunk shape".into(),
-                ));
-            }
-        };
-        let spec = NewDataset {
-            datatype: self.datatype,
-            dims: self.shape,
-            max_dims: self.max_shape,
-            layout,
-            fill: self.fill,
-            chunk_index: None,
-            alloc_time: None,
-            fill_time: None,
-        };
-        let file = self.group.file_shared();
-        file.create_dataset(self.group.address(), name, &spec)?;
-        self.group.dataset(name)
+        crate::swmr::api(|| {
+            let layout = match self.chunk {
+                Some(chunk) => NewLayout::Chunked {
+                    chunk,
+                    filters: self.filters,
+                },
+                None if self.filters.is_empty()
+                    && self.max_shape.as_ref().is_none_or(|m| *m == self.shape) =>
+                {
+                    NewLayout::Contiguous
+                }
+                None => {
+                    return Err(Error::Invalid(
+                        "filters and unlimited dimensions need a chunk shape".into(),
+                    ));
+                }
+            };
+            let spec = NewDataset {
+                datatype: self.datatype,
+                dims: self.shape,
+                max_dims: self.max_shape,
+                layout,
+                fill: self.fill,
+                chunk_index: None,
+                alloc_time: None,
+                fill_time: None,
+            };
+            let file = self.group.file_shared();
+            file.create_dataset(self.group.address(), name, &spec)?;
+            self.group.dataset(name)
+        })
     }
 }
 
@@ -216,52 +229,62 @@ impl Group {
         shape: Option<&[usize]>,
         bytes: &[u8],
     ) -> Result<()> {
-        write_attr_raw(
-            self.file_shared(),
-            self.address(),
-            name,
-            datatype,
-            shape,
-            bytes,
-        )
+        crate::swmr::api(|| {
+            write_attr_raw(
+                self.file_shared(),
+                self.address(),
+                name,
+                datatype,
+                shape,
+                bytes,
+            )
+        })
     }
 
     /// The committed datatype at `name` (relative or absolute).
     pub fn named_datatype(&self, name: &str) -> Result<NamedDatatype> {
-        let r = h5_core::nav::resolve(self.file_shared(), self.address(), self.path(), name)?;
-        let kind = CoreKind::of(&r.header);
-        if kind != CoreKind::Datatype {
-            return Err(Error::WrongKind {
+        crate::swmr::api(|| {
+            let r = h5_core::nav::resolve(self.file_shared(), self.address(), self.path(), name)?;
+            let kind = CoreKind::of(&r.header);
+            if kind != CoreKind::Datatype {
+                return Err(Error::WrongKind {
+                    path: r.path,
+                    expected: "datatype",
+                    found: kind.name(),
+                });
+            }
+            Ok(NamedDatatype {
+                file: r.file,
+                header: r.header,
                 path: r.path,
-                expected: "datatype",
-                found: kind.name(),
-            });
-        }
-        Ok(NamedDatatype {
-            file: r.file,
-            header: r.header,
-            path: r.path,
+            })
         })
     }
 
     /// Commits `datatype` as the named datatype `name` of this group.
     pub fn commit_datatype(&self, name: &str, datatype: &Datatype) -> Result<NamedDatatype> {
-        self.file_shared()
-            .commit_datatype(self.address(), name, datatype)?;
-        self.named_datatype(name)
+        crate::swmr::api(|| {
+            self.file_shared()
+                .commit_datatype(self.address(), name, datatype)?;
+            self.named_datatype(name)
+        })
     }
 
     /// Adds a hard link `name` to an existing committed datatype of this file.
     pub fn link_hard_datatype(&self, name: &str, target: &NamedDatatype) -> Result<()> {
-        self.file_shared()
-            .link_hard(self.address(), name, target.address())
+        crate::swmr::api(|| {
+            self.file_shared()
+                .link_hard(self.address(), name, target.address())
+        })
     }
 
     /// Adds a hard link `name` to an existing group of this file; the group gains one
     /// reference (a group may be reached by several paths, as with [`Group::link_hard`]).
     pub fn link_hard_group(&self, name: &str, target: &Group) -> Result<()> {
-        self.file_shared()
-            .link_hard(self.address(), name, target.address())
+        crate::swmr::api(|| {
+            self.file_shared()
+                .link_hard(self.address(), name, target.address())
+        })
     }
 }
 
@@ -284,22 +307,24 @@ impl Dataset {
     /// The elements of the hyperslab `slice` (ndarray's `s![..]`) in the file representation,
     /// C order.
     pub fn read_raw_slice(&self, slice: impl AsRef<[SliceInfoElem]>) -> Result<Vec<u8>> {
-        let info = self.info();
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
-        let n: usize = shape.iter().product();
-        let len = (n as u64).checked_mul(self.element_size() as u64);
-        let mut buf = h5_core::buffer::zeroed(|| format!("reading {}", self.path()), len)?;
-        if !buf.is_empty() {
-            h5_core::dataset::read(
-                self.file_shared(),
-                &info,
-                &Selection::Hyperslab(slab),
-                None,
-                None,
-                &mut buf,
-            )?;
-        }
-        Ok(buf)
+        crate::swmr::api(|| {
+            let info = self.info();
+            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
+            let n: usize = shape.iter().product();
+            let len = (n as u64).checked_mul(self.element_size() as u64);
+            let mut buf = h5_core::buffer::zeroed(|| format!("reading {}", self.path()), len)?;
+            if !buf.is_empty() {
+                h5_core::dataset::read(
+                    self.file_shared(),
+                    &info,
+                    &Selection::Hyperslab(slab),
+                    None,
+                    None,
+                    &mut buf,
+                )?;
+            }
+            Ok(buf)
+        })
     }
 
     /// Writes every element from `bytes`, already in the dataset's file datatype (C order, as
@@ -308,34 +333,38 @@ impl Dataset {
     /// Variable-length elements must be global heap IDs of this file (as `h5::copy` writes
     /// them).
     pub fn write_raw(&self, bytes: &[u8]) -> Result<()> {
-        self.check_raw_len(bytes, self.size())?;
-        h5_core::write::dataset::write(
-            self.file_shared(),
-            &self.info(),
-            &Selection::All,
-            None,
-            None,
-            bytes,
-        )
+        crate::swmr::api(|| {
+            self.check_raw_len(bytes, self.size())?;
+            h5_core::write::dataset::write(
+                self.file_shared(),
+                &self.info(),
+                &Selection::All,
+                None,
+                None,
+                bytes,
+            )
+        })
     }
 
     /// Writes the elements in `bytes` (file representation, C order) into the hyperslab
     /// `slice`.
     pub fn write_raw_slice(&self, bytes: &[u8], slice: impl AsRef<[SliceInfoElem]>) -> Result<()> {
-        let info = self.info();
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
-        self.check_raw_len(bytes, shape.iter().product())?;
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        h5_core::write::dataset::write(
-            self.file_shared(),
-            &info,
-            &Selection::Hyperslab(slab),
-            None,
-            None,
-            bytes,
-        )
+        crate::swmr::api(|| {
+            let info = self.info();
+            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
+            self.check_raw_len(bytes, shape.iter().product())?;
+            if bytes.is_empty() {
+                return Ok(());
+            }
+            h5_core::write::dataset::write(
+                self.file_shared(),
+                &info,
+                &Selection::Hyperslab(slab),
+                None,
+                None,
+                bytes,
+            )
+        })
     }
 
     fn check_raw_len(&self, bytes: &[u8], elements: usize) -> Result<()> {
@@ -358,13 +387,15 @@ impl Dataset {
         shape: Option<&[usize]>,
         bytes: &[u8],
     ) -> Result<()> {
-        write_attr_raw(
-            self.file_shared(),
-            self.address(),
-            name,
-            datatype,
-            shape,
-            bytes,
-        )
+        crate::swmr::api(|| {
+            write_attr_raw(
+                self.file_shared(),
+                self.address(),
+                name,
+                datatype,
+                shape,
+                bytes,
+            )
+        })
     }
 }

@@ -87,34 +87,36 @@ impl Dataset {
     /// # Ok(()) }
     /// ```
     pub fn read<T: H5Type>(&self) -> Result<ArrayD<T>> {
-        self.read_all(false)
+        crate::swmr::api(|| self.read_all(false))
     }
 
     /// The whole dataset as `T`, allowing narrowing numeric conversions (floats truncated
     /// toward zero, out-of-range values saturated, as libhdf5 converts).
     pub fn read_lossy<T: H5Type>(&self) -> Result<ArrayD<T>> {
-        self.read_all(true)
+        crate::swmr::api(|| self.read_all(true))
     }
 
     /// Every element as a `T`, C order (hdf5-metno's `read_raw`, h5py's `ds[()].ravel()`).
     pub fn read_vec<T: H5Type>(&self) -> Result<Vec<T>> {
-        let info = self.info();
-        self.read_selected(&info, &Selection::All, self.size(), false)
+        crate::swmr::api(|| {
+            let info = self.info();
+            self.read_selected(&info, &Selection::All, self.size(), false)
+        })
     }
 
     /// A one-dimensional dataset.
     pub fn read_1d<T: H5Type>(&self) -> Result<Array1<T>> {
-        into_dim::<T, Ix1>(self.read()?)
+        crate::swmr::api(|| into_dim::<T, Ix1>(self.read()?))
     }
 
     /// A two-dimensional dataset.
     pub fn read_2d<T: H5Type>(&self) -> Result<Array2<T>> {
-        into_dim::<T, Ix2>(self.read()?)
+        crate::swmr::api(|| into_dim::<T, Ix2>(self.read()?))
     }
 
     /// The only element of a scalar (or one-element) dataset.
     pub fn read_scalar<T: H5Type>(&self) -> Result<T> {
-        one(self.read_vec()?, self.path())
+        crate::swmr::api(|| one(self.read_vec()?, self.path()))
     }
 
     /// A hyperslab described like ndarray's `s![..]` (steps must be positive), with the shape
@@ -133,27 +135,32 @@ impl Dataset {
     /// # Ok(()) }
     /// ```
     pub fn read_slice<T: H5Type>(&self, slice: impl AsRef<[SliceInfoElem]>) -> Result<ArrayD<T>> {
-        let info = self.info();
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
-        let n = element_count(&shape, self.path())?;
-        let v = self.read_selected(&info, &Selection::Hyperslab(slab), n, false)?;
-        to_array(v, &shape)
+        crate::swmr::api(|| {
+            let info = self.info();
+            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
+            let n = element_count(&shape, self.path())?;
+            let v = self.read_selected(&info, &Selection::Hyperslab(slab), n, false)?;
+            to_array(v, &shape)
+        })
     }
 
     /// The elements at `points` (each a coordinate of the dataset's rank), in the given order.
     pub fn read_points<T: H5Type>(&self, points: &[Vec<u64>]) -> Result<Vec<T>> {
-        let rank = self.ndim();
-        if points.iter().any(|p| p.len() != rank) {
-            return Err(Error::Invalid(format!(
-                "{}: points must have {rank} coordinates",
-                self.path()
-            )));
-        }
-        let flat: Vec<u64> = points.iter().flatten().copied().collect();
-        let sel =
-            Selection::Points(Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?);
-        let info = self.info();
-        self.read_selected(&info, &sel, points.len(), false)
+        crate::swmr::api(|| {
+            let rank = self.ndim();
+            if points.iter().any(|p| p.len() != rank) {
+                return Err(Error::Invalid(format!(
+                    "{}: points must have {rank} coordinates",
+                    self.path()
+                )));
+            }
+            let flat: Vec<u64> = points.iter().flatten().copied().collect();
+            let sel = Selection::Points(
+                Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?,
+            );
+            let info = self.info();
+            self.read_selected(&info, &sel, points.len(), false)
+        })
     }
 
     /// Reads the whole dataset into `out`, C order, converting to `T` (lossless conversions
@@ -173,9 +180,11 @@ impl Dataset {
     /// # Ok::<(), h5::Error>(())
     /// ```
     pub fn read_into<T: H5Num>(&self, out: &mut [T]) -> Result<()> {
-        let info = self.info();
-        let n = if self.is_null() { 0 } else { self.size() };
-        self.read_numbers_into(&info, &Selection::All, n, out)
+        crate::swmr::api(|| {
+            let info = self.info();
+            let n = if self.is_null() { 0 } else { self.size() };
+            self.read_numbers_into(&info, &Selection::All, n, out)
+        })
     }
 
     /// Reads a hyperslab (described like ndarray's `s![..]`, positive steps) into `out`, C
@@ -201,10 +210,12 @@ impl Dataset {
         slice: impl AsRef<[SliceInfoElem]>,
         out: &mut [T],
     ) -> Result<()> {
-        let info = self.info();
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
-        let n = element_count(&shape, self.path())?;
-        self.read_numbers_into(&info, &Selection::Hyperslab(slab), n, out)
+        crate::swmr::api(|| {
+            let info = self.info();
+            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
+            let n = element_count(&shape, self.path())?;
+            self.read_numbers_into(&info, &Selection::Hyperslab(slab), n, out)
+        })
     }
 
     /// The `n` elements `sel` selects, converted to `T` straight into `out` (which must hold
@@ -248,34 +259,40 @@ impl Dataset {
 
     /// Every element in the file representation, C order.
     pub fn read_raw(&self) -> Result<Vec<u8>> {
-        if self.is_null() {
-            return Ok(Vec::new());
-        }
-        let info = self.info();
-        self.read_bytes(&info, &Selection::All, self.size())
+        crate::swmr::api(|| {
+            if self.is_null() {
+                return Ok(Vec::new());
+            }
+            let info = self.info();
+            self.read_bytes(&info, &Selection::All, self.size())
+        })
     }
 
     /// The elements as strings (fixed or variable length): the same as
     /// `read_vec::<String>()`, kept as a convenience.
     pub fn read_strings(&self) -> Result<Vec<String>> {
-        let raw = self.read_raw()?;
-        self.ctx(h5_core::values::strings(
-            self.file_shared(),
-            self.dtype(),
-            &raw,
-        ))
+        crate::swmr::api(|| {
+            let raw = self.read_raw()?;
+            self.ctx(h5_core::values::strings(
+                self.file_shared(),
+                self.dtype(),
+                &raw,
+            ))
+        })
     }
 
     /// Every element as a [`Value`](crate::Value), whatever the datatype (compound, enum,
     /// array, variable-length, reference, ...), in C order: for code that does not know the
     /// type in advance.
     pub fn read_values(&self) -> Result<Vec<crate::Value>> {
-        let raw = self.read_raw()?;
-        self.ctx(h5_core::values::values(
-            self.file_shared(),
-            self.dtype(),
-            &raw,
-        ))
+        crate::swmr::api(|| {
+            let raw = self.read_raw()?;
+            self.ctx(h5_core::values::values(
+                self.file_shared(),
+                self.dtype(),
+                &raw,
+            ))
+        })
     }
 }
 

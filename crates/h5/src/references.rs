@@ -244,100 +244,110 @@ impl File {
     /// and when the object is not a dataset; the selection is not checked against the
     /// dataset's current extent ([`Dataset::read_selection`] checks it).
     pub fn dereference_region(&self, r: &RegionRef) -> Result<(Dataset, Selection)> {
-        if r.is_null() {
-            return Err(Error::NotFound("the null region reference".into()));
-        }
-        match self.dereference(&crate::ObjectRef::from_address(r.object))? {
-            Object::Dataset(d) => Ok((*d, r.selection.clone())),
-            other => Err(Error::WrongKind {
-                path: other.path().to_owned(),
-                expected: "dataset",
-                found: "another kind of object",
-            }),
-        }
+        crate::swmr::api(|| {
+            if r.is_null() {
+                return Err(Error::NotFound("the null region reference".into()));
+            }
+            match self.dereference(&crate::ObjectRef::from_address(r.object))? {
+                Object::Dataset(d) => Ok((*d, r.selection.clone())),
+                other => Err(Error::WrongKind {
+                    path: other.path().to_owned(),
+                    expected: "dataset",
+                    found: "another kind of object",
+                }),
+            }
+        })
     }
 
     /// Opens what `r` names: the object, the dataset and its selection, or the attribute. A
     /// reference into another file (a revised external reference) opens that file, relative
     /// to this file's folder.
     pub fn resolve(&self, r: &Reference) -> Result<Referenced> {
-        if let Some(name) = &r.file {
-            let path = match self.path().and_then(|p| p.parent()) {
-                Some(dir) => dir.join(name),
-                None => std::path::PathBuf::from(name),
-            };
-            let other = File::open(&path)?;
-            let local = Reference {
-                file: None,
-                ..r.clone()
-            };
-            return other.resolve(&local);
-        }
-        let object = self.dereference(&crate::ObjectRef::from_address(r.object))?;
-        match &r.target {
-            RefTarget::Object => Ok(Referenced::Object(object)),
-            RefTarget::Region(selection) => match object {
-                Object::Dataset(d) => Ok(Referenced::Region(d, selection.clone())),
-                other => Err(Error::WrongKind {
-                    path: other.path().to_owned(),
-                    expected: "dataset",
-                    found: "another kind of object",
-                }),
-            },
-            RefTarget::Attribute(name) => {
-                let a = match &object {
-                    Object::Group(g) => g.attr(name)?,
-                    Object::Dataset(d) => d.attr(name)?,
-                    Object::Datatype(t) => t
-                        .attrs()?
-                        .into_iter()
-                        .find(|a| a.name() == name)
-                        .ok_or_else(|| Error::NotFound(format!("{}@{name}", t.path())))?,
+        crate::swmr::api(|| {
+            if let Some(name) = &r.file {
+                let path = match self.path().and_then(|p| p.parent()) {
+                    Some(dir) => dir.join(name),
+                    None => std::path::PathBuf::from(name),
                 };
-                Ok(Referenced::Attribute(Box::new(a)))
+                let other = File::open(&path)?;
+                let local = Reference {
+                    file: None,
+                    ..r.clone()
+                };
+                return other.resolve(&local);
             }
-        }
+            let object = self.dereference(&crate::ObjectRef::from_address(r.object))?;
+            match &r.target {
+                RefTarget::Object => Ok(Referenced::Object(object)),
+                RefTarget::Region(selection) => match object {
+                    Object::Dataset(d) => Ok(Referenced::Region(d, selection.clone())),
+                    other => Err(Error::WrongKind {
+                        path: other.path().to_owned(),
+                        expected: "dataset",
+                        found: "another kind of object",
+                    }),
+                },
+                RefTarget::Attribute(name) => {
+                    let a = match &object {
+                        Object::Group(g) => g.attr(name)?,
+                        Object::Dataset(d) => d.attr(name)?,
+                        Object::Datatype(t) => t
+                            .attrs()?
+                            .into_iter()
+                            .find(|a| a.name() == name)
+                            .ok_or_else(|| Error::NotFound(format!("{}@{name}", t.path())))?,
+                    };
+                    Ok(Referenced::Attribute(Box::new(a)))
+                }
+            }
+        })
     }
 
     /// The kind of the object whose header is at `address` and its (shortest) path.
     pub fn object_at(&self, address: u64) -> Result<Object> {
-        self.dereference(&crate::ObjectRef::from_address(address))
+        crate::swmr::api(|| self.dereference(&crate::ObjectRef::from_address(address)))
     }
 }
 
 impl Dataset {
     /// A region reference to the elements `selection` names (checked against the extent).
     pub fn region(&self, selection: Selection) -> Result<RegionRef> {
-        let dims: Vec<u64> = self.shape().iter().map(|&d| d as u64).collect();
-        selection
-            .check_extent(&dims)
-            .map_err(|e| Error::Invalid(format!("{}: {e}", self.path())))?;
-        Ok(RegionRef {
-            object: self.address(),
-            selection,
+        crate::swmr::api(|| {
+            let dims: Vec<u64> = self.shape().iter().map(|&d| d as u64).collect();
+            selection
+                .check_extent(&dims)
+                .map_err(|e| Error::Invalid(format!("{}: {e}", self.path())))?;
+            Ok(RegionRef {
+                object: self.address(),
+                selection,
+            })
         })
     }
 
     /// A region reference to the hyperslab `slice` (ndarray's `s![..]`; steps positive).
     pub fn region_of_slice(&self, slice: impl AsRef<[SliceInfoElem]>) -> Result<RegionRef> {
-        let dims: Vec<u64> = self.shape().iter().map(|&d| d as u64).collect();
-        let (h, _) = crate::slice::hyperslab(slice.as_ref(), &dims)?;
-        self.region(Selection::Regular {
-            start: h.start,
-            stride: h.stride,
-            count: h.count,
-            block: h.block,
+        crate::swmr::api(|| {
+            let dims: Vec<u64> = self.shape().iter().map(|&d| d as u64).collect();
+            let (h, _) = crate::slice::hyperslab(slice.as_ref(), &dims)?;
+            self.region(Selection::Regular {
+                start: h.start,
+                stride: h.stride,
+                count: h.count,
+                block: h.block,
+            })
         })
     }
 
     /// A revised reference to this dataset's elements `selection` (checked against the
     /// extent).
     pub fn region_reference(&self, selection: Selection) -> Result<Reference> {
-        let r = self.region(selection)?;
-        Ok(Reference {
-            object: r.object,
-            file: None,
-            target: RefTarget::Region(r.selection),
+        crate::swmr::api(|| {
+            let r = self.region(selection)?;
+            Ok(Reference {
+                object: r.object,
+                file: None,
+                target: RefTarget::Region(r.selection),
+            })
         })
     }
 
@@ -345,26 +355,37 @@ impl Dataset {
     /// hyperslab's (or the union of its blocks') elements in C order, points in their stored
     /// order. Fails when the selection does not fit the dataset's extent.
     pub fn read_selection_raw(&self, selection: &Selection) -> Result<Vec<u8>> {
-        let dims: Vec<u64> = self.shape().iter().map(|&d| d as u64).collect();
-        selection
-            .check_extent(&dims)
-            .map_err(|e| Error::Invalid(format!("{}: {e}", self.path())))?;
-        let (sel, n) = cache_selection(selection, &dims)?;
-        let len = usize::try_from(n)
-            .ok()
-            .and_then(|n| n.checked_mul(self.element_size()))
-            .ok_or_else(|| Error::Invalid(format!("a selection of {n} elements")))?;
-        let mut buf = vec![0u8; len];
-        if len > 0 {
-            h5_core::dataset::read(self.file_shared(), &self.info(), &sel, None, None, &mut buf)?;
-        }
-        Ok(buf)
+        crate::swmr::api(|| {
+            let dims: Vec<u64> = self.shape().iter().map(|&d| d as u64).collect();
+            selection
+                .check_extent(&dims)
+                .map_err(|e| Error::Invalid(format!("{}: {e}", self.path())))?;
+            let (sel, n) = cache_selection(selection, &dims)?;
+            let len = usize::try_from(n)
+                .ok()
+                .and_then(|n| n.checked_mul(self.element_size()))
+                .ok_or_else(|| Error::Invalid(format!("a selection of {n} elements")))?;
+            let mut buf = vec![0u8; len];
+            if len > 0 {
+                h5_core::dataset::read(
+                    self.file_shared(),
+                    &self.info(),
+                    &sel,
+                    None,
+                    None,
+                    &mut buf,
+                )?;
+            }
+            Ok(buf)
+        })
     }
 
     /// The elements `selection` names as `T`, in the order of [`Dataset::read_selection_raw`].
     pub fn read_selection<T: H5Type>(&self, selection: &Selection) -> Result<Vec<T>> {
-        let raw = self.read_selection_raw(selection)?;
-        T::h5_decode_all(self.dtype(), &raw, &DecodeCtx::new(self.file_shared()))
+        crate::swmr::api(|| {
+            let raw = self.read_selection_raw(selection)?;
+            T::h5_decode_all(self.dtype(), &raw, &DecodeCtx::new(self.file_shared()))
+        })
     }
 }
 

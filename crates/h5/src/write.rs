@@ -28,7 +28,9 @@ impl File {
     /// [`CreateOptions::with_bounds`] to [`File::create_with`] for other bounds, for example
     /// `(Earliest, LATEST)` (what HDF5 1.x and h5py write by default) for files HDF5 1.6 reads.
     pub fn create(path: impl AsRef<Path>) -> Result<File> {
-        Self::create_with(path, &FileAccess::default(), &CreateOptions::default())
+        crate::swmr::api(|| {
+            Self::create_with(path, &FileAccess::default(), &CreateOptions::default())
+        })
     }
 
     /// Creates (or truncates) the file at `path` with the given cache settings and options.
@@ -37,14 +39,21 @@ impl File {
         access: &FileAccess,
         options: &CreateOptions,
     ) -> Result<File> {
-        let path = path.as_ref();
-        let opened = open_path(path, Mode::Create, access)?;
-        let dir = path.parent().map(Path::to_path_buf);
-        let shared =
-            h5_core::file::FileShared::create(opened.storage, access.settings(), options, dir)
-                .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
-        shared.storage().set_on_close(opened.on_close);
-        Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        crate::swmr::api(|| {
+            let path = path.as_ref();
+            if access.settings().swmr.is_some() {
+                let shared = crate::swmr::create(path, access, options)
+                    .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
+                return Ok(File::from_shared(shared, Some(path.to_path_buf())));
+            }
+            let opened = open_path(path, Mode::Create, access)?;
+            let dir = path.parent().map(Path::to_path_buf);
+            let shared =
+                h5_core::file::FileShared::create(opened.storage, access.settings(), options, dir)
+                    .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
+            shared.storage().set_on_close(opened.on_close);
+            Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        })
     }
 
     /// Opens the existing file at `path` for reading and writing (default cache settings).
@@ -52,18 +61,25 @@ impl File {
     /// datasets and attributes added, deleted or renamed, contiguous and version 1 B-tree chunked
     /// datasets written and resized. A userblock is kept as it is.
     pub fn open_rw(path: impl AsRef<Path>) -> Result<File> {
-        Self::open_rw_with(path, &FileAccess::default())
+        crate::swmr::api(|| Self::open_rw_with(path, &FileAccess::default()))
     }
 
     /// [`File::open_rw`] with the given cache settings.
     pub fn open_rw_with(path: impl AsRef<Path>, access: &FileAccess) -> Result<File> {
-        let path = path.as_ref();
-        let opened = open_path(path, Mode::ReadWrite, access)?;
-        let dir = path.parent().map(Path::to_path_buf);
-        let shared = h5_core::file::FileShared::open_rw(opened.storage, access.settings(), dir)
-            .map_err(|e| explain(path, e).in_object(|| path.display().to_string(), "/"))?;
-        shared.storage().set_on_close(opened.on_close);
-        Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        crate::swmr::api(|| {
+            let path = path.as_ref();
+            if access.settings().swmr.is_some() {
+                let shared = crate::swmr::open(path, access, true)
+                    .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
+                return Ok(File::from_shared(shared, Some(path.to_path_buf())));
+            }
+            let opened = open_path(path, Mode::ReadWrite, access)?;
+            let dir = path.parent().map(Path::to_path_buf);
+            let shared = h5_core::file::FileShared::open_rw(opened.storage, access.settings(), dir)
+                .map_err(|e| explain(path, e).in_object(|| path.display().to_string(), "/"))?;
+            shared.storage().set_on_close(opened.on_close);
+            Ok(File::from_shared(shared, Some(path.to_path_buf())))
+        })
     }
 
     /// Writes everything to the file (raw data, then metadata, the superblock last). When it
@@ -73,7 +89,7 @@ impl File {
     /// [`FileAccess::sync`]`(true)`, which adds an `fsync`; by default, as libhdf5's `H5Fflush`,
     /// it does not sync.
     pub fn flush(&self) -> Result<()> {
-        self.ctx(self.shared().flush())
+        crate::swmr::api(|| self.ctx(self.shared().flush()))
     }
 
     /// Flushes and closes the file, reporting any error (dropping the last handle flushes and
@@ -82,52 +98,60 @@ impl File {
     /// file's lock is released (libhdf5's strong close degree). A file in the failed state is
     /// closed as well, and the failure returned. The same durability as
     /// [`File::flush`] (libhdf5's `H5Fclose` does not sync either).
+    ///
+    /// A VFD SWMR file ends its session here: the writer waits out its delayed writes,
+    /// publishes an empty index at a new tick and removes the metadata file; a reader stops
+    /// taking part in ticks.
     pub fn close(self) -> Result<()> {
-        self.ctx(self.shared().close())
+        crate::swmr::api(|| self.ctx(self.shared().close()))
     }
 }
 
 impl Group {
     /// Creates the group `path` below this one (intermediate groups are created when missing).
     pub fn create_group(&self, path: &str) -> Result<Group> {
-        self.create_group_with(path, &GroupOptions::default())
+        crate::swmr::api(|| self.create_group_with(path, &GroupOptions::default()))
     }
 
     /// Creates the group `path` below this one with creation `options` (link creation order
     /// tracking, phase change; used by new-style groups, format bounds V18 and newer);
     /// intermediate groups are created with the defaults when missing.
     pub fn create_group_with(&self, path: &str, options: &GroupOptions) -> Result<Group> {
-        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-        let Some((last, parents)) = parts.split_last() else {
-            return Err(Error::Invalid(format!("group path {path:?}")));
-        };
-        let mut g = self.clone();
-        for p in parents {
-            g = match g.group(p) {
-                Ok(sub) => sub,
-                Err(Error::NotFound(_)) => g.create_child_group(p)?,
-                Err(e) => return Err(e),
+        crate::swmr::api(|| {
+            let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+            let Some((last, parents)) = parts.split_last() else {
+                return Err(Error::Invalid(format!("group path {path:?}")));
             };
-        }
-        g.create_child_group_with(last, options)
+            let mut g = self.clone();
+            for p in parents {
+                g = match g.group(p) {
+                    Ok(sub) => sub,
+                    Err(Error::NotFound(_)) => g.create_child_group(p)?,
+                    Err(e) => return Err(e),
+                };
+            }
+            g.create_child_group_with(last, options)
+        })
     }
 
     /// The group at `path` below this one (or absolute), created with any missing
     /// intermediate groups when it does not exist (h5py's `require_group`).
     pub fn require_group(&self, path: &str) -> Result<Group> {
-        let mut g = if path.starts_with('/') {
-            Group::root(self.file_shared())
-        } else {
-            self.clone()
-        };
-        for p in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-            g = match g.group(p) {
-                Ok(sub) => sub,
-                Err(Error::NotFound(_)) => g.create_child_group(p)?,
-                Err(e) => return Err(e),
+        crate::swmr::api(|| {
+            let mut g = if path.starts_with('/') {
+                Group::root(self.file_shared())
+            } else {
+                self.clone()
             };
-        }
-        Ok(g)
+            for p in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+                g = match g.group(p) {
+                    Ok(sub) => sub,
+                    Err(Error::NotFound(_)) => g.create_child_group(p)?,
+                    Err(e) => return Err(e),
+                };
+            }
+            Ok(g)
+        })
     }
 
     fn create_child_group(&self, name: &str) -> Result<Group> {
@@ -157,29 +181,35 @@ impl Group {
     /// reference; the last one deletes it and returns its space (a group's members are then
     /// unlinked in turn).
     pub fn unlink(&self, path: &str) -> Result<()> {
-        let (g, name) = self.parent_of(path)?;
-        self.ctx(self.file_shared().unlink(g.address(), name))
+        crate::swmr::api(|| {
+            let (g, name) = self.parent_of(path)?;
+            self.ctx(self.file_shared().unlink(g.address(), name))
+        })
     }
 
     /// Moves (or renames) the link at `from` to `to`, both relative to this group; the object
     /// itself is unchanged.
     pub fn move_link(&self, from: &str, to: &str) -> Result<()> {
-        let (src, name) = self.parent_of(from)?;
-        let (dst, new_name) = self.parent_of(to)?;
-        let r = self
-            .file_shared()
-            .move_link(src.address(), name, dst.address(), new_name);
-        self.ctx(r)
+        crate::swmr::api(|| {
+            let (src, name) = self.parent_of(from)?;
+            let (dst, new_name) = self.parent_of(to)?;
+            let r = self
+                .file_shared()
+                .move_link(src.address(), name, dst.address(), new_name);
+            self.ctx(r)
+        })
     }
 
     /// Adds an external link `name` → the object at `path` in the file `file` (a name
     /// resolved against this file's directory when read). Needs a new-style group (format
     /// bounds V18 and newer).
     pub fn link_external(&self, name: &str, file: &str, path: &str) -> Result<()> {
-        let r = self
-            .file_shared()
-            .link_external(self.address(), name, file, path);
-        self.ctx(r)
+        crate::swmr::api(|| {
+            let r = self
+                .file_shared()
+                .link_external(self.address(), name, file, path);
+            self.ctx(r)
+        })
     }
 
     /// Whether this group, created by this handle's file, stores its links densely (fractal
@@ -191,15 +221,17 @@ impl Group {
 
     /// Adds a soft link `name` → `target` (a path).
     pub fn link_soft(&self, name: &str, target: &str) -> Result<()> {
-        self.ctx(self.file_shared().link_soft(self.address(), name, target))
+        crate::swmr::api(|| self.ctx(self.file_shared().link_soft(self.address(), name, target)))
     }
 
     /// Adds a hard link `name` to an existing object of this file (for example a dataset).
     pub fn link_hard(&self, name: &str, target: &Dataset) -> Result<()> {
-        let r = self
-            .file_shared()
-            .link_hard(self.address(), name, target.address());
-        self.ctx(r)
+        crate::swmr::api(|| {
+            let r = self
+                .file_shared()
+                .link_hard(self.address(), name, target.address());
+            self.ctx(r)
+        })
     }
 
     /// Starts describing a new dataset of `T` elements (numbers, strings, derived compounds
@@ -446,60 +478,64 @@ impl<T: H5Type> DatasetBuilder<T> {
     /// Creates the dataset `name` in the group; a path (`a/b/name`) creates the missing
     /// groups on the way, as h5py does.
     pub fn create(mut self, name: &str) -> Result<Dataset> {
-        let name = match name.rsplit_once('/') {
-            Some((dir, leaf)) => {
-                self.group = self
-                    .group
-                    .require_group(if dir.is_empty() { "/" } else { dir })?;
-                leaf
+        crate::swmr::api(|| {
+            let name = match name.rsplit_once('/') {
+                Some((dir, leaf)) => {
+                    self.group =
+                        self.group
+                            .require_group(if dir.is_empty() { "/" } else { dir })?;
+                    leaf
+                }
+                None => name,
+            };
+            let file = self.group.file_shared();
+            crate::bounds::check_datatype(file, &self.datatype)?;
+            if let Some(kind) = self.chunk_index {
+                crate::bounds::check_chunk_index(file, kind)?;
             }
-            None => name,
-        };
-        let file = self.group.file_shared();
-        crate::bounds::check_datatype(file, &self.datatype)?;
-        if let Some(kind) = self.chunk_index {
-            crate::bounds::check_chunk_index(file, kind)?;
-        }
-        let fill = self.fill.transpose()?;
-        let layout = match self.chunk {
-            _ if self.compact => {
-                if self.chunk.is_some() || !self.filters.is_empty() {
+            let fill = self.fill.transpose()?;
+            let layout = match self.chunk {
+                _ if self.compact => {
+                    if self.chunk.is_some() || !self.filters.is_empty() {
+                        return Err(Error::Invalid(
+                            "a compact dataset has no chunks and no filters".into(),
+                        ));
+                    }
+                    NewLayout::Compact
+                }
+                Some(chunk) => {
+                    let zeros = vec![0; self.datatype.size() as usize];
+                    let one = fill.as_deref().unwrap_or(&zeros);
+                    let filters = self
+                        .filters
+                        .iter()
+                        .map(|r| r.resolve(&self.datatype, &chunk, one))
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    NewLayout::Chunked { chunk, filters }
+                }
+                None if self.filters.is_empty() && self.max_shape.is_none() => {
+                    NewLayout::Contiguous
+                }
+                None => {
                     return Err(Error::Invalid(
-                        "a compact dataset has no chunks and no filters".into(),
+                        "filters and unlimited dimensions need a chunk shape".into(),
                     ));
                 }
-                NewLayout::Compact
-            }
-            Some(chunk) => {
-                let zeros = vec![0; self.datatype.size() as usize];
-                let one = fill.as_deref().unwrap_or(&zeros);
-                let filters = self
-                    .filters
-                    .iter()
-                    .map(|r| r.resolve(&self.datatype, &chunk, one))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                NewLayout::Chunked { chunk, filters }
-            }
-            None if self.filters.is_empty() && self.max_shape.is_none() => NewLayout::Contiguous,
-            None => {
-                return Err(Error::Invalid(
-                    "filters and unlimited dimensions need a chunk shape".into(),
-                ));
-            }
-        };
-        let spec = NewDataset {
-            datatype: self.datatype,
-            dims: self.shape,
-            max_dims: self.max_shape,
-            layout,
-            fill,
-            chunk_index: self.chunk_index,
-            alloc_time: self.alloc_time,
-            fill_time: self.fill_time,
-        };
-        let r = file.create_dataset(self.group.address(), name, &spec);
-        self.group.ctx(r)?;
-        self.group.dataset(name)
+            };
+            let spec = NewDataset {
+                datatype: self.datatype,
+                dims: self.shape,
+                max_dims: self.max_shape,
+                layout,
+                fill,
+                chunk_index: self.chunk_index,
+                alloc_time: self.alloc_time,
+                fill_time: self.fill_time,
+            };
+            let r = file.create_dataset(self.group.address(), name, &spec);
+            self.group.ctx(r)?;
+            self.group.dataset(name)
+        })
     }
 
     /// Creates the dataset `name` with the shape of `data` (an array of any dimensions and
@@ -512,9 +548,11 @@ impl<T: H5Type> DatasetBuilder<T> {
     where
         T: 'a,
     {
-        let data = data.into();
-        let ds = self.shape(data.shape()).create(name)?;
-        ds.write(data)?;
-        Ok(ds)
+        crate::swmr::api(|| {
+            let data = data.into();
+            let ds = self.shape(data.shape()).create(name)?;
+            ds.write(data)?;
+            Ok(ds)
+        })
     }
 }

@@ -69,7 +69,7 @@ impl Dataset {
         &self,
         data: impl Into<ArrayView<'a, T, D>>,
     ) -> Result<()> {
-        self.write_all(data.into().into_dyn(), WriteMode::Lossless)
+        crate::swmr::api(|| self.write_all(data.into().into_dyn(), WriteMode::Lossless))
     }
 
     /// [`Dataset::write`] allowing narrowing numeric conversions (floats truncated toward
@@ -78,14 +78,16 @@ impl Dataset {
         &self,
         data: impl Into<ArrayView<'a, T, D>>,
     ) -> Result<()> {
-        self.write_all(data.into().into_dyn(), WriteMode::Lossy)
+        crate::swmr::api(|| self.write_all(data.into().into_dyn(), WriteMode::Lossy))
     }
 
     /// Writes the only element of a scalar (or one-element) dataset.
     pub fn write_scalar<T: H5Type>(&self, value: &T) -> Result<()> {
-        let view = ArrayView::from_shape(IxDyn(&[1]), std::slice::from_ref(value))
-            .map_err(|e| Error::Invalid(e.to_string()))?;
-        self.write_all(view, WriteMode::Lossless)
+        crate::swmr::api(|| {
+            let view = ArrayView::from_shape(IxDyn(&[1]), std::slice::from_ref(value))
+                .map_err(|e| Error::Invalid(e.to_string()))?;
+            self.write_all(view, WriteMode::Lossless)
+        })
     }
 
     /// Writes `data` into the hyperslab `slice` (ndarray's `s![..]`): an array of the shape
@@ -108,25 +110,29 @@ impl Dataset {
         data: impl Into<ArrayView<'a, T, D>>,
         slice: impl AsRef<[SliceInfoElem]>,
     ) -> Result<()> {
-        let info = self.info();
-        let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
-        let sel = Selection::Hyperslab(slab);
-        self.write_selection(
-            &info,
-            data.into().into_dyn(),
-            &sel,
-            &shape,
-            WriteMode::Lossless,
-        )
+        crate::swmr::api(|| {
+            let info = self.info();
+            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
+            let sel = Selection::Hyperslab(slab);
+            self.write_selection(
+                &info,
+                data.into().into_dyn(),
+                &sel,
+                &shape,
+                WriteMode::Lossless,
+            )
+        })
     }
 
     /// Changes the dimensions of a chunked dataset (growing within the maximum shape, or
     /// shrinking). Every handle of the dataset sees the new shape.
     pub fn resize(&self, dims: impl AsRef<[usize]>) -> Result<()> {
-        let dims: Vec<u64> = dims.as_ref().iter().map(|d| *d as u64).collect();
-        let info = self.info();
-        let r = h5_core::write::dataset::resize(self.file_shared(), &info, &dims);
-        self.ctx(r).map(|_| ())
+        crate::swmr::api(|| {
+            let dims: Vec<u64> = dims.as_ref().iter().map(|d| *d as u64).collect();
+            let info = self.info();
+            let r = h5_core::write::dataset::resize(self.file_shared(), &info, &dims);
+            self.ctx(r).map(|_| ())
+        })
     }
 
     /// Appends `data` along the first dimension: the dataset grows by as many rows as `data`
@@ -139,50 +145,52 @@ impl Dataset {
         &self,
         data: impl Into<ArrayView<'a, T, D>>,
     ) -> Result<()> {
-        let view = data.into().into_dyn();
-        let info = self.info();
-        let dims: Vec<usize> = info.dims().iter().map(|&d| d as usize).collect();
-        let Some((&old, rest)) = dims.split_first() else {
-            return Err(Error::Invalid(format!(
-                "{}: appending to a scalar dataset",
-                self.path()
-            )));
-        };
-        let (rows, view) = if view.ndim() == dims.len() && view.shape().get(1..) == Some(rest) {
-            (view.shape()[0], view)
-        } else if view.shape() == rest {
-            (1, view.insert_axis(Axis(0)))
-        } else {
-            return Err(Error::Invalid(format!(
-                "{}: appending data of shape {:?} to a dataset of shape {dims:?}",
-                self.path(),
-                view.shape()
-            )));
-        };
-        if rows == 0 {
-            return Ok(());
-        }
-        let mut grown = dims.clone();
-        grown[0] = old
-            .checked_add(rows)
-            .ok_or_else(|| Error::Invalid(format!("{}: too many rows", self.path())))?;
-        self.resize(&grown)?;
-        let mut start = vec![0u64; dims.len()];
-        start[0] = old as u64;
-        let mut count: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
-        count[0] = rows as u64;
-        let ones = vec![1u64; dims.len()];
-        let slab = Hyperslab::new(&start, &ones, &count, &ones)
-            .map_err(|e| Error::Invalid(e.to_string()))?;
-        let target: Vec<usize> = count.iter().map(|&c| c as usize).collect();
-        let info = self.info();
-        self.write_selection(
-            &info,
-            view,
-            &Selection::Hyperslab(slab),
-            &target,
-            WriteMode::Lossless,
-        )
+        crate::swmr::api(|| {
+            let view = data.into().into_dyn();
+            let info = self.info();
+            let dims: Vec<usize> = info.dims().iter().map(|&d| d as usize).collect();
+            let Some((&old, rest)) = dims.split_first() else {
+                return Err(Error::Invalid(format!(
+                    "{}: appending to a scalar dataset",
+                    self.path()
+                )));
+            };
+            let (rows, view) = if view.ndim() == dims.len() && view.shape().get(1..) == Some(rest) {
+                (view.shape()[0], view)
+            } else if view.shape() == rest {
+                (1, view.insert_axis(Axis(0)))
+            } else {
+                return Err(Error::Invalid(format!(
+                    "{}: appending data of shape {:?} to a dataset of shape {dims:?}",
+                    self.path(),
+                    view.shape()
+                )));
+            };
+            if rows == 0 {
+                return Ok(());
+            }
+            let mut grown = dims.clone();
+            grown[0] = old
+                .checked_add(rows)
+                .ok_or_else(|| Error::Invalid(format!("{}: too many rows", self.path())))?;
+            self.resize(&grown)?;
+            let mut start = vec![0u64; dims.len()];
+            start[0] = old as u64;
+            let mut count: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+            count[0] = rows as u64;
+            let ones = vec![1u64; dims.len()];
+            let slab = Hyperslab::new(&start, &ones, &count, &ones)
+                .map_err(|e| Error::Invalid(e.to_string()))?;
+            let target: Vec<usize> = count.iter().map(|&c| c as usize).collect();
+            let info = self.info();
+            self.write_selection(
+                &info,
+                view,
+                &Selection::Hyperslab(slab),
+                &target,
+                WriteMode::Lossless,
+            )
+        })
     }
 
     /// The chunk index of a chunked dataset (`None`: not chunked).

@@ -84,8 +84,14 @@ pub struct GlobalHeapWriter<'a> {
 }
 
 impl FileShared {
-    /// A writer of global heap objects (variable-length data) for this writable file.
+    /// A writer of global heap objects (variable-length data) for this writable file. Not
+    /// under VFD SWMR, whose page buffer cannot publish global heaps (the seed's §1.3).
     pub fn global_heap(&self) -> Result<GlobalHeapWriter<'_>> {
+        if self.is_swmr() {
+            return Err(Error::Unsupported(
+                "variable-length data unsupported under VFD SWMR".into(),
+            ));
+        }
         drop(self.state()?);
         Ok(GlobalHeapWriter { file: self })
     }

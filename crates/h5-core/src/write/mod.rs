@@ -40,7 +40,6 @@ use h5_metacache::{
 
 use crate::error::{Error, Result};
 use crate::file::{CacheSettings, FileShared, build_metadata_cache, cache_error};
-use crate::guard::GuardedStorage;
 use crate::meta::{Decoded, FileSpace, Load};
 use crate::stab::{GroupKs, SymbolTable, Target};
 use alloc::{FileAlloc, SpaceKind};
@@ -277,8 +276,8 @@ impl FileShared {
     ) -> Result<Arc<FileShared>> {
         options.file_space.validate()?;
         options.check_bounds()?;
-        let storage = GuardedStorage::new(storage);
         storage.set_len(0)?;
+        let (storage, meta_storage, pagebuf) = crate::pagebuf::faces(storage, settings)?;
         // The committed state is the empty file: nothing to journal until the first flush.
         storage.commit(&commit_point(Vec::new(), 0))?;
         let sizes = Sizes::EIGHT;
@@ -305,7 +304,7 @@ impl FileShared {
             alloc: Some(Arc::clone(&alloc)),
             base: 0,
         };
-        let meta = build_metadata_cache(&storage, settings, ctx)?;
+        let meta = build_metadata_cache(&meta_storage, settings, ctx)?;
         let chunks = h5_chunkcache::ChunkCache::new(
             Arc::clone(&storage) as Arc<dyn Storage>,
             settings.chunks.clone(),
@@ -348,8 +347,11 @@ impl FileShared {
                 high: Some(options.high),
                 ..WriteState::default()
             })),
+            pagebuf,
+            swmr: Default::default(),
             sync: settings.sync,
         };
+        file.enable_page_buffer_for_new(&options.file_space)?;
         let (root, scratch) = create_group_object(&file, &options.root_group)?;
         file.root = root;
         if custom_space {
@@ -515,8 +517,17 @@ impl FileShared {
         Ok(a.lock().map_err(|_| Error::Poisoned)?.allocate(kind, len)?)
     }
 
-    /// Frees `len` bytes of file space at relative `addr`.
+    /// Frees `len` bytes of file space at relative `addr` (a VFD SWMR writer reuses it only
+    /// max_lag ticks later).
     pub(crate) fn free(&self, kind: SpaceKind, addr: u64, len: u64) -> Result<()> {
+        if self.defer_free(kind, addr, len)? {
+            return Ok(());
+        }
+        self.free_now(kind, addr, len)
+    }
+
+    /// Gives `len` bytes of file space at relative `addr` back to the allocator now.
+    pub(crate) fn free_now(&self, kind: SpaceKind, addr: u64, len: u64) -> Result<()> {
         let a = self.alloc.as_ref().ok_or(Error::ReadOnly)?;
         Ok(a.lock()
             .map_err(|_| Error::Poisoned)?
@@ -889,6 +900,9 @@ impl FileShared {
             return self.check_open();
         }
         self.check_usable()?;
+        if self.is_swmr_writer() {
+            return self.swmr_flush(false).map_err(|e| self.note_failure(e));
+        }
         self.flush_all().map(drop).map_err(|e| self.note_failure(e))
     }
 
@@ -897,19 +911,31 @@ impl FileShared {
     /// later calls ([`Error::Closed`]) and the storage's lock is released (libhdf5's strong
     /// close degree, as h5py's `File.close`). A file in the failed state is closed too, and
     /// its failure reported. Closing again is a no-op.
+    ///
+    /// A VFD SWMR file ends its SWMR session first ([`FileShared::close_swmr`]): a writer
+    /// flushes (waiting out its delayed writes), publishes an empty index at a new tick and
+    /// removes the metadata file; a reader leaves the end-of-tick queue.
     pub fn close(&self) -> Result<()> {
         if self.storage.is_closed() {
             return Ok(());
         }
-        let r = match self.write {
-            None => Ok(()),
-            Some(_) => self.check_usable().and_then(|()| {
-                let released = self.flush_all()?;
-                if released {
-                    self.flush_all()?;
-                }
-                Ok(())
-            }),
+        let r = if self.is_swmr() {
+            // A writer whose end of tick failed skipped its last flush: report the failure.
+            self.close_swmr().and_then(|()| match self.write {
+                Some(_) => self.storage.check_writable(),
+                None => Ok(()),
+            })
+        } else {
+            match self.write {
+                None => Ok(()),
+                Some(_) => self.check_usable().and_then(|()| {
+                    let released = self.flush_all()?;
+                    if released {
+                        self.flush_all()?;
+                    }
+                    Ok(())
+                }),
+            }
         };
         let r = r.map_err(|e| self.note_failure(e));
         self.storage.close();
@@ -918,6 +944,15 @@ impl FileShared {
 
     /// The flush itself; returns whether committed space freed before it was released.
     fn flush_all(&self) -> Result<bool> {
+        let eoa = self.flush_into_storage()?;
+        self.finish_flush(eoa)
+    }
+
+    /// Writes every change into the storage (a page buffer, for VFD SWMR): raw data, chunk
+    /// indexes, group tables, then all metadata, the superblock last. Returns the end of
+    /// allocation. The file's final length, durability and the commit are
+    /// [`FileShared::finish_flush`]'s.
+    pub(crate) fn flush_into_storage(&self) -> Result<u64> {
         self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
@@ -930,9 +965,11 @@ impl FileShared {
         let eoa = fspace::settle(self)?;
         let at = self.state()?.superblock_at;
         // The file ends at the end of allocation: grown first if the last blocks were never
-        // written (all fill), so the superblock never describes bytes the file lacks.
+        // written (all fill), so the superblock never describes bytes the file lacks. A VFD
+        // SWMR writer's end of tick leaves the HDF5 file's length alone (readers take the
+        // published end of file; `finish_flush` grows it at the flush).
         let end = self.abs(eoa)?;
-        if self.storage.len()? < end {
+        if !self.is_swmr_writer() && self.storage.len()? < end {
             self.storage.set_len(end)?;
         }
         {
@@ -940,9 +977,16 @@ impl FileShared {
             meta.mark_dirty(at).map_err(cache_error)?;
             meta.flush(FlushFlags::NONE).map_err(cache_error)?;
         }
-        // Then cut over space given back (free in this state: delayed reuse kept the last
-        // flush's space allocated).
-        if self.storage.len()? > end {
+        Ok(eoa)
+    }
+
+    /// Ends a flush whose end of allocation is `eoa`: the file is cut over space given back
+    /// (free in this state: delayed reuse kept the last flush's space allocated) or grown to
+    /// it (a VFD SWMR writer's flush), synced when asked, and committed. Returns whether committed space freed before it was released.
+    pub(crate) fn finish_flush(&self, eoa: u64) -> Result<bool> {
+        let end = self.abs(eoa)?;
+        let at = self.state()?.superblock_at;
+        if self.storage.len()? != end {
             self.storage.set_len(end)?;
         }
         if self.sync {

@@ -1,0 +1,508 @@
+//! `h5-bench swmr`: W7 and the seed's VFD SWMR performance tests (§5.3).
+//!
+//! * W7 latency: a writer appends 1000 values, each the wall-clock time it was written; a
+//!   reader in another process polls and, for each value it sees, records now − value. Three
+//!   runs in the same invocation: h5 VFD SWMR with ticks of 0.1 s, h5 VFD SWMR with `end_tick`
+//!   after every append, and libhdf5 legacy SWMR (h5py writer with a flush per append, h5py
+//!   reader with `refresh`).
+//! * Writer throughput: the same appends with and without VFD SWMR.
+//! * Perf test 1: many small extensible datasets appended round-robin; perf test 2: ten large
+//!   datasets growing by a plane per round; each with and without VFD SWMR (the overhead).
+//! * The API check's cost with no SWMR file open and with one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use h5::{
+    CreateOptions, FileAccess, FileSpaceOptions, FormatBounds, PageBufferConfig, SpaceStrategy,
+    SwmrConfig,
+};
+
+/// Options of `h5-bench swmr`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct SwmrOptions {
+    /// Appends of W7.
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) appends: usize,
+    /// Datasets of perf test 1.
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) datasets: usize,
+    /// Rounds of perf test 1.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) rounds: usize,
+    /// Side of the planes of perf test 2 (the seed's 1000).
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) plane: usize,
+    /// Rounds of perf test 2.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) planes: usize,
+    /// Small sizes (a quick run).
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// The Python interpreter with h5py (default: the workspace's .venv).
+    #[arg(long)]
+    pub(crate) python: Option<PathBuf>,
+    /// Skip the libhdf5 comparison.
+    #[arg(long)]
+    pub(crate) no_python: bool,
+}
+
+fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn paged() -> CreateOptions {
+    CreateOptions {
+        bounds: FormatBounds::V110,
+        file_space: FileSpaceOptions::default()
+            .with_strategy(SpaceStrategy::Page, false, 1)
+            .with_page_size(4096),
+        ..CreateOptions::default()
+    }
+}
+
+fn access(cfg: Option<SwmrConfig>) -> FileAccess {
+    let a = FileAccess::default()
+        .page_buffer(PageBufferConfig::new(1024 * 4096, 0, 0).expect("valid page buffer"));
+    match cfg {
+        Some(c) => a.vfd_swmr(c),
+        None => a,
+    }
+}
+
+fn writer_cfg(tick_len: i32) -> SwmrConfig {
+    SwmrConfig {
+        tick_len,
+        max_lag: 7,
+        flush_raw_data: true,
+        ..SwmrConfig::writer()
+    }
+}
+
+fn e(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Percentile of sorted values.
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// The writer of W7: `n` appends of the current time to dataset "t"; `end_tick` after each
+/// when `manual`. Returns appends per second.
+fn w7_write(path: &Path, n: usize, cfg: Option<SwmrConfig>, manual: bool) -> Result<f64, String> {
+    let f = h5::File::create_with(path, &access(cfg.clone()), &paged()).map_err(e)?;
+    let d = f
+        .root()
+        .map_err(e)?
+        .new_dataset::<f64>()
+        .shape([0])
+        .max_shape([None])
+        .chunk([256])
+        .create("t")
+        .map_err(e)?;
+    if cfg.is_some() {
+        f.end_tick().map_err(e)?;
+    }
+    let start = Instant::now();
+    for i in 0..n {
+        d.resize([i + 1]).map_err(e)?;
+        d.write_slice(
+            &[now_secs()],
+            [ndarray::SliceInfoElem::Slice {
+                start: i as isize,
+                end: Some(i as isize + 1),
+                step: 1,
+            }],
+        )
+        .map_err(e)?;
+        if manual {
+            f.end_tick().map_err(e)?;
+        }
+        // A steady stream, as an instrument would produce (W7's shape).
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    f.close().map_err(e)?;
+    Ok(n as f64 / secs)
+}
+
+/// The reader of W7 (runs in its own process): polls until `n` values are visible; prints
+/// the latencies, sorted, as JSON.
+pub(crate) fn w7_read(path: &Path, n: usize, tick_len: i32) -> Result<(), String> {
+    let cfg = SwmrConfig {
+        tick_len,
+        max_lag: 7,
+        presume_posix_semantics: false,
+        open_timeout: Some(Duration::from_secs(60)),
+        ..SwmrConfig::reader()
+    };
+    let f = h5::File::open_with(path, &access(Some(cfg))).map_err(e)?;
+    let d = f.dataset("t").map_err(e)?;
+    let mut lat = Vec::with_capacity(n);
+    let mut seen = 0usize;
+    let stop = Instant::now() + Duration::from_secs(600);
+    while seen < n && Instant::now() < stop {
+        if tick_len == 0 {
+            f.end_tick().map_err(e)?;
+        } else {
+            // Any API call runs an expired end of tick.
+            f.member_names().map_err(e)?;
+        }
+        let len = d.shape()[0];
+        if len > seen {
+            let v: Vec<f64> = d.read_1d().map_err(e)?.to_vec();
+            let now = now_secs();
+            for x in &v[seen..len] {
+                lat.push(now - x);
+            }
+            seen = len;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    lat.sort_by(f64::total_cmp);
+    println!("{}", serde_json::to_string(&lat).map_err(e)?);
+    f.close().map_err(e)
+}
+
+/// One W7 run: writer here, reader in a child process. Returns (sorted latencies, appends/s).
+fn w7(
+    dir: &Path,
+    name: &str,
+    n: usize,
+    tick_len: i32,
+    manual: bool,
+) -> Result<(Vec<f64>, f64), String> {
+    let path = dir.join(name);
+    let exe = std::env::current_exe().map_err(e)?;
+    let reader = Command::new(exe)
+        .args([
+            "swmr-read",
+            &path.display().to_string(),
+            &n.to_string(),
+            &tick_len.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(e)?;
+    let rate = w7_write(&path, n, Some(writer_cfg(tick_len)), manual)?;
+    let out = reader.wait_with_output().map_err(e)?;
+    if !out.status.success() {
+        return Err(format!("W7 reader failed: {}", out.status));
+    }
+    let lat: Vec<f64> = serde_json::from_slice(&out.stdout).map_err(e)?;
+    Ok((lat, rate))
+}
+
+const LEGACY: &str = r#"
+import sys, time, json, subprocess, h5py, numpy as np
+mode, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if mode == "write":
+    f = h5py.File(path, "w", libver="latest")
+    d = f.create_dataset("t", shape=(0,), maxshape=(None,), chunks=(256,), dtype="f8")
+    f.swmr_mode = True
+    r = subprocess.Popen([sys.executable, sys.argv[0], "read", path, str(n)], stdout=subprocess.PIPE)
+    time.sleep(0.5)
+    t0 = time.time()
+    for i in range(n):
+        d.resize((i + 1,))
+        d[i] = time.time()
+        d.flush()
+        time.sleep(0.0005)
+    rate = n / (time.time() - t0)
+    lat = json.loads(r.communicate()[0])
+    f.close()
+    print(json.dumps({"lat": lat, "rate": rate}))
+else:
+    while True:
+        try:
+            f = h5py.File(path, "r", libver="latest", swmr=True)
+            break
+        except OSError:
+            time.sleep(0.01)
+    d = f["t"]
+    seen, lat = 0, []
+    while seen < n:
+        d.refresh()
+        m = d.shape[0]
+        if m > seen:
+            v = d[seen:m]
+            now = time.time()
+            lat.extend(float(now - x) for x in v)
+            seen = m
+        time.sleep(0.0002)
+    print(json.dumps(sorted(lat)))
+"#;
+
+fn legacy(dir: &Path, python: &Path, n: usize) -> Result<(Vec<f64>, f64), String> {
+    let script = dir.join("legacy_swmr.py");
+    std::fs::write(&script, LEGACY).map_err(e)?;
+    let out = Command::new(python)
+        .arg(&script)
+        .args([
+            "write",
+            &dir.join("legacy.h5").display().to_string(),
+            &n.to_string(),
+        ])
+        .output()
+        .map_err(e)?;
+    if !out.status.success() {
+        return Err(format!(
+            "h5py legacy SWMR: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(e)?;
+    let lat = v["lat"]
+        .as_array()
+        .ok_or("no latencies")?
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .collect();
+    Ok((lat, v["rate"].as_f64().unwrap_or(f64::NAN)))
+}
+
+/// Perf test 1: `datasets` extensible 1-d datasets, `rounds` round-robin passes appending 10
+/// values to each. Returns seconds.
+fn perf1(path: &Path, datasets: usize, rounds: usize, swmr: bool) -> Result<f64, String> {
+    let cfg = swmr.then(|| writer_cfg(1));
+    let start = Instant::now();
+    let f = h5::File::create_with(path, &access(cfg), &paged()).map_err(e)?;
+    let mut ds = Vec::with_capacity(datasets);
+    for j in 0..datasets {
+        ds.push(
+            f.root()
+                .map_err(e)?
+                .new_dataset::<i32>()
+                .shape([0])
+                .max_shape([None])
+                .chunk([64])
+                .create(&format!("d{j}"))
+                .map_err(e)?,
+        );
+    }
+    for r in 0..rounds {
+        for d in &mut ds {
+            d.resize([(r + 1) * 10]).map_err(e)?;
+            d.write_slice(
+                &[r as i32; 10],
+                [ndarray::SliceInfoElem::Slice {
+                    start: (r * 10) as isize,
+                    end: Some((r * 10 + 10) as isize),
+                    step: 1,
+                }],
+            )
+            .map_err(e)?;
+        }
+    }
+    f.close().map_err(e)?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Perf test 2: ten int32 datasets n × side × side, chunks 1 × side × side, one plane per
+/// dataset per round. Returns seconds.
+fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<f64, String> {
+    let cfg = swmr.then(|| writer_cfg(1));
+    let start = Instant::now();
+    let f = h5::File::create_with(path, &access(cfg), &paged()).map_err(e)?;
+    let mut ds = Vec::new();
+    for j in 0..10 {
+        ds.push(
+            f.root()
+                .map_err(e)?
+                .new_dataset::<i32>()
+                .shape([0, side, side])
+                .max_shape([None, Some(side), Some(side)])
+                .chunk([1, side, side])
+                .create(&format!("p{j}"))
+                .map_err(e)?,
+        );
+    }
+    let plane = vec![7i32; side * side];
+    let all = ndarray::SliceInfoElem::Slice {
+        start: 0,
+        end: None,
+        step: 1,
+    };
+    for r in 0..planes {
+        for d in &mut ds {
+            d.resize([r + 1, side, side]).map_err(e)?;
+            d.write_slice(
+                &plane,
+                [
+                    ndarray::SliceInfoElem::Slice {
+                        start: r as isize,
+                        end: Some(r as isize + 1),
+                        step: 1,
+                    },
+                    all,
+                    all,
+                ],
+            )
+            .map_err(e)?;
+        }
+    }
+    f.close().map_err(e)?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Cost of the API guard per call: (no SWMR file open, one open), in nanoseconds.
+fn guard_cost(dir: &Path) -> Result<(f64, f64), String> {
+    let calls = 200_000;
+    let time = || {
+        let start = Instant::now();
+        for _ in 0..calls {
+            let g = h5_swmr::queue::enter().map_err(e)?;
+            g.exit().map_err(e)?;
+        }
+        Ok::<f64, String>(start.elapsed().as_nanos() as f64 / calls as f64)
+    };
+    let none = time()?;
+    let f = h5::File::create_with(
+        dir.join("guard.h5"),
+        &access(Some(writer_cfg(100))),
+        &paged(),
+    )
+    .map_err(e)?;
+    let one = time()?;
+    f.close().map_err(e)?;
+    Ok((none, one))
+}
+
+/// What `h5-bench swmr` measured.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    lines: Vec<(String, String)>,
+}
+
+impl Report {
+    fn add(&mut self, what: &str, value: String) {
+        println!("{what:<58} {value}");
+        self.lines.push((what.to_owned(), value));
+    }
+
+    #[cfg(test)]
+    fn has(&self, what: &str) -> bool {
+        self.lines
+            .iter()
+            .any(|(w, v)| w.starts_with(what) && !v.contains("NaN"))
+    }
+}
+
+fn ms(x: f64) -> String {
+    format!("{:.2} ms", 1000.0 * x)
+}
+
+/// Runs everything; `python = None` skips the libhdf5 comparison.
+pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, String> {
+    let dir = tempfile_dir()?;
+    let (appends, datasets, rounds, side, planes) = if o.quick {
+        (200, 100, 5, 200, 2)
+    } else {
+        (o.appends, o.datasets, o.rounds, o.plane, o.planes)
+    };
+    let mut rep = Report::default();
+    let (lat, rate_tick) = w7(&dir, "w7_tick.h5", appends, 1, false)?;
+    rep.add(
+        "W7 h5 VFD SWMR, tick 0.1 s: latency p50 / p99",
+        format!("{} / {}", ms(pct(&lat, 0.5)), ms(pct(&lat, 0.99))),
+    );
+    rep.add(
+        "W7 h5 p99 in ticks (target <= 2)",
+        format!("{:.2}", pct(&lat, 0.99) / 0.1),
+    );
+    let (lat_e, rate_e) = w7(&dir, "w7_end.h5", appends, 0, true)?;
+    rep.add(
+        "W7 h5 VFD SWMR, end_tick per append: latency p50 / p99",
+        format!("{} / {}", ms(pct(&lat_e, 0.5)), ms(pct(&lat_e, 0.99))),
+    );
+    if let Some(py) = python {
+        let (lat_l, rate_l) = legacy(&dir, py, appends)?;
+        rep.add(
+            "W7 libhdf5 legacy SWMR (h5py, flush per append): latency p50 / p99",
+            format!("{} / {}", ms(pct(&lat_l, 0.5)), ms(pct(&lat_l, 0.99))),
+        );
+        rep.add(
+            "W7 p99 ratio h5 end_tick / libhdf5 legacy (target <= 1)",
+            format!("{:.2}", pct(&lat_e, 0.99) / pct(&lat_l, 0.99)),
+        );
+        rep.add("W7 libhdf5 legacy writer appends/s", format!("{rate_l:.0}"));
+    }
+    let plain = {
+        let p = dir.join("w7_plain.h5");
+        w7_write(&p, appends, None, false)?
+    };
+    rep.add(
+        "W7 h5 writer appends/s: no SWMR / tick 0.1 s / end_tick each",
+        format!("{plain:.0} / {rate_tick:.0} / {rate_e:.0}"),
+    );
+    let p1 = perf1(&dir.join("p1.h5"), datasets, rounds, false)?;
+    let p1s = perf1(&dir.join("p1s.h5"), datasets, rounds, true)?;
+    rep.add(
+        &format!("perf test 1 ({datasets} datasets x {rounds} rounds): no SWMR / SWMR"),
+        format!("{p1:.2} s / {p1s:.2} s"),
+    );
+    rep.add(
+        "perf test 1 SWMR throughput vs no SWMR (target >= 90 %)",
+        format!("{:.0} %", 100.0 * p1 / p1s),
+    );
+    let p2 = perf2(&dir.join("p2.h5"), side, planes, false)?;
+    let p2s = perf2(&dir.join("p2s.h5"), side, planes, true)?;
+    rep.add(
+        &format!("perf test 2 (10 x {planes} planes of {side}^2 int32): no SWMR / SWMR"),
+        format!("{p2:.2} s / {p2s:.2} s"),
+    );
+    rep.add(
+        "perf test 2 SWMR throughput vs no SWMR (target >= 90 %)",
+        format!("{:.0} %", 100.0 * p2 / p2s),
+    );
+    let (none, one) = guard_cost(&dir)?;
+    rep.add(
+        "API guard per call: no SWMR file / one SWMR file",
+        format!("{none:.0} ns / {one:.0} ns"),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(rep)
+}
+
+fn tempfile_dir() -> Result<PathBuf, String> {
+    let d = std::env::temp_dir().join(format!("h5-bench-swmr-{}", std::process::id()));
+    std::fs::create_dir_all(&d).map_err(e)?;
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // SWMR-150: the benchmark runs both of the seed's workloads with and without VFD SWMR and
+    // reports the ratio (here at a tiny size; the seed's sizes are `h5-bench swmr`'s defaults);
+    // the guard's cost is measured (not yet within the RFC's 100 ns, docs/benchmarks.md).
+    #[test]
+    fn swmr_150_report_every_figure() {
+        let dir = tempfile_dir().unwrap();
+        let p1 = perf1(&dir.join("a.h5"), 20, 3, true).unwrap();
+        let p2 = perf2(&dir.join("b.h5"), 32, 2, true).unwrap();
+        assert!(p1 > 0.0 && p2 > 0.0);
+        let f = h5::File::open(dir.join("a.h5")).unwrap();
+        assert_eq!(f.dataset("d19").unwrap().shape(), vec![30]);
+        let f = h5::File::open(dir.join("b.h5")).unwrap();
+        assert_eq!(f.dataset("p9").unwrap().shape(), vec![2, 32, 32]);
+        let (none, one) = guard_cost(&dir).unwrap();
+        assert!(none > 0.0 && one > 0.0);
+        let mut rep = Report::default();
+        rep.add(
+            "perf test 1 SWMR throughput",
+            format!("{:.0} %", 100.0 * p1 / p1),
+        );
+        assert!(rep.has("perf test 1"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
