@@ -1550,6 +1550,10 @@ struct JsonSink<'w> {
 /// `v` as pretty JSON whose lines after the first are indented by `indent` spaces (pretty
 /// JSON strings hold no raw newline, so every newline is a line break).
 fn pretty_at(v: &Value, indent: usize) -> String {
+    if !matches!(v, Value::Array(_) | Value::Object(_)) {
+        // A number, string, boolean or null prints on one line either way.
+        return v.to_string();
+    }
     let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".to_owned());
     text.replace('\n', &format!("\n{}", " ".repeat(indent)))
 }
