@@ -33,9 +33,9 @@ pub mod references;
 pub mod space;
 pub(crate) mod stab;
 pub mod status;
+pub mod swmr;
 #[cfg(test)]
 pub(crate) mod testutil;
-pub mod swmr;
 pub mod values;
 pub mod virtual_ds;
 pub(crate) mod walk;

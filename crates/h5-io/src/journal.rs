@@ -211,6 +211,33 @@ impl State {
         !r.is_empty() && !self.unused.covers(r)
     }
 
+    /// Whether reads of `r` must be given the committed bytes under the marker: the marker
+    /// is defined and `r` overlaps it (it may be written while the read runs).
+    fn hides_marker_in(&self, r: &Range<u64>) -> bool {
+        self.marker_range()
+            .is_some_and(|m| m.start < r.end && r.start < m.end)
+    }
+
+    /// Puts the committed bytes back over the part of `buf` (read at `offset`) that the marker
+    /// covers, when the marker is on the storage.
+    fn show_committed(&self, offset: u64, buf: &mut [u8]) {
+        let (Some(m), true, Some(saved)) =
+            (self.marker_range(), self.marker_on_disk, &self.marker_saved)
+        else {
+            return;
+        };
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = offset.saturating_add(len_u64(i));
+            if m.contains(&at)
+                && let Some(&c) = usize::try_from(at - m.start)
+                    .ok()
+                    .and_then(|k| saved.get(k))
+            {
+                *b = c;
+            }
+        }
+    }
+
     fn marker_range(&self) -> Option<Range<u64>> {
         self.marker
             .as_ref()
@@ -221,7 +248,9 @@ impl State {
 /// Decorator that journals the committed bytes of `S` before changing them (see the module
 /// documentation); the journal is a second storage `J`.
 ///
-/// Reads pass through. Writes, vector writes and `set_len` first journal what they would
+/// Reads pass through, except that the marker is the journal's own: while it is on the
+/// storage, reads through the decorator see the committed bytes under it (a page buffer above
+/// that reads the superblock's page and writes it back must not carry the marker along). Writes, vector writes and `set_len` first journal what they would
 /// change of the last committed state; [`commit`](Storage::commit) empties the journal and
 /// makes the storage's current bytes the committed state. Writes past the committed length or
 /// into the commit's unused ranges are not journaled: the committed state does not reference
@@ -442,7 +471,16 @@ impl<S: fmt::Debug, J: fmt::Debug> fmt::Debug for Journaled<S, J> {
 #[deny(clippy::missing_trait_methods)]
 impl<S: Storage, J: Storage> Storage for Journaled<S, J> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read_at(offset, buf)
+        let end = checked_end(offset, len_u64(buf.len()))?;
+        let st = self.lock_state();
+        if !st.hides_marker_in(&(offset..end)) {
+            drop(st);
+            return self.inner.read_at(offset, buf);
+        }
+        // Read under the state's lock, so the marker cannot come or go in between.
+        self.inner.read_at(offset, buf)?;
+        st.show_committed(offset, buf);
+        Ok(())
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
@@ -479,7 +517,20 @@ impl<S: Storage, J: Storage> Storage for Journaled<S, J> {
     }
 
     fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
-        self.inner.read_vectored(segments)
+        let mut extents = Vec::with_capacity(segments.len());
+        for s in segments.iter() {
+            extents.push(s.offset..checked_end(s.offset, len_u64(s.buf.len()))?);
+        }
+        let st = self.lock_state();
+        if !extents.iter().any(|r| st.hides_marker_in(r)) {
+            drop(st);
+            return self.inner.read_vectored(segments);
+        }
+        self.inner.read_vectored(segments)?;
+        for seg in segments.iter_mut() {
+            st.show_committed(seg.offset, seg.buf);
+        }
+        Ok(())
     }
 
     fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
@@ -817,6 +868,43 @@ mod tests {
             Recovery::RolledBack { .. }
         ));
         assert_eq!(data.snapshot(), vec![1; 64]);
+    }
+
+    /// A layer above (a page buffer) that reads the marker's page while the marker is on the
+    /// storage and writes the page back whole must not put the marker back: reads through the
+    /// decorator show the committed bytes under it, and the storage shows the marker.
+    #[test]
+    fn reads_see_the_committed_bytes_under_the_marker() {
+        let data = MemoryStorage::with_data((0..64u8).collect());
+        let (s, _) = Journaled::open(
+            data.clone(),
+            MemoryStorage::new(),
+            JournalOptions::default(),
+        )
+        .unwrap();
+        commit_with(&s, vec![], marker(4));
+        s.write_at(20, &[9; 4]).unwrap();
+        assert_eq!(&data.snapshot()[4..6], b"!!");
+        let mut page = [0u8; 16];
+        s.read_at(0, &mut page).unwrap();
+        let expect: Vec<u8> = (0..16u8).collect();
+        assert_eq!(page.to_vec(), expect);
+        let mut tail = [0u8; 3];
+        let mut head = [0u8; 5];
+        let mut segs = [
+            ReadSegment::new(5, &mut tail),
+            ReadSegment::new(0, &mut head),
+        ];
+        s.read_vectored(&mut segs).unwrap();
+        assert_eq!((tail, head), ([5, 6, 7], [0, 1, 2, 3, 4]));
+        // The page written back whole (as a page buffer flushes it) clears the marker.
+        page[10] = 99;
+        s.write_at(0, &page).unwrap();
+        commit_with(&s, vec![], marker(4));
+        let mut expect: Vec<u8> = (0..64u8).collect();
+        expect[10] = 99;
+        expect[20..24].copy_from_slice(&[9; 4]);
+        assert_eq!(data.snapshot(), expect);
     }
 
     #[test]

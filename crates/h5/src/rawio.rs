@@ -83,14 +83,13 @@ impl Dataset {
                 Points::new(rank, flat).map_err(|e| Error::Invalid(e.to_string()))?,
             );
             let info = self.info();
-            let r = h5_core::write::dataset::prepare_write(self.file_shared(), &info).and_then(
-                |()| {
+            let r =
+                h5_core::write::dataset::prepare_write(self.file_shared(), &info).and_then(|()| {
                     encode_for(self.file_shared(), values, |b| {
                         let c = conv.as_ref().map(|c| c as &dyn h5_chunkcache::Conversion);
                         h5_core::write::dataset::write(self.file_shared(), &info, &sel, None, c, b)
                     })
-                },
-            );
+                });
             self.ctx(r)
         })
     }
