@@ -98,13 +98,23 @@ impl ChunkCache {
         let extent = layout.extent();
         let mut images: Vec<Image> = Vec::with_capacity(ids.len());
         let mut jobs: Vec<EncodeJob<'_>> = Vec::with_capacity(ids.len());
-        let mut want = ids.iter().copied().peekable();
-        for (i, slot) in self.entries.iter_mut().enumerate() {
-            let Some(&next) = want.peek() else { break };
-            if i as u32 != next {
+        // `ids` ascend: each is found by splitting the rest of the slab at it, so the walk costs
+        // the number of ids, not the slab's size (a flush of many one-chunk datasets would
+        // otherwise scan the slab once per dataset).
+        let mut rest = self.entries.as_mut_slice();
+        let mut base = 0usize;
+        for &next in ids {
+            let Some(skip) = (next as usize).checked_sub(base) else {
                 continue;
-            }
-            want.next();
+            };
+            let Some((slot, tail)) = std::mem::take(&mut rest)
+                .get_mut(skip..)
+                .and_then(|s| s.split_first_mut())
+            else {
+                break;
+            };
+            rest = tail;
+            base = next as usize + 1;
             let Some(e) = slot.as_mut() else { continue };
             if !e.dirty {
                 continue;
