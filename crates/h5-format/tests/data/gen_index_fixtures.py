@@ -1,7 +1,7 @@
 """Generates the chunk-index and dense-group fixtures used by tests/index_structures.rs.
 
 Run with the h5py venv (h5py 3.12.1, HDF5 1.14.4):
-    /work/main/.venv/bin/python gen_index_fixtures.py
+    ../../../../.venv/bin/python gen_index_fixtures.py   (the repository's .venv, from this directory)
 Each .h5 file gets a .txt manifest beside it: for every dataset, its name and one line per
 allocated chunk "scaled offsets (comma separated) address size filter_mask", from
 dset.id.get_chunk_info(i) (the header line also gives the shape, chunk shape and

@@ -1,6 +1,6 @@
 """Generates the real-file fixtures of h5-format's tests (h5py 3.12.1, HDF5 1.14.4).
 
-Run from this directory:  /work/main/.venv/bin/python make_fixtures.py
+Run from this directory:  ../../../../.venv/bin/python make_fixtures.py
 Outputs: earliest.h5, latest.h5 (committed), and prints each object's header address (used in
 tests/real_files.rs) and the fletcher32 vectors used in src/checksum.rs.  Datasets are written
 with track_times=False; the root group of latest.h5 still stores times in its OHDR prefix, so a
