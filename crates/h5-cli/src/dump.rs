@@ -642,39 +642,15 @@ impl Ddl<'_> {
         if d.is_null() {
             return;
         }
-        let dims: Vec<usize> = match &sel {
-            Some((_, _, count)) => count.iter().map(|&c| c as usize).collect(),
-            None => d.shape(),
-        };
-        let Some(total) = element_count(&dims) else {
+        let Ok(mut blocks) = DataBlocks::new(d, sel, BLOCK_BYTES) else {
             self.line(level, "<data not read: more elements than can be counted>");
             return;
         };
-        if total == 0 {
-            return;
-        }
-        if dims.is_empty() {
-            // A scalar: one element.
-            match dataset_values(d) {
-                Ok(mut values) => {
+        while let Some(block) = blocks.next_block() {
+            match block {
+                Ok((first, mut values)) => {
                     self.name_refs(d.dtype(), &mut values);
-                    self.data(level, d.dtype(), &dims, &values, 0, 1);
-                }
-                Err(e) => self.line(level, &format!("<data not read: {e}>")),
-            }
-            return;
-        }
-        let outer = dims.first().copied().unwrap_or(1);
-        let per_row = total / outer.max(1);
-        let row_bytes = per_row.saturating_mul(d.element_size()).max(1);
-        let rows_per_block = (BLOCK_BYTES / row_bytes).max(1);
-        let mut row = 0usize;
-        while row < outer {
-            let rows = rows_per_block.min(outer - row);
-            match block_values(d, &dims, sel.as_ref(), row, rows) {
-                Ok(mut values) => {
-                    self.name_refs(d.dtype(), &mut values);
-                    self.data(level, d.dtype(), &dims, &values, row * per_row, total);
+                    self.data(level, d.dtype(), &blocks.dims, &values, first, blocks.total);
                 }
                 Err(e) => {
                     self.line(level, &format!("<data not read: {e}>"));
@@ -682,7 +658,6 @@ impl Ddl<'_> {
                 }
             }
             self.flush_out();
-            row += rows;
         }
     }
 
@@ -1483,11 +1458,15 @@ fn json_dataset_header(d: &Dataset, ctx: &JsonCtx<'_>) -> Map<String, Value> {
 /// JSON element costs more to print than to read, so output comes steadily.
 const JSON_BLOCK_BYTES: usize = 256 << 10;
 
-/// A dataset's elements in blocks of whole rows of the first dimension (at most
-/// [`JSON_BLOCK_BYTES`] read at a time, one row at least), references named.
+/// A dataset's elements (or those of the hyperslab `sel` over it), in blocks of whole rows of
+/// the first dimension of at most `block_bytes` (one row at least): how both dumps stream data.
 struct DataBlocks<'d> {
     d: &'d Dataset,
+    sel: Option<Slab>,
+    /// The shape printed: the dataset's, or the hyperslab's counts.
     dims: Vec<usize>,
+    /// Elements in all.
+    total: usize,
     /// The next row to read (`rows` when done).
     row: usize,
     rows: usize,
@@ -1496,8 +1475,16 @@ struct DataBlocks<'d> {
 
 impl<'d> DataBlocks<'d> {
     /// Fails when the element count overflows (a damaged extent).
-    fn new(d: &'d Dataset) -> Result<DataBlocks<'d>, String> {
-        let dims = if d.is_null() { Vec::new() } else { d.shape() };
+    fn new(
+        d: &'d Dataset,
+        sel: Option<Slab>,
+        block_bytes: usize,
+    ) -> Result<DataBlocks<'d>, String> {
+        let dims: Vec<usize> = match &sel {
+            _ if d.is_null() => Vec::new(),
+            Some((_, _, count)) => count.iter().map(|&c| c as usize).collect(),
+            None => d.shape(),
+        };
         let total = element_count(&dims)
             .ok_or_else(|| format!("{:?} elements: more than can be counted", dims))?;
         // A scalar is one block of one element; a null dataspace or a zero extent has none.
@@ -1511,31 +1498,32 @@ impl<'d> DataBlocks<'d> {
             .max(1);
         Ok(DataBlocks {
             d,
+            sel,
             dims,
+            total,
             row: 0,
             rows,
-            rows_per_block: (JSON_BLOCK_BYTES / row_bytes).max(1),
+            rows_per_block: (block_bytes / row_bytes).max(1),
         })
     }
 
-    /// The next block's elements; `None` after the last.
-    fn next_block(&mut self, ctx: &JsonCtx<'_>) -> Option<Result<Vec<Val>, String>> {
+    /// The next block: the index of its first element and its elements; `None` after the last.
+    fn next_block(&mut self) -> Option<Result<(usize, Vec<Val>), String>> {
         if self.row >= self.rows {
             return None;
         }
-        let block = if self.dims.is_empty() {
+        if self.dims.is_empty() {
             self.row = self.rows;
-            dataset_values(self.d)
-        } else {
-            let n = self.rows_per_block.min(self.rows - self.row);
-            let first = self.row;
-            self.row += n;
-            block_values(self.d, &self.dims, None, first, n)
-        };
-        Some(block.map(|mut vals| {
-            ctx.name_refs(self.d.dtype(), &mut vals);
-            vals
-        }))
+            return Some(dataset_values(self.d).map(|v| (0, v)));
+        }
+        let n = self.rows_per_block.min(self.rows - self.row);
+        let first = self.row;
+        self.row += n;
+        let per_row = self.total / self.rows;
+        Some(
+            block_values(self.d, &self.dims, self.sel.as_ref(), first, n)
+                .map(|v| (first * per_row, v)),
+        )
     }
 }
 
@@ -1590,7 +1578,7 @@ impl JsonSink<'_> {
     /// whose data cannot be read at all.
     fn dataset(&mut self, d: &Dataset, ctx: &JsonCtx<'_>) -> std::io::Result<()> {
         let mut o = json_dataset_header(d, ctx);
-        let mut blocks = match DataBlocks::new(d) {
+        let mut blocks = match DataBlocks::new(d, None, JSON_BLOCK_BYTES) {
             Ok(b) => b,
             Err(e) => {
                 o.insert("data".into(), Value::Null);
@@ -1598,13 +1586,16 @@ impl JsonSink<'_> {
                 return self.object(&Value::Object(o));
             }
         };
-        let first = match blocks.next_block(ctx) {
+        let first = match blocks.next_block() {
             Some(Err(e)) => {
                 o.insert("data".into(), Value::Null);
                 o.insert("error".into(), json!(e));
                 return self.object(&Value::Object(o));
             }
-            Some(Ok(vals)) => vals,
+            Some(Ok((_, mut vals))) => {
+                ctx.name_refs(d.dtype(), &mut vals);
+                vals
+            }
             None => Vec::new(),
         };
         o.insert("data".into(), Value::Null); // its place among the sorted keys
@@ -1636,7 +1627,12 @@ impl JsonSink<'_> {
                         break;
                     }
                 }
-                block = blocks.next_block(ctx);
+                block = blocks.next_block().map(|b| {
+                    b.map(|(_, mut vals)| {
+                        ctx.name_refs(d.dtype(), &mut vals);
+                        vals
+                    })
+                });
             }
             self.out
                 .write_all(if written == 0 { b"]" } else { b"\n      ]" })?;
@@ -1817,16 +1813,11 @@ mod tests {
             f.close().unwrap();
         }
         let f = File::open(&path).unwrap();
-        let ctx = JsonCtx {
-            file: &f,
-            named: named_types(&f),
-            names: std::cell::OnceCell::new(),
-        };
         let big = f.dataset("big").unwrap();
-        let mut blocks = DataBlocks::new(&big).unwrap();
+        let mut blocks = DataBlocks::new(&big, None, JSON_BLOCK_BYTES).unwrap();
         let mut sizes = Vec::new();
-        while let Some(b) = blocks.next_block(&ctx) {
-            sizes.push(b.unwrap().len());
+        while let Some(b) = blocks.next_block() {
+            sizes.push(b.unwrap().1.len());
         }
         let per_block = JSON_BLOCK_BYTES / (cols * 8) * cols;
         let whole = rows * cols / per_block;
