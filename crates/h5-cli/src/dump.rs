@@ -1578,26 +1578,20 @@ impl JsonSink<'_> {
     /// whose data cannot be read at all.
     fn dataset(&mut self, d: &Dataset, ctx: &JsonCtx<'_>) -> std::io::Result<()> {
         let mut o = json_dataset_header(d, ctx);
-        let mut blocks = match DataBlocks::new(d, None, JSON_BLOCK_BYTES) {
-            Ok(b) => b,
+        // The first block is read before anything of the object is written.
+        let start = DataBlocks::new(d, None, JSON_BLOCK_BYTES).and_then(|mut b| {
+            let first = b.next_block().transpose()?.map(|(_, v)| v);
+            Ok((b, first.unwrap_or_default()))
+        });
+        let (mut blocks, mut first) = match start {
+            Ok(s) => s,
             Err(e) => {
                 o.insert("data".into(), Value::Null);
                 o.insert("error".into(), json!(e));
                 return self.object(&Value::Object(o));
             }
         };
-        let first = match blocks.next_block() {
-            Some(Err(e)) => {
-                o.insert("data".into(), Value::Null);
-                o.insert("error".into(), json!(e));
-                return self.object(&Value::Object(o));
-            }
-            Some(Ok((_, mut vals))) => {
-                ctx.name_refs(d.dtype(), &mut vals);
-                vals
-            }
-            None => Vec::new(),
-        };
+        ctx.name_refs(d.dtype(), &mut first);
         o.insert("data".into(), Value::Null); // its place among the sorted keys
         self.next_object()?;
         self.out.write_all(b"{")?;
