@@ -128,7 +128,7 @@ pub enum Error {
 
     /// A read touched bytes at or past the end of the storage.
     ///
-    /// Nothing was read: the caller's buffer is unchanged.
+    /// The read failed: the caller's buffer may hold part of the bytes that exist.
     #[error("read of {len} bytes at offset {offset} past end of storage ({file_len} bytes)")]
     OutOfBounds {
         /// Offset of the read.

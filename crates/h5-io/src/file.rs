@@ -237,8 +237,8 @@ impl FileStorage {
         }
     }
 
-    /// `read_exact_at`, mapping a short read (the file shrank after the bounds
-    /// check) to [`Error::OutOfBounds`].
+    /// `read_exact_at`, mapping a short read (the range reaches past the end) to
+    /// [`Error::OutOfBounds`].
     fn read_exact(&self, op: IoOp, offset: u64, buf: &mut [u8]) -> Result<()> {
         pos::read_exact_at(&self.file, buf, offset).map_err(|source| {
             if source.kind() == io::ErrorKind::UnexpectedEof {
@@ -447,18 +447,20 @@ impl fmt::Debug for FileStorage {
 
 #[deny(clippy::missing_trait_methods)]
 impl Storage for FileStorage {
+    /// One `pread` loop, no length query first: a read that reaches past the end comes back
+    /// short and is reported as [`Error::OutOfBounds`] then (`buf` may hold part of the bytes).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let len = len_u64(buf.len());
-        let end = checked_end(offset, len)?;
-        let file_len = self.file_len(IoOp::Read, offset)?;
-        if end > file_len {
-            return Err(Error::OutOfBounds {
-                offset,
-                len,
-                file_len,
-            });
-        }
+        checked_end(offset, len_u64(buf.len()))?;
         if buf.is_empty() {
+            // Nothing to read finds no end: an empty read past it is checked by length.
+            let file_len = self.file_len(IoOp::Read, offset)?;
+            if offset > file_len {
+                return Err(Error::OutOfBounds {
+                    offset,
+                    len: 0,
+                    file_len,
+                });
+            }
             return Ok(());
         }
         self.read_exact(IoOp::Read, offset, buf)

@@ -109,8 +109,9 @@ pub(crate) fn check_segments(segments: impl IntoIterator<Item = (u64, usize)>) -
 ///   [`Error::AddressOverflow`] (checked before anything else).
 /// * `read_at` reads exactly `buf.len()` bytes. If the range
 ///   `offset..offset + buf.len()` does not lie within `0..=len()` it fails with
-///   [`Error::OutOfBounds`] and `buf` is left unchanged. A zero-length read at
-///   any offset `<= len()` succeeds.
+///   [`Error::OutOfBounds`]; `buf` may then hold some of the bytes that exist
+///   (a file read finds the end by a short read, with no length query first). A
+///   zero-length read at any offset `<= len()` succeeds.
 /// * `write_at` writes all of `data`, growing the storage if needed; a gap
 ///   between the old end and `offset` reads as zeros. A zero-length write is a
 ///   no-op at any offset (it does not grow the storage).
@@ -145,8 +146,8 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Read exactly `buf.len()` bytes at `offset`.
     ///
     /// Reading any byte at or past [`len`](Storage::len) is
-    /// [`Error::OutOfBounds`] `{ offset, len, file_len }`, and nothing is
-    /// partially returned. See [`StorageExt::read_at_zero_fill`] for reads that
+    /// [`Error::OutOfBounds`] `{ offset, len, file_len }`; the contents of `buf`
+    /// are then unspecified. See [`StorageExt::read_at_zero_fill`] for reads that
     /// treat the space past the end as zeros.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
 
@@ -226,10 +227,15 @@ pub trait StorageExt: Storage {
     /// Like [`Storage::read_at`] but bytes past [`len`](Storage::len) read as
     /// zeros (HDF5 semantics for space that is allocated but never written).
     ///
-    /// Calls `len` once, then `read_at` for the part that exists (if any).
+    /// Calls `read_at` once when every byte exists (the common case); only when that read
+    /// reaches past the end, `len` once and `read_at` again for the part that exists (if any).
     fn read_at_zero_fill(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let len = len_u64(buf.len());
         let end = checked_end(offset, len)?;
+        match self.read_at(offset, buf) {
+            Err(Error::OutOfBounds { .. }) => {}
+            other => return other,
+        }
         let file_len = self.len()?;
         if end <= file_len {
             return self.read_at(offset, buf);

@@ -114,7 +114,7 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 }
 
 /// Assert that reading `n` bytes at `offset` is `OutOfBounds` with the exact
-/// fields and leaves the buffer untouched.
+/// fields (the buffer's contents are then unspecified).
 fn assert_out_of_bounds(s: &dyn Storage, offset: u64, n: usize) {
     let file_len = len(s);
     let mut buf = vec![0xA5; n];
@@ -134,10 +134,6 @@ fn assert_out_of_bounds(s: &dyn Storage, offset: u64, n: usize) {
             "read of {n} bytes at {offset} (len {file_len}): expected OutOfBounds, got {other:?}"
         ),
     }
-    assert!(
-        buf.iter().all(|&b| b == 0xA5),
-        "failed read of {n} bytes at {offset} modified the buffer"
-    );
 }
 
 /// A new storage has length 0.
@@ -181,7 +177,7 @@ pub fn write_past_end_zero_fills_gap(s: &dyn Storage) {
     assert_eq!(len(s), 1024, "write inside must not change len");
 }
 
-/// A read starting at or past the end fails with `OutOfBounds` and reads nothing.
+/// A read starting at or past the end fails with `OutOfBounds`.
 pub fn read_past_end_is_out_of_bounds(s: &dyn Storage) {
     assert_out_of_bounds(s, 0, 1);
     write(s, 0, &[7; 64]);
@@ -190,7 +186,7 @@ pub fn read_past_end_is_out_of_bounds(s: &dyn Storage) {
     assert_out_of_bounds(s, 1 << 40, 4096);
 }
 
-/// A read that starts inside but crosses the end fails with `OutOfBounds` and reads nothing.
+/// A read that starts inside but crosses the end fails with `OutOfBounds`.
 pub fn read_crossing_end_is_out_of_bounds(s: &dyn Storage) {
     write(s, 0, &[7; 64]);
     assert_out_of_bounds(s, 60, 5);
