@@ -222,6 +222,44 @@ impl<'a> CacheAccess<'a> {
         self.modify_sized(kind, addr, load, |v: &mut T, _| change(v))
     }
 
+    /// [`CacheAccess::modify`] without the copy: `change` works on the cached value itself
+    /// (copied first only while a reader holds it), so a large structure changed a little (a
+    /// fractal heap direct block receiving an object) costs the change, not a copy of the
+    /// block. `change` must leave the value as it was when it returns an error (check, then
+    /// change); the entry is then unprotected clean. The length stays.
+    pub(crate) fn modify_in_place<T: Any + Send + Sync + Clone, R>(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: &Load,
+        change: impl FnOnce(&mut T) -> Result<R>,
+    ) -> Result<R> {
+        let abs = self.abs(addr)?;
+        let meta = &mut *self.meta;
+        let h = meta
+            .protect(kind.id(), abs, load, ProtectFlags::NONE)
+            .map_err(cache_error)?;
+        let changed = (|| -> Result<R> {
+            let icr = meta.icr_mut(&h)?;
+            if icr.encode.is_none() {
+                return Err(Error::Unsupported(format!(
+                    "{} at {addr:#x} was loaded for reading only",
+                    kind.name()
+                )));
+            }
+            let value = icr.value_mut::<T>().ok_or_else(|| wrong_type(kind, addr))?;
+            change(value)
+        })();
+        let flags = if changed.is_ok() {
+            UnprotectFlags::DIRTIED
+        } else {
+            UnprotectFlags::NONE
+        };
+        meta.unprotect(h, flags)
+            .map_err(|e| Error::Cache(e.error))?;
+        changed
+    }
+
     /// [`CacheAccess::modify`] where `change` may also change the entry's length in the file
     /// (the cache entry is resized; the encoder must produce the new length).
     pub(crate) fn modify_sized<T: Any + Send + Sync + Clone, R>(
@@ -774,6 +812,18 @@ impl<'a> Session<'a> {
         change: impl FnOnce(&mut T) -> Result<R>,
     ) -> Result<R> {
         self.c.modify(kind, addr, &load, change)
+    }
+
+    /// Changes the value (a `T`) of the entry of `kind` at relative `addr` where it is cached;
+    /// see [`CacheAccess::modify_in_place`] (`change` checks before it changes).
+    pub(crate) fn modify_in_place<T: Any + Send + Sync + Clone, R>(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: Load,
+        change: impl FnOnce(&mut T) -> Result<R>,
+    ) -> Result<R> {
+        self.c.modify_in_place(kind, addr, &load, change)
     }
 
     /// Puts a new structure (dirty) at relative `addr`.

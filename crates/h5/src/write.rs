@@ -533,8 +533,10 @@ impl<T: H5Type> DatasetBuilder<T> {
                 fill_time: self.fill_time,
             };
             let r = file.create_dataset(self.group.address(), name, &spec);
-            self.group.ctx(r)?;
-            self.group.dataset(name)
+            let address = self.group.ctx(r)?;
+            let path = h5_core::nav::join(self.group.path(), name);
+            let r = h5_core::nav::resolved_at(file, address, path);
+            Dataset::from_resolved(self.group.ctx(r)?)
         })
     }
 

@@ -479,7 +479,7 @@ impl HeapChange<'_, '_> {
         let load = dblock_load(&self.geom, at.addr, at.size)?;
         let rel =
             usize::try_from(offset - at.block_offset).map_err(|_| corrupt(at.addr, "offset"))?;
-        self.s.modify(
+        self.s.modify_in_place(
             K::FractalHeapDirectBlock,
             at.addr,
             load,

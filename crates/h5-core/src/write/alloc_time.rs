@@ -37,8 +37,11 @@ pub(crate) fn initialises(fill_time: FillTime) -> bool {
 
 impl FileShared {
     /// Allocates the storage of the dataset whose header is at `header` if it waits for its
-    /// first write.
-    pub(crate) fn allocate_pending(&self, header: u64) -> Result<()> {
+    /// first write. `whole`: the write that follows overwrites every element and nothing that
+    /// can fail stands between this call and the write reaching the chunk cache, so contiguous
+    /// storage needs no fill (libhdf5's "full overwrite": a new file then grows only when the
+    /// data is written, not once more for the fill).
+    pub(crate) fn allocate_pending(&self, header: u64, whole: bool) -> Result<()> {
         let Some(p) = self.state()?.pending.remove(&header) else {
             return Ok(());
         };
@@ -53,7 +56,7 @@ impl FileShared {
                 fill_time,
             } => {
                 let address = self.allocate(SpaceKind::Raw, bytes)?;
-                if initialises(fill_time) {
+                if initialises(fill_time) && !whole {
                     self.initialise(address, bytes, &layout.fill)?;
                 }
                 *layout.location.lock().map_err(|_| Error::Poisoned)? = Some(DiskLocation {

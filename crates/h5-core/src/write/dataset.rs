@@ -508,15 +508,20 @@ impl FileShared {
     }
 }
 
-/// Begins a write of the dataset: allocates its storage if it waits for its first write. A
-/// caller that encodes variable-length data calls it first, so that (as in libhdf5, which
-/// allocates before converting) the elements' storage is placed before their heap objects.
+/// Begins a write of the dataset: allocates its storage if it waits for its first write and
+/// its elements hold variable-length data. A caller that encodes variable-length data calls it
+/// first, so that (as in libhdf5, which allocates before converting) the elements' storage is
+/// placed before their heap objects. Other datasets are allocated by [`write`] itself, which
+/// knows whether the write overwrites every element (then no fill is written).
 pub fn prepare_write(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<()> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
-    file.allocate_pending(info.address)
+    if crate::write::vlen::has_vlen(&info.datatype) {
+        file.allocate_pending(info.address, false)?;
+    }
+    Ok(())
 }
 
 /// Writes the elements of `buf` (densely in selection order, or at the positions `memory`
@@ -533,7 +538,10 @@ pub fn write(
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
-    file.allocate_pending(info.address)?;
+    // A whole write needs no fill, unless variable-length elements are read back first (the
+    // old values' heap objects are freed below: the new storage must read as empty ones).
+    let whole = matches!(sel, Selection::All) && !crate::write::vlen::has_vlen(&info.datatype);
+    file.allocate_pending(info.address, whole)?;
     // The elements written over: their variable-length data is freed once the write is done.
     let old = overwritten_vlen(file, info, sel, conv)?;
     let id = crate::dataset::ensure_registered(file, info)?;
@@ -612,12 +620,16 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
     let mut space = info.dataspace.clone();
     space.dims = dims.to_vec();
     let body = encode_message(&Message::Dataspace(space.clone()), file.sizes)?;
-    ohdr::update(file, info.address, |msgs| {
-        for m in msgs.iter_mut().filter(|m| m.kind == kind::DATASPACE) {
-            m.body = body.clone();
-        }
-        Ok(())
-    })?;
+    // New dimensions of the same rank keep the message's length: changed where it is stored
+    // (as libhdf5 rewrites the message), the header laid out again only otherwise.
+    if !ohdr::replace_in_place(file, info.address, kind::DATASPACE, &body)? {
+        ohdr::update(file, info.address, |msgs| {
+            for m in msgs.iter_mut().filter(|m| m.kind == kind::DATASPACE) {
+                m.body = body.clone();
+            }
+            Ok(())
+        })?;
+    }
     *layout.dims.lock().map_err(|_| Error::Poisoned)? = dims.to_vec();
     if layout.early {
         file.allocate_chunks(&layout, dims)?;

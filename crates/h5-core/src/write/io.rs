@@ -50,7 +50,6 @@ impl FileShared {
 /// its elements in the file type, in C order.
 pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Result<()> {
     file.check_usable()?;
-    let mut ids = Vec::with_capacity(reqs.len());
     for (info, buf) in reqs {
         let elements: u64 = info.dims().iter().product();
         if elements.checked_mul(info.elem_size() as u64) != Some(buf.len() as u64) {
@@ -60,7 +59,13 @@ pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Res
                 info.address
             )));
         }
-        file.allocate_pending(info.address)?;
+    }
+    let mut ids = Vec::with_capacity(reqs.len());
+    for (info, _) in reqs {
+        // Each buffer holds every element of its dataset (checked above); variable-length
+        // elements are read back first (see `write`), so their storage is filled.
+        let whole = !crate::write::vlen::has_vlen(&info.datatype);
+        file.allocate_pending(info.address, whole)?;
         ids.push(crate::dataset::ensure_registered(file, info)?);
     }
     // The elements written over: their variable-length data is freed once the write is done.
@@ -214,7 +219,7 @@ pub fn write_chunk(
             "direct chunk write on a dataset that is not chunked".into(),
         ));
     }
-    file.allocate_pending(info.address)?;
+    file.allocate_pending(info.address, false)?;
     let id = crate::dataset::ensure_registered(file, info)?;
     let layout = file.state()?.chunked.get(&info.address).cloned();
     let Some(layout) = layout else {

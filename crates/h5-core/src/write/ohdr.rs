@@ -323,33 +323,55 @@ pub(crate) fn replace_in_place(
             ProtectFlags::NONE,
         )
         .map_err(cache_error)?;
-    let first = meta
-        .icr(&h)
-        .map(|d| d.value.downcast_ref::<FirstChunkImage>().cloned());
-    let first = match first {
-        Ok(Some(f)) => f,
-        _ => {
+    // Changed in place (copied first only while a reader holds the value): same length, so
+    // the entry's size and encoder stay.
+    let in_chunk0 =
+        (|| -> Result<std::result::Result<bool, (ObjectHeaderPrefix, Vec<StoredMessage>)>> {
+            let icr = meta.icr_mut(&h)?;
+            let wrong = || Error::Unsupported("object header cached as another type".into());
+            if icr.encode.is_none() {
+                // Cached by a reader: it becomes writable (with its encoder) before it changes.
+                let img = icr
+                    .value
+                    .downcast_ref::<FirstChunkImage>()
+                    .ok_or_else(wrong)?;
+                *icr = first_chunk_entry(img.clone());
+            }
+            let img = icr.value_mut::<FirstChunkImage>().ok_or_else(wrong)?;
+            let Some(m) = img.messages.iter_mut().find(|m| matches(m)) else {
+                let conts = img
+                    .messages
+                    .iter()
+                    .filter(|m| m.kind == kind::CONTINUATION)
+                    .cloned()
+                    .collect();
+                return Ok(Err((img.prefix, conts)));
+            };
+            Ok(Ok(match padded(body, m.body.len()) {
+                Some(p) => {
+                    m.body = p;
+                    true
+                }
+                None => false,
+            }))
+        })();
+    let (prefix, conts) = match in_chunk0 {
+        Ok(Ok(replaced)) => {
+            let flags = if replaced {
+                UnprotectFlags::DIRTIED
+            } else {
+                UnprotectFlags::NONE
+            };
+            meta.unprotect(h, flags)
+                .map_err(|e| Error::Cache(e.error))?;
+            return Ok(replaced);
+        }
+        Ok(Err(rest)) => rest,
+        Err(e) => {
             let _ = meta.unprotect(h, UnprotectFlags::NONE);
-            return Err(Error::Unsupported(
-                "object header cached as another type".into(),
-            ));
+            return Err(e);
         }
     };
-    if let Some(i) = first.messages.iter().position(matches) {
-        let Some(padded) = padded(body, first.messages[i].body.len()) else {
-            let _ = meta.unprotect(h, UnprotectFlags::NONE);
-            return Ok(false);
-        };
-        let mut img = first;
-        img.messages[i].body = padded;
-        let entry = first_chunk_entry(img);
-        if let Ok(icr) = meta.icr_mut(&h) {
-            *icr = entry;
-        }
-        meta.unprotect(h, UnprotectFlags::DIRTIED)
-            .map_err(|e| Error::Cache(e.error))?;
-        return Ok(true);
-    }
     meta.unprotect(h, UnprotectFlags::NONE)
         .map_err(|e| Error::Cache(e.error))?;
     let continuations = |msgs: &[StoredMessage]| -> Result<Vec<Continuation>> {
@@ -363,7 +385,7 @@ pub(crate) fn replace_in_place(
             })
             .collect()
     };
-    let mut pending = continuations(&first.messages)?;
+    let mut pending = continuations(&conts)?;
     let mut seen = 0usize;
     while let Some(c) = pending.pop() {
         seen += 1;
@@ -376,7 +398,7 @@ pub(crate) fn replace_in_place(
             .protect(
                 MetadataKind::ObjectHeaderChunk.id(),
                 file.abs(c.address)?,
-                &block_load(first.prefix, c.address, len),
+                &block_load(prefix, c.address, len),
                 ProtectFlags::NONE,
             )
             .map_err(cache_error)?;
@@ -399,7 +421,7 @@ pub(crate) fn replace_in_place(
             };
             let mut msgs = msgs;
             msgs[i].body = padded;
-            let entry = block_entry(first.prefix, msgs, len);
+            let entry = block_entry(prefix, msgs, len);
             if let Ok(icr) = meta.icr_mut(&h) {
                 *icr = entry;
             }

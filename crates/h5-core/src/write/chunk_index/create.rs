@@ -92,6 +92,10 @@ pub(crate) fn rewrite_layout_message(file: &FileShared, at: u64, layout: Layout)
         &h5_format::message::Message::Layout(layout),
         file.sizes,
     )?;
+    // An address set or changed keeps the message's length: rewritten where it is stored.
+    if crate::write::ohdr::replace_in_place(file, at, h5_format::message::kind::LAYOUT, &body)? {
+        return Ok(());
+    }
     crate::write::ohdr::update(file, at, |msgs| {
         for m in msgs
             .iter_mut()
