@@ -154,32 +154,35 @@ pub(super) fn reshape(
         .ok_or_else(|| corrupt(parent.addr, "separators past the node's records"))?
         .to_vec();
     drop(pnode);
-    // The siblings, held, their records and children laid end to end with the separators.
+    let total: u64 = outputs.iter().sum::<u64>() + outputs.len() as u64 - 1;
+    let given: u64 = ptrs.iter().map(|p| p.records).sum::<u64>() + seps.len() as u64;
+    if total != given {
+        return Err(corrupt(
+            parent.addr,
+            format!("{given} records to lay out as {outputs:?} (internal inconsistency)"),
+        ));
+    }
+    // The siblings, held, their records and children moved out end to end with the separators
+    // (each sibling is given its new records below, or deleted). The counts were checked
+    // against the parent's pointers above and each sibling against its pointer here, so
+    // nothing is taken out before the inputs are known to add up.
     let mut held = Vec::with_capacity(inputs);
-    let mut records = Vec::new();
+    let mut records = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
     // (child pointer, address of the sibling it came from)
     let mut children: Vec<(ChildPointer, u64)> = Vec::new();
-    for (i, p) in ptrs.iter().enumerate() {
+    for p in &ptrs {
         let h = s.protect(kind, p.address, node_load(geom, tree.ctx, *p, child_depth))?;
-        let n: Arc<Btree2Node> = s.value_arc(&h)?;
-        check_node(&n, *p, child_depth)?;
-        records.extend(n.records.iter().cloned());
-        children.extend(n.children.iter().map(|c| (*c, p.address)));
+        check_node(&*s.value_arc::<Btree2Node>(&h)?, *p, child_depth)?;
+        held.push(h);
+    }
+    for (i, h) in held.iter().enumerate() {
+        let n = s.value_mut::<Btree2Node>(h)?;
+        records.append(&mut n.records);
+        let from = h.addr;
+        children.extend(n.children.drain(..).map(|c| (c, from)));
         if let Some(sep) = seps.get(i) {
             records.push(sep.clone());
         }
-        drop(n);
-        held.push(h);
-    }
-    let total: u64 = outputs.iter().sum::<u64>() + outputs.len() as u64 - 1;
-    if total != records.len() as u64 {
-        return Err(corrupt(
-            parent.addr,
-            format!(
-                "{} records to lay out as {outputs:?} (internal inconsistency)",
-                records.len()
-            ),
-        ));
     }
     let mut recs = records.into_iter();
     let mut kids = children.into_iter();
