@@ -1,6 +1,11 @@
 //! Datasets: their description from the object header, their layout registered with the shared
 //! chunk cache, and reads through it.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use std::sync::{Arc, Mutex};
 
 use h5_chunkcache::selection::{MemorySelection, Selection};
@@ -688,12 +693,12 @@ pub(crate) fn visit_chunks(
             h5_chunkcache::ChunkCoord::new(&coord)
                 .ok_or_else(|| Error::Unsupported("rank too large".into()))?,
         );
-        for d in (0..coord.len()).rev() {
-            coord[d] += 1;
-            if coord[d] < counts[d] {
+        // Next coordinate, row-major: a dimension that reaches its count wraps to 0.
+        for (x, &n) in coord.iter_mut().zip(counts.iter()).rev() {
+            *x = x.checked_add(1).filter(|&next| next < n).unwrap_or(0);
+            if *x != 0 {
                 break;
             }
-            coord[d] = 0;
         }
         if batch.len() == 4096 {
             lookup(&mut batch)?;
