@@ -9,6 +9,11 @@
 //! owns the layout, so a strong one would be a cycle. Array indexes hold the file's metadata
 //! cache itself (`CacheHandle`), which owns no layout.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 pub mod earray;
 pub mod farray;
 
@@ -30,6 +35,16 @@ fn file_of(w: &Weak<FileShared>) -> Result<Arc<FileShared>, LayoutError> {
 /// `v` as a memory size.
 pub(crate) fn usize_of(v: u64) -> crate::Result<usize> {
     usize::try_from(v).map_err(|_| crate::Error::Unsupported("size does not fit in memory".into()))
+}
+
+/// A size or index the array header's geometry gives overflows 64 bits: the header (at
+/// `address`) is damaged.
+pub(crate) fn geometry_overflow(structure: &'static str, address: u64) -> crate::Error {
+    crate::Error::Format(h5_format::FormatError::Corrupted {
+        structure,
+        address,
+        reason: "its geometry gives a size or index past 2^64".into(),
+    })
 }
 
 /// Row-major linear index of the scaled coordinates `scaled` over a grid of `counts` chunks
