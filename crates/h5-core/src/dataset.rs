@@ -693,13 +693,7 @@ pub(crate) fn visit_chunks(
             h5_chunkcache::ChunkCoord::new(&coord)
                 .ok_or_else(|| Error::Unsupported("rank too large".into()))?,
         );
-        // Next coordinate, row-major: a dimension that reaches its count wraps to 0.
-        for (x, &n) in coord.iter_mut().zip(counts.iter()).rev() {
-            *x = x.checked_add(1).filter(|&next| next < n).unwrap_or(0);
-            if *x != 0 {
-                break;
-            }
-        }
+        crate::indexes::next_coords(&mut coord, counts);
         if batch.len() == 4096 {
             lookup(&mut batch)?;
         }

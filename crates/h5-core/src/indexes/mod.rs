@@ -139,6 +139,18 @@ pub fn grid(dims: &[u64], chunk: &[u64]) -> Vec<u64> {
         .collect()
 }
 
+/// Advances `scaled` to the next chunk of a grid of `counts` in row-major order (a dimension
+/// that reaches its count wraps to 0 and carries); false after the last.
+pub(crate) fn next_coords(scaled: &mut [u64], counts: &[u64]) -> bool {
+    for (x, &n) in scaled.iter_mut().zip(counts).rev() {
+        *x = x.checked_add(1).filter(|&next| next < n).unwrap_or(0);
+        if *x != 0 {
+            return true;
+        }
+    }
+    false
+}
+
 /// v1 B-tree chunk index (layouts v1–v3): every lookup descends the tree through the metadata
 /// cache (a batch of lookups shares the nodes it reads); nothing is kept besides the cache.
 #[derive(Debug)]
