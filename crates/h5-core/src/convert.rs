@@ -508,6 +508,32 @@ mod tests {
     }
 
     #[test]
+    fn narrowing_clamps_and_writes_the_low_bytes_in_order() {
+        let c = NumConversion::new(int(8, true, LE), int(2, true, BE), true).unwrap();
+        let src: Vec<u8> = [-70000i64, -2, 40000]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let mut dst = [0u8; 6];
+        c.run(&src, &mut dst, 3).unwrap();
+        assert_eq!(dst, [0x80, 0x00, 0xFF, 0xFE, 0x7F, 0xFF]);
+        let c = NumConversion::new(int(4, true, BE), int(1, false, LE), true).unwrap();
+        let mut one = [9u8];
+        c.run(&(-1i32).to_be_bytes(), &mut one, 1).unwrap();
+        assert_eq!(one, [0], "negative to unsigned clamps at 0");
+    }
+
+    #[test]
+    fn an_element_count_whose_bytes_overflow_is_an_error() {
+        let c = NumConversion::new(int(4, true, LE), int(8, true, LE), false).unwrap();
+        let mut dst = [0u8; 8];
+        assert!(matches!(
+            c.run(&[0; 4], &mut dst, usize::MAX / 2),
+            Err(ConvertError::Unsupported(_))
+        ));
+    }
+
+    #[test]
     fn half_precision_round_trips() {
         for (bits, v) in [
             (0x3C00u16, 1.0f64),

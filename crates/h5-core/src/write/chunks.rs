@@ -489,3 +489,20 @@ impl ChunkLayout for ChunkedWriteLayout {
         Ok(direct_plan(self.pipeline.is_none()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn block_sizes_that_do_not_fit_are_too_large_errors() {
+        assert_eq!(block_size("a chunk", &[4, 5], 8).unwrap(), (20, 160));
+        assert_eq!(block_size("a chunk", &[], 8).unwrap(), (1, 8));
+        let e = block_size("a chunk", &[1 << 40, 1 << 40], 1).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
+        let e = block_size("a chunk", &[1 << 62], 8).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
+        assert!(e.to_string().contains("a chunk"), "{e}");
+    }
+}

@@ -266,16 +266,9 @@ fn gather(
     let sizes = file.sizes;
     let mut all = Vec::new();
     let mut blocks: Vec<(u64, u64)> = Vec::new();
-    let mut pending = first.messages.clone();
-    let mut i = 0;
-    while let Some(m) = pending.get(i).cloned() {
-        #[allow(
-            clippy::arithmetic_side_effects,
-            reason = "i < pending.len() (just read)"
-        )]
-        {
-            i += 1;
-        }
+    // In order: chunk #0's messages, then each continuation block's as it is reached.
+    let mut pending = std::collections::VecDeque::from(first.messages.clone());
+    while let Some(m) = pending.pop_front() {
         match m.kind {
             kind::NIL => {}
             kind::CONTINUATION => {
