@@ -518,13 +518,11 @@ impl ChunkLayout for CompactLayout {
         _: bool,
         _: &mut h5_chunkcache::Udata,
     ) -> Result<h5_chunkcache::Chunk, h5_chunkcache::LayoutError> {
-        let chunk: usize = self
-            .dims
-            .iter()
-            .map(|&d| d.max(1) as usize)
-            .product::<usize>()
-            .saturating_mul(self.elem_size);
+        let dims: Vec<u64> = self.dims.iter().map(|&d| d.max(1)).collect();
+        let (_, chunk) = crate::write::chunks::block_size("compact data", &dims, self.elem_size)?;
         let mut v = self.data.clone();
+        v.try_reserve_exact(chunk.saturating_sub(v.len()))
+            .map_err(|_| Error::too_large("compact data", u64::try_from(chunk).ok()))?;
         v.resize(chunk, 0);
         Ok(h5_chunkcache::Chunk::Dense(v))
     }

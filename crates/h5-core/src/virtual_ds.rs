@@ -314,7 +314,8 @@ impl VirtualLayout {
             ))));
         }
         let src_dims = info.dims().to_vec();
-        let mapped: u64 = self.dims.iter().product();
+        let mapped = crate::buffer::product(self.dims.iter().copied())
+            .ok_or_else(|| err(format!("virtual dataset block {:?} too large", self.dims)))?;
         // The source selection as a chunk-cache selection (irregular boxes become a point list
         // in row-major order).
         let src_sel = match simple_selection(&m.source)? {

@@ -349,11 +349,13 @@ impl FileShared {
         if name.is_empty() || name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {name:?}")));
         }
-        let elements: u64 = dims.map_or(1, |d| d.iter().product());
-        if elements.checked_mul(u64::from(datatype.size())) != Some(data.len() as u64) {
+        let elements = dims.map_or(Some(1), |d| crate::buffer::product(d.iter().copied()));
+        let bytes = elements.and_then(|n| n.checked_mul(u64::from(datatype.size())));
+        if bytes != Some(data.len() as u64) {
             return Err(Error::Invalid(format!(
-                "attribute {name}: {} bytes for {elements} elements of {} bytes",
+                "attribute {name}: {} bytes for {} elements of {} bytes",
                 data.len(),
+                elements.map_or_else(|| "too many".into(), |n| n.to_string()),
                 datatype.size()
             )));
         }

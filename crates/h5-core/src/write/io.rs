@@ -52,11 +52,13 @@ pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Res
     file.check_usable()?;
     let mut ids = Vec::with_capacity(reqs.len());
     for (info, buf) in reqs {
-        let elements: u64 = info.dims().iter().product();
-        if elements.checked_mul(info.elem_size() as u64) != Some(buf.len() as u64) {
+        let elements = crate::buffer::product(info.dims().iter().copied());
+        let bytes = elements.and_then(|n| n.checked_mul(info.elem_size() as u64));
+        if bytes != Some(buf.len() as u64) {
             return Err(Error::Invalid(format!(
-                "{} bytes for the {elements} elements of the dataset at {:#x}",
+                "{} bytes for the {} elements of the dataset at {:#x}",
                 buf.len(),
+                elements.map_or_else(|| "too many".into(), |n| n.to_string()),
                 info.address
             )));
         }
