@@ -8,6 +8,11 @@
 //! integers saturate at the destination's range, floats round to nearest, float to integer
 //! truncates toward zero (NaN gives 0), as libhdf5 does by default.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use h5_chunkcache::{Conversion, LayoutError};
 
 /// Byte order of a numeric type.
@@ -69,7 +74,7 @@ impl NumType {
                 lo_pad: false,
                 hi_pad: false,
                 bit_offset: 0,
-                precision: (size * 8) as u16,
+                precision: self.precision(),
             }),
             NumType::Float { size, order: o } => {
                 let (sign, exp_loc, exp_size, mant, bias) = match size {
@@ -86,7 +91,7 @@ impl NumType {
                     normalization: Normalization::Implied,
                     sign_location: sign,
                     bit_offset: 0,
-                    precision: (size * 8) as u16,
+                    precision: self.precision(),
                     exponent_location: exp_loc,
                     exponent_size: exp_size,
                     mantissa_location: 0,
@@ -102,6 +107,19 @@ impl NumType {
         match self {
             NumType::Int { size, .. } | NumType::Float { size, .. } => size,
         }
+    }
+
+    /// Bits per element (saturated for a size no conversion accepts, see [`Self::valid`]).
+    fn bits(self) -> u32 {
+        u32::try_from(self.size())
+            .ok()
+            .and_then(|size| size.checked_mul(8))
+            .unwrap_or(u32::MAX)
+    }
+
+    /// The datatype's precision: every bit of the element.
+    fn precision(self) -> u16 {
+        u16::try_from(self.bits()).unwrap_or(u16::MAX)
     }
 
     fn order(self) -> Order {
@@ -139,7 +157,7 @@ impl NumType {
             },
             // Integers up to the float's mantissa width (11, 24, 53 bits) are exact.
             (Int { size, signed, .. }, Float { size: f, .. }) => {
-                let bits = 8 * size - usize::from(signed);
+                let bits = size.saturating_mul(8).saturating_sub(usize::from(signed));
                 let mant = match f {
                     2 => 11,
                     4 => 24,
@@ -208,7 +226,10 @@ impl NumConversion {
     /// Converts `n` elements.
     pub fn run(&self, src: &[u8], dst: &mut [u8], n: usize) -> Result<(), ConvertError> {
         let (fs, ts) = (self.from.size(), self.to.size());
-        let (Some(src), Some(dst)) = (src.get(..n * fs), dst.get_mut(..n * ts)) else {
+        let (Some(src_len), Some(dst_len)) = (n.checked_mul(fs), n.checked_mul(ts)) else {
+            return Err(ConvertError::Unsupported(self.from));
+        };
+        let (Some(src), Some(dst)) = (src.get(..src_len), dst.get_mut(..dst_len)) else {
             return Err(ConvertError::Unsupported(self.from));
         };
         if self.is_identity() {
@@ -218,8 +239,8 @@ impl NumConversion {
         // Same kind and size, other byte order: a swap.
         if same_kind_size(self.from, self.to) {
             for (s, d) in src.chunks_exact(fs).zip(dst.chunks_exact_mut(ts)) {
-                for (i, b) in d.iter_mut().enumerate() {
-                    *b = s[fs - 1 - i];
+                for (b, x) in d.iter_mut().zip(s.iter().rev()) {
+                    *b = *x;
                 }
             }
             return Ok(());
@@ -286,23 +307,22 @@ fn raw(order: Order, b: &[u8]) -> u64 {
     v
 }
 
+/// Writes the low `d.len()` (at most 8) bytes of `v` in `order`.
 fn put_raw(order: Order, v: u64, d: &mut [u8]) {
-    let n = d.len();
-    for (i, b) in d.iter_mut().enumerate() {
-        let shift = match order {
-            Order::Little => 8 * i,
-            Order::Big => 8 * (n - 1 - i),
-        };
-        *b = (v >> shift) as u8;
+    let le = v.to_le_bytes();
+    match order {
+        Order::Little => d.iter_mut().zip(le).for_each(|(b, x)| *b = x),
+        Order::Big => d.iter_mut().rev().zip(le).for_each(|(b, x)| *b = x),
     }
 }
 
 fn read(t: NumType, b: &[u8]) -> Value {
     let bits = raw(t.order(), b);
     match t {
-        NumType::Int { size, signed, .. } => {
-            let width = 8 * size as u32;
+        NumType::Int { signed, .. } => {
+            let width = t.bits();
             if signed && width < 64 {
+                #[allow(clippy::arithmetic_side_effects, reason = "width < 64")]
                 let shift = 64 - width;
                 Value::Int(i128::from(((bits << shift) as i64) >> shift))
             } else if signed {
@@ -321,13 +341,8 @@ fn read(t: NumType, b: &[u8]) -> Value {
 
 fn write(t: NumType, v: Value, d: &mut [u8]) {
     let bits = match t {
-        NumType::Int { size, signed, .. } => {
-            let width = 8 * size as u32;
-            let (lo, hi): (i128, i128) = if signed {
-                (-(1i128 << (width - 1)), (1i128 << (width - 1)) - 1)
-            } else {
-                (0, (1i128 << width) - 1)
-            };
+        NumType::Int { signed, .. } => {
+            let (lo, hi) = int_range(t.bits(), signed);
             let x = match v {
                 Value::Int(i) => i.clamp(lo, hi),
                 Value::Float(f) if f.is_nan() => 0,
@@ -342,12 +357,8 @@ fn write(t: NumType, v: Value, d: &mut [u8]) {
                     }
                 }
             };
+            // Two's complement; put_raw keeps the low `size` bytes.
             x as u64
-                & if width == 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << width) - 1
-                }
         }
         NumType::Float { size, .. } => {
             let f = match v {
@@ -364,7 +375,25 @@ fn write(t: NumType, v: Value, d: &mut [u8]) {
     put_raw(t.order(), bits, d);
 }
 
+/// The range of an integer of `width` bits (8 to 64: the sizes [`NumType::valid`] accepts).
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "1 <= width <= 64: the shifts and differences stay inside i128"
+)]
+fn int_range(width: u32, signed: bool) -> (i128, i128) {
+    let width = width.clamp(1, 64);
+    if signed {
+        (-(1i128 << (width - 1)), (1i128 << (width - 1)) - 1)
+    } else {
+        (0, (1i128 << width) - 1)
+    }
+}
+
 /// IEEE binary16 to f64 (exact).
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "exp is a 5-bit field: e - 15 lies in -15..=16"
+)]
 fn half_to_f64(h: u16) -> f64 {
     let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
     let exp = i32::from((h >> 10) & 0x1F);
@@ -378,6 +407,10 @@ fn half_to_f64(h: u16) -> f64 {
 }
 
 /// f64 to IEEE binary16, rounding to nearest even; overflow gives infinity.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "2^-25 <= a < 65520 gives -25 <= e <= 15, so exp <= 31 and q <= 2048"
+)]
 fn f64_to_half(f: f64) -> u16 {
     if f.is_nan() {
         return 0x7E00;
@@ -475,6 +508,32 @@ mod tests {
     }
 
     #[test]
+    fn narrowing_clamps_and_writes_the_low_bytes_in_order() {
+        let c = NumConversion::new(int(8, true, LE), int(2, true, BE), true).unwrap();
+        let src: Vec<u8> = [-70000i64, -2, 40000]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let mut dst = [0u8; 6];
+        c.run(&src, &mut dst, 3).unwrap();
+        assert_eq!(dst, [0x80, 0x00, 0xFF, 0xFE, 0x7F, 0xFF]);
+        let c = NumConversion::new(int(4, true, BE), int(1, false, LE), true).unwrap();
+        let mut one = [9u8];
+        c.run(&(-1i32).to_be_bytes(), &mut one, 1).unwrap();
+        assert_eq!(one, [0], "negative to unsigned clamps at 0");
+    }
+
+    #[test]
+    fn an_element_count_whose_bytes_overflow_is_an_error() {
+        let c = NumConversion::new(int(4, true, LE), int(8, true, LE), false).unwrap();
+        let mut dst = [0u8; 8];
+        assert!(matches!(
+            c.run(&[0; 4], &mut dst, usize::MAX / 2),
+            Err(ConvertError::Unsupported(_))
+        ));
+    }
+
+    #[test]
     fn half_precision_round_trips() {
         for (bits, v) in [
             (0x3C00u16, 1.0f64),
@@ -508,7 +567,7 @@ pub fn num_type(dt: &h5_format::datatype::Datatype) -> Option<NumType> {
     match dt {
         Datatype::FixedPoint(t) => {
             let size = t.size as usize;
-            let full = t.bit_offset == 0 && usize::from(t.precision) == 8 * size;
+            let full = t.bit_offset == 0 && Some(usize::from(t.precision)) == size.checked_mul(8);
             (matches!(size, 1 | 2 | 4 | 8) && full).then_some(())?;
             Some(NumType::Int {
                 size,
@@ -538,7 +597,8 @@ pub fn num_type(dt: &h5_format::datatype::Datatype) -> Option<NumType> {
 pub trait NativeNum: bytemuck::Pod + Default + Send + Sync + 'static {
     /// Its description.
     const TYPE: NumType;
-    /// The value from its native-order bytes.
+    /// The value from its native-order bytes (the first `size_of::<Self>()` of them; bytes
+    /// missing from a shorter slice read as zero).
     fn from_ne(bytes: &[u8]) -> Self;
 }
 
@@ -550,7 +610,7 @@ macro_rules! native {
             #[allow(clippy::host_endian_bytes)]
             fn from_ne(bytes: &[u8]) -> Self {
                 let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&bytes[..std::mem::size_of::<$t>()]);
+                a.iter_mut().zip(bytes).for_each(|(d, s)| *d = *s);
                 <$t>::from_ne_bytes(a)
             }
         }

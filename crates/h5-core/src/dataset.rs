@@ -1,6 +1,11 @@
 //! Datasets: their description from the object header, their layout registered with the shared
 //! chunk cache, and reads through it.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use std::sync::{Arc, Mutex};
 
 use h5_chunkcache::selection::{MemorySelection, Selection};
@@ -513,13 +518,11 @@ impl ChunkLayout for CompactLayout {
         _: bool,
         _: &mut h5_chunkcache::Udata,
     ) -> Result<h5_chunkcache::Chunk, h5_chunkcache::LayoutError> {
-        let chunk: usize = self
-            .dims
-            .iter()
-            .map(|&d| d.max(1) as usize)
-            .product::<usize>()
-            .saturating_mul(self.elem_size);
+        let dims: Vec<u64> = self.dims.iter().map(|&d| d.max(1)).collect();
+        let (_, chunk) = crate::write::chunks::block_size("compact data", &dims, self.elem_size)?;
         let mut v = self.data.clone();
+        v.try_reserve_exact(chunk.saturating_sub(v.len()))
+            .map_err(|_| Error::too_large("compact data", u64::try_from(chunk).ok()))?;
         v.resize(chunk, 0);
         Ok(h5_chunkcache::Chunk::Dense(v))
     }
@@ -688,13 +691,7 @@ pub(crate) fn visit_chunks(
             h5_chunkcache::ChunkCoord::new(&coord)
                 .ok_or_else(|| Error::Unsupported("rank too large".into()))?,
         );
-        for d in (0..coord.len()).rev() {
-            coord[d] += 1;
-            if coord[d] < counts[d] {
-                break;
-            }
-            coord[d] = 0;
-        }
+        crate::indexes::next_coords(&mut coord, counts);
         if batch.len() == 4096 {
             lookup(&mut batch)?;
         }

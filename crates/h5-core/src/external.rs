@@ -2,6 +2,11 @@
 //! stored in other files, one segment after another. They are presented to the chunk cache as
 //! one read-only [`Storage`] whose address space is the concatenation of the segments.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use std::sync::Arc;
 
 use h5_io::{Error as IoError, IoOp, LockMode, Storage, StorageExt};
@@ -61,12 +66,27 @@ impl Storage for ExternalStorage {
         }
         let mut start = 0u64;
         for s in &self.segments {
-            let seg_end = start + s.size;
+            // Saturates like `len`: bytes past u64::MAX are never asked for (end <= len).
+            let seg_end = start.saturating_add(s.size);
             let lo = offset.max(start);
             let hi = end.min(seg_end);
             if lo < hi {
+                #[allow(
+                    clippy::arithmetic_side_effects,
+                    clippy::indexing_slicing,
+                    reason = "offset <= lo < hi <= end = offset + buf.len(): the range lies in buf"
+                )]
                 let dst = &mut buf[(lo - offset) as usize..(hi - offset) as usize];
-                s.file.read_at_zero_fill(s.offset + (lo - start), dst)?;
+                #[allow(clippy::arithmetic_side_effects, reason = "start <= lo")]
+                let into_segment = lo - start;
+                let at = s
+                    .offset
+                    .checked_add(into_segment)
+                    .ok_or(IoError::AddressOverflow {
+                        offset: s.offset,
+                        len: into_segment,
+                    })?;
+                s.file.read_at_zero_fill(at, dst)?;
             }
             start = seg_end;
         }
@@ -130,5 +150,17 @@ mod tests {
         assert_eq!(two, [3, 4]);
         assert!(s.read_at(6, &mut two).is_err());
         assert!(s.write_at(0, &[1]).is_err());
+    }
+
+    #[test]
+    fn a_segment_offset_near_the_address_limit_is_an_error() {
+        let s = ExternalStorage::new(vec![Segment {
+            file: Arc::new(MemoryStorage::new()),
+            offset: u64::MAX - 1,
+            size: 8,
+        }]);
+        let mut buf = [0u8; 4];
+        let e = s.read_at(4, &mut buf).unwrap_err();
+        assert!(matches!(e, IoError::AddressOverflow { .. }), "{e:?}");
     }
 }

@@ -27,6 +27,11 @@
 //!
 //! Every entry carries the filter's name, as libhdf5 stores it in version 1 pipeline messages.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use h5_format::datatype::{ByteOrder, Datatype};
 use h5_format::message::filter_pipeline::Filter;
 
@@ -524,8 +529,11 @@ fn nbit(ds: &Dataset<'_>) -> Result<Vec<u32>, FilterSetupError> {
     if cd.len() > NBIT_MAX_PARAMS {
         return Err(ds.bad_type(f, "the type description needs too many parameters"));
     }
-    cd[0] = cd.len() as u32;
-    cd[1] = u32::from(full);
+    let count = cd.len() as u32;
+    if let [n, all_bits, ..] = cd.as_mut_slice() {
+        *n = count;
+        *all_bits = u32::from(full);
+    }
     Ok(cd)
 }
 
@@ -548,7 +556,7 @@ fn nbit_describe(
             ByteOrder::Vax => return Err(ds.bad_type(f, "VAX byte order")),
         };
         let (p, o) = (u32::from(precision), u32::from(offset));
-        if p == 0 || p + o > size.saturating_mul(8) {
+        if p == 0 || p.saturating_add(o) > size.saturating_mul(8) {
             return Err(ds.bad_type(f, "precision and offset exceed the size"));
         }
         if p != size.saturating_mul(8) {
@@ -607,7 +615,7 @@ fn scale_offset(ds: &Dataset<'_>, so: ScaleOffset) -> Result<Vec<u32>, FilterSet
     };
     let (scale_type, factor) = match (so, class) {
         (ScaleOffset::Integer { min_bits }, 0) => {
-            if min_bits > size * 8 {
+            if min_bits > size.saturating_mul(8) {
                 return Err(param(
                     f,
                     format!("{min_bits} bits for a {size}-byte integer"),
@@ -623,27 +631,29 @@ fn scale_offset(ds: &Dataset<'_>, so: ScaleOffset) -> Result<Vec<u32>, FilterSet
             return Err(ds.bad_type(f, "decimal scaling of an integer type"));
         }
     };
-    let mut cd = vec![0u32; SCALEOFFSET_PARAMS];
-    cd[0] = scale_type;
-    cd[1] = factor;
-    cd[2] = ds.chunk_elems_u32(f)?;
-    cd[3] = class;
-    cd[4] = size;
-    cd[5] = u32::from(signed);
-    cd[6] = u32::from(be);
-    // The fill value is always defined here (the default one is zero); its bytes are recorded
-    // least significant first, four to a value.
-    cd[7] = 1;
+    // The fill value is always defined here (the default one is zero): flag 1, then its bytes
+    // least significant first, four to a value (at most two values: size <= 8).
+    let mut cd = vec![
+        scale_type,
+        factor,
+        ds.chunk_elems_u32(f)?,
+        class,
+        size,
+        u32::from(signed),
+        u32::from(be),
+        1,
+    ];
     let mut fill: Vec<u8> = ds.fill.iter().copied().take(size as usize).collect();
     fill.resize(size as usize, 0);
     if be {
         fill.reverse();
     }
-    for (i, word) in fill.chunks(4).enumerate() {
+    for word in fill.chunks(4) {
         let mut w = [0u8; 4];
-        w[..word.len()].copy_from_slice(word);
-        cd[8 + i] = u32::from_le_bytes(w);
+        w.iter_mut().zip(word).for_each(|(d, s)| *d = *s);
+        cd.push(u32::from_le_bytes(w));
     }
+    cd.resize(SCALEOFFSET_PARAMS, 0);
     Ok(cd)
 }
 

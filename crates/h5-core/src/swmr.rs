@@ -10,6 +10,11 @@
 //! chunk cache is emptied (raw data is not covered by the index) and open datasets see a new
 //! generation, on which they re-read their object header (`FileShared::swmr_generation`).
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -166,7 +171,15 @@ fn claim(path: &Path, writer: bool) -> Result<PathBuf> {
     let map = reg.get_or_insert_with(HashMap::new);
     match map.get_mut(&key) {
         // Several readers of one file may share a process; a writer shares it with no one.
-        Some((false, n)) if !writer => *n += 1,
+        Some((false, n)) if !writer => {
+            #[allow(
+                clippy::arithmetic_side_effects,
+                reason = "one per open reader handle: fewer than usize::MAX"
+            )]
+            {
+                *n += 1;
+            }
+        }
         Some(&mut (w, _)) => {
             return Err(swmr_err(SwmrError::AlreadyOpen {
                 path: path.to_path_buf(),
@@ -184,7 +197,8 @@ fn unclaim(key: &Path) {
     if let Some(map) = registry().as_mut()
         && let Some((_, n)) = map.get_mut(key)
     {
-        *n -= 1;
+        // Entries hold at least 1 (inserted with 1, removed at 0).
+        *n = n.saturating_sub(1);
         if *n == 0 {
             map.remove(key);
         }
@@ -348,11 +362,11 @@ impl FileShared {
             if config.generate_updater_files {
                 let b = updater::build(&out, updater_seq, ps, false).map_err(swmr_err)?;
                 updater::publish(&config.updater_file_path, updater_seq, &b).map_err(swmr_err)?;
-                updater_seq += 1;
+                updater_seq = next_updater_seq(updater_seq)?;
             }
         }
         pb.set_tick(md.tick()).map_err(Error::PageBuffer)?;
-        let deadline = Instant::now() + config.tick();
+        let deadline = later(Instant::now(), config.tick());
         let weak: Weak<dyn TickTarget> = Arc::downgrade(&(Arc::clone(self) as Arc<dyn TickTarget>));
         let id = if config.tick_len > 0 {
             queue::register(weak, true, md.tick(), deadline)
@@ -578,7 +592,7 @@ impl FileShared {
             }));
         }
         let now = Instant::now();
-        c.deadline = now + sf.config.tick();
+        c.deadline = later(now, sf.config.tick());
         if sf.config.tick_len > 0 {
             queue::update(c.id, tick, c.deadline);
         } else {
@@ -589,7 +603,7 @@ impl FileShared {
             Tag::EotProcessingTime,
             "{} {:.6} s",
             if writer { "writer" } else { "reader" },
-            (now - start).as_secs_f64()
+            now.saturating_duration_since(start).as_secs_f64()
         );
         Ok(())
     }
@@ -626,14 +640,13 @@ impl FileShared {
             let b = updater::build(&out, w.updater_seq, ps, false).map_err(swmr_err)?;
             updater::publish(&sf.config.updater_file_path, w.updater_seq, &b).map_err(swmr_err)?;
             if sf.config.prune_updater_files {
-                let keep = sf.config.max_lag_ticks() + 2;
-                if w.updater_seq >= keep {
-                    let old =
-                        updater::file_name(&sf.config.updater_file_path, w.updater_seq - keep);
+                let keep = sf.config.max_lag_ticks().saturating_add(2);
+                if let Some(old_seq) = w.updater_seq.checked_sub(keep) {
+                    let old = updater::file_name(&sf.config.updater_file_path, old_seq);
                     let _ = std::fs::remove_file(old);
                 }
             }
-            w.updater_seq += 1;
+            w.updater_seq = next_updater_seq(w.updater_seq)?;
         }
         self.release_hdf5_frees(sf, w.md.tick(), false)?;
         // The published tick is the writer's commit point: space freed before it (and held
@@ -671,7 +684,7 @@ impl FileShared {
             let mut f = sf.frees.lock().map_err(|_| Error::Poisoned)?;
             let mut due = Vec::new();
             while let Some(&(tag, kind, addr, len)) = f.front() {
-                if !all && tick <= tag + sf.config.max_lag_ticks() {
+                if !all && tick <= tag.saturating_add(sf.config.max_lag_ticks()) {
                     break;
                 }
                 due.push((kind, addr, len));
@@ -715,7 +728,9 @@ impl FileShared {
         let ps = pb.page_size().unwrap_or(0);
         let mut pages = 0;
         for e in &changed {
-            pages += pb.evict_range(e.hdf5_page, u64::from(e.length));
+            pages = pb
+                .evict_range(e.hdf5_page, u64::from(e.length))
+                .saturating_add(pages);
         }
         swmr_log!(&sf.log, Tag::Evictions, "page buffer {pages}");
         let (entries, bytes) = self.evict_metadata_in(&changed, ps)?;
@@ -793,7 +808,7 @@ impl FileShared {
             })
             .collect();
         let map = h5_swmr::pagemap::PageMap::build(ps, snapshot);
-        let (mut n, mut bytes) = (0, 0u64);
+        let (mut n, mut bytes) = (0usize, 0u64);
         for e in changed {
             for (addr, (class, size)) in map.in_range(e.hdf5_page, u64::from(e.length)) {
                 if !meta.contains(addr) {
@@ -801,8 +816,8 @@ impl FileShared {
                 }
                 meta.expunge(class, addr, ExpungeFlags::NONE)
                     .map_err(crate::file::cache_error)?;
-                n += 1;
-                bytes += size as u64;
+                n = n.saturating_add(1);
+                bytes = bytes.saturating_add(size as u64);
             }
         }
         Ok((n, bytes))
@@ -831,7 +846,7 @@ impl FileShared {
                 let deadline = self.side()?.common().deadline;
                 let now = Instant::now();
                 if deadline > now {
-                    std::thread::sleep(deadline - now);
+                    std::thread::sleep(deadline.saturating_duration_since(now));
                 }
             }
             self.run_eot(Trigger::Flush)?;
@@ -896,7 +911,7 @@ impl FileShared {
                 .unwrap_or(0);
             let b = updater::build(&out, w.updater_seq, ps, true).map_err(swmr_err)?;
             updater::publish(&sf.config.updater_file_path, w.updater_seq, &b).map_err(swmr_err)?;
-            w.updater_seq += 1;
+            w.updater_seq = next_updater_seq(w.updater_seq)?;
         }
         if sf.config.maintain_metadata_file && !sf.config.keep_md_file {
             std::fs::remove_file(&sf.md_path).map_err(|source| {
@@ -974,12 +989,29 @@ impl TickTarget for FileShared {
             .try_lock()
             .map_or(0, |m| m.totals().dirty_size as u64);
         let c = pb.counts();
-        c.index_size + dirty > c.max_size.saturating_mul(t as u64)
+        c.index_size.saturating_add(dirty) > c.max_size.saturating_mul(t as u64)
     }
 }
 
+/// A deadline never reached: a hundred years from now.
 fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+    later(Instant::now(), Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+/// `from + d`, or the latest instant the clock can represent near that (a tick length from
+/// the configuration may be out of the clock's range).
+fn later(from: Instant, d: Duration) -> Instant {
+    from.checked_add(d)
+        .or_else(|| from.checked_add(Duration::from_secs(u64::from(u32::MAX))))
+        .unwrap_or(from)
+}
+
+/// The updater file sequence number after `seq`.
+fn next_updater_seq(seq: u64) -> Result<u64> {
+    seq.checked_add(1).ok_or(swmr_err(SwmrError::FormatLimit {
+        what: "updater file sequence number",
+        value: seq,
+    }))
 }
 
 /// Opens the reader: waits for the files as the configuration allows (SWMR-102 … SWMR-105),
@@ -1002,6 +1034,10 @@ fn open_reader(
     };
     let timeout = config.open_timeout();
     let start = Instant::now();
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "division by a non-zero constant"
+    )]
     let poll = (config.tick() / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
     let reader = loop {
         let md_exists = md_path.exists();
@@ -1081,7 +1117,7 @@ fn open_reader(
     {
         return Err(swmr_err(SwmrError::PageSizeMismatch { md: mps, file: ps }));
     }
-    let deadline = Instant::now() + config.tick();
+    let deadline = later(Instant::now(), config.tick());
     let weak: Weak<dyn TickTarget> = Arc::downgrade(&(Arc::clone(&file) as Arc<dyn TickTarget>));
     let id = queue::register(
         weak,

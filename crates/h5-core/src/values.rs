@@ -1,6 +1,11 @@
 //! Element values that are not plain numbers: strings (fixed and variable length) and the
 //! numeric conversion of raw element bytes.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use h5_format::datatype::{Datatype, StringPadding, VarLenKind};
 use h5_format::heap::global::GlobalHeapId;
 
@@ -21,15 +26,17 @@ pub fn strings(file: &FileShared, dt: &Datatype, raw: &[u8]) -> Result<Vec<Strin
             Ok(raw
                 .chunks_exact(size)
                 .map(|b| {
-                    let end = match s.padding {
-                        StringPadding::NullTerminate | StringPadding::NullPad => {
-                            b.iter().position(|&c| c == 0).unwrap_or(b.len())
-                        }
+                    let text = match s.padding {
+                        StringPadding::NullTerminate | StringPadding::NullPad => before_null(b),
                         StringPadding::SpacePad => {
-                            b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1)
+                            let mut t = b;
+                            while let [rest @ .., b' '] = t {
+                                t = rest;
+                            }
+                            t
                         }
                     };
-                    String::from_utf8_lossy(&b[..end]).into_owned()
+                    String::from_utf8_lossy(text).into_owned()
                 })
                 .collect())
         }
@@ -50,8 +57,7 @@ pub fn strings(file: &FileShared, dt: &Datatype, raw: &[u8]) -> Result<Vec<Strin
                     let bytes = walk::global_object(file, id)?;
                     let bytes = bytes.get(..len).unwrap_or(&bytes);
                     // A trailing null may be stored.
-                    let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
-                    Ok(String::from_utf8_lossy(&bytes[..end]).into_owned())
+                    Ok(String::from_utf8_lossy(before_null(bytes)).into_owned())
                 })
                 .collect()
         }
@@ -60,6 +66,11 @@ pub fn strings(file: &FileShared, dt: &Datatype, raw: &[u8]) -> Result<Vec<Strin
             other.describe()
         ))),
     }
+}
+
+/// The bytes of `b` before its first null (all of them when it has none).
+fn before_null(b: &[u8]) -> &[u8] {
+    b.split(|&c| c == 0).next().unwrap_or(b)
 }
 
 /// One variable-length element (a 4-byte length, then a global heap ID; `raw` in the file's
@@ -90,9 +101,10 @@ pub fn numbers<T: NativeNum>(dt: &Datatype, raw: &[u8], lossy: bool) -> Result<V
     let from = num_type(dt)
         .ok_or_else(|| Error::Invalid(format!("{} is not a numeric type", dt.describe())))?;
     let conv = NumConversion::new(from, T::TYPE, lossy)?;
-    let n = raw.len() / from.size().max(1);
+    let n = raw.len().checked_div(from.size()).unwrap_or(0);
     let size = std::mem::size_of::<T>();
-    let mut out = vec![0u8; n * size];
+    let bytes = n.checked_mul(size).and_then(|b| u64::try_from(b).ok());
+    let mut out = crate::buffer::zeroed(|| format!("{n} converted numbers"), bytes)?;
     conv.run(raw, &mut out, n)?;
     Ok(out.chunks_exact(size).map(T::from_ne).collect())
 }
@@ -145,6 +157,17 @@ pub fn values(file: &FileShared, dt: &Datatype, raw: &[u8]) -> Result<Vec<Value>
         .collect()
 }
 
+/// The one number element `b` holds (of numeric type `dt`), converted to `T`.
+fn number<T: NativeNum>(dt: &Datatype, b: &[u8]) -> Result<T> {
+    numbers::<T>(dt, b, true)?.first().copied().ok_or_else(|| {
+        Error::Invalid(format!(
+            "{} bytes are too few for an element of {}",
+            b.len(),
+            dt.describe()
+        ))
+    })
+}
+
 /// Nesting deeper than this is refused (the decoder already bounds it; this guards recursion).
 const MAX_DEPTH: usize = 40;
 
@@ -153,19 +176,24 @@ fn value(file: &FileShared, dt: &Datatype, b: &[u8], depth: usize) -> Result<Val
     if depth > MAX_DEPTH {
         return Err(Error::Unsupported("datatype nested too deeply".into()));
     }
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "depth <= MAX_DEPTH (checked above)"
+    )]
+    let depth = depth + 1;
     Ok(match dt {
         Datatype::FixedPoint(t) => match num_type(dt) {
-            Some(_) if t.signed => Value::Int(numbers::<i64>(dt, b, true)?[0]),
-            Some(_) => Value::UInt(numbers::<u64>(dt, b, true)?[0]),
+            Some(_) if t.signed => Value::Int(number(dt, b)?),
+            Some(_) => Value::UInt(number(dt, b)?),
             None => Value::Bytes(b.to_vec()),
         },
         Datatype::Float(_) => match num_type(dt) {
-            Some(_) => Value::Float(numbers::<f64>(dt, b, true)?[0]),
+            Some(_) => Value::Float(number(dt, b)?),
             None => Value::Bytes(b.to_vec()),
         },
         Datatype::Enum(e) => match e.members.iter().find(|m| m.value.as_slice() == b) {
             Some(m) => Value::Enum(m.name.clone()),
-            None => value(file, &e.base, b, depth + 1)?,
+            None => value(file, &e.base, b, depth)?,
         },
         Datatype::Compound(c) => {
             let mut out = Vec::with_capacity(c.members.len());
@@ -175,7 +203,7 @@ fn value(file: &FileShared, dt: &Datatype, b: &[u8], depth: usize) -> Result<Val
                 let part = b.get(start..end).ok_or_else(|| {
                     Error::Invalid(format!("compound member {:?} out of bounds", m.name))
                 })?;
-                out.push((m.name.clone(), value(file, &m.datatype, part, depth + 1)?));
+                out.push((m.name.clone(), value(file, &m.datatype, part, depth)?));
             }
             Value::Compound(out)
         }
@@ -186,7 +214,7 @@ fn value(file: &FileShared, dt: &Datatype, b: &[u8], depth: usize) -> Result<Val
             } else {
                 Value::List(
                     b.chunks_exact(es)
-                        .map(|e| value(file, &a.base, e, depth + 1))
+                        .map(|e| value(file, &a.base, e, depth))
                         .collect::<Result<_>>()?,
                 )
             }
@@ -194,7 +222,8 @@ fn value(file: &FileShared, dt: &Datatype, b: &[u8], depth: usize) -> Result<Val
         Datatype::Complex(c) => {
             let es = c.base.size() as usize;
             let re = numbers::<f64>(&c.base, b.get(..es).unwrap_or(&[]), true)?;
-            let im = numbers::<f64>(&c.base, b.get(es..2 * es).unwrap_or(&[]), true)?;
+            let im_bytes = b.get(es..).and_then(|rest| rest.get(..es)).unwrap_or(&[]);
+            let im = numbers::<f64>(&c.base, im_bytes, true)?;
             match (re.first(), im.first()) {
                 (Some(&r), Some(&i)) => Value::Complex(r, i),
                 _ => Value::Bytes(b.to_vec()),
@@ -222,7 +251,7 @@ fn value(file: &FileShared, dt: &Datatype, b: &[u8], depth: usize) -> Result<Val
             } else {
                 Value::List(
                     data.chunks_exact(es)
-                        .map(|e| value(file, &v.base, e, depth + 1))
+                        .map(|e| value(file, &v.base, e, depth))
                         .collect::<Result<_>>()?,
                 )
             }

@@ -15,6 +15,11 @@
 //! Not supported (clear errors): unlimited selections and printf-style (`%b`) source names, and
 //! source datasets whose datatype differs from the virtual dataset's.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -163,10 +168,14 @@ fn linear(coord: &[u64], extent: &[u64]) -> Option<u64> {
     })
 }
 
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "divisions by e >= 1 (the max below)"
+)]
 fn coords_of(mut lin: u64, extent: &[u64], out: &mut Vec<u64>) {
     let at = out.len();
-    out.resize(at + extent.len(), 0);
-    for (slot, &e) in out[at..].iter_mut().zip(extent).rev() {
+    out.extend(std::iter::repeat_n(0, extent.len()));
+    for (slot, &e) in out.iter_mut().skip(at).zip(extent).rev() {
         let e = e.max(1);
         *slot = lin % e;
         lin /= e;
@@ -206,7 +215,10 @@ fn box_union(spec: &SelectionSpec, extent: &[u64], limit: u64) -> Result<Vec<u64
             let mut done = true;
             for ((x, &lo), &hi) in c.iter_mut().zip(s.iter()).zip(e.iter()).rev() {
                 if *x < hi {
-                    *x += 1;
+                    #[allow(clippy::arithmetic_side_effects, reason = "x < hi")]
+                    {
+                        *x += 1;
+                    }
                     done = false;
                     break;
                 }
@@ -302,7 +314,8 @@ impl VirtualLayout {
             ))));
         }
         let src_dims = info.dims().to_vec();
-        let mapped: u64 = self.dims.iter().product();
+        let mapped = crate::buffer::product(self.dims.iter().copied())
+            .ok_or_else(|| err(format!("virtual dataset block {:?} too large", self.dims)))?;
         // The source selection as a chunk-cache selection (irregular boxes become a point list
         // in row-major order).
         let src_sel = match simple_selection(&m.source)? {
@@ -370,7 +383,9 @@ impl VirtualLayout {
                     let at = (p as usize).saturating_mul(elem);
                     let (Some(dst), Some(s)) = (
                         chunk.get_mut(at..at.saturating_add(elem)),
-                        dense.get(i * elem..(i + 1) * elem),
+                        i.checked_mul(elem)
+                            .and_then(|from| dense.get(from..))
+                            .and_then(|rest| rest.get(..elem)),
                     ) else {
                         return Err(err("virtual dataset element outside the chunk".into()));
                     };
@@ -384,7 +399,8 @@ impl VirtualLayout {
     fn build(&self) -> Result<Vec<u8>, LayoutError> {
         let bytes = self.chunk_bytes();
         let mut chunk = if self.fill.len() == self.elem_size {
-            self.fill.repeat(bytes / self.elem_size.max(1))
+            self.fill
+                .repeat(bytes.checked_div(self.elem_size).unwrap_or(0))
         } else {
             vec![0u8; bytes]
         };
@@ -397,6 +413,10 @@ impl VirtualLayout {
                 "virtual datasets nested too deeply (a mapping cycle?)".into()
             ));
         }
+        #[allow(
+            clippy::arithmetic_side_effects,
+            reason = "depth < MAX_NESTING (checked above)"
+        )]
         NESTING.with(|n| n.set(depth + 1));
         let result = self
             .mappings

@@ -28,13 +28,16 @@ use h5_format::fixed_array::{ChunkEntry, ElementFormat};
 use h5_metacache::MetadataKind as K;
 
 use super::farray::set_bit;
-use super::{element, empty_element, layout_error, linear, record, usize_of};
+use super::{element, empty_element, geometry_overflow, layout_error, linear, record, usize_of};
 use crate::access::{CacheAccess, CacheHandle, Slot};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::layouts::{ChunkIndex, ChunkRecord};
 use crate::meta::{Decoded, EncodeFn, Load, encoder};
 use crate::write::chunks::{AtFlush, ChunkSpace, WritableChunkIndex};
+
+/// The structure a geometry error names.
+const HEADER: &str = "extensible array header";
 
 /// libhdf5's extensible array creation parameters for chunk indexes (`H5Dpkg.h`): max element
 /// bits, index block elements, super block minimum data block pointers, data block minimum
@@ -145,9 +148,12 @@ fn page_encoder(hdr: &Header, sizes: Sizes) -> EncodeFn {
 
 /// Bytes of a data block's space: its prefix, elements and page checksums (libhdf5 allocates
 /// a paged data block and its pages as one block, and counts that in the statistics).
-fn data_block_space(hdr: &Header, sizes: Sizes, n: u64) -> u64 {
+fn data_block_space(hdr: &Header, sizes: Sizes, n: u64) -> Result<u64> {
     let es = hdr.format.element_size as u64;
-    hdr.data_block_prefix_len(sizes) + n * es + hdr.pages_per_data_block(n) * 4
+    n.checked_mul(es)
+        .and_then(|elements| elements.checked_add(hdr.data_block_prefix_len(sizes)))
+        .and_then(|b| b.checked_add(hdr.pages_per_data_block(n).checked_mul(4)?))
+        .ok_or_else(|| geometry_overflow(HEADER, hdr.address))
 }
 
 /// Where a data block is: who points at it and its geometry.
@@ -346,7 +352,10 @@ impl ExtensibleArrayIndex {
             hdr = txn
                 .change(hs, &header_encoder(sizes), |h: &mut Header| {
                     h.index_block_address = at;
-                    h.stats.elements_realized += u64::from(h.index_block_elements);
+                    h.stats.elements_realized = h
+                        .stats
+                        .elements_realized
+                        .saturating_add(u64::from(h.index_block_elements));
                 })?
                 .1;
         }
@@ -401,8 +410,11 @@ impl ExtensibleArrayIndex {
                 &header_load(sizes, self.header),
             )?;
             if i >= h.stats.max_index_set {
+                let max_index_set = i
+                    .checked_add(1)
+                    .ok_or_else(|| geometry_overflow(HEADER, self.header))?;
                 txn.change(hs, &header_encoder(sizes), |h: &mut Header| {
-                    h.stats.max_index_set = i + 1;
+                    h.stats.max_index_set = max_index_set;
                 })?;
             }
         }
@@ -436,8 +448,7 @@ impl ExtensibleArrayIndex {
         visit(&ib.elements)?;
         // Data blocks of the index block: the first super blocks' blocks, in order.
         let mut slot = 0usize;
-        for s in 0..hdr.index_block_super_blocks {
-            let info = hdr.super_blocks[s];
+        for info in hdr.super_blocks.iter().take(hdr.index_block_super_blocks) {
             for _ in 0..info.data_blocks {
                 if let Some(&at) = ib.data_block_addresses.get(slot)
                     && at != UNDEFINED_ADDRESS
@@ -445,14 +456,18 @@ impl ExtensibleArrayIndex {
                     let n = info.data_block_elements;
                     self.walk_data_block(txn, hdr, at, n, None, &mut visit, &mut blocks)?;
                 }
-                slot += 1;
+                // Past the addresses the index block has, `get` finds none.
+                slot = slot.saturating_add(1);
             }
         }
         for (k, &sb_at) in ib.super_block_addresses.iter().enumerate() {
             if sb_at == UNDEFINED_ADDRESS {
                 continue;
             }
-            let s = hdr.index_block_super_blocks + k;
+            let s = hdr
+                .index_block_super_blocks
+                .checked_add(k)
+                .ok_or_else(|| geometry_overflow(HEADER, hdr.address))?;
             let info = *hdr
                 .super_blocks
                 .get(s)
@@ -465,7 +480,10 @@ impl ExtensibleArrayIndex {
             let npages = hdr.pages_per_data_block(info.data_block_elements);
             for (d, &at) in sb.data_block_addresses.iter().enumerate() {
                 if at != UNDEFINED_ADDRESS {
-                    let bits = (d as u64 * npages, &*sb);
+                    let first_bit = (d as u64)
+                        .checked_mul(npages)
+                        .ok_or_else(|| geometry_overflow(HEADER, hdr.address))?;
+                    let bits = (first_bit, &*sb);
                     self.walk_data_block(
                         txn,
                         hdr,
@@ -519,10 +537,13 @@ impl ExtensibleArrayIndex {
             txn.release(ds)?;
         } else {
             for p in 0..npages {
-                if let Some((first, sb)) = bits
-                    && !sb.page_initialized(first + p)
-                {
-                    continue;
+                if let Some((first, sb)) = bits {
+                    let bit = first
+                        .checked_add(p)
+                        .ok_or_else(|| geometry_overflow(HEADER, hdr.address))?;
+                    if !sb.page_initialized(bit) {
+                        continue;
+                    }
                 }
                 let pa = hdr.page_address(sizes, at, p);
                 let (ps, entries) = txn.protect::<Vec<ChunkEntry>>(
@@ -538,7 +559,7 @@ impl ExtensibleArrayIndex {
         blocks.push((
             K::ExtensibleArrayDataBlock,
             at,
-            data_block_space(hdr, sizes, n),
+            data_block_space(hdr, sizes, n)?,
         ));
         Ok(())
     }
@@ -704,11 +725,15 @@ impl Change<'_, '_> {
         let len = hdr.super_block_len(sizes, s);
         let at = self.space.meta_allocate(len)?;
         let npages = hdr.pages_per_data_block(info.data_block_elements);
+        let bitmap_len = npages
+            .div_ceil(8)
+            .checked_mul(info.data_blocks)
+            .ok_or_else(|| geometry_overflow(HEADER, hdr.address))?;
         let sb = ExtensibleArraySuperBlock {
             address: at,
             index: s,
             block_offset: info.start_index,
-            page_bitmap: vec![0; usize_of(npages.div_ceil(8) * info.data_blocks)?],
+            page_bitmap: vec![0; usize_of(bitmap_len)?],
             data_block_addresses: vec![UNDEFINED_ADDRESS; usize_of(info.data_blocks)?],
         };
         self.txn.put(
@@ -730,8 +755,8 @@ impl Change<'_, '_> {
             },
         )?;
         self.count(|st| {
-            st.super_blocks += 1;
-            st.super_blocks_size += len;
+            st.super_blocks = st.super_blocks.saturating_add(1);
+            st.super_blocks_size = st.super_blocks_size.saturating_add(len);
         })?;
         Ok(at)
     }
@@ -741,7 +766,7 @@ impl Change<'_, '_> {
     fn new_data_block(&mut self, parent: Slot, at: &DataBlockAt) -> Result<u64> {
         let (sizes, hdr) = (self.sizes, Arc::clone(&self.hdr));
         let n = at.elements;
-        let space = data_block_space(&hdr, sizes, n);
+        let space = data_block_space(&hdr, sizes, n)?;
         let addr = self.space.meta_allocate(space)?;
         let npages = hdr.pages_per_data_block(n);
         let block = ExtensibleArrayDataBlock {
@@ -795,9 +820,9 @@ impl Change<'_, '_> {
         }
         self.txn.depend(parent, addr)?;
         self.count(|st| {
-            st.data_blocks += 1;
-            st.data_blocks_size += space;
-            st.elements_realized += n;
+            st.data_blocks = st.data_blocks.saturating_add(1);
+            st.data_blocks_size = st.data_blocks_size.saturating_add(space);
+            st.elements_realized = st.elements_realized.saturating_add(n);
         })?;
         Ok(addr)
     }
@@ -857,7 +882,44 @@ impl WritableChunkIndex for ExtensibleArrayIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::linear;
+    use super::*;
+    use h5_format::fixed_array::ArrayClient;
+
+    #[test]
+    fn data_block_sizes_past_2_64_are_corrupted_errors() {
+        let params = ExtensibleArrayParams {
+            format: ElementFormat {
+                client: ArrayClient::Chunks,
+                element_size: 8,
+                chunk_size_len: 0,
+            },
+            max_elements_bits: 64,
+            index_block_elements: 4,
+            data_block_min_elements: 16,
+            super_block_min_data_pointers: 4,
+            page_bits: 10,
+        };
+        let sizes = Sizes {
+            offset: 8,
+            length: 8,
+        };
+        let hdr = Header::new(
+            sizes,
+            0x200,
+            params,
+            ExtensibleArrayStats::default(),
+            UNDEFINED_ADDRESS,
+        )
+        .unwrap();
+        let e = data_block_space(&hdr, sizes, 1 << 62).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Corrupted, "{e}");
+        assert!(e.to_string().contains("0x200"), "{e}");
+        // 1024 elements of 8 bytes: no pages, prefix + elements.
+        assert_eq!(
+            data_block_space(&hdr, sizes, 1024).unwrap(),
+            hdr.data_block_prefix_len(sizes) + 8 * 1024
+        );
+    }
 
     #[test]
     fn unlimited_dimension_is_slowest() {

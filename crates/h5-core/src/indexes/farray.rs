@@ -22,7 +22,7 @@ use h5_format::fixed_array::{
 };
 use h5_metacache::MetadataKind as K;
 
-use super::{element, empty_element, layout_error, linear, record, usize_of};
+use super::{element, empty_element, geometry_overflow, layout_error, linear, record, usize_of};
 use crate::access::{CacheAccess, CacheHandle};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
@@ -98,12 +98,20 @@ fn page_encoder(hdr: &FixedArrayHeader, sizes: h5_format::Sizes) -> EncodeFn {
 }
 
 /// Bytes of the data block's space: the block and all its pages.
-fn block_space(hdr: &FixedArrayHeader, sizes: h5_format::Sizes) -> u64 {
+fn block_space(hdr: &FixedArrayHeader, sizes: h5_format::Sizes) -> Result<u64> {
     let es = hdr.format.element_size as u64;
-    hdr.data_block_len(sizes)
-        + (0..hdr.page_count())
-            .map(|p| hdr.page_len_elements(p) * es + 4)
-            .sum::<u64>()
+    // Every page but the last holds page_elements() elements, the last the rest: the pages
+    // hold num_elements elements and a 4-byte checksum each.
+    let pages = if hdr.page_count() > 0 {
+        hdr.num_elements
+            .checked_mul(es)
+            .and_then(|elements| elements.checked_add(hdr.page_count().checked_mul(4)?))
+    } else {
+        Some(0)
+    };
+    pages
+        .and_then(|p| p.checked_add(hdr.data_block_len(sizes)))
+        .ok_or_else(|| geometry_overflow("fixed array header", hdr.address))
 }
 
 impl FixedArrayIndex {
@@ -224,7 +232,7 @@ impl FixedArrayIndex {
             if !create {
                 return txn.finish();
             }
-            let at = space.meta_allocate(block_space(&hdr, sizes))?;
+            let at = space.meta_allocate(block_space(&hdr, sizes)?)?;
             let block = FixedArrayDataBlock {
                 address: at,
                 header_address: self.header,
@@ -347,7 +355,9 @@ impl FixedArrayIndex {
             if !db.page_initialized(p) {
                 continue;
             }
-            let first = p * hdr.page_elements();
+            let first = p
+                .checked_mul(hdr.page_elements())
+                .ok_or_else(|| geometry_overflow("fixed array header", self.header))?;
             let slot = hdr
                 .locate(sizes, first)
                 .ok_or_else(|| Error::Invalid("fixed array page geometry".into()))?;
@@ -417,7 +427,7 @@ impl WritableChunkIndex for FixedArrayIndex {
                 txn.forget(K::FixedArrayDataBlockPage, p)?;
             }
             txn.forget(K::FixedArrayDataBlock, hdr.data_block_address)?;
-            space.meta_free(hdr.data_block_address, block_space(&hdr, sizes))?;
+            space.meta_free(hdr.data_block_address, block_space(&hdr, sizes)?)?;
         }
         txn.release(hs)?;
         txn.forget(K::FixedArrayHeader, self.header)?;

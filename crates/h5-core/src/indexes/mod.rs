@@ -9,6 +9,11 @@
 //! owns the layout, so a strong one would be a cycle. Array indexes hold the file's metadata
 //! cache itself (`CacheHandle`), which owns no layout.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 pub mod earray;
 pub mod farray;
 
@@ -30,6 +35,16 @@ fn file_of(w: &Weak<FileShared>) -> Result<Arc<FileShared>, LayoutError> {
 /// `v` as a memory size.
 pub(crate) fn usize_of(v: u64) -> crate::Result<usize> {
     usize::try_from(v).map_err(|_| crate::Error::Unsupported("size does not fit in memory".into()))
+}
+
+/// A size or index the array header's geometry gives overflows 64 bits: the header (at
+/// `address`) is damaged.
+pub(crate) fn geometry_overflow(structure: &'static str, address: u64) -> crate::Error {
+    crate::Error::Format(h5_format::FormatError::Corrupted {
+        structure,
+        address,
+        reason: "its geometry gives a size or index past 2^64".into(),
+    })
 }
 
 /// Row-major linear index of the scaled coordinates `scaled` over a grid of `counts` chunks
@@ -122,6 +137,18 @@ pub fn grid(dims: &[u64], chunk: &[u64]) -> Vec<u64> {
         .zip(chunk)
         .map(|(&d, &c)| d.div_ceil(c.max(1)))
         .collect()
+}
+
+/// Advances `scaled` to the next chunk of a grid of `counts` in row-major order (a dimension
+/// that reaches its count wraps to 0 and carries); false after the last.
+pub(crate) fn next_coords(scaled: &mut [u64], counts: &[u64]) -> bool {
+    for (x, &n) in scaled.iter_mut().zip(counts).rev() {
+        *x = x.checked_add(1).filter(|&next| next < n).unwrap_or(0);
+        if *x != 0 {
+            return true;
+        }
+    }
+    false
 }
 
 /// v1 B-tree chunk index (layouts v1–v3): every lookup descends the tree through the metadata

@@ -14,6 +14,7 @@
 //!   file when it sits at the end of allocation and has handed out at least one block's worth;
 //! * a block ending where the aggregator starts can grow into it (see [`Aggregator::try_extend`]).
 
+use super::sections::add_below_eoa;
 use super::{SpaceKind, SpaceManager, SpaceStrategy};
 use crate::space::error::Result;
 
@@ -89,7 +90,7 @@ impl Aggregator {
 
     /// End of the rest.
     pub(crate) fn end(&self) -> u64 {
-        self.addr + self.size
+        add_below_eoa(self.addr, self.size)
     }
 
     /// libhdf5's "can be extended at EOA": started and its rest ends at the end of allocation.
@@ -99,10 +100,16 @@ impl Aggregator {
 
     /// Whether a free block `addr..addr + len` touches either end of the rest.
     pub(crate) fn adjoins(&self, addr: u64, len: u64) -> bool {
-        self.enabled() && self.addr > 0 && (addr + len == self.addr || self.end() == addr)
+        self.enabled()
+            && self.addr > 0
+            && (add_below_eoa(addr, len) == self.addr || self.end() == addr)
     }
 
     /// Carves `len` bytes (≤ `size`) from the front.
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "len <= size (every caller checks it): the rest stays inside its block"
+    )]
     pub(crate) fn take(&mut self, len: u64) -> u64 {
         debug_assert!(len <= self.size);
         let at = self.addr;
@@ -154,8 +161,9 @@ impl SpaceManager {
                 self.grow_eoa(len)?;
                 let ag = self.aggr_mut(id);
                 let at = ag.addr;
-                ag.addr += len;
-                ag.tot_size += len;
+                // The rest ended at the old EOA, which just grew by len.
+                ag.addr = add_below_eoa(ag.addr, len);
+                ag.tot_size = ag.tot_size.saturating_add(len);
                 return Ok(at);
             }
             self.release_idle(id.other(), eoa);
@@ -164,8 +172,9 @@ impl SpaceManager {
         if ag.at_eoa(eoa) {
             self.grow_eoa(ag.block_size)?;
             let ag = self.aggr_mut(id);
-            ag.size += ag.block_size;
-            ag.tot_size += ag.block_size;
+            // The rest ended at the old EOA, which just grew by a block.
+            ag.size = add_below_eoa(ag.size, ag.block_size);
+            ag.tot_size = ag.tot_size.saturating_add(ag.block_size);
         } else {
             self.release_idle(id.other(), eoa);
             let block = ag.block_size;
@@ -190,8 +199,10 @@ impl SpaceManager {
         let ag = *self.aggr(id);
         if ag.size > 0
             && ag.end() == eoa
-            && ag.tot_size > ag.size
-            && ag.tot_size - ag.size >= ag.block_size
+            && ag
+                .tot_size
+                .checked_sub(ag.size)
+                .is_some_and(|taken| taken > 0 && taken >= ag.block_size)
         {
             self.eoa = ag.addr;
             self.aggr_mut(id).reset();
@@ -218,9 +229,12 @@ impl SpaceManager {
                 let grow = extra.max(ag.block_size);
                 self.grow_eoa(grow)?;
                 let ag = self.aggr_mut(id);
-                ag.addr += extra;
-                ag.tot_size += grow;
-                ag.size = ag.size + grow - extra;
+                // The rest ended at the old EOA, which just grew by grow >= extra.
+                ag.addr = add_below_eoa(ag.addr, extra);
+                ag.tot_size = ag.tot_size.saturating_add(grow);
+                #[allow(clippy::arithmetic_side_effects, reason = "grow >= extra (max above)")]
+                let added = grow - extra;
+                ag.size = add_below_eoa(ag.size, added);
             }
             Ok(true)
         } else if ag.size >= extra {

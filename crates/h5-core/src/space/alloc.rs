@@ -35,8 +35,14 @@ impl SpaceManager {
             // Linked without merging, as libhdf5 splits it off.
             self.lists[list].insert(addr, frag);
         }
+        // best_fit_aligned: frag <= size - len.
+        #[allow(clippy::arithmetic_side_effects, reason = "frag <= size - len")]
         let (addr, size) = (addr + frag, size - frag);
         if size > len {
+            #[allow(
+                clippy::arithmetic_side_effects,
+                reason = "len < size, inside the section"
+            )]
             self.add_section(list, kind, addr + len, size - len);
         }
         Some(addr)

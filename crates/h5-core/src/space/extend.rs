@@ -7,7 +7,7 @@
 //! small block never grows across its page boundary, and a large block growing at the end of
 //! allocation takes the file to the next page boundary, the tail becoming a large section.
 
-use super::sections::misalign;
+use super::sections::{add_below_eoa, in_one_page, misalign};
 use super::{FreeList, SpaceKind, SpaceManager, SpaceStrategy};
 use crate::space::error::{Result, SpaceError};
 
@@ -28,7 +28,7 @@ impl SpaceManager {
             return Err(past_eoa);
         }
         for list in FreeList::ALL {
-            if let Some((a, l)) = self.lists[list].overlapping(addr, len) {
+            if let Some((a, l)) = self.lists[list].overlapping(addr, end) {
                 return Err(SpaceError::DoubleFree {
                     addr,
                     len,
@@ -56,7 +56,7 @@ impl SpaceManager {
                     page_size: page,
                 });
             }
-            if len < page && addr / page != (end - 1) / page {
+            if len < page && !in_one_page(addr, end, page) {
                 return Err(SpaceError::CrossesPage {
                     addr,
                     len,
@@ -75,7 +75,7 @@ impl SpaceManager {
         len: u64,
         extra: u64,
     ) -> Result<bool> {
-        let end = addr + len;
+        let end = add_below_eoa(addr, len);
         let overflow = SpaceError::AddressOverflow {
             eoa: self.eoa,
             len: extra,
@@ -90,7 +90,7 @@ impl SpaceManager {
         let mut tail = 0;
         if strategy == SpaceStrategy::Page {
             if len < page {
-                if addr / page != (new_end - 1) / page {
+                if !in_one_page(addr, new_end, page) {
                     return Ok(false);
                 }
             } else {
@@ -99,7 +99,10 @@ impl SpaceManager {
             }
         }
         if end == self.eoa {
-            self.grow_eoa(extra + tail)?;
+            // new_end + tail is the next page boundary (paged) or new_end: at most max_eoa
+            // rounded up to a page, checked again by grow_eoa.
+            let grow = extra.checked_add(tail).ok_or(overflow)?;
+            self.grow_eoa(grow)?;
             if tail > 0 {
                 self.add_section(FreeList::Large, kind, new_end, tail);
             }
@@ -118,6 +121,10 @@ impl SpaceManager {
                 // The rest is linked back without merging, as libhdf5 does.
                 self.lists[list].remove(end);
                 if size > extra {
+                    #[allow(
+                        clippy::arithmetic_side_effects,
+                        reason = "size > extra (just checked)"
+                    )]
                     self.lists[list].insert(new_end, size - extra);
                 }
                 return Ok(true);

@@ -16,7 +16,7 @@
 //!   allocation stays on a page boundary.
 
 use super::aggregator::AggrId;
-use super::sections::misalign;
+use super::sections::{add_below_eoa, in_one_page, misalign};
 use super::{FreeList, SpaceKind, SpaceManager, SpaceStrategy};
 
 /// How a section shrinks the container.
@@ -55,13 +55,13 @@ impl SpaceManager {
         (a1, l1): (u64, u64),
         (a2, l2): (u64, u64),
     ) -> bool {
-        a1 + l1 == a2
+        a1.checked_add(l1) == Some(a2)
             && (self.class(list) != Class::Small
-                || a1 / self.config.page_size == (a2 + l2 - 1) / self.config.page_size)
+                || in_one_page(a1, add_below_eoa(a2, l2), self.config.page_size))
     }
 
     fn can_shrink(&self, list: FreeList, addr: u64, len: u64, eoa_only: bool) -> Option<Shrink> {
-        let at_eoa = addr + len == self.eoa;
+        let at_eoa = add_below_eoa(addr, len) == self.eoa;
         match self.class(list) {
             Class::Small => None,
             Class::Large => (at_eoa && len >= self.config.page_size).then_some(Shrink::Eoa),
@@ -75,7 +75,7 @@ impl SpaceManager {
                 let ag = self.aggr(id);
                 if !ag.adjoins(addr, len) {
                     None
-                } else if ag.size + len >= ag.block_size {
+                } else if add_below_eoa(ag.size, len) >= ag.block_size {
                     Some(Shrink::TakeAggr(id))
                 } else {
                     Some(Shrink::IntoAggr(id))
@@ -96,7 +96,8 @@ impl SpaceManager {
             Shrink::Eoa if self.config.strategy == SpaceStrategy::Page => {
                 // Large section: free its whole pages, keep the partial first page.
                 let head = misalign(addr, self.config.page_size);
-                self.eoa = addr + head;
+                // The section is at least a page long, so head < len.
+                self.eoa = add_below_eoa(addr, head);
                 (head > 0).then_some((addr, head))
             }
             Shrink::Eoa => {
@@ -105,22 +106,24 @@ impl SpaceManager {
             }
             Shrink::TakeAggr(id) if allow_take_aggr => {
                 let ag = self.aggr_mut(id);
-                let merged = if addr + len == ag.addr {
-                    (addr, len + ag.size)
+                // The aggregator's rest adjoins the section on one side.
+                let merged_len = add_below_eoa(len, ag.size);
+                let merged = if add_below_eoa(addr, len) == ag.addr {
+                    (addr, merged_len)
                 } else {
-                    (addr - ag.size, len + ag.size)
+                    (ag.addr, merged_len)
                 };
                 ag.reset();
                 Some(merged)
             }
             Shrink::TakeAggr(id) | Shrink::IntoAggr(id) => {
                 let ag = self.aggr_mut(id);
-                if addr + len == ag.addr {
-                    ag.addr -= len;
+                if add_below_eoa(addr, len) == ag.addr {
+                    ag.addr = addr;
                     // Space joined at the front counts against what the aggregator has taken.
-                    ag.tot_size -= ag.tot_size.min(len);
+                    ag.tot_size = ag.tot_size.saturating_sub(len);
                 }
-                ag.size += len;
+                ag.size = add_below_eoa(ag.size, len);
                 None
             }
         }
@@ -146,7 +149,7 @@ impl SpaceManager {
             {
                 self.lists[list].remove(prev.0);
                 addr = prev.0;
-                len += prev.1;
+                len = add_below_eoa(len, prev.1);
                 merged = true;
             }
             if small && merged && len == page {
@@ -157,7 +160,7 @@ impl SpaceManager {
                 && self.can_merge(list, (addr, len), next)
             {
                 self.lists[list].remove(next.0);
-                len += next.1;
+                len = add_below_eoa(len, next.1);
                 if small && len == page {
                     self.xfree(kind, addr, len);
                     return None;
@@ -205,12 +208,12 @@ impl SpaceManager {
             // No manager yet: only the end of allocation or an aggregator can take it.
             if let Some(how) = self.can_shrink(list, addr, len, false) {
                 if let Some((_, lost)) = self.shrink(how, addr, len, false) {
-                    self.leaked += lost;
+                    self.leaked = self.leaked.saturating_add(lost);
                 }
                 return;
             }
             if len < threshold || !self.config.strategy.tracks_free_space() {
-                self.leaked += len;
+                self.leaked = self.leaked.saturating_add(len);
                 return;
             }
             self.lists[list].started = true;
@@ -218,7 +221,9 @@ impl SpaceManager {
         match self.merge_and_shrink(list, kind, addr, len, true) {
             None => {}
             // Under the threshold a section is kept only if it merged with something.
-            Some((_, l)) if len < threshold && l == len => self.leaked += len,
+            Some((_, l)) if len < threshold && l == len => {
+                self.leaked = self.leaked.saturating_add(len);
+            }
             Some((a, l)) => self.lists[list].insert(a, l),
         }
     }

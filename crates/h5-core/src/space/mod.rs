@@ -49,6 +49,11 @@
 //! # Ok::<(), h5_core::space::SpaceError>(())
 //! ```
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 mod aggregator;
 mod alloc;
 pub mod error;
@@ -220,26 +225,34 @@ pub enum FreeList {
 impl FreeList {
     /// Every list.
     pub const ALL: [Self; 3] = [Self::Metadata, Self::RawData, Self::Large];
+}
 
-    fn index(self) -> usize {
-        match self {
-            Self::Metadata => 0,
-            Self::RawData => 1,
-            Self::Large => 2,
+/// The three free lists of a manager, one per [`FreeList`].
+#[derive(Clone, Debug, Default)]
+struct Lists {
+    metadata: SectionList,
+    raw_data: SectionList,
+    large: SectionList,
+}
+
+impl Index<FreeList> for Lists {
+    type Output = SectionList;
+    fn index(&self, list: FreeList) -> &SectionList {
+        match list {
+            FreeList::Metadata => &self.metadata,
+            FreeList::RawData => &self.raw_data,
+            FreeList::Large => &self.large,
         }
     }
 }
 
-impl Index<FreeList> for [SectionList; 3] {
-    type Output = SectionList;
-    fn index(&self, list: FreeList) -> &SectionList {
-        &self[list.index()]
-    }
-}
-
-impl IndexMut<FreeList> for [SectionList; 3] {
+impl IndexMut<FreeList> for Lists {
     fn index_mut(&mut self, list: FreeList) -> &mut SectionList {
-        &mut self[list.index()]
+        match list {
+            FreeList::Metadata => &mut self.metadata,
+            FreeList::RawData => &mut self.raw_data,
+            FreeList::Large => &mut self.large,
+        }
     }
 }
 
@@ -309,7 +322,7 @@ pub struct SpaceManager {
     /// Largest EOA the address size can record (all-ones is the undefined address).
     max_eoa: u64,
     eoa: u64,
-    lists: [SectionList; 3],
+    lists: Lists,
     meta_aggr: Aggregator,
     sdata_aggr: Aggregator,
     allocations: u64,
@@ -326,7 +339,9 @@ impl SpaceManager {
     /// metadata page.
     pub fn new(config: SpaceConfig, eoa: u64) -> Result<Self> {
         let max_eoa = match config.sizeof_addr {
-            2 | 4 => (1u64 << (8 * u32::from(config.sizeof_addr))) - 2,
+            // 2^(8·sizeof_addr) − 2: all-ones is the undefined address.
+            2 => 0xFFFE,
+            4 => 0xFFFF_FFFE,
             8 | 16 | 32 => u64::MAX - 1,
             _ => {
                 return Err(SpaceError::InvalidConfig(
@@ -373,7 +388,7 @@ impl SpaceManager {
             return Err(SpaceError::ZeroLength);
         }
         let addr = self.alloc_inner(kind, len)?;
-        self.allocations += 1;
+        self.allocations = self.allocations.saturating_add(1);
         self.debug_check();
         Ok(addr)
     }
@@ -384,7 +399,7 @@ impl SpaceManager {
     pub fn free(&mut self, kind: SpaceKind, addr: u64, len: u64) -> Result<()> {
         self.check_block(addr, len)?;
         self.xfree(kind, addr, len);
-        self.frees += 1;
+        self.frees = self.frees.saturating_add(1);
         self.debug_check();
         Ok(())
     }
@@ -405,7 +420,7 @@ impl SpaceManager {
         self.check_block(addr, old_len)?;
         let grew = self.extend_inner(kind, addr, old_len, extra)?;
         if grew {
-            self.extensions += 1;
+            self.extensions = self.extensions.saturating_add(1);
         }
         self.debug_check();
         Ok(grew)
@@ -511,14 +526,15 @@ impl SpaceManager {
         ranges.sort_unstable();
         let mut end = 0;
         for (a, l) in ranges {
+            let a_end = a.checked_add(l);
             debug_assert!(
-                a >= end && a + l <= self.eoa,
+                a >= end && a_end.is_some_and(|e| e <= self.eoa),
                 "free range {a:#x}+{l} overlaps or passes EOA"
             );
-            end = a + l;
+            end = a_end.unwrap_or(u64::MAX);
         }
         if self.config.strategy == SpaceStrategy::Page {
-            debug_assert_eq!(self.eoa % self.config.page_size, 0);
+            debug_assert!(self.eoa.is_multiple_of(self.config.page_size));
         }
     }
 

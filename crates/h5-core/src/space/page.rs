@@ -12,7 +12,7 @@
 //!   block itself or by merging when the block is freed: small requests take only whole
 //!   aligned pages from the large list, large ones only page-aligned starts.
 
-use super::sections::misalign;
+use super::sections::{add_below_eoa, misalign};
 use super::{FreeList, SpaceKind, SpaceManager};
 use crate::space::error::{Result, SpaceError};
 
@@ -30,14 +30,23 @@ impl SpaceManager {
                     max_eoa: self.max_eoa,
                 })?;
             let tail = misalign(end, page);
-            let addr = self.grow_eoa(len + tail)?;
+            let grow = len.checked_add(tail).ok_or(SpaceError::AddressOverflow {
+                eoa: self.eoa,
+                len,
+                max_eoa: self.max_eoa,
+            })?;
+            let addr = self.grow_eoa(grow)?;
             if tail > 0 {
-                self.add_section(FreeList::Large, kind, addr + len, tail);
+                self.add_section(FreeList::Large, kind, add_below_eoa(addr, len), tail);
             }
             Ok(addr)
         } else {
             let start = self.alloc_inner(kind, page)?;
             let list = self.list_for(kind, len);
+            #[allow(
+                clippy::arithmetic_side_effects,
+                reason = "len < page, inside the new page"
+            )]
             self.add_section(list, kind, start + len, page - len);
             Ok(start)
         }

@@ -6,6 +6,7 @@
 //! sections that would merge are merged (a well-formed file never holds such pairs). Nothing
 //! is shrunk at load: [`SpaceManager::close`] gives back what ends at the EOA.
 
+use super::sections::in_one_page;
 use super::{FreeList, FreeSection, SpaceConfig, SpaceManager, SpaceStrategy};
 use crate::space::error::{Result, SpaceError};
 
@@ -61,8 +62,7 @@ impl SpaceManager {
                 return Err(refuse("large sections exist only in paged files"));
             }
             let page = config.page_size;
-            if paged && list != FreeList::Large && (len >= page || addr / page != (end - 1) / page)
-            {
+            if paged && list != FreeList::Large && (len >= page || !in_one_page(addr, end, page)) {
                 return Err(refuse("small section not inside one page"));
             }
             prev_end = end;
@@ -72,7 +72,11 @@ impl SpaceManager {
                 Some(p) if space.can_merge(list, p, (addr, len)) => {
                     let sections = &mut space.lists[list];
                     sections.remove(p.0);
-                    sections.insert(p.0, p.1 + len);
+                    #[allow(
+                        clippy::arithmetic_side_effects,
+                        reason = "p.0 < addr < end (p precedes the section)"
+                    )]
+                    sections.insert(p.0, end - p.0);
                 }
                 _ => space.lists[list].insert(addr, len),
             }

@@ -76,11 +76,10 @@ impl SectionList {
         })
     }
 
-    /// A section overlapping `addr..addr + len`, if any (the caller guarantees no overflow).
-    pub(crate) fn overlapping(&self, addr: u64, len: u64) -> Option<(u64, u64)> {
-        let end = addr + len;
+    /// A section overlapping `addr..end`, if any.
+    pub(crate) fn overlapping(&self, addr: u64, end: u64) -> Option<(u64, u64)> {
         if let Some((a, l)) = self.before(addr.saturating_add(1))
-            && a + l > addr
+            && add_below_eoa(a, l) > addr
         {
             return Some((a, l));
         }
@@ -108,16 +107,42 @@ impl SectionList {
         let mut prev_end = 0;
         for (&a, &l) in &self.by_addr {
             debug_assert!(l > 0 && a >= prev_end && self.by_size.contains(&(l, a)));
-            prev_end = a + l;
+            prev_end = add_below_eoa(a, l);
         }
     }
 }
 
-/// Bytes from `addr` up to the next multiple of `align` (0 when aligned). `align` > 0.
+/// Bytes from `addr` up to the next multiple of `align` (0 when aligned, or when `align` is 0).
 pub(crate) fn misalign(addr: u64, align: u64) -> u64 {
-    match addr % align {
-        0 => 0,
-        r => align - r,
+    match addr.checked_rem(align) {
+        None | Some(0) => 0,
+        #[allow(clippy::arithmetic_side_effects, reason = "r = addr % align < align")]
+        Some(r) => align - r,
+    }
+}
+
+/// `a + b` where the manager's invariant bounds the sum by the EOA: the start and length of a
+/// block it holds (a free section, an aggregator's rest) or has checked
+/// (`SpaceManager::check_block`, `grow_eoa`, `from_persistent`), or the lengths of adjacent
+/// blocks that together lie below the EOA.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "the sum is at most the EOA, itself at most max_eoa < u64::MAX"
+)]
+pub(crate) fn add_below_eoa(a: u64, b: u64) -> u64 {
+    a + b
+}
+
+/// Whether the block `addr..end` lies inside one page of `page` bytes (false for an empty
+/// block or a zero page size).
+pub(crate) fn in_one_page(addr: u64, end: u64, page: u64) -> bool {
+    let last = end.checked_sub(1).filter(|&last| last >= addr);
+    match (
+        addr.checked_div(page),
+        last.and_then(|l| l.checked_div(page)),
+    ) {
+        (Some(first_page), Some(last_page)) => first_page == last_page,
+        _ => false,
     }
 }
 
@@ -154,10 +179,10 @@ mod tests {
     #[test]
     fn overlapping_finds_sections_on_both_sides() {
         let l = list(&[(100, 50), (200, 10)]);
-        assert_eq!(l.overlapping(140, 5), Some((100, 50)));
-        assert_eq!(l.overlapping(150, 50), None);
-        assert_eq!(l.overlapping(150, 51), Some((200, 10)));
-        assert_eq!(l.overlapping(90, 11), Some((100, 50)));
+        assert_eq!(l.overlapping(140, 145), Some((100, 50)));
+        assert_eq!(l.overlapping(150, 200), None);
+        assert_eq!(l.overlapping(150, 201), Some((200, 10)));
+        assert_eq!(l.overlapping(90, 101), Some((100, 50)));
         assert_eq!(l.overlapping(0, 100), None);
     }
 
@@ -169,5 +194,17 @@ mod tests {
         assert_eq!(l.after(200), None);
         assert_eq!(l.last(), Some((200, 10)));
         assert_eq!(l.total(), 60);
+    }
+
+    #[test]
+    fn in_one_page_and_misalign_at_the_edges() {
+        assert!(in_one_page(4096, 8192, 4096));
+        assert!(!in_one_page(4095, 4097, 4096));
+        assert!(!in_one_page(100, 100, 4096), "empty block");
+        assert!(!in_one_page(0, 10, 0), "zero page size");
+        assert!(in_one_page(u64::MAX - 10, u64::MAX, 4096));
+        assert_eq!(misalign(4097, 4096), 4095);
+        assert_eq!(misalign(8192, 4096), 0);
+        assert_eq!(misalign(5, 0), 0);
     }
 }

@@ -31,6 +31,21 @@ fn direct_plan(raw: bool) -> DirectPlan {
     }
 }
 
+/// Elements and bytes of a block of `dims` elements of `elem_size` bytes (a chunk, or a
+/// contiguous dataset's data), or [`Error::TooLarge`] when they do not fit in memory.
+pub(crate) fn block_size(what: &str, dims: &[u64], elem_size: usize) -> Result<(usize, usize)> {
+    let elems = crate::buffer::product(dims.iter().copied());
+    let sizes = elems
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(|n| Some((n, n.checked_mul(elem_size)?)));
+    sizes.ok_or_else(|| {
+        Error::too_large(
+            what,
+            elems.and_then(|n| n.checked_mul(u64::try_from(elem_size).ok()?)),
+        )
+    })
+}
+
 pub(crate) fn fill_chunk(bytes: usize, fill: &[u8]) -> Vec<u8> {
     if fill.is_empty() || fill.iter().all(|b| *b == 0) {
         vec![0; bytes]
@@ -54,14 +69,14 @@ impl ChunkSpace {
             .lock()
             .map_err(|_| "allocator lock poisoned")?
             .allocate(SpaceKind::Raw, len)?;
-        Ok(a + self.base)
+        Ok(crate::file::absolute(self.base, a)?)
     }
 
     fn free(&self, abs: u64, len: u64) -> Result<(), LayoutError> {
         self.alloc
             .lock()
             .map_err(|_| "allocator lock poisoned")?
-            .free(SpaceKind::Raw, abs - self.base, len)?;
+            .free(SpaceKind::Raw, self.rel(abs)?, len)?;
         Ok(())
     }
 
@@ -70,14 +85,18 @@ impl ChunkSpace {
         if len == 0 {
             return Ok(());
         }
-        let rel = abs
-            .checked_sub(self.base)
-            .ok_or_else(|| Error::Unsupported("a chunk below the base address".into()))?;
+        let rel = self.rel(abs)?;
         self.alloc
             .lock()
             .map_err(|_| Error::Poisoned)?
             .free(SpaceKind::Raw, rel, len)?;
         Ok(())
+    }
+
+    /// The relative address of the chunk at absolute `abs`.
+    fn rel(&self, abs: u64) -> Result<u64> {
+        abs.checked_sub(self.base)
+            .ok_or_else(|| Error::Unsupported("a chunk below the base address".into()))
     }
 
     /// Allocates `len` bytes of metadata space (relative address).
@@ -137,10 +156,7 @@ impl ChunkLayout for ContiguousLayout {
     }
 
     fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
-        let elements: u64 = self.dims.iter().product();
-        let n = usize::try_from(elements)
-            .map_err(|_| "contiguous data too large")?
-            .saturating_mul(self.elem_size);
+        let (_, n) = block_size("contiguous data", &self.dims, self.elem_size)?;
         Ok((Chunk::Dense(fill_chunk(n, &self.fill)), Box::new(())))
     }
 
@@ -296,15 +312,21 @@ impl ChunkedWriteLayout {
         if cleared.is_empty() {
             return Ok(());
         }
-        let image = fill_chunk(self.chunk_elems() * self.elem_size, &self.fill);
+        let image = fill_chunk(self.chunk_bytes()?, &self.fill);
         for l in cleared {
             file.storage.write_at(l.addr, &image)?;
         }
         Ok(())
     }
 
-    fn chunk_elems(&self) -> usize {
-        self.chunk_dims.iter().product::<u64>() as usize
+    /// Elements of one chunk.
+    fn chunk_elems(&self) -> Result<usize> {
+        Ok(block_size("a chunk", &self.chunk_dims, self.elem_size)?.0)
+    }
+
+    /// Bytes of one unfiltered chunk.
+    fn chunk_bytes(&self) -> Result<usize> {
+        Ok(block_size("a chunk", &self.chunk_dims, self.elem_size)?.1)
     }
 }
 
@@ -328,7 +350,7 @@ impl ChunkLayout for ChunkedWriteLayout {
 
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
         let records = self.index.lookup(coords).map_err(boxed)?;
-        let hint = self.chunk_elems() * self.elem_size;
+        let hint = self.chunk_bytes()?;
         Ok(records
             .into_iter()
             .map(|r| match r {
@@ -360,12 +382,12 @@ impl ChunkLayout for ChunkedWriteLayout {
             image,
             mask,
             self.elem_size,
-            self.chunk_elems(),
+            self.chunk_elems()?,
         )?))
     }
 
     fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
-        let n = self.chunk_elems() * self.elem_size;
+        let n = self.chunk_bytes()?;
         Ok((Chunk::Dense(fill_chunk(n, &self.fill)), Box::new(Mask(0))))
     }
 
@@ -380,7 +402,7 @@ impl ChunkLayout for ChunkedWriteLayout {
             return Ok(Encoded::SameAsCache);
         };
         let bytes = chunk.as_dense().ok_or("a custom chunk in a dense layout")?;
-        let (image, mask) = p.encode(bytes.to_vec(), self.elem_size, self.chunk_elems())?;
+        let (image, mask) = p.encode(bytes.to_vec(), self.elem_size, self.chunk_elems()?)?;
         *udata = Box::new(Mask(mask));
         Ok(Encoded::Owned(image))
     }
@@ -465,5 +487,22 @@ impl ChunkLayout for ChunkedWriteLayout {
         _: &mut Udata,
     ) -> Result<DirectPlan, LayoutError> {
         Ok(direct_plan(self.pipeline.is_none()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn block_sizes_that_do_not_fit_are_too_large_errors() {
+        assert_eq!(block_size("a chunk", &[4, 5], 8).unwrap(), (20, 160));
+        assert_eq!(block_size("a chunk", &[], 8).unwrap(), (1, 8));
+        let e = block_size("a chunk", &[1 << 40, 1 << 40], 1).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
+        let e = block_size("a chunk", &[1 << 62], 8).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
+        assert!(e.to_string().contains("a chunk"), "{e}");
     }
 }

@@ -13,6 +13,7 @@ use h5_format::message::layout::LayoutClass;
 
 use crate::error::{Error, Result};
 use crate::file::FileShared;
+use crate::write::chunks::block_size;
 
 /// Most bytes of compact data: a message body is at most 65,535 bytes, and a version 1 object
 /// header pads messages to 8 bytes; the layout message adds 4 bytes of its own.
@@ -101,12 +102,8 @@ impl ChunkLayout for CompactWriteLayout {
         _: &mut Udata,
     ) -> Result<Chunk, LayoutError> {
         let mut v = self.data.bytes.lock().map_err(|_| "lock poisoned")?.clone();
-        let n = self
-            .dims
-            .iter()
-            .map(|&d| d.max(1) as usize)
-            .product::<usize>()
-            * self.elem_size;
+        let dims: Vec<u64> = self.dims.iter().map(|&d| d.max(1)).collect();
+        let (_, n) = block_size("compact data", &dims, self.elem_size)?;
         v.resize(n, 0);
         Ok(Chunk::Dense(v))
     }
@@ -128,8 +125,7 @@ impl ChunkLayout for CompactWriteLayout {
         let bytes = chunk
             .as_dense()
             .ok_or("a custom chunk in a compact layout")?;
-        let elements: u64 = self.dims.iter().product();
-        let n = usize::try_from(elements).map_err(|_| "compact data too large")? * self.elem_size;
+        let (_, n) = block_size("compact data", &self.dims, self.elem_size)?;
         let mut data = self.data.bytes.lock().map_err(|_| "lock poisoned")?;
         data.clear();
         data.extend_from_slice(bytes.get(..n).ok_or("compact chunk too short")?);

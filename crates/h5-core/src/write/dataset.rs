@@ -297,30 +297,40 @@ impl FileShared {
     /// reads as zeros once the storage is extended over it).
     pub(crate) fn initialise(&self, addr: u64, bytes: u64, fill: &[u8]) -> Result<()> {
         let abs = self.abs(addr)?;
+        let end = abs
+            .checked_add(bytes)
+            .ok_or_else(|| Error::Invalid("dataset too large".into()))?;
         let zero = fill.iter().all(|b| *b == 0);
         let len = self.storage.len()?;
         if zero && abs >= len {
             // Past the end: the storage is extended (it reads as zeros) so that reads of the
             // block before its first write succeed.
-            let end = abs
-                .checked_add(bytes)
-                .ok_or_else(|| Error::Invalid("dataset too large".into()))?;
             self.storage.set_len(end)?;
             return Ok(());
         }
         const PIECE: u64 = 1 << 20;
         let unit = fill.len().max(1) as u64;
+        #[allow(
+            clippy::arithmetic_side_effects,
+            reason = "unit >= 1, and the result is at most max(PIECE, unit): one fill value in memory"
+        )]
         let piece = (PIECE / unit).max(1) * unit;
         let pattern: Vec<u8> = if zero {
             vec![0; piece as usize]
         } else {
             fill.iter().copied().cycle().take(piece as usize).collect()
         };
-        let mut done = 0;
-        while done < bytes {
-            let n = (bytes - done).min(piece);
-            self.storage.write_at(abs + done, &pattern[..n as usize])?;
-            done += n;
+        let mut at = abs;
+        while at < end {
+            #[allow(clippy::arithmetic_side_effects, reason = "at < end (loop condition)")]
+            let n = (end - at).min(piece);
+            // n <= piece = pattern.len()
+            let part = pattern.get(..n as usize).unwrap_or(&pattern);
+            self.storage.write_at(at, part)?;
+            #[allow(clippy::arithmetic_side_effects, reason = "at + n <= end")]
+            {
+                at += n;
+            }
         }
         Ok(())
     }
@@ -339,11 +349,13 @@ impl FileShared {
         if name.is_empty() || name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {name:?}")));
         }
-        let elements: u64 = dims.map_or(1, |d| d.iter().product());
-        if elements.checked_mul(u64::from(datatype.size())) != Some(data.len() as u64) {
+        let elements = dims.map_or(Some(1), |d| crate::buffer::product(d.iter().copied()));
+        let bytes = elements.and_then(|n| n.checked_mul(u64::from(datatype.size())));
+        if bytes != Some(data.len() as u64) {
             return Err(Error::Invalid(format!(
-                "attribute {name}: {} bytes for {elements} elements of {} bytes",
+                "attribute {name}: {} bytes for {} elements of {} bytes",
                 data.len(),
+                elements.map_or_else(|| "too many".into(), |n| n.to_string()),
                 datatype.size()
             )));
         }
@@ -704,7 +716,11 @@ pub(crate) fn existing_layout(
         LayoutClass::Chunked {
             dims: cdims, index, ..
         } => {
-            let chunk = cdims[..cdims.len().saturating_sub(1)].to_vec();
+            // The last dimension is the element size.
+            let chunk = cdims
+                .split_last()
+                .map(|(_, chunk)| chunk.to_vec())
+                .unwrap_or_default();
             if chunk.len() != dims.len() || chunk.contains(&0) {
                 return Ok(None);
             }

@@ -325,7 +325,9 @@ pub(crate) fn settle(file: &FileShared) -> Result<u64> {
             let (_, t) = slot_of(strategy, *list);
             let mut guess: Vec<(u64, u64, u8)> = secs.iter().map(|s| (s.addr, s.len, t)).collect();
             for i in 0..slack {
-                guess.push((u64::MAX / 4 + i as u64, u64::MAX / 4 + i as u64, t));
+                #[allow(clippy::arithmetic_side_effects, reason = "i < slack <= 4 * 2^10")]
+                let far = u64::MAX / 4 + i as u64;
+                guess.push((far, far, t));
             }
             let need = list_len(file, header, &guess)?;
             let list_addr = file.allocate(SpaceKind::Meta, need)?;
@@ -357,7 +359,7 @@ pub(crate) fn settle(file: &FileShared) -> Result<u64> {
             file.free(SpaceKind::Meta, p.list_addr, p.list_alloc)?;
         }
         eoa = lock_close(file)?;
-        slack *= 2;
+        slack = slack.saturating_mul(2);
     }
     let Some(after) = settled else {
         return Err(Error::Unsupported(

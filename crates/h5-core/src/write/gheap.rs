@@ -49,6 +49,10 @@ fn collection_header_len(length_size: u8) -> u64 {
 }
 
 /// Bytes an object takes in a collection: its header and its data padded to 8 bytes.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "a 1-byte length size and the length of a buffer in memory (below 2^63): the sum fits in u64"
+)]
 fn object_len(length_size: u8, data: usize) -> u64 {
     8 + u64::from(length_size) + (data as u64).div_ceil(8) * 8
 }
@@ -69,8 +73,8 @@ fn collection_encoder(sizes: h5_format::Sizes) -> EncodeFn {
 /// The index a new object of `col` gets: one more than the highest, else the lowest free one.
 fn next_index(col: &GlobalHeapCollection) -> Option<u16> {
     let highest = col.objects.iter().map(|o| o.index).max().unwrap_or(0);
-    if highest < u16::MAX {
-        return Some(highest + 1);
+    if let Some(next) = highest.checked_add(1) {
+        return Some(next);
     }
     let used: std::collections::HashSet<u16> = col.objects.iter().map(|o| o.index).collect();
     (1..u16::MAX).find(|i| !used.contains(i))
@@ -145,7 +149,13 @@ impl FileShared {
                         reference_count: 0,
                         data: data.to_vec(),
                     });
-                    c.free_space -= need;
+                    #[allow(
+                        clippy::arithmetic_side_effects,
+                        reason = "free_space >= need, checked on this protected collection above"
+                    )]
+                    {
+                        c.free_space -= need;
+                    }
                     c.free_space
                 },
             )?;
@@ -157,10 +167,15 @@ impl FileShared {
             });
         }
         // A new collection, at the front of the list.
-        let size = (collection_header_len(sizes.length) + need).max(MIN_COLLECTION_SIZE);
+        let used = collection_header_len(sizes.length)
+            .checked_add(need)
+            .ok_or_else(|| Error::Invalid("global heap collection too large".into()))?;
+        let size = used.max(MIN_COLLECTION_SIZE);
         let len = usize::try_from(size)
             .map_err(|_| Error::Invalid("global heap collection too large".into()))?;
         let addr = self.allocate(SpaceKind::Raw, size)?;
+        #[allow(clippy::arithmetic_side_effects, reason = "size >= used (max above)")]
+        let free_space = size - used;
         let col = GlobalHeapCollection {
             collection_size: size,
             objects: vec![GlobalHeapObject {
@@ -168,7 +183,7 @@ impl FileShared {
                 reference_count: 0,
                 data: data.to_vec(),
             }],
-            free_space: size - collection_header_len(sizes.length) - need,
+            free_space,
         };
         let free = col.free_space;
         let mut txn = self.cache()?;
@@ -207,9 +222,11 @@ impl FileShared {
         let at = list.iter().position(|(a, _)| *a == addr);
         match (at, free) {
             (Some(i), Some(f)) if f >= min => {
-                list[i].1 = f;
-                if used && i > 0 {
-                    list.swap(i, i - 1);
+                if let Some(entry) = list.get_mut(i) {
+                    entry.1 = f;
+                }
+                if used && let Some(before) = i.checked_sub(1) {
+                    list.swap(i, before);
                 }
             }
             (Some(i), _) => {
@@ -257,15 +274,21 @@ impl FileShared {
                 slot,
                 &collection_encoder(sizes),
                 |c: &mut GlobalHeapCollection| {
-                    let mut freed = 0;
-                    c.objects.retain(|o| {
-                        let gone = indices.contains(&o.index);
-                        if gone {
-                            freed += object_len(sizes.length, o.data.len());
-                        }
-                        !gone
-                    });
-                    c.free_space += freed;
+                    let mut freed = 0u64;
+                    #[allow(
+                        clippy::arithmetic_side_effects,
+                        reason = "the objects and the free space lie in the collection, loaded in memory: their sum is at most its size"
+                    )]
+                    {
+                        c.objects.retain(|o| {
+                            let gone = indices.contains(&o.index);
+                            if gone {
+                                freed += object_len(sizes.length, o.data.len());
+                            }
+                            !gone
+                        });
+                        c.free_space += freed;
+                    }
                     (c.objects.is_empty(), c.free_space, c.collection_size)
                 },
             )?;

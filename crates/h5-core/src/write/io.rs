@@ -51,11 +51,13 @@ impl FileShared {
 pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Result<()> {
     file.check_usable()?;
     for (info, buf) in reqs {
-        let elements: u64 = info.dims().iter().product();
-        if elements.checked_mul(info.elem_size() as u64) != Some(buf.len() as u64) {
+        let elements = crate::buffer::product(info.dims().iter().copied());
+        let bytes = elements.and_then(|n| n.checked_mul(info.elem_size() as u64));
+        if bytes != Some(buf.len() as u64) {
             return Err(Error::Invalid(format!(
-                "{} bytes for the {elements} elements of the dataset at {:#x}",
+                "{} bytes for the {} elements of the dataset at {:#x}",
                 buf.len(),
+                elements.map_or_else(|| "too many".into(), |n| n.to_string()),
                 info.address
             )));
         }
@@ -101,12 +103,20 @@ fn chunk_coord(info: &DatasetInfo, offset: &[u64]) -> Result<ChunkCoord> {
     let chunk = info.chunk_dims().ok_or_else(|| {
         Error::Invalid("direct chunk I/O on a dataset that is not chunked".into())
     })?;
-    if offset.len() != chunk.len() || offset.iter().zip(&chunk).any(|(o, c)| o % c != 0) {
+    let scaled: Option<Vec<u64>> = (offset.len() == chunk.len())
+        .then(|| {
+            offset
+                .iter()
+                .zip(&chunk)
+                .map(|(o, &c)| o.checked_div(c).filter(|_| o.checked_rem(c) == Some(0)))
+                .collect()
+        })
+        .flatten();
+    let Some(scaled) = scaled else {
         return Err(Error::Invalid(format!(
             "{offset:?} is not the start of a chunk of {chunk:?}"
         )));
-    }
-    let scaled: Vec<u64> = offset.iter().zip(&chunk).map(|(o, c)| o / c).collect();
+    };
     ChunkCoord::new(&scaled).ok_or_else(|| Error::Unsupported("rank too large".into()))
 }
 
@@ -180,6 +190,10 @@ pub fn stored_chunks(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<S
     let mut out = Vec::new();
     let mut coord = vec![0u64; counts.len()];
     for _ in 0..total {
+        #[allow(
+            clippy::arithmetic_side_effects,
+            reason = "i < ceil(dim / c) (the grid), so i * c < dim"
+        )]
         let offset: Vec<u64> = coord.iter().zip(&chunk).map(|(i, c)| i * c).collect();
         let found = chunks.direct_chunk_lookup(id, &offset)?;
         if let Some(location) = found.location {
@@ -190,14 +204,7 @@ pub fn stored_chunks(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<Vec<S
                 address: location.addr,
             });
         }
-        // The next coordinate in row-major order.
-        for d in (0..coord.len()).rev() {
-            coord[d] += 1;
-            if coord[d] < counts[d] {
-                break;
-            }
-            coord[d] = 0;
-        }
+        crate::indexes::next_coords(&mut coord, &counts);
     }
     Ok(out)
 }

@@ -237,7 +237,10 @@ pub(crate) fn insert(file: &FileShared, group: u64, name: &str, target: LinkTarg
     }
     let creation_order = if st.info.creation_order_tracked {
         let next = st.info.max_creation_index.unwrap_or(0);
-        st.info.max_creation_index = Some(next + 1);
+        let after = next
+            .checked_add(1)
+            .ok_or_else(|| Error::Unsupported("creation order".into()))?;
+        st.info.max_creation_index = Some(after);
         Some(i64::try_from(next).map_err(|_| Error::Unsupported("creation order".into()))?)
     } else {
         None

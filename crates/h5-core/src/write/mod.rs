@@ -9,6 +9,11 @@
 //! (`links.rs`, `attrs.rs`, `chunk_index/bt2.rs` over `crate::btree2` and `crate::fheap`), array
 //! chunk indexes element by element (`crate::indexes`); see `docs/design.md` §5.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 pub mod alloc;
 pub(crate) mod alloc_time;
 pub(crate) mod attrs;
@@ -411,8 +416,8 @@ impl FileShared {
             let mut unused: Vec<std::ops::Range<u64>> = alloc
                 .free_sections()
                 .iter()
-                .map(|s| file.base + s.addr..file.base + s.addr + s.len)
-                .collect();
+                .map(|s| absolute_range(file.base, s.addr, s.addr.saturating_add(s.len)))
+                .collect::<Result<_>>()?;
             unused.push(sb.eof_address.max(at)..file.storage.len()?);
             file.storage.commit(&commit_point(unused, at))?;
         }
@@ -464,7 +469,15 @@ impl FileShared {
             let mut sb = *sb;
             if let Some(a) = &alloc {
                 // Absolute, like libhdf5's (see `open_rw`).
-                sb.eof_address = a.lock().map_or(sb.eof_address, |a| base + a.eoa());
+                if let Ok(a) = a.lock() {
+                    sb.eof_address = base.checked_add(a.eoa()).ok_or_else(|| {
+                        h5_format::FormatError::Corrupted {
+                            structure: "superblock",
+                            address: base,
+                            reason: "the end of allocation overflows the file".into(),
+                        }
+                    })?;
+                }
             }
             sb.encode()
         });
@@ -998,8 +1011,8 @@ impl FileShared {
             .map_err(|_| Error::Poisoned)?
             .unused()
             .into_iter()
-            .map(|r| self.base + r.start..self.base + r.end)
-            .collect();
+            .map(|r| absolute_range(self.base, r.start, r.end))
+            .collect::<Result<_>>()?;
         self.storage.commit(&commit_point(unused, at))?;
         // The state that stopped using the deferred frees is complete: they can be reused.
         Ok(alloc
@@ -1014,6 +1027,12 @@ impl FileShared {
 /// file there until the change is complete or rolled back (docs/design.md §6). One byte
 /// differs, so writing the signature back, the commit point, is a one-byte change.
 pub const IN_PLACE_MARKER: [u8; 8] = *b"\x89HDF\r\n\x1aJ";
+
+/// The absolute range of the relative range `start..end` of a file whose base address is
+/// `base`.
+fn absolute_range(base: u64, start: u64, end: u64) -> Result<std::ops::Range<u64>> {
+    Ok(crate::file::absolute(base, start)?..crate::file::absolute(base, end)?)
+}
 
 /// A commit of the storage's current bytes minus `unused` (absolute ranges), with the
 /// signature of the superblock at absolute `superblock_at` as the in-place marker.
@@ -1092,6 +1111,10 @@ fn create_group_object(
             target: h5_format::message::link::LinkTarget::Hard(0),
         }
         .encoded_len(sizes);
+        #[allow(
+            clippy::arithmetic_side_effects,
+            reason = "a small constant count times the size of a link message with a short name"
+        )]
         let reserve =
             usize::from(links::ESTIMATED_ENTRIES) * ohdr::message_bytes(version, flags, estimate);
         let addr = ohdr::create_with_flags(file, version, flags, reserve, messages)?;

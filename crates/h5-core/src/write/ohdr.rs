@@ -52,6 +52,7 @@ fn used(prefix: &ObjectHeaderPrefix, messages: &[StoredMessage]) -> usize {
 }
 
 /// Bytes of a continuation message in a header like `prefix`.
+#[allow(clippy::arithmetic_side_effects, reason = "1-byte sizes")]
 fn continuation_len(prefix: &ObjectHeaderPrefix, sizes: Sizes) -> usize {
     message_len(
         prefix,
@@ -60,6 +61,10 @@ fn continuation_len(prefix: &ObjectHeaderPrefix, sizes: Sizes) -> usize {
 }
 
 /// Bytes of chunk #0 on disk (prefix, message space, checksum).
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "chunk #0 is in memory (loaded, or built from messages in memory) and its prefix is at most a few dozen bytes: the sum fits in usize"
+)]
 fn first_chunk_total(prefix: &ObjectHeaderPrefix) -> usize {
     prefix.encoded_len() + prefix.chunk0_size + if prefix.version >= 2 { 4 } else { 0 }
 }
@@ -110,7 +115,10 @@ pub(crate) fn create_with_flags(
     messages: Vec<StoredMessage>,
 ) -> Result<u64> {
     let probe = new_prefix(version, flags, 0);
-    let body = (used(&probe, &messages) + reserve).max(continuation_len(&probe, file.sizes));
+    let body = used(&probe, &messages)
+        .checked_add(reserve)
+        .ok_or_else(|| Error::Invalid(format!("{reserve} bytes to reserve in an object header")))?
+        .max(continuation_len(&probe, file.sizes));
     let mut prefix = new_prefix(version, flags, body);
     if version == 1 {
         prefix.message_count = Some(count_u16(messages.len())?);
@@ -258,11 +266,9 @@ fn gather(
     let sizes = file.sizes;
     let mut all = Vec::new();
     let mut blocks: Vec<(u64, u64)> = Vec::new();
-    let mut pending = first.messages.clone();
-    let mut i = 0;
-    while i < pending.len() {
-        let m = pending[i].clone();
-        i += 1;
+    // In order: chunk #0's messages, then each continuation block's as it is reached.
+    let mut pending = std::collections::VecDeque::from(first.messages.clone());
+    while let Some(m) = pending.pop_front() {
         match m.kind {
             kind::NIL => {}
             kind::CONTINUATION => {
@@ -301,6 +307,18 @@ fn padded(body: &[u8], stored: usize) -> Option<Vec<u8>> {
     })
 }
 
+/// Puts `body` (padded) in place of the body of the first message of `kind` in `msgs`: `None`
+/// when there is no such message, `Some(false)` (nothing changed) when its stored body is
+/// shorter than `body`.
+fn replace_body(msgs: &mut [StoredMessage], kind: u16, body: &[u8]) -> Option<bool> {
+    let m = msgs.iter_mut().find(|m| m.kind == kind)?;
+    let Some(stored) = padded(body, m.body.len()) else {
+        return Some(false);
+    };
+    m.body = stored;
+    Some(true)
+}
+
 /// Replaces, where it is stored, the body of the first message of `kind` in the header at
 /// relative `addr` by `body` of the same length (or shorter, padded): nothing moves and no space is allocated or
 /// freed (the file-space close sequence needs that). Returns `false`, changing nothing, when
@@ -313,7 +331,6 @@ pub(crate) fn replace_in_place(
 ) -> Result<bool> {
     let sizes = file.sizes;
     let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
-    let matches = |m: &StoredMessage| m.kind == kind;
     let abs = file.abs(addr)?;
     let h = meta
         .protect(
@@ -338,22 +355,17 @@ pub(crate) fn replace_in_place(
                 *icr = first_chunk_entry(img.clone());
             }
             let img = icr.value_mut::<FirstChunkImage>().ok_or_else(wrong)?;
-            let Some(m) = img.messages.iter_mut().find(|m| matches(m)) else {
-                let conts = img
-                    .messages
-                    .iter()
-                    .filter(|m| m.kind == kind::CONTINUATION)
-                    .cloned()
-                    .collect();
-                return Ok(Err((img.prefix, conts)));
-            };
-            Ok(Ok(match padded(body, m.body.len()) {
-                Some(p) => {
-                    m.body = p;
-                    true
-                }
-                None => false,
-            }))
+            match replace_body(&mut img.messages, kind, body) {
+                Some(replaced) => Ok(Ok(replaced)),
+                None => Ok(Err((
+                    img.prefix,
+                    img.messages
+                        .iter()
+                        .filter(|m| m.kind == kind::CONTINUATION)
+                        .cloned()
+                        .collect(),
+                ))),
+            }
         })();
     let (prefix, conts) = match in_chunk0 {
         Ok(Ok(replaced)) => {
@@ -388,7 +400,7 @@ pub(crate) fn replace_in_place(
     let mut pending = continuations(&conts)?;
     let mut seen = 0usize;
     while let Some(c) = pending.pop() {
-        seen += 1;
+        seen = seen.saturating_add(1);
         if seen > 4096 {
             return Err(Error::Unsupported("continuation blocks form a loop".into()));
         }
@@ -414,20 +426,22 @@ pub(crate) fn replace_in_place(
                 ));
             }
         };
-        if let Some(i) = msgs.iter().position(matches) {
-            let Some(padded) = padded(body, msgs[i].body.len()) else {
+        let mut msgs = msgs;
+        match replace_body(&mut msgs, kind, body) {
+            Some(true) => {
+                let entry = block_entry(prefix, msgs, len);
+                if let Ok(icr) = meta.icr_mut(&h) {
+                    *icr = entry;
+                }
+                meta.unprotect(h, UnprotectFlags::DIRTIED)
+                    .map_err(|e| Error::Cache(e.error))?;
+                return Ok(true);
+            }
+            Some(false) => {
                 let _ = meta.unprotect(h, UnprotectFlags::NONE);
                 return Ok(false);
-            };
-            let mut msgs = msgs;
-            msgs[i].body = padded;
-            let entry = block_entry(prefix, msgs, len);
-            if let Ok(icr) = meta.icr_mut(&h) {
-                *icr = entry;
             }
-            meta.unprotect(h, UnprotectFlags::DIRTIED)
-                .map_err(|e| Error::Cache(e.error))?;
-            return Ok(true);
+            None => {}
         }
         meta.unprotect(h, UnprotectFlags::NONE)
             .map_err(|e| Error::Cache(e.error))?;
@@ -520,18 +534,22 @@ fn lay_out(
     if used(&prefix, &first) > cap {
         let cont = continuation_len(&prefix, file.sizes);
         // The longest head that leaves room for the continuation message.
-        let mut k = first.len();
-        while k > 0 && used(&prefix, &first[..k]) + cont > cap {
-            k -= 1;
-        }
-        if used(&prefix, &first[..k]) + cont > cap {
+        let fits = |head: &[StoredMessage]| used(&prefix, head).saturating_add(cont) <= cap;
+        let Some(k) = (0..=first.len())
+            .rev()
+            .find(|&k| first.get(..k).is_some_and(fits))
+        else {
             return Err(Error::Unsupported(format!(
                 "object header at {:#x}: chunk #0 of {cap} bytes cannot hold a continuation message",
                 file.abs(0).unwrap_or(0)
             )));
-        }
+        };
         rest = first.split_off(k);
         let block_area = used(&prefix, &rest);
+        #[allow(
+            clippy::arithmetic_side_effects,
+            reason = "messages in memory, plus the block signature and checksum"
+        )]
         let block_len = block_area + if prefix.version >= 2 { 8 } else { 0 };
         let at = file.allocate(SpaceKind::Meta, block_len as u64)?;
         let body = Continuation {
@@ -551,6 +569,10 @@ fn lay_out(
     if prefix.version == 1 {
         let nil0 = usize::from(used(&prefix, &first) < cap);
         // The continuation block is sized to its messages exactly: it holds no NIL message.
+        #[allow(
+            clippy::arithmetic_side_effects,
+            reason = "counts of messages in memory"
+        )]
         let total = first.len() + nil0 + rest.len();
         prefix.message_count = Some(count_u16(total)?);
     }

@@ -59,6 +59,11 @@ fn element_ids(
     if depth > MAX_DEPTH {
         return Err(Error::Unsupported("datatype nested too deeply".into()));
     }
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "depth <= MAX_DEPTH (checked above)"
+    )]
+    let depth = depth + 1;
     match dt {
         Datatype::Compound(c) => {
             for m in &c.members {
@@ -67,14 +72,14 @@ fn element_ids(
                 let part = b.get(start..end).ok_or_else(|| {
                     Error::Invalid(format!("compound member {:?} out of bounds", m.name))
                 })?;
-                element_ids(file, &m.datatype, part, out, depth + 1)?;
+                element_ids(file, &m.datatype, part, out, depth)?;
             }
         }
         Datatype::Array(a) if has_vlen(&a.base) => {
             let es = a.base.size() as usize;
             if es > 0 {
                 for e in b.chunks_exact(es) {
-                    element_ids(file, &a.base, e, out, depth + 1)?;
+                    element_ids(file, &a.base, e, out, depth)?;
                 }
             }
         }
@@ -97,7 +102,7 @@ fn element_ids(
                 })?;
                 if es > 0 {
                     for e in data.chunks_exact(es) {
-                        element_ids(file, &v.base, e, out, depth + 1)?;
+                        element_ids(file, &v.base, e, out, depth)?;
                     }
                 }
             }
@@ -144,32 +149,36 @@ impl FileShared {
             .arc()
             .ok_or_else(|| Error::Unsupported("deleting from a file being dropped".into()))?;
         let dims = info.dims().to_vec();
-        if dims.is_empty() {
+        let Some((&dim0, inner)) = dims.split_first() else {
             // A scalar: one element.
             let mut raw = vec![0u8; info.elem_size()];
             let all = h5_chunkcache::selection::Selection::All;
             crate::dataset::read(&file, &info, &all, None, None, &mut raw)?;
             return self.free_replaced_vlen(&info.datatype, &raw, None, &[]);
-        }
-        let row: u64 = dims[1..].iter().product::<u64>() * info.elem_size() as u64;
-        let rows = (DELETE_SLAB / row.max(1)).max(1);
+        };
+        let row = crate::buffer::product(inner.iter().copied().chain([info.elem_size() as u64]))
+            .ok_or_else(|| Error::too_large("a row of the dataset", None))?;
+        let rows = DELETE_SLAB.checked_div(row).unwrap_or(DELETE_SLAB).max(1);
         let mut start = 0;
-        while start < dims[0] {
-            let n = rows.min(dims[0] - start);
+        while let Some(left) = dim0.checked_sub(start).filter(|&left| left > 0) {
+            let n = rows.min(left);
             let mut first = vec![0u64; dims.len()];
-            first[0] = start;
             let mut count = dims.clone();
-            count[0] = n;
+            if let (Some(f), Some(c)) = (first.first_mut(), count.first_mut()) {
+                (*f, *c) = (start, n);
+            }
             let sel = h5_chunkcache::selection::Selection::Hyperslab(
                 h5_chunkcache::selection::Hyperslab::contiguous(&first, &count)
                     .map_err(|e| Error::Invalid(e.to_string()))?,
             );
-            let len = usize::try_from(n * row)
-                .map_err(|_| Error::Unsupported("dataset too large".into()))?;
-            let mut raw = vec![0u8; len];
+            let mut raw =
+                crate::buffer::zeroed(|| format!("{n} rows of the dataset"), n.checked_mul(row))?;
             crate::dataset::read(&file, &info, &sel, None, None, &mut raw)?;
             self.free_replaced_vlen(&info.datatype, &raw, None, &[])?;
-            start += n;
+            #[allow(clippy::arithmetic_side_effects, reason = "n <= dim0 - start")]
+            {
+                start += n;
+            }
         }
         Ok(())
     }

@@ -102,10 +102,13 @@ impl WritableChunkIndex for BtreeV2Chunks {
             let r = self
                 .tree
                 .lookup(&mut crate::access::Reading(file), scaled)?;
-            out.push(r.map(|r| ChunkRecord {
-                addr: r.addr + self.space.base,
-                ..r
-            }));
+            out.push(match r {
+                Some(r) => Some(ChunkRecord {
+                    addr: crate::file::absolute(self.space.base, r.addr)?,
+                    ..r
+                }),
+                None => None,
+            });
         }
         Ok(out)
     }
@@ -123,7 +126,7 @@ impl WritableChunkIndex for BtreeV2Chunks {
         self.flush(file)?;
         let space = self.space.clone();
         self.tree.delete(file, &mut |_, r| {
-            space.raw_free(r.addr + space.base, r.size)
+            space.raw_free(crate::file::absolute(space.base, r.addr)?, r.size)
         })
     }
 }

@@ -360,8 +360,9 @@ impl FileShared {
         if counts.contains(&0) {
             return Ok(());
         }
-        let elems = layout.chunk_dims.iter().product::<u64>() as usize;
-        let raw = crate::write::chunks::fill_chunk(elems * layout.elem_size, &layout.fill);
+        let (elems, bytes) =
+            crate::write::chunks::block_size("a chunk", &layout.chunk_dims, layout.elem_size)?;
+        let raw = crate::write::chunks::fill_chunk(bytes, &layout.fill);
         let (image, mask) = match &layout.pipeline {
             Some(p) => p
                 .encode(raw, layout.elem_size, elems)
@@ -383,7 +384,7 @@ impl FileShared {
                 ChunkCoord::new(&scaled)
                     .ok_or_else(|| Error::Unsupported("a dataset of that rank".into()))?,
             );
-            let last = !next_coords(&mut scaled, &counts);
+            let last = !crate::indexes::next_coords(&mut scaled, &counts);
             if batch.len() == ALLOCATION_BATCH || last {
                 let found = index.lookup(&batch)?;
                 for (c, r) in batch.drain(..).zip(found) {
@@ -414,16 +415,3 @@ impl FileShared {
 
 /// Chunks looked up at once by early allocation.
 const ALLOCATION_BATCH: usize = 4096;
-
-/// Advances `scaled` to the next chunk of a grid of `counts` in row-major order; false after
-/// the last.
-fn next_coords(scaled: &mut [u64], counts: &[u64]) -> bool {
-    for d in (0..scaled.len()).rev() {
-        scaled[d] += 1;
-        if scaled[d] < counts[d] {
-            return true;
-        }
-        scaled[d] = 0;
-    }
-    false
-}
