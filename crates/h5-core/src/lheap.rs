@@ -713,3 +713,39 @@ fn write_free_list(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+    use crate::testutil::new_file;
+
+    /// Offsets and sizes that overflow on a damaged heap (a data segment at the top of the
+    /// address space, a removal of `u64::MAX` bytes) are corrupt-heap errors, not a panic or
+    /// a wrapped page address; the heap is read as before when its header is sound.
+    #[test]
+    fn overflowing_offsets_are_errors() {
+        let (_storage, file) = new_file(false);
+        let handle = file.cache_handle();
+        let mut c = handle.lock().unwrap();
+        let heap = LocalHeap::create(&mut c, 64).unwrap();
+        let at = heap.insert(&mut c, b"name\0").unwrap();
+        assert_eq!(heap.string(&mut c, at).unwrap(), b"name");
+
+        let err = heap.remove(&mut c, at, u64::MAX).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupted, "{err}");
+
+        // A segment whose second page's address is past `u64::MAX`.
+        let sound = heap.header(&mut c).unwrap();
+        let mut bad = sound;
+        bad.data_segment_address = u64::MAX - 8;
+        bad.data_segment_size = 3 * PAGE;
+        heap.set_header(&mut c, bad).unwrap();
+        let err = heap.string(&mut c, PAGE + 8).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupted, "{err}");
+        assert!(err.to_string().contains("overflows"), "{err}");
+
+        heap.set_header(&mut c, sound).unwrap();
+        assert_eq!(heap.string(&mut c, at).unwrap(), b"name");
+    }
+}
