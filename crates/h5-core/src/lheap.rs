@@ -98,8 +98,7 @@ fn page_entry(bytes: Vec<u8>) -> Decoded {
     Decoded::writable(bytes.len(), bytes, |p: &Vec<u8>| Ok(p.clone()))
 }
 
-/// The pieces of `offset..offset + len` of a
-/// data segment of `hdr`.
+/// The pieces (one per page) of bytes `offset..offset + len` of the data segment of `hdr`.
 fn pieces(hdr: &LocalHeapHeader, offset: u64, len: u64) -> Result<Vec<Piece>> {
     let mut out = Vec::new();
     let mut at = offset;
