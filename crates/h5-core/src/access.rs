@@ -13,6 +13,11 @@
 //! dependencies; a flush dependency is made only between two resident entries and at most
 //! once.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -149,6 +154,11 @@ struct HeldEntry {
     kind: MetadataKind,
     handle: Option<ProtectHandle>,
     dirtied: bool,
+}
+
+/// The error for a slot whose protection was released.
+fn released() -> Error {
+    Error::Unsupported("a released metadata protection".into())
 }
 
 fn wrong_type(kind: MetadataKind, addr: u64) -> Error {
@@ -456,14 +466,20 @@ impl<'a> CacheAccess<'a> {
             handle: Some(handle),
             dirtied: false,
         };
-        match self.held.iter().position(|h| h.handle.is_none()) {
-            Some(i) => {
-                self.held[i] = held;
+        match self
+            .held
+            .iter_mut()
+            .enumerate()
+            .find(|(_, h)| h.handle.is_none())
+        {
+            Some((i, free)) => {
+                *free = held;
                 Ok(Slot(i))
             }
             None => {
+                let i = self.held.len();
                 self.held.push(held);
-                Ok(Slot(self.held.len() - 1))
+                Ok(Slot(i))
             }
         }
     }
@@ -483,7 +499,14 @@ impl<'a> CacheAccess<'a> {
         self.held
             .get(slot.0)
             .filter(|h| h.handle.is_some())
-            .ok_or_else(|| Error::Unsupported("a released metadata protection".into()))
+            .ok_or_else(released)
+    }
+
+    fn held_mut(&mut self, slot: Slot) -> Result<&mut HeldEntry> {
+        self.held
+            .get_mut(slot.0)
+            .filter(|h| h.handle.is_some())
+            .ok_or_else(released)
     }
 
     fn wrong_held_type(h: &HeldEntry) -> Error {
@@ -571,7 +594,7 @@ impl<'a> CacheAccess<'a> {
         let r = f(Arc::make_mut(&mut typed));
         icr.value = typed.clone();
         icr.encode = Some(Arc::clone(encode));
-        self.held[slot.0].dirtied = true;
+        self.held_mut(slot)?.dirtied = true;
         Ok((r, typed))
     }
 
@@ -615,7 +638,7 @@ impl<'a> CacheAccess<'a> {
     pub(crate) fn release_deleted(&mut self, slot: Slot) -> Result<()> {
         let abs = self.held(slot)?.abs;
         self.drop_dependencies(abs)?;
-        let held = &mut self.held[slot.0];
+        let held = self.held_mut(slot)?;
         held.abs = u64::MAX;
         match held.handle.take() {
             Some(h) => self

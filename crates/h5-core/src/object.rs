@@ -1,6 +1,11 @@
 //! Object headers: the first chunk and every continuation block are metadata-cache entries; the
 //! messages of all chunks, decoded, make an [`ObjectHeader`].
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use std::sync::Arc;
 
 use h5_format::FormatError;
@@ -93,7 +98,8 @@ pub(crate) fn resolve_shared(
     use h5_format::message::shared::SharedRef;
     match reference {
         SharedRef::ObjectHeader(at) => {
-            let other = ObjectHeader::load_at(file, at, depth + 1)?;
+            // Past MAX_SHARED_DEPTH is refused: saturating keeps it past.
+            let other = ObjectHeader::load_at(file, at, depth.saturating_add(1))?;
             // Keep the reference when the other header does not hold the message itself (it is
             // resolved by the caller, e.g. a committed datatype's own shared form).
             Ok(other
@@ -185,16 +191,16 @@ impl ObjectHeader {
             version: first.prefix.version,
             messages: Vec::new(),
         };
-        let mut pending: Vec<StoredMessage> = first.messages.clone();
+        // The messages in header order: a continuation block's go after those already known.
+        let mut pending: std::collections::VecDeque<StoredMessage> =
+            first.messages.iter().cloned().collect();
         let mut chunks = 1usize;
         let mut visited = std::collections::HashSet::new();
-        let mut i = 0;
-        while i < pending.len() {
-            let m = pending[i].clone();
-            i += 1;
+        while let Some(m) = pending.pop_front() {
             let message = decode_message(m.kind, m.flags, &m.body, sizes, addr)?;
             if let Message::Continuation(c) = &message {
-                chunks += 1;
+                // Compared with MAX_CHUNKS each time: saturating keeps it past the limit.
+                chunks = chunks.saturating_add(1);
                 if chunks > MAX_CHUNKS {
                     return Err(corrupt(addr, "too many continuation blocks (a loop?)"));
                 }

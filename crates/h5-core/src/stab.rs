@@ -5,6 +5,11 @@
 //! names of eight characters and first holds the empty name at offset 0; a link's name goes
 //! into the heap before its soft-link value; a removed link's value and name leave the heap.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use h5_format::btree1::NodeType;
 use h5_format::heap::local::LOCAL_HEAP_ALIGN;
 use h5_format::symbol_node::{ScratchPad, SymbolTableEntry};
@@ -62,6 +67,10 @@ pub(crate) struct SymbolTable {
 
 /// libhdf5's size hint for a new group's heap (`H5G__stab_create`): the empty name, the
 /// estimated names (each padded to the alignment) and one free block.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "constants and a 1-byte size"
+)]
 fn heap_hint(sizes: Sizes) -> u64 {
     let align = LOCAL_HEAP_ALIGN as u64;
     align
@@ -70,7 +79,7 @@ fn heap_hint(sizes: Sizes) -> u64 {
 }
 
 fn with_nul(bytes: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(bytes.len() + 1);
+    let mut v = Vec::with_capacity(bytes.len().saturating_add(1));
     v.extend_from_slice(bytes);
     v.push(0);
     v

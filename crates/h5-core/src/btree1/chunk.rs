@@ -66,7 +66,7 @@ struct At {
 
 impl At {
     fn new(scaled: &[u64], dims: &Arc<Vec<u64>>) -> Result<At> {
-        if scaled.len() + 1 != dims.len() {
+        if scaled.len().checked_add(1) != Some(dims.len()) {
             return Err(Error::Invalid(format!(
                 "chunk coordinates of rank {} for a layout of rank {}",
                 scaled.len(),
@@ -98,17 +98,15 @@ impl At {
     /// libhdf5's `H5D__btree_cmp3` (on element offsets, which order like scaled ones):
     /// right of the child when at or past `rt`, left of it when before `lt`.
     fn cmp3(&self, lt: &ChunkKey, rt: &ChunkKey) -> Ordering {
-        let t = &self.offsets[..];
-        let (l, r) = (&lt.offsets[..], &rt.offsets[..]);
-        let right = if t.len() == 2 && r.len() == 2 {
-            t[0] > r[0] || (t[0] == r[0] && t[1] >= r[1])
-        } else {
-            t >= r
+        let t = self.offsets.as_slice();
+        let (l, r) = (lt.offsets.as_slice(), rt.offsets.as_slice());
+        let right = match (t, r) {
+            ([t0, t1], [r0, r1]) => t0 > r0 || (t0 == r0 && t1 >= r1),
+            _ => t >= r,
         };
-        let left = if t.len() == 2 && l.len() == 2 {
-            t[0] < l[0]
-        } else {
-            t < l
+        let left = match (t, l) {
+            ([t0, _], [l0, _]) => t0 < l0,
+            _ => t < l,
         };
         if right {
             Ordering::Greater
@@ -368,16 +366,21 @@ impl ChunkBtree {
                 }
             };
             let keys = super::keys_of::<Find>(&node, addr)?;
-            let (idx, cmp) = super::search(c, find, keys, node.children.len(), Ordering::Greater)?;
+            let n = node.children.len();
+            let (idx, cmp) = super::search(c, find, keys, n, Ordering::Greater, addr)?;
             if cmp != Ordering::Equal {
                 return Ok(());
             }
             if node.level == 0 {
-                find.found(c, node.children[idx], &keys[idx])?;
+                find.found(
+                    c,
+                    super::child(&node, idx, addr)?,
+                    super::key(keys, idx, addr)?,
+                )?;
                 return Ok(());
             }
-            addr = node.children[idx];
-            level = Some(node.level - 1);
+            level = Some(super::below(&node, addr)?);
+            addr = super::child(&node, idx, addr)?;
         }
         Ok(())
     }
@@ -442,7 +445,7 @@ impl ChunkBtree {
             .iter()
             .zip(self.dims.iter())
             .take(self.rank())
-            .map(|(o, d)| o / d.max(&1))
+            .map(|(&o, &d)| std::num::NonZeroU64::new(d).map_or(o, |d| o / d))
             .collect();
         Ok((
             scaled,

@@ -27,6 +27,12 @@ pub(crate) struct Leaves {
 }
 
 impl Leaves {
+    /// Entries a node holds at most: `2K`.
+    #[allow(clippy::arithmetic_side_effects, reason = "K is a u16")]
+    fn capacity(self) -> usize {
+        2 * usize::from(self.k)
+    }
+
     fn len(self, c: &CacheAccess) -> usize {
         SymbolTableNode::node_len(c.sizes, self.k)
     }
@@ -52,14 +58,14 @@ impl Leaves {
         }
         let load = self.load(c, addr);
         let node: Arc<SymbolTableNode> = c.read(K::SymbolTableNode, addr, &load)?;
-        if node.entries.len() > 2 * usize::from(self.k) {
+        if node.entries.len() > self.capacity() {
             return Err(Error::Format(h5_format::FormatError::Corrupted {
                 structure: "symbol table node",
                 address: addr,
                 reason: format!(
                     "{} entries in a node of at most {}",
                     node.entries.len(),
-                    2 * self.k
+                    self.capacity()
                 ),
             }));
         }
@@ -119,12 +125,13 @@ impl Name<'_> {
         node: &SymbolTableNode,
     ) -> Result<Result<usize, usize>> {
         let (mut lo, mut hi) = (0, node.entries.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match self.cmp_at(c, node.entries[mid].link_name_offset)? {
+        while let Some(entry) = node.entries.get(lo..hi).and_then(|e| e.get(e.len() / 2)) {
+            let mid = lo.midpoint(hi);
+            match self.cmp_at(c, entry.link_name_offset)? {
                 Ordering::Equal => return Ok(Ok(mid)),
                 Ordering::Less => hi = mid,
-                Ordering::Greater => lo = mid + 1,
+                // mid < hi: no overflow.
+                Ordering::Greater => lo = mid.saturating_add(1),
             }
         }
         Ok(Err(lo))
@@ -204,8 +211,8 @@ impl Class for Find<'_> {
     fn found(&mut self, c: &mut CacheAccess, child: u64, _: &u64) -> Result<bool> {
         let node = self.leaves.read(c, child)?;
         if let Ok(i) = self.name.position(c, &node)? {
-            self.found = Some(node.entries[i]);
-            return Ok(true);
+            self.found = node.entries.get(i).copied();
+            return Ok(self.found.is_some());
         }
         Ok(false)
     }
@@ -281,25 +288,30 @@ impl Class for Insert<'_> {
         let entry = (self.entry)(c)?;
         let k = usize::from(self.leaves.k);
         let name_at = entry.link_name_offset;
-        if node.entries.len() >= 2 * k {
+        if node.entries.len() >= self.leaves.capacity() {
             // Full: the upper half moves to a new node to the right.
             let right_addr = self.leaves.create(c)?;
             let mut right = SymbolTableNode {
                 entries: node.entries.split_off(k),
             };
-            *md = node.entries[k - 1].link_name_offset;
-            if idx <= k {
-                if idx == k {
-                    *md = name_at;
+            // The left half's last name (K >= 1, checked on read).
+            if let Some(last) = node.entries.last() {
+                *md = last.link_name_offset;
+            }
+            match idx.checked_sub(k).filter(|&at| at > 0) {
+                None => {
+                    if idx == k {
+                        *md = name_at;
+                    }
+                    node.entries.insert(idx, entry);
                 }
-                node.entries.insert(idx, entry);
-            } else {
-                let at = idx - k;
-                if at == k {
-                    *rt = name_at;
-                    *rt_changed = true;
+                Some(at) => {
+                    if at == k {
+                        *rt = name_at;
+                        *rt_changed = true;
+                    }
+                    right.entries.insert(at, entry);
                 }
-                right.entries.insert(at, entry);
             }
             self.leaves.write(c, right_addr, right)?;
             self.leaves.write(c, child, node)?;
@@ -365,15 +377,17 @@ impl Class for Remove<'_> {
         let Ok(idx) = self.name.position(c, &node)? else {
             return Ok(Ins::Absent);
         };
-        let e = node.entries[idx];
+        let Some(&e) = node.entries.get(idx) else {
+            return Ok(Ins::Absent);
+        };
         if let ScratchPad::SoftLink { link_value_offset } = e.scratch {
             let at = u64::from(link_value_offset);
             let value = self.heap.string(c, at)?;
-            self.heap.remove(c, at, value.len() as u64 + 1)?;
+            self.heap.remove(c, at, stored_len(&value))?;
             self.soft = Some(value);
         }
         self.heap
-            .remove(c, e.link_name_offset, self.name.name.len() as u64 + 1)?;
+            .remove(c, e.link_name_offset, stored_len(self.name.name))?;
         self.removed = Some(e);
         let n = node.entries.len();
         if n == 1 {
@@ -381,11 +395,22 @@ impl Class for Remove<'_> {
             return Ok(Ins::Remove);
         }
         node.entries.remove(idx);
-        if idx + 1 == n {
-            *rt = node.entries[n - 2].link_name_offset;
+        if Some(idx) == n.checked_sub(1)
+            && let Some(last) = node.entries.last()
+        {
+            *rt = last.link_name_offset;
             *rt_changed = true;
         }
         self.leaves.write(c, child, node)?;
         Ok(Ins::Noop)
     }
+}
+
+/// Bytes a string takes in the heap: its own and its terminator's.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "the length of a slice in memory is below u64::MAX"
+)]
+fn stored_len(s: &[u8]) -> u64 {
+    s.len() as u64 + 1
 }

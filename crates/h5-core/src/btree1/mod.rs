@@ -23,6 +23,11 @@
 //! SWMR access), so the order in which a flush writes a parent and its children does not matter
 //! to readers of a closed file; h5 writes them in address order like every other entry.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -96,6 +101,7 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
+    #[allow(clippy::arithmetic_side_effects, reason = "K is a u16")]
     fn two_k(&self) -> usize {
         2 * usize::from(self.k)
     }
@@ -266,12 +272,76 @@ pub(crate) trait Class {
     }
 }
 
+/// The node's keys, checked to be one more than its children (child `i` lies between keys `i`
+/// and `i + 1`).
 fn keys_of<C: Class>(node: &BtreeV1Node, addr: u64) -> Result<&Vec<C::Key>> {
-    C::keys(&node.keys).ok_or_else(|| corrupt(addr, "a node of another tree type"))
+    let keys = C::keys(&node.keys).ok_or_else(|| corrupt(addr, "a node of another tree type"))?;
+    check_key_count(keys.len(), node.children.len(), addr)?;
+    Ok(keys)
 }
 
+/// The node's keys, mutably, checked as by [`keys_of`].
 fn keys_mut_of<C: Class>(node: &mut BtreeV1Node, addr: u64) -> Result<&mut Vec<C::Key>> {
-    C::keys_mut(&mut node.keys).ok_or_else(|| corrupt(addr, "a node of another tree type"))
+    let children = node.children.len();
+    let keys =
+        C::keys_mut(&mut node.keys).ok_or_else(|| corrupt(addr, "a node of another tree type"))?;
+    check_key_count(keys.len(), children, addr)?;
+    Ok(keys)
+}
+
+fn check_key_count(keys: usize, children: usize, addr: u64) -> Result<()> {
+    if children.checked_add(1) != Some(keys) {
+        return Err(corrupt(
+            addr,
+            format!("{keys} keys for {children} children"),
+        ));
+    }
+    Ok(())
+}
+
+fn missing_key(addr: u64, i: usize) -> Error {
+    corrupt(addr, format!("no key {i} in the node"))
+}
+
+/// Key `i` of a node's keys.
+fn key<K>(keys: &[K], i: usize, addr: u64) -> Result<&K> {
+    keys.get(i).ok_or_else(|| missing_key(addr, i))
+}
+
+/// Key `i` of a node's keys, mutably.
+fn key_mut<K>(keys: &mut [K], i: usize, addr: u64) -> Result<&mut K> {
+    keys.get_mut(i).ok_or_else(|| missing_key(addr, i))
+}
+
+/// Keys `i` and `i + 1`: the bounds of child `i`.
+fn bounds<K>(keys: &[K], i: usize, addr: u64) -> Result<(&K, &K)> {
+    match keys.get(i..) {
+        Some([lt, rt, ..]) => Ok((lt, rt)),
+        _ => Err(missing_key(addr, i)),
+    }
+}
+
+/// Keys `i` and `i + 1`, mutably.
+fn bounds_mut<K>(keys: &mut [K], i: usize, addr: u64) -> Result<(&mut K, &mut K)> {
+    match keys.get_mut(i..) {
+        Some([lt, rt, ..]) => Ok((lt, rt)),
+        _ => Err(missing_key(addr, i)),
+    }
+}
+
+/// Child `i` of a node.
+fn child(node: &BtreeV1Node, i: usize, addr: u64) -> Result<u64> {
+    node.children
+        .get(i)
+        .copied()
+        .ok_or_else(|| corrupt(addr, format!("no child {i} in the node")))
+}
+
+/// The level of a node's children (the node is not a leaf).
+fn below(node: &BtreeV1Node, addr: u64) -> Result<u8> {
+    node.level
+        .checked_sub(1)
+        .ok_or_else(|| corrupt(addr, "a leaf has no level below it"))
 }
 
 fn empty_node<C: Class>(cls: &C, node_type: NodeType) -> BtreeV1Node {
@@ -312,15 +382,18 @@ fn search<C: Class>(
     keys: &[C::Key],
     n: usize,
     init: Ordering,
+    addr: u64,
 ) -> Result<(usize, Ordering)> {
     let (mut lo, mut hi, mut idx, mut cmp) = (0, n, 0, init);
     while lo < hi && cmp != Ordering::Equal {
-        idx = (lo + hi) / 2;
-        cmp = cls.cmp3(c, &keys[idx], &keys[idx + 1])?;
+        idx = lo.midpoint(hi);
+        let (lt, rt) = bounds(keys, idx, addr)?;
+        cmp = cls.cmp3(c, lt, rt)?;
         if cmp == Ordering::Less {
             hi = idx;
         } else {
-            lo = idx + 1;
+            // idx < hi: no overflow.
+            lo = idx.saturating_add(1);
         }
     }
     Ok((idx, cmp))
@@ -333,15 +406,15 @@ pub(crate) fn find<C: Class>(c: &mut CacheAccess, t: &Tree, cls: &mut C) -> Resu
     loop {
         let node = t.read_at(c, addr, level)?;
         let keys = keys_of::<C>(&node, addr)?;
-        let (idx, cmp) = search(c, cls, keys, node.children.len(), Ordering::Greater)?;
+        let (idx, cmp) = search(c, cls, keys, node.children.len(), Ordering::Greater, addr)?;
         if cmp != Ordering::Equal {
             return Ok(false);
         }
         if node.level == 0 {
-            return cls.found(c, node.children[idx], &keys[idx]);
+            return cls.found(c, child(&node, idx, addr)?, key(keys, idx, addr)?);
         }
-        addr = node.children[idx];
-        level = Some(node.level - 1);
+        level = Some(below(&node, addr)?);
+        addr = child(&node, idx, addr)?;
     }
 }
 
@@ -371,10 +444,10 @@ pub(crate) fn insert<C: Class>(c: &mut CacheAccess, t: &Tree, cls: &mut C) -> Re
     let old_root = (*t.read(c, t.root)?).clone();
     let right = t.read(c, split)?;
     if !lt_changed {
-        lt = keys_of::<C>(&old_root, t.root)?[0].clone();
+        lt = key(keys_of::<C>(&old_root, t.root)?, 0, t.root)?.clone();
     }
     if !rt_changed {
-        rt = keys_of::<C>(&right, split)?[right.children.len()].clone();
+        rt = key(keys_of::<C>(&right, split)?, right.children.len(), split)?.clone();
     }
     let moved = c.allocate(t.node_len(c)? as u64)?;
     let level = old_root.level;
@@ -418,7 +491,9 @@ fn insert_helper<C: Class>(
     let mut node = (*t.read_at(c, addr, level)?).clone();
     let original = node.clone();
     let n = node.children.len();
-    let (mut idx, cmp) = search(c, cls, keys_of::<C>(&node, addr)?, n, Ordering::Less)?;
+    let (mut idx, cmp) = search(c, cls, keys_of::<C>(&node, addr)?, n, Ordering::Less, addr)?;
+    // The last child (none in an empty node).
+    let last = n.checked_sub(1);
     let (my_ins, new_child) = if n == 0 {
         if node.level != 0 {
             return Err(corrupt(addr, "an empty node above the leaves"));
@@ -437,20 +512,21 @@ fn insert_helper<C: Class>(
         if node.level > 0 || C::FOLLOW_MIN {
             descend(c, t, cls, &mut node, addr, 0, lt_changed, md, rt_changed)?
         } else {
-            let keys = keys_mut_of::<C>(&mut node, addr)?;
-            *md = keys[0].clone();
-            let child = cls.new_node(c, NewNode::Left, &mut keys[0], md)?;
+            let first = key_mut(keys_mut_of::<C>(&mut node, addr)?, 0, addr)?;
+            *md = first.clone();
+            let child = cls.new_node(c, NewNode::Left, first, md)?;
             *lt_changed = true;
             (Ins::Left, child)
         }
-    } else if cmp == Ordering::Greater && idx + 1 >= n {
-        idx = n - 1;
+    } else if let Some(last) = last.filter(|&l| cmp == Ordering::Greater && idx >= l) {
+        idx = last;
         if node.level > 0 || C::FOLLOW_MAX {
             descend(c, t, cls, &mut node, addr, idx, lt_changed, md, rt_changed)?
         } else {
             let keys = keys_mut_of::<C>(&mut node, addr)?;
-            *md = keys[idx + 1].clone();
-            let child = cls.new_node(c, NewNode::Right, md, &mut keys[idx + 1])?;
+            let (_, rt) = bounds_mut(keys, idx, addr)?;
+            *md = rt.clone();
+            let child = cls.new_node(c, NewNode::Right, md, rt)?;
             *rt_changed = true;
             (Ins::Right, child)
         }
@@ -462,33 +538,38 @@ fn insert_helper<C: Class>(
 
     let count = node.children.len();
     let keys = keys_mut_of::<C>(&mut node, addr)?;
+    let (klt, krt) = bounds(keys, idx, addr)?;
     if *lt_changed {
         if idx > 0 {
             *lt_changed = false;
         } else {
-            *lt = keys[idx].clone();
+            *lt = klt.clone();
         }
     }
     if *rt_changed {
-        if idx + 1 < count {
+        // Not the last child: `idx + 1 < count`.
+        if idx < count.saturating_sub(1) {
             *rt_changed = false;
         } else {
-            *rt = keys[idx + 1].clone();
+            *rt = krt.clone();
         }
     }
     let mut split = None;
     match my_ins {
-        Ins::Change => node.children[idx] = new_child,
+        Ins::Change => {
+            *node
+                .children
+                .get_mut(idx)
+                .ok_or_else(|| corrupt(addr, format!("no child {idx} in the node")))? = new_child
+        }
         Ins::Left | Ins::Right => {
             if count == t.two_k() {
                 let (twin_addr, mut twin) = split_node::<C>(c, t, &mut node, addr, idx)?;
-                if idx < node.children.len() {
-                    insert_child::<C>(&mut node, addr, idx, new_child, my_ins, md)?;
-                } else {
-                    let at = idx - node.children.len();
-                    insert_child::<C>(&mut twin, twin_addr, at, new_child, my_ins, md)?;
+                match idx.checked_sub(node.children.len()) {
+                    None => insert_child::<C>(&mut node, addr, idx, new_child, my_ins, md)?,
+                    Some(at) => insert_child::<C>(&mut twin, twin_addr, at, new_child, my_ins, md)?,
                 }
-                *md = keys_of::<C>(&twin, twin_addr)?[0].clone();
+                *md = key(keys_of::<C>(&twin, twin_addr)?, 0, twin_addr)?.clone();
                 t.write(c, twin_addr, twin)?;
                 split = Some(twin_addr);
             } else {
@@ -517,12 +598,12 @@ fn descend<C: Class>(
     md: &mut C::Key,
     rt_changed: &mut bool,
 ) -> Result<(Ins, u64)> {
-    let child = node.children[idx];
-    let keys = keys_mut_of::<C>(node, addr)?;
-    let mut lt = keys[idx].clone();
-    let mut rt = keys[idx + 1].clone();
+    let child = child(node, idx, addr)?;
+    let (klt, krt) = bounds(keys_mut_of::<C>(node, addr)?, idx, addr)?;
+    let mut lt = klt.clone();
+    let mut rt = krt.clone();
     let r = if node.level > 0 {
-        let level = Some(node.level - 1);
+        let level = Some(below(node, addr)?);
         match insert_helper(
             c, t, cls, child, level, &mut lt, lt_changed, md, &mut rt, rt_changed,
         )? {
@@ -532,9 +613,9 @@ fn descend<C: Class>(
     } else {
         cls.insert(c, child, &mut lt, lt_changed, md, &mut rt, rt_changed)?
     };
-    let keys = keys_mut_of::<C>(node, addr)?;
-    keys[idx] = lt;
-    keys[idx + 1] = rt;
+    let (klt, krt) = bounds_mut(keys_mut_of::<C>(node, addr)?, idx, addr)?;
+    *klt = lt;
+    *krt = rt;
     Ok(r)
 }
 
@@ -558,14 +639,21 @@ fn split_node<C: Class>(
     // Truncation, as libhdf5 converts the product.
     let mut nleft = (two_k as f64 * ratio) as usize;
     if idx < nleft && nleft == two_k {
-        nleft -= 1;
+        // `two_k >= 2` (K >= 1, checked on read).
+        nleft = two_k.saturating_sub(1);
     } else if idx >= nleft && nleft == 0 {
-        nleft += 1;
+        nleft = 1;
     }
     let twin_addr = c.allocate(t.node_len(c)? as u64)?;
     let keys = keys_mut_of::<C>(node, addr)?;
+    if nleft >= keys.len() {
+        return Err(corrupt(
+            addr,
+            format!("splitting at {nleft} of {} keys", keys.len()),
+        ));
+    }
     let twin_keys = keys.split_off(nleft);
-    keys.push(twin_keys[0].clone());
+    keys.push(key(&twin_keys, 0, addr)?.clone());
     let twin = BtreeV1Node {
         node_type: node.node_type,
         level: node.level,
@@ -595,11 +683,14 @@ fn insert_child<C: Class>(
     md: &C::Key,
 ) -> Result<()> {
     let keys = keys_mut_of::<C>(node, addr)?;
-    if idx + 1 > keys.len() {
+    let Some(after) = idx.checked_add(1).filter(|&i| i <= keys.len()) else {
         return Err(corrupt(addr, "child index past the keys"));
+    };
+    keys.insert(after, md.clone());
+    let at = if anchor == Ins::Right { after } else { idx };
+    if at > node.children.len() {
+        return Err(corrupt(addr, "child index past the children"));
     }
-    keys.insert(idx + 1, md.clone());
-    let at = if anchor == Ins::Right { idx + 1 } else { idx };
     node.children.insert(at, child);
     Ok(())
 }
@@ -615,7 +706,7 @@ pub(crate) fn remove<C: Class>(c: &mut CacheAccess, t: &Tree, cls: &mut C) -> Re
         cls,
         t.root,
         None,
-        0,
+        true,
         &mut lt,
         &mut lt_changed,
         &mut rt,
@@ -624,7 +715,7 @@ pub(crate) fn remove<C: Class>(c: &mut CacheAccess, t: &Tree, cls: &mut C) -> Re
     Ok(r != Ins::Absent)
 }
 
-/// libhdf5's `H5B__remove_helper` on the node at `addr`, `depth` levels below the root.
+/// libhdf5's `H5B__remove_helper` on the node at `addr` (`is_root` for the root).
 #[allow(clippy::too_many_arguments)]
 fn remove_helper<C: Class>(
     c: &mut CacheAccess,
@@ -632,7 +723,7 @@ fn remove_helper<C: Class>(
     cls: &mut C,
     addr: u64,
     level: Option<u8>,
-    depth: usize,
+    is_root: bool,
     lt: &mut C::Key,
     lt_changed: &mut bool,
     rt: &mut C::Key,
@@ -641,27 +732,25 @@ fn remove_helper<C: Class>(
     let mut node = (*t.read_at(c, addr, level)?).clone();
     let original = node.clone();
     let n = node.children.len();
-    let (idx, cmp) = search(c, cls, keys_of::<C>(&node, addr)?, n, Ordering::Greater)?;
+    let (idx, cmp) = search(
+        c,
+        cls,
+        keys_of::<C>(&node, addr)?,
+        n,
+        Ordering::Greater,
+        addr,
+    )?;
     if cmp != Ordering::Equal {
         return Ok(Ins::Absent);
     }
-    let child = node.children[idx];
+    let child = child(&node, idx, addr)?;
     let (left, right) = (node.left_sibling, node.right_sibling);
-    let keys = keys_mut_of::<C>(&mut node, addr)?;
-    let (mut klt, mut krt) = (keys[idx].clone(), keys[idx + 1].clone());
+    let (klt, krt) = bounds(keys_of::<C>(&node, addr)?, idx, addr)?;
+    let (mut klt, mut krt) = (klt.clone(), krt.clone());
     let ret = if node.level > 0 {
-        let below = Some(node.level - 1);
+        let below = Some(below(&node, addr)?);
         remove_helper(
-            c,
-            t,
-            cls,
-            child,
-            below,
-            depth + 1,
-            &mut klt,
-            lt_changed,
-            &mut krt,
-            rt_changed,
+            c, t, cls, child, below, false, &mut klt, lt_changed, &mut krt, rt_changed,
         )?
     } else {
         cls.remove(c, child, &mut klt, lt_changed, &mut krt, rt_changed)?
@@ -670,20 +759,22 @@ fn remove_helper<C: Class>(
         return Ok(Ins::Absent);
     }
     let keys = keys_mut_of::<C>(&mut node, addr)?;
-    keys[idx] = klt;
-    keys[idx + 1] = krt;
+    let (lt_slot, rt_slot) = bounds_mut(keys, idx, addr)?;
+    *lt_slot = klt;
+    *rt_slot = krt;
     if *lt_changed {
         if idx > 0 {
             *lt_changed = false;
         } else {
-            *lt = keys[idx].clone();
+            lt.clone_from(lt_slot);
         }
     }
     if *rt_changed {
-        if idx + 1 < n {
+        // Not the last child: `idx + 1 < n`.
+        if idx < n.saturating_sub(1) {
             *rt_changed = false;
         } else {
-            *rt = keys[idx + 1].clone();
+            rt.clone_from(rt_slot);
         }
     }
     let mut ret = if ret == Ins::Remove {
@@ -693,25 +784,25 @@ fn remove_helper<C: Class>(
     };
     if ret == Ins::Remove {
         if n == 1 {
-            if depth > 0 {
+            if !is_root {
                 // Unlink the emptied node from its siblings, keeping their keys consistent,
                 // and free it.
                 if left != UNDEFINED_ADDRESS {
-                    let key = keys[1].clone();
+                    let new_key = key(keys, 1, addr)?.clone();
                     t.modify(c, left, |s| {
                         let last = s.children.len();
                         if C::CRITICAL == Critical::Left {
-                            keys_mut_of::<C>(s, addr)?[last] = key;
+                            *key_mut(keys_mut_of::<C>(s, left)?, last, left)? = new_key;
                         }
                         s.right_sibling = right;
                         Ok(())
                     })?;
                 }
                 if right != UNDEFINED_ADDRESS {
-                    let key = keys[0].clone();
+                    let new_key = key(keys, 0, addr)?.clone();
                     t.modify(c, right, |s| {
                         if C::CRITICAL == Critical::Right {
-                            keys_mut_of::<C>(s, addr)?[0] = key;
+                            *key_mut(keys_mut_of::<C>(s, right)?, 0, right)? = new_key;
                         }
                         s.left_sibling = left;
                         Ok(())
@@ -725,29 +816,36 @@ fn remove_helper<C: Class>(
             node.level = 0;
             node.keys = C::wrap(vec![cls.empty_key()]);
         } else if idx == 0 {
+            // n >= 2 children here: n + 1 >= 3 keys.
             if C::CRITICAL == Critical::Left {
                 keys.remove(0);
-                *lt = keys[0].clone();
+                *lt = key(keys, 0, addr)?.clone();
                 *lt_changed = true;
             } else {
                 keys.remove(1);
             }
             node.children.remove(0);
-        } else if idx + 1 == n {
+        } else if Some(idx) == n.checked_sub(1) {
             if C::CRITICAL == Critical::Left {
-                keys.remove(n - 1);
+                keys.remove(idx);
             } else {
                 keys.truncate(n);
-                *rt = keys[n - 1].clone();
+                *rt = key(keys, idx, addr)?.clone();
                 *rt_changed = true;
             }
             node.children.pop();
         } else {
-            if C::CRITICAL == Critical::Left {
-                keys.remove(idx);
+            // 0 < idx < n - 1: `idx + 1` is a key of the node.
+            #[allow(
+                clippy::arithmetic_side_effects,
+                reason = "idx + 1 < n (a child index)"
+            )]
+            let gone = if C::CRITICAL == Critical::Left {
+                idx
             } else {
-                keys.remove(idx + 1);
-            }
+                idx + 1
+            };
+            keys.remove(gone);
             node.children.remove(idx);
         }
         ret = Ins::Noop;
@@ -755,16 +853,18 @@ fn remove_helper<C: Class>(
     // Patch the neighbour's copy of a key that changed at this node's edge.
     let count = node.children.len();
     if *lt_changed && node.left_sibling != UNDEFINED_ADDRESS {
-        let key = keys_of::<C>(&node, addr)?[0].clone();
-        t.modify(c, node.left_sibling, |s| {
+        let new_key = key(keys_of::<C>(&node, addr)?, 0, addr)?.clone();
+        let left = node.left_sibling;
+        t.modify(c, left, |s| {
             let last = s.children.len();
-            keys_mut_of::<C>(s, addr)?[last] = key;
+            *key_mut(keys_mut_of::<C>(s, left)?, last, left)? = new_key;
             Ok(())
         })?;
     } else if *rt_changed && node.right_sibling != UNDEFINED_ADDRESS {
-        let key = keys_of::<C>(&node, addr)?[count].clone();
-        t.modify(c, node.right_sibling, |s| {
-            keys_mut_of::<C>(s, addr)?[0] = key;
+        let new_key = key(keys_of::<C>(&node, addr)?, count, addr)?.clone();
+        let right = node.right_sibling;
+        t.modify(c, right, |s| {
+            *key_mut(keys_mut_of::<C>(s, right)?, 0, right)? = new_key;
             Ok(())
         })?;
     }
@@ -805,9 +905,10 @@ fn visit_node<C: Class>(
     let keys = keys_of::<C>(&node, addr)?;
     for (i, &child) in node.children.iter().enumerate() {
         let go_on = if node.level > 0 {
-            visit_node::<C>(c, t, child, Some(node.level - 1), seen, visit)?
+            visit_node::<C>(c, t, child, Some(below(&node, addr)?), seen, visit)?
         } else {
-            visit(c, &keys[i], child, &keys[i + 1])?
+            let (lt, rt) = bounds(keys, i, addr)?;
+            visit(c, lt, child, rt)?
         };
         if !go_on {
             return Ok(false);
@@ -842,9 +943,10 @@ fn delete_node<C: Class>(
     let keys = keys_of::<C>(&node, addr)?;
     for (i, &child) in node.children.iter().enumerate() {
         if node.level > 0 {
-            delete_node::<C>(c, t, child, Some(node.level - 1), seen, leaf)?;
+            delete_node::<C>(c, t, child, Some(below(&node, addr)?), seen, leaf)?;
         } else {
-            leaf(c, &keys[i], child, &keys[i + 1])?;
+            let (lt, rt) = bounds(keys, i, addr)?;
+            leaf(c, lt, child, rt)?;
         }
     }
     c.delete(K::BTreeV1Node, addr, t.node_len(c)? as u64)

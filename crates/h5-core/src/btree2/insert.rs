@@ -11,8 +11,8 @@ use h5_metacache::MetadataKind as K;
 
 use super::reshape::{Level, plan_full, reshape, split_counts};
 use super::{
-    Key, Tree, check_node, child_index, corrupt, header_load, locate, node_entry, protect_node,
-    release_node, split_nrec,
+    Key, Tree, check_node, child_depth, child_index, corrupt, count_added, header_load, locate,
+    node_entry, protect_node, release_node, split_nrec,
 };
 use crate::access::{Held, Session};
 use crate::error::{Error, Result};
@@ -108,7 +108,8 @@ fn split_root(s: &mut Session<'_>, tree: &Tree, hh: &Held, hdr: &mut Btree2Heade
         records: 0,
         total_records: old.total_records,
     };
-    let counts = split_counts(old.records);
+    let counts = split_counts(old.records)
+        .ok_or_else(|| corrupt(old.address, "a root of no records cannot split"))?;
     let level = Level {
         tree,
         geom: &geom,
@@ -146,8 +147,7 @@ fn insert_leaf(
     s.value_mut::<Btree2Node>(&h)?
         .records
         .insert(child_index(idx, cmp), rec);
-    ptr.records += 1;
-    ptr.total_records += 1;
+    count_added(ptr, true)?;
     release_node(s, parent, h)
 }
 
@@ -196,7 +196,7 @@ fn insert_through(
         check_node(&n, *ptr, depth)?;
     }
     let mut idx = locate_child(s)?;
-    let split = split_nrec(geom, depth - 1)?;
+    let split = split_nrec(geom, child_depth(depth, *ptr)?)?;
     let level = Level {
         tree,
         geom,
@@ -209,7 +209,9 @@ fn insert_through(
         if around.here != Some(split) {
             break;
         }
-        level.apply(s, ptr, &plan_full(&around, idx, split, retries > 0))?;
+        let plan = plan_full(&around, idx, split, retries > 0)
+            .ok_or_else(|| corrupt(ptr.address, format!("child record counts {around:?}")))?;
+        level.apply(s, ptr, &plan)?;
         idx = locate_child(s)?;
         retries = retries.saturating_sub(1);
     }
@@ -219,7 +221,16 @@ fn insert_through(
         .get(idx)
         .ok_or_else(|| corrupt(ptr.address, "child pointer missing"))?;
     let r = if depth > 1 {
-        insert_internal(s, tree, geom, depth - 1, &mut child, h, key, rec)
+        insert_internal(
+            s,
+            tree,
+            geom,
+            depth.saturating_sub(1),
+            &mut child,
+            h,
+            key,
+            rec,
+        )
     } else {
         insert_leaf(s, tree, geom, &mut child, h, key, rec)
     };
@@ -227,8 +238,7 @@ fn insert_through(
         *c = child;
     }
     r?;
-    ptr.total_records += 1;
-    Ok(())
+    count_added(ptr, false)
 }
 
 /// Changes the record whose key is `key` with `change` (which must keep its key); returns
@@ -276,8 +286,8 @@ pub(crate) fn update(
         path.push(h);
         match next {
             Some(c) => {
+                depth = child_depth(depth, ptr)?;
                 ptr = c;
-                depth -= 1;
             }
             None => break false,
         }

@@ -25,6 +25,11 @@
 //! Shared-message indexes (type 7) are read and written by the same engine given a key; h5
 //! does not write shared messages, so it has none.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 #[cfg(test)]
 mod check;
 mod insert;
@@ -234,7 +239,7 @@ fn split_nrec(geom: &Btree2Header, depth: u16) -> Result<u64> {
     let l = geom
         .limits_at(depth)
         .ok_or_else(|| corrupt(geom.address, format!("no depth {depth}")))?;
-    Ok(l.max_records * u64::from(geom.split_percent) / 100)
+    percent_of(geom, l.max_records, geom.split_percent)
 }
 
 /// Records a node at `depth` holds before it merges (libhdf5's `merge_nrec`).
@@ -242,17 +247,30 @@ fn merge_nrec(geom: &Btree2Header, depth: u16) -> Result<u64> {
     let l = geom
         .limits_at(depth)
         .ok_or_else(|| corrupt(geom.address, format!("no depth {depth}")))?;
-    Ok(l.max_records * u64::from(geom.merge_percent) / 100)
+    percent_of(geom, l.max_records, geom.merge_percent)
+}
+
+/// `percent` % of `max_records`, rounded down as libhdf5 does.
+fn percent_of(geom: &Btree2Header, max_records: u64, percent: u8) -> Result<u64> {
+    max_records
+        .checked_mul(u64::from(percent))
+        .map(|n| n / 100)
+        .ok_or_else(|| corrupt(geom.address, format!("{max_records} records per node")))
 }
 
 /// The pointer to `n`: its records, and its subtree's.
-fn pointer_to(n: &Btree2Node) -> ChildPointer {
+fn pointer_to(n: &Btree2Node) -> Result<ChildPointer> {
     let own = n.records.len() as u64;
-    ChildPointer {
+    let total_records = n
+        .children
+        .iter()
+        .try_fold(own, |t, c| t.checked_add(c.total_records))
+        .ok_or_else(|| corrupt(n.address, "subtree record counts overflow"))?;
+    Ok(ChildPointer {
         address: n.address,
         records: own,
-        total_records: own + n.children.iter().map(|c| c.total_records).sum::<u64>(),
-    }
+        total_records,
+    })
 }
 
 /// libhdf5's binary search of `recs` for `key`: the index of an equal record (`Equal`), or of
@@ -261,19 +279,55 @@ fn pointer_to(n: &Btree2Node) -> ChildPointer {
 fn locate(a: &mut dyn MetaAccess, key: &dyn Key, recs: &[Record]) -> Result<(usize, Ordering)> {
     let (mut lo, mut hi) = (0usize, recs.len());
     let (mut idx, mut cmp) = (0usize, Ordering::Less);
-    while lo < hi && cmp != Ordering::Equal {
-        idx = (lo + hi) / 2;
-        cmp = key.cmp(a, &recs[idx])?;
+    while cmp != Ordering::Equal {
+        // The middle record of `lo..hi` (none when it is empty).
+        let Some(rec) = recs.get(lo..hi).and_then(|r| r.get(r.len() / 2)) else {
+            break;
+        };
+        idx = lo.midpoint(hi);
+        cmp = key.cmp(a, rec)?;
         if cmp == Ordering::Less {
             hi = idx;
         } else {
-            lo = idx + 1;
+            // idx < hi: no overflow.
+            lo = idx.saturating_add(1);
         }
     }
     Ok((idx, cmp))
 }
 
+/// The depth of the children of the internal node `ptr` points at, at `depth` (above 0).
+fn child_depth(depth: u16, ptr: ChildPointer) -> Result<u16> {
+    depth
+        .checked_sub(1)
+        .ok_or_else(|| corrupt(ptr.address, "a leaf has no children"))
+}
+
+/// Counts one record more in the subtree of `ptr` (and in its own node when `own`).
+fn count_added(ptr: &mut ChildPointer, own: bool) -> Result<()> {
+    let overflow = || corrupt(ptr.address, "record counts overflow");
+    if own {
+        ptr.records = ptr.records.checked_add(1).ok_or_else(overflow)?;
+    }
+    ptr.total_records = ptr.total_records.checked_add(1).ok_or_else(overflow)?;
+    Ok(())
+}
+
+/// Counts one record less in the subtree of `ptr` (and in its own node when `own`).
+fn count_removed(ptr: &mut ChildPointer, own: bool) -> Result<()> {
+    let underflow = || corrupt(ptr.address, "record counts below the records removed");
+    if own {
+        ptr.records = ptr.records.checked_sub(1).ok_or_else(underflow)?;
+    }
+    ptr.total_records = ptr.total_records.checked_sub(1).ok_or_else(underflow)?;
+    Ok(())
+}
+
 /// The child of an internal node to descend into for a key located at `(idx, cmp)`.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "idx is a record index, below the length of a Vec"
+)]
 fn child_index(idx: usize, cmp: Ordering) -> usize {
     if cmp == Ordering::Less { idx } else { idx + 1 }
 }

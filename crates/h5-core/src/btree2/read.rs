@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use h5_format::UNDEFINED_ADDRESS;
 use h5_format::btree2::{ChildPointer, Record};
 
-use super::{Key, Tree, child_index, corrupt, header, locate, node};
+use super::{Key, Tree, child_depth, child_index, corrupt, header, locate, node};
 use crate::access::MetaAccess;
 use crate::error::Result;
 
@@ -31,7 +31,7 @@ pub(crate) fn find(a: &mut dyn MetaAccess, tree: &Tree, key: &dyn Key) -> Result
             .children
             .get(child_index(idx, cmp))
             .ok_or_else(|| corrupt(ptr.address, "child pointer missing"))?;
-        depth -= 1;
+        depth = child_depth(depth, ptr)?;
     }
 }
 
@@ -73,7 +73,7 @@ fn walk(
     // In order: child 0, record 0, child 1, ..., child n. The depth falls by one per level,
     // so a damaged file cannot make this loop.
     for (i, child) in n.children.iter().enumerate() {
-        if walk(a, tree, geom, *child, depth - 1, f)?.is_break() {
+        if walk(a, tree, geom, *child, child_depth(depth, ptr)?, f)?.is_break() {
             return Ok(ControlFlow::Break(()));
         }
         if let Some(r) = n.records.get(i)

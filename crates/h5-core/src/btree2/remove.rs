@@ -12,8 +12,8 @@ use h5_metacache::MetadataKind as K;
 
 use super::reshape::{Level, plan_sparse, reshape};
 use super::{
-    Key, Tree, check_node, child_index, corrupt, header_load, locate, merge_nrec, node, node_kind,
-    protect_node, release_node,
+    Key, Tree, check_node, child_depth, child_index, corrupt, count_removed, header_load, locate,
+    merge_nrec, node, node_kind, protect_node, release_node,
 };
 use crate::access::{Held, MetaAccess, Session};
 use crate::error::Result;
@@ -79,7 +79,9 @@ fn remove_under(s: &mut Session<'_>, tree: &Tree, hh: &Held, key: &dyn Key) -> R
             s.file().sizes,
             hdr.address,
             hdr.params(),
-            hdr.depth - depth_decreased,
+            hdr.depth
+                .checked_sub(depth_decreased)
+                .ok_or_else(|| corrupt(hdr.address, "depth below 0"))?,
             root,
         )?;
     }
@@ -118,8 +120,7 @@ fn remove_leaf(
     }
     drop(n);
     let rec = s.value_mut::<Btree2Node>(&h)?.records.remove(idx);
-    ptr.records -= 1;
-    ptr.total_records -= 1;
+    count_removed(ptr, true)?;
     if ptr.records == 0 {
         // Only a root leaf empties: the tree is empty again.
         s.release_deleted(h, u64::from(geom.node_size))?;
@@ -144,7 +145,7 @@ fn remove_internal(
     is_root: bool,
 ) -> Result<Record> {
     let h = protect_node(s, tree, geom, *ptr, depth)?;
-    let merge = merge_nrec(geom, depth - 1)?;
+    let merge = merge_nrec(geom, child_depth(depth, *ptr)?)?;
     let (n_recs, c0, c1) = {
         let n: Arc<Btree2Node> = s.value_arc(&h)?;
         check_node(&n, *ptr, depth)?;
@@ -154,7 +155,21 @@ fn remove_internal(
             n.children.get(1).map_or(0, |c| c.records),
         )
     };
-    if is_root && n_recs == 1 && c0 + c1 <= 2 * merge + 1 {
+    // The records of the two children and the root's: a node of them fits when at most
+    // `2 * merge + 2` (counts from the file that overflow do not fit).
+    let merged = c0
+        .checked_add(c1)
+        .and_then(|b| b.checked_add(1))
+        .filter(|&m| {
+            merge
+                .checked_mul(2)
+                .and_then(|l| l.checked_add(2))
+                .is_some_and(|l| m <= l)
+        });
+    if is_root
+        && n_recs == 1
+        && let Some(merged) = merged
+    {
         // The root's two children fit one node: merge them, drop the root, and go on in the
         // merged child, the new root (one level less).
         let level = Level {
@@ -163,7 +178,7 @@ fn remove_internal(
             depth,
             node: &h,
         };
-        reshape(s, &level, ptr, 0, 2, &[c0 + c1 + 1])?;
+        reshape(s, &level, ptr, 0, 2, &[merged])?;
         let child = *s
             .value::<Btree2Node>(&h)?
             .children
@@ -172,13 +187,15 @@ fn remove_internal(
         s.move_dependency(ptr.address, parent, child.address)?;
         s.release_deleted(h, u64::from(geom.node_size))?;
         *ptr = child;
-        *depth_decreased += 1;
+        *depth_decreased = depth_decreased
+            .checked_add(1)
+            .ok_or_else(|| corrupt(geom.address, "depth decreased past 65535"))?;
         return if depth > 1 {
             remove_internal(
                 s,
                 tree,
                 geom,
-                depth - 1,
+                depth.saturating_sub(1),
                 ptr,
                 parent,
                 target,
@@ -236,7 +253,9 @@ fn remove_through(
         if around.here != Some(merge) {
             break;
         }
-        level.apply(s, ptr, &plan_sparse(&around, idx, merge, retries > 0))?;
+        let plan = plan_sparse(&around, idx, merge, retries > 0)
+            .ok_or_else(|| corrupt(ptr.address, format!("child record counts {around:?}")))?;
+        level.apply(s, ptr, &plan)?;
         (idx, cmp) = locate_child(s)?;
         retries = retries.saturating_sub(1);
     }
@@ -254,7 +273,7 @@ fn remove_through(
             s,
             tree,
             geom,
-            depth - 1,
+            depth.saturating_sub(1),
             &mut child,
             h,
             below,
@@ -269,13 +288,14 @@ fn remove_through(
         *c = child;
     }
     if here {
-        let slot = n
-            .records
-            .get_mut(idx - 1)
+        // The record left of child `idx` (the one found: `idx` is past it).
+        let slot = idx
+            .checked_sub(1)
+            .and_then(|i| n.records.get_mut(i))
             .ok_or_else(|| corrupt(ptr.address, "removed record's slot missing"))?;
         std::mem::swap(slot, &mut removed);
     }
-    ptr.total_records -= 1;
+    count_removed(ptr, false)?;
     Ok(removed)
 }
 
@@ -305,7 +325,7 @@ fn delete_subtree(
     let n = node(s, geom, tree.ctx, ptr, depth)?;
     if depth > 0 {
         for c in &n.children {
-            delete_subtree(s, tree, geom, *c, depth - 1, f)?;
+            delete_subtree(s, tree, geom, *c, child_depth(depth, ptr)?, f)?;
         }
     }
     for r in &n.records {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use h5_format::btree2::{Btree2Header, Btree2Node, ChildPointer, Record};
 
-use super::{Tree, check_node, corrupt, node_entry, node_kind, node_load, pointer_to};
+use super::{Tree, check_node, child_depth, corrupt, node_entry, node_kind, node_load, pointer_to};
 use crate::access::{Held, Session};
 use crate::error::Result;
 
@@ -43,7 +43,7 @@ impl Level<'_> {
             last: n.records.len(),
             left: idx.checked_sub(1).and_then(count),
             here: count(idx),
-            right: count(idx + 1),
+            right: idx.checked_add(1).and_then(count),
         })
     }
 
@@ -69,8 +69,9 @@ pub(super) struct Plan {
 
 /// libhdf5's reshape of a full child `idx` before an insert enters it (`H5B2__insert_internal`):
 /// redistribution with a sibling that has room (2-way at the edges, 3-way in the middle) while
-/// `redistribute` (retries left), else a 1→2 split.
-pub(super) fn plan_full(a: &Around, idx: usize, split: u64, redistribute: bool) -> Plan {
+/// `redistribute` (retries left), else a 1→2 split. `None` when the counts (from a damaged
+/// file) do not add up.
+pub(super) fn plan_full(a: &Around, idx: usize, split: u64, redistribute: bool) -> Option<Plan> {
     let here = a.here.unwrap_or(0);
     let room = |c: Option<u64>| redistribute && c.is_some_and(|c| c < split);
     let plan = |first, inputs, outputs: Vec<u64>| Plan {
@@ -78,29 +79,34 @@ pub(super) fn plan_full(a: &Around, idx: usize, split: u64, redistribute: bool) 
         inputs,
         outputs,
     };
-    let split1 = plan(idx, 1, split_counts(here).to_vec());
+    let split1 = || Some(plan(idx, 1, split_counts(here)?.to_vec()));
+    // The left sibling's index (in the branches where `idx > 0`).
+    let before = idx.checked_sub(1);
     if idx == 0 {
         match a.right {
-            Some(r) if room(a.right) => plan(0, 2, redistribute2_counts(here, r).to_vec()),
-            _ => split1,
+            Some(r) if room(a.right) => Some(plan(0, 2, redistribute2_counts(here, r)?.to_vec())),
+            _ => split1(),
         }
     } else if idx == a.last {
         match a.left {
-            Some(l) if room(a.left) => plan(idx - 1, 2, redistribute2_counts(l, here).to_vec()),
-            _ => split1,
+            Some(l) if room(a.left) => {
+                Some(plan(before?, 2, redistribute2_counts(l, here)?.to_vec()))
+            }
+            _ => split1(),
         }
     } else if room(a.left) || room(a.right) {
         let (l, r) = (a.left.unwrap_or(0), a.right.unwrap_or(0));
-        plan(idx - 1, 3, redistribute3_counts(l, here, r).to_vec())
+        Some(plan(before?, 3, redistribute3_counts(l, here, r)?.to_vec()))
     } else {
-        split1
+        split1()
     }
 }
 
 /// libhdf5's reshape of a child `idx` holding the merge threshold before a removal enters it
 /// (`H5B2__remove_internal`): redistribution with a sibling that can give (2-way at the edges,
-/// 3-way in the middle) while `redistribute`, else a 2→1 or 3→2 merge.
-pub(super) fn plan_sparse(a: &Around, idx: usize, merge: u64, redistribute: bool) -> Plan {
+/// 3-way in the middle) while `redistribute`, else a 2→1 or 3→2 merge. `None` when the counts
+/// (from a damaged file) do not add up.
+pub(super) fn plan_sparse(a: &Around, idx: usize, merge: u64, redistribute: bool) -> Option<Plan> {
     let here = a.here.unwrap_or(0);
     let gives = |c: Option<u64>| redistribute && c.is_some_and(|c| c > merge);
     let plan = |first, inputs, outputs: Vec<u64>| Plan {
@@ -111,20 +117,24 @@ pub(super) fn plan_sparse(a: &Around, idx: usize, merge: u64, redistribute: bool
     let (l, r) = (a.left.unwrap_or(0), a.right.unwrap_or(0));
     if idx == 0 {
         if gives(a.right) {
-            plan(0, 2, redistribute2_counts(here, r).to_vec())
+            Some(plan(0, 2, redistribute2_counts(here, r)?.to_vec()))
         } else {
-            plan(0, 2, vec![here + r + 1])
+            Some(plan(0, 2, vec![merge2_count(here, r)?]))
         }
-    } else if idx == a.last {
-        if gives(a.left) {
-            plan(idx - 1, 2, redistribute2_counts(l, here).to_vec())
-        } else {
-            plan(idx - 1, 2, vec![l + here + 1])
-        }
-    } else if gives(a.left) || gives(a.right) {
-        plan(idx - 1, 3, redistribute3_counts(l, here, r).to_vec())
     } else {
-        plan(idx - 1, 3, merge3_counts(l, here, r).to_vec())
+        // The left sibling's index.
+        let before = idx.checked_sub(1)?;
+        if idx == a.last {
+            if gives(a.left) {
+                Some(plan(before, 2, redistribute2_counts(l, here)?.to_vec()))
+            } else {
+                Some(plan(before, 2, vec![merge2_count(l, here)?]))
+            }
+        } else if gives(a.left) || gives(a.right) {
+            Some(plan(before, 3, redistribute3_counts(l, here, r)?.to_vec()))
+        } else {
+            Some(plan(before, 3, merge3_counts(l, here, r)?.to_vec()))
+        }
     }
 }
 
@@ -140,28 +150,46 @@ pub(super) fn reshape(
     outputs: &[u64],
 ) -> Result<()> {
     let (tree, geom, depth, parent) = (at.tree, at.geom, at.depth, at.node);
-    let child_depth = depth - 1;
+    let child_depth = child_depth(depth, *parent_ptr)?;
     let kind = node_kind(child_depth);
     let pnode: Arc<Btree2Node> = s.value_arc(parent)?;
+    // The siblings `first..end` and the separators between them, `first..end - 1`.
+    let end = first
+        .checked_add(inputs)
+        .filter(|&e| e <= pnode.children.len() && inputs > 0)
+        .ok_or_else(|| corrupt(parent.addr, "siblings past the node's children"))?;
+    let sep_end = end.saturating_sub(1);
     let ptrs: Vec<ChildPointer> = pnode
         .children
-        .get(first..first + inputs)
+        .get(first..end)
         .ok_or_else(|| corrupt(parent.addr, "siblings past the node's children"))?
         .to_vec();
     let seps: Vec<Record> = pnode
         .records
-        .get(first..first + inputs - 1)
+        .get(first..sep_end)
         .ok_or_else(|| corrupt(parent.addr, "separators past the node's records"))?
         .to_vec();
     drop(pnode);
-    let total: u64 = outputs.iter().sum::<u64>() + outputs.len() as u64 - 1;
-    let given: u64 = ptrs.iter().map(|p| p.records).sum::<u64>() + seps.len() as u64;
-    if total != given {
-        return Err(corrupt(
-            parent.addr,
-            format!("{given} records to lay out as {outputs:?} (internal inconsistency)"),
-        ));
-    }
+    // The outputs' records and the separators between them, against the inputs' (as their
+    // parent counts them) and the separators between those.
+    let total = outputs
+        .iter()
+        .try_fold(0u64, |t, &n| t.checked_add(n))
+        .and_then(|t| t.checked_add(outputs.len() as u64))
+        .and_then(|t| t.checked_sub(1));
+    let given = ptrs
+        .iter()
+        .try_fold(0u64, |t, p| t.checked_add(p.records))
+        .and_then(|t| t.checked_add(seps.len() as u64));
+    let total = match (total, given) {
+        (Some(t), Some(g)) if t == g => t,
+        _ => {
+            return Err(corrupt(
+                parent.addr,
+                format!("{given:?} records to lay out as {outputs:?} (internal inconsistency)"),
+            ));
+        }
+    };
     // The siblings, held, their records and children moved out end to end with the separators
     // (each sibling is given its new records below, or deleted). The counts were checked
     // against the parent's pointers above and each sibling against its pointer here, so
@@ -186,14 +214,17 @@ pub(super) fn reshape(
     }
     let mut recs = records.into_iter();
     let mut kids = children.into_iter();
-    let mut new_seps = Vec::with_capacity(outputs.len() - 1);
+    let mut new_seps = Vec::with_capacity(outputs.len().saturating_sub(1));
     let mut new_ptrs = Vec::with_capacity(outputs.len());
     let mut out_held = Vec::with_capacity(outputs.len());
     let mut reused = held.into_iter();
+    let last = outputs.len().saturating_sub(1);
     for (j, &n) in outputs.iter().enumerate() {
-        let node_recs: Vec<Record> = recs.by_ref().take(n as usize).collect();
+        // At most `records.len()` (checked above): fits in usize.
+        let n = usize::try_from(n).map_err(|_| corrupt(parent.addr, "record count"))?;
+        let node_recs: Vec<Record> = recs.by_ref().take(n).collect();
         let node_kids: Vec<(ChildPointer, u64)> = if child_depth > 0 {
-            kids.by_ref().take(n as usize + 1).collect()
+            kids.by_ref().take(n.saturating_add(1)).collect()
         } else {
             Vec::new()
         };
@@ -216,14 +247,14 @@ pub(super) fn reshape(
             records: node_recs,
             children: node_kids.iter().map(|(c, _)| *c).collect(),
         };
-        new_ptrs.push(pointer_to(&node));
+        new_ptrs.push(pointer_to(&node)?);
         *s.value_mut::<Btree2Node>(&h)? = node;
         for (c, from) in &node_kids {
             if *from != addr {
                 s.move_dependency(*from, &h, c.address)?;
             }
         }
-        if j + 1 < outputs.len() {
+        if j < last {
             new_seps.push(
                 recs.next()
                     .ok_or_else(|| corrupt(parent.addr, "separator missing"))?,
@@ -237,10 +268,15 @@ pub(super) fn reshape(
     }
     {
         let p = s.value_mut::<Btree2Node>(parent)?;
-        p.records.splice(first..first + inputs - 1, new_seps);
-        p.children.splice(first..first + inputs, new_ptrs);
+        // The ranges were checked against this held node above.
+        p.records.splice(first..sep_end, new_seps);
+        p.children.splice(first..end, new_ptrs);
     }
-    parent_ptr.records = parent_ptr.records + outputs.len() as u64 - inputs as u64;
+    parent_ptr.records = parent_ptr
+        .records
+        .checked_add(outputs.len() as u64)
+        .and_then(|r| r.checked_sub(inputs as u64))
+        .ok_or_else(|| corrupt(parent.addr, "record counts overflow"))?;
     for h in out_held {
         s.depend_held(parent, h.addr)?;
         s.release(h)?;
@@ -250,37 +286,41 @@ pub(super) fn reshape(
 
 /// libhdf5's 1→2 split of child `idx` (of `n` records): `n / 2` records stay, the next one
 /// moves up, the rest go to a new right sibling.
-pub(super) fn split_counts(n: u64) -> [u64; 2] {
+pub(super) fn split_counts(n: u64) -> Option<[u64; 2]> {
     let mid = n / 2;
-    [mid, n - mid - 1]
+    Some([mid, n.checked_sub(mid)?.checked_sub(1)?])
 }
 
 /// libhdf5's 2-way redistribution of siblings of `l` and `r` records: the one with more gives
 /// to the other until they differ by at most one (the receiving side ends with the extra one
 /// when the left gave, the left side when the right gave).
-pub(super) fn redistribute2_counts(l: u64, r: u64) -> [u64; 2] {
-    if l < r {
-        let right = (l + r) / 2;
-        [l + r - right, right]
-    } else {
-        let left = (l + r) / 2;
-        [left, l + r - left]
-    }
+pub(super) fn redistribute2_counts(l: u64, r: u64) -> Option<[u64; 2]> {
+    let total = l.checked_add(r)?;
+    let half = total / 2;
+    let rest = total.checked_sub(half)?;
+    Some(if l < r { [rest, half] } else { [half, rest] })
+}
+
+/// libhdf5's 2→1 merge of siblings of `l` and `r` records (the separator joins them).
+pub(super) fn merge2_count(l: u64, r: u64) -> Option<u64> {
+    l.checked_add(r)?.checked_add(1)
 }
 
 /// libhdf5's 3-way redistribution of siblings of `l`, `m` and `r` records.
-pub(super) fn redistribute3_counts(l: u64, m: u64, r: u64) -> [u64; 3] {
-    let total = l + m + r;
+pub(super) fn redistribute3_counts(l: u64, m: u64, r: u64) -> Option<[u64; 3]> {
+    let total = l.checked_add(m)?.checked_add(r)?;
     let middle = total / 3;
-    let left = (total - middle) / 2;
-    [left, middle, total - left - middle]
+    let outer = total.checked_sub(middle)?;
+    let left = outer / 2;
+    Some([left, middle, outer.checked_sub(left)?])
 }
 
 /// libhdf5's 3→2 merge of siblings of `l`, `m` and `r` records.
-pub(super) fn merge3_counts(l: u64, m: u64, r: u64) -> [u64; 2] {
-    let total = l + m + r + 2;
-    let left = (total - 1) / 2;
-    [left, total - 1 - left]
+pub(super) fn merge3_counts(l: u64, m: u64, r: u64) -> Option<[u64; 2]> {
+    // Both separators join; one moves up to the parent.
+    let kept = l.checked_add(m)?.checked_add(r)?.checked_add(1)?;
+    let left = kept / 2;
+    Some([left, kept.checked_sub(left)?])
 }
 
 #[cfg(test)]
@@ -290,19 +330,38 @@ mod tests {
     /// The counts conserve the records (separators included) and follow libhdf5's arithmetic.
     #[test]
     fn counts_follow_libhdf5() {
-        assert_eq!(split_counts(45), [22, 22]);
-        assert_eq!(split_counts(44), [22, 21]);
-        assert_eq!(redistribute2_counts(45, 20), [32, 33]);
-        assert_eq!(redistribute2_counts(20, 45), [33, 32]);
-        assert_eq!(redistribute2_counts(18, 30), [24, 24]);
-        assert_eq!(redistribute3_counts(45, 45, 20), [37, 36, 37]);
-        assert_eq!(merge3_counts(18, 18, 19), [28, 28]);
+        assert_eq!(split_counts(45), Some([22, 22]));
+        assert_eq!(split_counts(44), Some([22, 21]));
+        assert_eq!(redistribute2_counts(45, 20), Some([32, 33]));
+        assert_eq!(redistribute2_counts(20, 45), Some([33, 32]));
+        assert_eq!(redistribute2_counts(18, 30), Some([24, 24]));
+        assert_eq!(redistribute3_counts(45, 45, 20), Some([37, 36, 37]));
+        assert_eq!(merge3_counts(18, 18, 19), Some([28, 28]));
+        assert_eq!(merge2_count(18, 19), Some(38));
         for (l, m, r) in [(1u64, 2u64, 3u64), (17, 18, 40), (0, 0, 5)] {
-            assert_eq!(redistribute3_counts(l, m, r).iter().sum::<u64>(), l + m + r);
-            assert_eq!(
-                merge3_counts(l, m, r).iter().sum::<u64>() + 1,
-                l + m + r + 2
-            );
+            let three = redistribute3_counts(l, m, r).unwrap();
+            assert_eq!(three.iter().sum::<u64>(), l + m + r);
+            let two = merge3_counts(l, m, r).unwrap();
+            assert_eq!(two.iter().sum::<u64>() + 1, l + m + r + 2);
         }
+    }
+
+    /// Counts from a damaged file that cannot be laid out give `None`, not a wrap or a panic:
+    /// an empty child cannot split (a split percent of 0 makes an empty child "full"), and
+    /// sums past `u64::MAX` do not add up.
+    #[test]
+    fn impossible_counts_are_refused() {
+        assert_eq!(split_counts(0), None);
+        assert_eq!(redistribute2_counts(u64::MAX, 1), None);
+        assert_eq!(merge2_count(u64::MAX, 0), None);
+        assert_eq!(redistribute3_counts(u64::MAX, 1, 0), None);
+        assert_eq!(merge3_counts(u64::MAX - 1, 0, 1), None);
+        let full_but_empty = Around {
+            last: 1,
+            left: None,
+            here: Some(0),
+            right: Some(0),
+        };
+        assert_eq!(plan_full(&full_but_empty, 0, 0, false), None);
     }
 }

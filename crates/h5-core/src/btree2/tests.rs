@@ -315,3 +315,41 @@ proptest! {
         run(Use::LinkOrder, &ops, false, true);
     }
 }
+
+/// Record counts of a damaged tree (a child pointer's subtree count at `u64::MAX`, a count
+/// already 0) are corrupt-tree errors when a change would step past them, not a wrap or a
+/// panic.
+#[test]
+fn record_counts_that_overflow_are_errors() {
+    let mut full = ChildPointer {
+        address: 0x800,
+        records: 3,
+        total_records: u64::MAX,
+    };
+    let err = count_added(&mut full, true).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Corrupted, "{err}");
+    let mut empty = ChildPointer {
+        address: 0x800,
+        records: 0,
+        total_records: 0,
+    };
+    let err = count_removed(&mut empty, false).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Corrupted, "{err}");
+    let mut fine = ChildPointer {
+        address: 0x800,
+        records: 1,
+        total_records: 5,
+    };
+    count_added(&mut fine, true).unwrap();
+    assert_eq!((fine.records, fine.total_records), (2, 6));
+    count_removed(&mut fine, false).unwrap();
+    assert_eq!((fine.records, fine.total_records), (2, 5));
+    let node = Btree2Node {
+        address: 0x900,
+        depth: 1,
+        records: Vec::new(),
+        children: vec![full, fine],
+    };
+    let err = pointer_to(&node).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Corrupted, "{err}");
+}

@@ -26,6 +26,7 @@ fn tree(hdr: &FractalHeapHeader) -> Tree {
 
 /// Whether the heap's IDs hold a huge object's address and length (directly accessed
 /// objects) rather than a B-tree key.
+#[allow(clippy::arithmetic_side_effects, reason = "1-byte sizes and constants")]
 fn direct_ids(hdr: &FractalHeapHeader) -> bool {
     let room = usize::from(hdr.heap_id_len).saturating_sub(1);
     let (o, l) = (usize::from(hdr.sizes.offset), usize::from(hdr.sizes.length));
@@ -90,6 +91,9 @@ pub(super) fn insert(c: &mut HeapChange<'_, '_>, obj: &[u8]) -> Result<Vec<u8>> 
         ));
     }
     let len = obj.len() as u64;
+    // The counters are checked before anything changes.
+    let count = c.add(c.hdr.huge_object_count, 1)?;
+    let total = c.add(c.hdr.huge_objects_size, len)?;
     let address = c.s.file().allocate(SpaceKind::Raw, len)?;
     c.s.insert(
         K::FractalHeapDirectBlock,
@@ -122,14 +126,19 @@ pub(super) fn insert(c: &mut HeapChange<'_, '_>, obj: &[u8]) -> Result<Vec<u8>> 
         let max = if room >= 8 {
             u64::MAX
         } else {
-            (1u64 << (8 * room)) - 1
+            #[allow(
+                clippy::arithmetic_side_effects,
+                reason = "room < 8: the shift is below 64 and its result at least 1"
+            )]
+            let max = (1u64 << (8 * room)) - 1;
+            max
         };
         if c.hdr.huge_ids_wrapped || c.hdr.next_huge_id >= max {
             return Err(Error::Unsupported(
                 "a fractal heap whose huge object IDs wrapped around".into(),
             ));
         }
-        let n = c.hdr.next_huge_id + 1;
+        let n = c.add(c.hdr.next_huge_id, 1)?;
         c.hdr.next_huge_id = n;
         (
             HugeId::BtreeKey(n),
@@ -142,8 +151,8 @@ pub(super) fn insert(c: &mut HeapChange<'_, '_>, obj: &[u8]) -> Result<Vec<u8>> 
         )
     };
     btree2::insert(c.s, &tree(&c.hdr), key.as_ref(), rec)?;
-    c.hdr.huge_object_count += 1;
-    c.hdr.huge_objects_size += len;
+    c.hdr.huge_object_count = count;
+    c.hdr.huge_objects_size = total;
     Ok(HeapId::Huge(id).encode(&c.hdr)?)
 }
 

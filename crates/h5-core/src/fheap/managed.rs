@@ -53,6 +53,22 @@ impl HeapChange<'_, '_> {
         usize::from(self.hdr.table.width)
     }
 
+    /// The slots of `rows` rows: the index of the first slot of row `rows`.
+    fn slots(&self, rows: u32) -> Result<usize> {
+        usize::try_from(rows)
+            .ok()
+            .and_then(|r| r.checked_mul(self.width()))
+            .ok_or_else(|| corrupt(self.hdr.address, format!("{rows} rows of slots")))
+    }
+
+    /// The row of slot `entry`.
+    fn row_of(&self, entry: usize) -> Result<u32> {
+        entry
+            .checked_div(self.width())
+            .and_then(|r| u32::try_from(r).ok())
+            .ok_or_else(|| corrupt(self.hdr.address, format!("the row of slot {entry}")))
+    }
+
     fn root_iblock(&self) -> Option<IblockAt> {
         match self.hdr.root() {
             RootBlock::Indirect { address, rows } => Some(IblockAt {
@@ -102,11 +118,10 @@ impl HeapChange<'_, '_> {
             ib.addr,
             load,
             |b: &mut FractalIndirectBlock| {
-                let n = b.direct.len();
-                let slot = if entry < n {
-                    b.direct.get_mut(entry).map(|d| &mut d.address)
-                } else {
-                    b.indirect.get_mut(entry - n)
+                // Direct slots first, then indirect ones.
+                let slot = match entry.checked_sub(b.direct.len()) {
+                    None => b.direct.get_mut(entry).map(|d| &mut d.address),
+                    Some(i) => b.indirect.get_mut(i),
                 };
                 *slot.ok_or_else(|| corrupt(ib.addr, format!("no slot {entry}")))? = addr;
                 Ok(())
@@ -123,12 +138,13 @@ impl HeapChange<'_, '_> {
         let t = self.table();
         for _ in 0..MAX_DEPTH {
             if t.indirect_span(ib.rows)
-                .is_some_and(|span| off >= ib.block_offset + span)
+                .and_then(|span| ib.block_offset.checked_add(span))
+                .is_some_and(|end| off >= end)
             {
                 return Ok(Position {
                     ib,
                     row: u32::from(ib.rows),
-                    entry: usize::from(ib.rows) * self.width(),
+                    entry: self.slots(u32::from(ib.rows))?,
                 });
             }
             let loc = t.locate(ib.block_offset, ib.rows, off)?;
@@ -178,9 +194,9 @@ impl HeapChange<'_, '_> {
             }
         }
         self.link(parent, addr)?;
-        self.hdr.allocated_managed_space += size;
+        self.hdr.allocated_managed_space = self.add(self.hdr.allocated_managed_space, size)?;
         let overhead = self.overhead();
-        Ok((size - overhead, block_offset + overhead))
+        Ok((self.sub(size, overhead)?, self.add(block_offset, overhead)?))
     }
 
     /// Puts the new indirect block `b` into the file and the cache, a flush-dependency child of
@@ -223,8 +239,11 @@ impl HeapChange<'_, '_> {
     /// past it.
     fn skip(&mut self, ib: IblockAt, start: usize, n: usize) -> Result<()> {
         let t = self.table();
-        for entry in start..start + n {
-            let row = (entry / self.width()) as u32;
+        let end = start
+            .checked_add(n)
+            .ok_or_else(|| corrupt(ib.addr, format!("{n} slots from {start}")))?;
+        for entry in start..end {
+            let row = self.row_of(entry)?;
             if row >= t.max_direct_rows() {
                 return Err(unsupported(format!(
                     "skipping the indirect blocks of row {row}"
@@ -235,8 +254,9 @@ impl HeapChange<'_, '_> {
                 .ok_or_else(|| corrupt(ib.addr, format!("row {row}")))?;
             let offset = self.entry_offset(ib, entry)?;
             let overhead = self.overhead();
-            self.space.add_slot(offset, size - overhead);
-            self.hdr.allocation_iterator_offset += size;
+            self.space.add_slot(offset, self.sub(size, overhead)?);
+            self.hdr.allocation_iterator_offset =
+                self.add(self.hdr.allocation_iterator_offset, size)?;
         }
         Ok(())
     }
@@ -268,7 +288,10 @@ impl HeapChange<'_, '_> {
         let has_direct = usize::from(old.is_some());
         self.hdr.allocation_iterator_offset = if old.is_some() { t.start_block_size } else { 0 };
         if min > t.start_block_size {
-            let n = (usize::from(rows) - 1) * self.width() - has_direct;
+            // Every slot of the direct rows but the last and the old root's.
+            let n = self
+                .slots(u32::from(rows).saturating_sub(1))?
+                .saturating_sub(has_direct);
             self.skip(root, has_direct, n)?;
         }
         let counted = if old.is_some() {
@@ -276,7 +299,8 @@ impl HeapChange<'_, '_> {
         } else {
             0
         };
-        self.hdr.managed_free_space += self.hdr.rows_free_space(u32::from(rows)) - counted;
+        let added = self.sub(self.hdr.rows_free_space(u32::from(rows)), counted)?;
+        self.hdr.managed_free_space = self.add(self.hdr.managed_free_space, added)?;
         self.hdr.managed_space = t
             .indirect_span(rows)
             .ok_or_else(|| corrupt(addr, format!("span of {rows} rows")))?;
@@ -327,11 +351,12 @@ impl HeapChange<'_, '_> {
         self.hdr.root_block_address = addr;
         self.hdr.root_rows = new_rows;
         if skip_direct {
-            let first = old as usize * self.width();
-            self.skip(grown, first, (min_rows as usize - 1) * self.width() - first)?;
+            let first = self.slots(old)?;
+            let upto = self.slots(min_rows.saturating_sub(1))?;
+            self.skip(grown, first, upto.saturating_sub(first))?;
         }
-        let added = self.hdr.rows_free_space(new) - self.hdr.rows_free_space(old);
-        self.hdr.managed_free_space += added;
+        let added = self.sub(self.hdr.rows_free_space(new), self.hdr.rows_free_space(old))?;
+        self.hdr.managed_free_space = self.add(self.hdr.managed_free_space, added)?;
         self.hdr.managed_space = t
             .indirect_span(new_rows)
             .ok_or_else(|| corrupt(addr, format!("span of {new} rows")))?;
@@ -343,7 +368,10 @@ impl HeapChange<'_, '_> {
         let rows = t
             .child_rows(pos.row)
             .ok_or_else(|| corrupt(pos.ib.addr, format!("child rows of row {}", pos.row)))?;
-        let largest = t.row_block_size(u32::from(rows) - 1).unwrap_or(0);
+        let largest = u32::from(rows)
+            .checked_sub(1)
+            .and_then(|r| t.row_block_size(r))
+            .unwrap_or(0);
         if largest < min {
             return Err(unsupported(format!(
                 "skipping {rows}-row indirect blocks for a {min}-byte direct block"
@@ -352,7 +380,7 @@ impl HeapChange<'_, '_> {
         let block_offset = self.entry_offset(pos.ib, pos.entry)?;
         let child = self.create_child_iblock(pos.ib, pos.entry, rows, block_offset)?;
         if min > t.start_block_size {
-            self.skip(child, 0, min_row as usize * self.width())?;
+            self.skip(child, 0, self.slots(min_row)?)?;
         }
         Ok(())
     }
@@ -367,8 +395,8 @@ impl HeapChange<'_, '_> {
         let pos = self.position()?;
         let rows = u32::from(pos.ib.rows);
         if min_row > pos.row && pos.row < rows {
-            let end_row = min_row.min(rows) as usize;
-            self.skip(pos.ib, pos.entry, end_row * self.width() - pos.entry)?;
+            let end = self.slots(min_row.min(rows))?;
+            self.skip(pos.ib, pos.entry, end.saturating_sub(pos.entry))?;
         }
         loop {
             let mut walked = false;
@@ -394,7 +422,8 @@ impl HeapChange<'_, '_> {
         let start = self.table().start_block_size;
         if self.hdr.root() == RootBlock::Empty && min == start {
             self.hdr.managed_space = start;
-            self.hdr.managed_free_space += start - self.overhead();
+            let free = self.sub(start, self.overhead())?;
+            self.hdr.managed_free_space = self.add(self.hdr.managed_free_space, free)?;
             return self.create_dblock(None, 0, 0, start);
         }
         self.update_iterator(min)?;
@@ -410,7 +439,8 @@ impl HeapChange<'_, '_> {
                 )
             })?;
         let block_offset = self.entry_offset(pos.ib, pos.entry)?;
-        self.hdr.allocation_iterator_offset += size;
+        self.hdr.allocation_iterator_offset =
+            self.add(self.hdr.allocation_iterator_offset, size)?;
         self.create_dblock(Some(pos.ib), pos.entry, block_offset, size)
     }
 
@@ -458,16 +488,19 @@ impl HeapChange<'_, '_> {
     /// Places `obj` in managed space; returns its heap offset.
     pub(super) fn insert_managed(&mut self, obj: &[u8]) -> Result<u64> {
         let len = obj.len() as u64;
+        // Checked before anything changes.
+        let count = self.add(self.hdr.managed_object_count, 1)?;
         let (size, offset) = match self.space.best_fit(len) {
             Some(Section::Single { offset, size }) => (size, offset),
             Some(Section::Slot { offset, .. }) => self.create_slot_block(offset)?,
             None => self.new_direct_block(len)?,
         };
         if size > len {
-            self.space.add_single(offset + len, size - len);
+            self.space
+                .add_single(self.add(offset, len)?, self.sub(size, len)?);
         }
         self.write_managed(offset, obj)?;
-        self.hdr.managed_object_count += 1;
+        self.hdr.managed_object_count = count;
         self.hdr.managed_free_space = self.hdr.managed_free_space.saturating_sub(len);
         Ok(offset)
     }
@@ -477,15 +510,16 @@ impl HeapChange<'_, '_> {
         let at = locate_direct(self.s, &self.geom, &self.hdr, offset)?
             .ok_or_else(|| corrupt(self.hdr.address, "object in an unallocated block"))?;
         let load = dblock_load(&self.geom, at.addr, at.size)?;
-        let rel =
-            usize::try_from(offset - at.block_offset).map_err(|_| corrupt(at.addr, "offset"))?;
+        let rel = usize::try_from(self.sub(offset, at.block_offset)?)
+            .map_err(|_| corrupt(at.addr, "offset"))?;
         self.s.modify_in_place(
             K::FractalHeapDirectBlock,
             at.addr,
             load,
             |b: &mut FractalDirectBlock| {
                 b.image
-                    .get_mut(rel..rel + bytes.len())
+                    .get_mut(rel..)
+                    .and_then(|rest| rest.get_mut(..bytes.len()))
                     .ok_or_else(|| corrupt(at.addr, "object past its direct block"))?
                     .copy_from_slice(bytes);
                 Ok(())
@@ -498,8 +532,8 @@ impl HeapChange<'_, '_> {
     pub(super) fn remove_managed(&mut self, offset: u64, len: u64) -> Result<()> {
         let at = locate_direct(self.s, &self.geom, &self.hdr, offset)?
             .ok_or_else(|| corrupt(self.hdr.address, "object in an unallocated block"))?;
-        let data = at.block_offset + self.overhead();
-        let end = at.block_offset + at.size;
+        let data = self.add(at.block_offset, self.overhead())?;
+        let end = self.add(at.block_offset, at.size)?;
         if offset < data || offset.checked_add(len).is_none_or(|e| e > end) {
             return Err(corrupt(
                 at.addr,
@@ -507,16 +541,16 @@ impl HeapChange<'_, '_> {
             ));
         }
         self.hdr.managed_object_count = self.hdr.managed_object_count.saturating_sub(1);
-        self.hdr.managed_free_space += len;
+        self.hdr.managed_free_space = self.add(self.hdr.managed_free_space, len)?;
         let (mut start, mut size) = (offset, len);
         if let Some((s0, z0)) = self.space.take_single_ending_at(start) {
             start = s0;
-            size += z0;
+            size = self.add(size, z0)?;
         }
-        if let Some(z1) = self.space.take_single_at(start + size) {
-            size += z1;
+        if let Some(z1) = self.space.take_single_at(self.add(start, size)?) {
+            size = self.add(size, z1)?;
         }
-        if start == data && start + size == end {
+        if start == data && self.add(start, size)? == end {
             self.destroy_dblock(at)
         } else {
             self.space.add_single(start, size);
@@ -536,11 +570,12 @@ impl HeapChange<'_, '_> {
         self.s.remove(K::FractalHeapDirectBlock, at.addr, at.size)?;
         self.set_entry(parent, at.entry, UNDEFINED_ADDRESS)?;
         self.hdr.allocated_managed_space = self.hdr.allocated_managed_space.saturating_sub(at.size);
-        if at.block_offset + at.size == self.hdr.allocation_iterator_offset {
+        if at.block_offset.checked_add(at.size) == Some(self.hdr.allocation_iterator_offset) {
             self.reverse_iterator(at.block_offset)?;
         } else {
             let overhead = self.overhead();
-            self.space.add_slot(at.block_offset, at.size - overhead);
+            self.space
+                .add_slot(at.block_offset, self.sub(at.size, overhead)?);
         }
         // Indirect blocks left without children go, from the bottom up.
         for &(ib, entry_in_parent) in path.iter().rev() {
@@ -631,7 +666,7 @@ impl HeapChange<'_, '_> {
         }
         let b = iblock(self.s, &self.geom, ib)?;
         let t = self.table();
-        for entry in (0..usize::from(ib.rows) * self.width()).rev() {
+        for entry in (0..self.slots(u32::from(ib.rows))?).rev() {
             let offset = self.entry_offset(ib, entry)?;
             if offset >= limit {
                 continue;
@@ -640,19 +675,20 @@ impl HeapChange<'_, '_> {
             if child == UNDEFINED_ADDRESS {
                 continue;
             }
-            let row = (entry / self.width()) as u32;
+            let row = self.row_of(entry)?;
             let size = t
                 .row_block_size(row)
                 .ok_or_else(|| corrupt(ib.addr, format!("row {row}")))?;
             match t.child_rows(row).filter(|_| row >= t.max_direct_rows()) {
-                None => return Ok(Some(offset + size)),
+                None => return Ok(Some(self.add(offset, size)?)),
                 Some(rows) => {
                     let below = IblockAt {
                         addr: child,
                         rows,
                         block_offset: offset,
                     };
-                    if let Some(e) = self.last_block_end(below, limit, level + 1)? {
+                    // Checked against MAX_DEPTH on entry: saturating keeps it past.
+                    if let Some(e) = self.last_block_end(below, limit, level.saturating_add(1))? {
                         return Ok(Some(e));
                     }
                 }
@@ -688,8 +724,10 @@ impl HeapChange<'_, '_> {
         )?;
         self.link(None, first)?;
         let capacity = self.hdr.rows_free_space(u32::from(root.rows));
-        self.hdr.managed_free_space =
-            (self.hdr.managed_free_space + start - self.overhead()).saturating_sub(capacity);
+        let first_free = self.sub(start, self.overhead())?;
+        self.hdr.managed_free_space = self
+            .add(self.hdr.managed_free_space, first_free)?
+            .saturating_sub(capacity);
         self.hdr.root_block_address = first;
         self.hdr.root_rows = 0;
         self.hdr.allocation_iterator_offset = start;

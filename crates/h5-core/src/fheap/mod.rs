@@ -24,6 +24,11 @@
 //! Every block is a flush-dependency child of the block or header that points at it, as in
 //! libhdf5, so the cache writes a block before its parent.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
+)]
+
 mod huge;
 mod managed;
 mod space;
@@ -112,6 +117,10 @@ fn header_entry(h: FractalHeapHeader) -> Decoded {
 }
 
 /// An empty indirect block of `rows` rows at heap offset `block_offset`.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "rows and width are u16: their product fits in usize (32 bits or wider)"
+)]
 fn empty_iblock(geom: &FractalHeapHeader, block_offset: u64, rows: u16) -> FractalIndirectBlock {
     let (direct, indirect) = geom.table.split_rows(rows);
     let width = usize::from(geom.table.width);
@@ -344,6 +353,19 @@ impl<'s, 'a> HeapChange<'s, 'a> {
         self.hdr.table
     }
 
+    /// `a + b` for offsets, sizes and counters of this heap (the header's from the file
+    /// included), or an error naming the heap when it overflows.
+    fn add(&self, a: u64, b: u64) -> Result<u64> {
+        a.checked_add(b)
+            .ok_or_else(|| corrupt(self.hdr.address, format!("{a} + {b} overflows")))
+    }
+
+    /// `a - b` for offsets, sizes and counters of this heap, or an error when `b > a`.
+    fn sub(&self, a: u64, b: u64) -> Result<u64> {
+        a.checked_sub(b)
+            .ok_or_else(|| corrupt(self.hdr.address, format!("{a} - {b} underflows")))
+    }
+
     /// Stores `obj`; returns its heap ID.
     pub(crate) fn insert(&mut self, obj: &[u8]) -> Result<Vec<u8>> {
         if obj.is_empty() {
@@ -355,8 +377,8 @@ impl<'s, 'a> HeapChange<'s, 'a> {
         }
         if obj.len() <= self.hdr.tiny_max_len() {
             let id = HeapId::Tiny(obj).encode(&self.hdr)?;
-            self.hdr.tiny_object_count += 1;
-            self.hdr.tiny_objects_size += len;
+            self.hdr.tiny_object_count = self.add(self.hdr.tiny_object_count, 1)?;
+            self.hdr.tiny_objects_size = self.add(self.hdr.tiny_objects_size, len)?;
             return Ok(id);
         }
         if self.hdr.is_filtered() {
@@ -454,7 +476,10 @@ fn delete_iblock(
     let width = usize::from(geom.table.width);
     for (entry, child) in b.direct.iter().enumerate() {
         if child.address != UNDEFINED_ADDRESS {
-            let row = (entry / width) as u32;
+            let row = entry
+                .checked_div(width)
+                .and_then(|r| u32::try_from(r).ok())
+                .ok_or_else(|| corrupt(at.addr, format!("the row of slot {entry}")))?;
             let size = geom
                 .table
                 .row_block_size(row)
@@ -471,21 +496,23 @@ fn delete_iblock(
         if child == UNDEFINED_ADDRESS {
             continue;
         }
-        let entry = direct_rows as usize * width + i;
-        let loc = geom.table.locate(
-            at.block_offset,
-            at.rows,
-            at.block_offset
-                + geom
-                    .table
-                    .row_offset((entry / width) as u32)
-                    .ok_or_else(|| corrupt(at.addr, "row"))?
-                + (entry % width) as u64
-                    * geom
-                        .table
-                        .row_block_size((entry / width) as u32)
-                        .ok_or_else(|| corrupt(at.addr, "row"))?,
-        )?;
+        // The heap offset of the slot: its row's offset plus the blocks before it in the row.
+        let row = i
+            .checked_div(width)
+            .and_then(|r| u32::try_from(r).ok())
+            .and_then(|r| direct_rows.checked_add(r));
+        let column = i.checked_rem(width).map(|c| c as u64);
+        let offset = row
+            .zip(column)
+            .and_then(|(row, column)| {
+                let start = geom.table.row_offset(row)?;
+                let block = geom.table.row_block_size(row)?;
+                at.block_offset
+                    .checked_add(start)?
+                    .checked_add(column.checked_mul(block)?)
+            })
+            .ok_or_else(|| corrupt(at.addr, format!("the heap offset of indirect slot {i}")))?;
+        let loc = geom.table.locate(at.block_offset, at.rows, offset)?;
         let ChildKind::Indirect { rows } = loc.kind else {
             return Err(corrupt(at.addr, "indirect entry in a direct row"));
         };
@@ -497,7 +524,8 @@ fn delete_iblock(
                 rows,
                 block_offset: loc.block_offset,
             },
-            level + 1,
+            // Checked against MAX_DEPTH on entry: saturating keeps it past.
+            level.saturating_add(1),
         )?;
     }
     drop(b);

@@ -91,7 +91,7 @@ impl HeapSpace {
     /// The single section ending exactly at `offset`, taken out.
     pub(super) fn take_single_ending_at(&mut self, offset: u64) -> Option<(u64, u64)> {
         let (&start, &size) = self.singles.range(..offset).next_back()?;
-        (start + size == offset).then(|| {
+        (start.checked_add(size) == Some(offset)).then(|| {
             self.dirty = true;
             self.singles.remove(&start);
             self.fit.remove(&(size, start));
@@ -169,9 +169,15 @@ pub(super) fn take_over(c: &mut HeapChange<'_, '_>) -> Result<HeapSpace> {
             let Some(at) = locate_direct(c.s, &geom, &c.hdr, offset)? else {
                 continue;
             };
-            let data = at.block_offset + geom.direct_block_header_len() as u64;
-            let end = at.block_offset + at.size;
-            if offset >= data && offset.checked_add(size).is_some_and(|e| e <= end) {
+            // A section outside its block's data is dropped, like one in no block.
+            let data = at
+                .block_offset
+                .checked_add(geom.direct_block_header_len() as u64);
+            let end = at.block_offset.checked_add(at.size);
+            if let (Some(data), Some(end)) = (data, end)
+                && offset >= data
+                && offset.checked_add(size).is_some_and(|e| e <= end)
+            {
                 sp.add_single(offset, size);
             }
         }
@@ -209,8 +215,13 @@ fn scan_slots(
     let t = geom.table;
     let overhead = geom.direct_block_header_len() as u64;
     let width = usize::from(t.width);
-    for entry in 0..usize::from(at.rows) * width {
-        let row = (entry / width) as u32;
+    let slots = usize::from(at.rows)
+        .checked_mul(width)
+        .ok_or_else(|| corrupt(at.addr, format!("{} rows of slots", at.rows)))?;
+    for entry in 0..slots {
+        let Some(row) = entry.checked_div(width).and_then(|r| u32::try_from(r).ok()) else {
+            break;
+        };
         let (Some(offset), Some(size)) = (
             t.entry_offset(at.block_offset, entry),
             t.row_block_size(row),
@@ -226,8 +237,15 @@ fn scan_slots(
             .unwrap_or(UNDEFINED_ADDRESS);
         match t.child_rows(row).filter(|_| row >= t.max_direct_rows()) {
             None => {
-                if child == UNDEFINED_ADDRESS && offset + size <= iter {
-                    sp.add_slot(offset, size - overhead);
+                if child == UNDEFINED_ADDRESS && offset.checked_add(size).is_some_and(|e| e <= iter)
+                {
+                    let free = size.checked_sub(overhead).ok_or_else(|| {
+                        corrupt(
+                            at.addr,
+                            format!("{size}-byte blocks of {overhead} header bytes"),
+                        )
+                    })?;
+                    sp.add_slot(offset, free);
                 }
             }
             Some(rows) => {
@@ -236,7 +254,8 @@ fn scan_slots(
                     rows,
                     block_offset: offset,
                 };
-                scan_slots(a, geom, child_at, iter, sp, level + 1)?;
+                // Checked against MAX_DEPTH on entry: saturating keeps it past.
+                scan_slots(a, geom, child_at, iter, sp, level.saturating_add(1))?;
             }
         }
     }
