@@ -13,11 +13,6 @@
 //! dependencies; a flush dependency is made only between two resident entries and at most
 //! once.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -1,11 +1,6 @@
 //! Attributes of an object: attribute messages in its header (compact storage) and, in dense
 //! storage, attribute messages in a fractal heap indexed by name in a v2 B-tree.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_format::datatype::Datatype;
 use h5_format::message::attribute::AttributeMessage;
 use h5_format::message::dataspace::Dataspace;

@@ -2,11 +2,6 @@
 //! a count): allocated fallibly, so that a size no memory can hold (a damaged dimension, or a
 //! real dataset bigger than memory) is [`Error::TooLarge`] instead of an aborted process.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use crate::error::{Error, Result};
 
 /// A buffer of `len` zero bytes (`None`: the size overflowed) for `what` (named in the error).

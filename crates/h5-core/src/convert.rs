@@ -8,11 +8,6 @@
 //! integers saturate at the destination's range, floats round to nearest, float to integer
 //! truncates toward zero (NaN gives 0), as libhdf5 does by default.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_chunkcache::{Conversion, LayoutError};
 
 /// Byte order of a numeric type.

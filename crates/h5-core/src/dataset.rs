@@ -1,11 +1,6 @@
 //! Datasets: their description from the object header, their layout registered with the shared
 //! chunk cache, and reads through it.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::{Arc, Mutex};
 
 use h5_chunkcache::selection::{MemorySelection, Selection};

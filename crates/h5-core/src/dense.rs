@@ -8,11 +8,6 @@
 //! Invariants: every message in the heap has exactly one record in each index; records of the
 //! name index are ordered by (hash, name), those of the creation-order index by creation order.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::ops::ControlFlow;
 
 use h5_format::UNDEFINED_ADDRESS;

@@ -1,10 +1,5 @@
 //! Errors of the engine.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_format::FormatError;
 
 /// Everything the engine can report.

@@ -2,11 +2,6 @@
 //! stored in other files, one segment after another. They are presented to the chunk cache as
 //! one read-only [`Storage`] whose address space is the concatenation of the segments.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::Arc;
 
 use h5_io::{Error as IoError, IoOp, LockMode, Storage, StorageExt};

@@ -1,11 +1,6 @@
 //! The state shared by every handle of one open file: storage, the metadata cache, the chunk
 //! cache and the superblock's constants.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};

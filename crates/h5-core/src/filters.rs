@@ -27,11 +27,6 @@
 //!
 //! Every entry carries the filter's name, as libhdf5 stores it in version 1 pipeline messages.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_format::datatype::{ByteOrder, Datatype};
 use h5_format::message::filter_pipeline::Filter;
 

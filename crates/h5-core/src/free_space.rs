@@ -9,11 +9,6 @@
 //! strategy adds the "large" slots. [`list_of_slot`] maps a slot to the allocator's
 //! [`FreeList`].
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::Arc;
 
 use h5_format::UNDEFINED_ADDRESS;

@@ -1,11 +1,6 @@
 //! Links of a group in its three storage forms: old-style symbol tables, compact link messages
 //! and dense storage (a fractal heap of link messages indexed by a v2 B-tree).
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_format::message::Message;
 use h5_format::message::link::{Link, LinkTarget};
 

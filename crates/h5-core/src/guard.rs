@@ -18,11 +18,6 @@
 //! The guard also has inherent `read_at`, `write_at`, `len`, `set_len` and `sync` (the
 //! [`Storage`] methods, guarded), so engine code calls them without importing the trait.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

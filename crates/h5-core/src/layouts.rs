@@ -8,11 +8,6 @@
 //!
 //! These layouts serve reads; writing is issue 5, so `insert` and `delete_chunk` refuse.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::Arc;
 
 use h5_chunkcache::selection::CopyRun;

@@ -13,11 +13,6 @@
 //! free block lies inside the segment, is at least [`FREE_LEN`] bytes and aligned to 8 bytes;
 //! the header's free list head is the first block's offset.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::Arc;
 
 use h5_format::heap::local::{FreeBlock, LOCAL_HEAP_ALIGN, LocalHeapHeader};

@@ -1,11 +1,6 @@
 //! Path resolution: from a group, follow the components of a path through hard, soft and
 //! external links to an object.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::Arc;
 
 use h5_format::message::Message;

@@ -1,11 +1,6 @@
 //! Object headers: the first chunk and every continuation block are metadata-cache entries; the
 //! messages of all chunks, decoded, make an [`ObjectHeader`].
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::Arc;
 
 use h5_format::FormatError;

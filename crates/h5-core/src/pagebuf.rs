@@ -11,11 +11,6 @@
 //! through the face call that caused it and fails the file, and a VFD SWMR end of tick that
 //! fails fails it too (`swmr.rs`).
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::Arc;
 
 use h5_format::message::file_space_info::FileSpaceStrategy;

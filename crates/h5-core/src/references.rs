@@ -3,11 +3,6 @@
 //! global heap) and HDF5 1.12 revised references (`H5T_STD_REF`: object, region and attribute,
 //! stored inline or in the global heap). Byte layouts: [`h5_format::reference`].
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_format::UNDEFINED_ADDRESS;
 use h5_format::datatype::{ReferenceKind, ReferenceType};
 use h5_format::heap::global::GlobalHeapId;

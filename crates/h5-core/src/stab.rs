@@ -5,11 +5,6 @@
 //! names of eight characters and first holds the empty name at offset 0; a link's name goes
 //! into the heap before its soft-link value; a removed link's value and name leave the heap.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_format::btree1::NodeType;
 use h5_format::heap::local::LOCAL_HEAP_ALIGN;
 use h5_format::symbol_node::{ScratchPad, SymbolTableEntry};

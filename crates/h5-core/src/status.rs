@@ -3,11 +3,6 @@
 //! and libhdf5 (and h5, by default) then refuses to open the file. [`clear_status_flags`] resets
 //! them as `h5clear -s` does.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_format::superblock::{self, Superblock};
 use h5_io::{Storage, StorageExt};
 

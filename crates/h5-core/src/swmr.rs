@@ -10,11 +10,6 @@
 //! chunk cache is emptied (raw data is not covered by the index) and open datasets see a new
 //! generation, on which they re-read their object header (`FileShared::swmr_generation`).
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

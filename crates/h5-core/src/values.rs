@@ -1,11 +1,6 @@
 //! Element values that are not plain numbers: strings (fixed and variable length) and the
 //! numeric conversion of raw element bytes.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use h5_format::datatype::{Datatype, StringPadding, VarLenKind};
 use h5_format::heap::global::GlobalHeapId;
 

@@ -15,11 +15,6 @@
 //! Not supported (clear errors): unlimited selections and printf-style (`%b`) source names, and
 //! source datasets whose datatype differs from the virtual dataset's.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

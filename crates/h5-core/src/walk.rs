@@ -3,11 +3,6 @@
 //! old-style groups are reached one entry at a time through their own modules (`btree1`,
 //! `btree2`, `fheap`, `lheap`, `stab`).
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::sync::Arc;
 
 use h5_format::heap::global::{GlobalHeapCollection, GlobalHeapId};

@@ -23,11 +23,6 @@
 //! SWMR access), so the order in which a flush writes a parent and its children does not matter
 //! to readers of a closed file; h5 writes them in address order like every other entry.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::sync::Arc;

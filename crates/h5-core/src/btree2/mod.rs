@@ -25,11 +25,6 @@
 //! Shared-message indexes (type 7) are read and written by the same engine given a key; h5
 //! does not write shared messages, so it has none.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 #[cfg(test)]
 mod check;
 mod insert;

@@ -24,11 +24,6 @@
 //! Every block is a flush-dependency child of the block or header that points at it, as in
 //! libhdf5, so the cache writes a block before its parent.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 mod huge;
 mod managed;
 mod space;

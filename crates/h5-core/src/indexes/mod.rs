@@ -9,11 +9,6 @@
 //! owns the layout, so a strong one would be a cycle. Array indexes hold the file's metadata
 //! cache itself (`CacheHandle`), which owns no layout.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 pub mod earray;
 pub mod farray;
 

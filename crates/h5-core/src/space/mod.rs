@@ -49,11 +49,6 @@
 //! # Ok::<(), h5_core::space::SpaceError>(())
 //! ```
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 mod aggregator;
 mod alloc;
 pub mod error;

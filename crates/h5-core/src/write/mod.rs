@@ -9,11 +9,6 @@
 //! (`links.rs`, `attrs.rs`, `chunk_index/bt2.rs` over `crate::btree2` and `crate::fheap`), array
 //! chunk indexes element by element (`crate::indexes`); see `docs/design.md` §5.
 
-#![cfg_attr(
-    not(test),
-    deny(clippy::arithmetic_side_effects, clippy::indexing_slicing)
-)]
-
 pub mod alloc;
 pub(crate) mod alloc_time;
 pub(crate) mod attrs;
