@@ -96,6 +96,7 @@ impl FileShared {
         spec: &NewDataset,
     ) -> Result<u64> {
         self.check_usable()?;
+        self.check_structure_change("creating a dataset")?;
         if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
@@ -336,6 +337,7 @@ impl FileShared {
         data: &[u8],
     ) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("writing an attribute")?;
         if name.is_empty() || name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {name:?}")));
         }
@@ -386,6 +388,7 @@ impl FileShared {
     /// libhdf5 writes it. Returns its header address.
     pub fn create_dataset_null(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
+        self.check_structure_change("creating a dataset")?;
         if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
@@ -435,6 +438,7 @@ impl FileShared {
     /// (a datatype but no elements, h5py's `h5py.Empty`).
     pub fn write_attribute_null(&self, obj: u64, name: &str, datatype: &Datatype) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("writing an attribute")?;
         if name.is_empty() || name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {name:?}")));
         }
@@ -474,6 +478,7 @@ impl FileShared {
     /// header holding only the datatype message. Returns its header address.
     pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
+        self.check_structure_change("committing a datatype")?;
         if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
@@ -490,6 +495,7 @@ impl FileShared {
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("deleting an attribute")?;
         let old = self.vlen_attribute(obj, name)?;
         attrs::delete(self, obj, name)?;
         match old {
@@ -501,6 +507,7 @@ impl FileShared {
     /// Renames the attribute `name` of the object at `obj` to `new_name` (which must be free).
     pub fn rename_attribute(&self, obj: u64, name: &str, new_name: &str) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("renaming an attribute")?;
         if new_name.is_empty() || new_name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {new_name:?}")));
         }
@@ -612,6 +619,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
     let mut space = info.dataspace.clone();
     space.dims = dims.to_vec();
     let body = encode_message(&Message::Dataspace(space.clone()), file.sizes)?;
+    file.swmr_pin_header(info.address)?;
     ohdr::update(file, info.address, |msgs| {
         for m in msgs.iter_mut().filter(|m| m.kind == kind::DATASPACE) {
             m.body = body.clone();
