@@ -271,16 +271,17 @@ impl FileShared {
             h5_format::message::Message::Layout(l) => Some(l.clone()),
             _ => None,
         });
-        Ok(match layout.map(|l| l.class) {
-            Some(LayoutClass::Chunked { index, .. }) => match index {
-                ChunkIndex::BtreeV1 { address }
-                | ChunkIndex::FixedArray { address, .. }
-                | ChunkIndex::ExtensibleArray { address, .. }
-                | ChunkIndex::BtreeV2 { address, .. } => {
-                    Some(address).filter(|a| *a != h5_format::UNDEFINED_ADDRESS)
-                }
-                _ => None,
-            },
+        let index = match layout.map(|l| l.class) {
+            Some(LayoutClass::Chunked { index, .. }) => index,
+            _ => return Ok(None),
+        };
+        Ok(match index {
+            ChunkIndex::BtreeV1 { address }
+            | ChunkIndex::FixedArray { address, .. }
+            | ChunkIndex::ExtensibleArray { address, .. }
+            | ChunkIndex::BtreeV2 { address, .. } => {
+                Some(address).filter(|a| *a != h5_format::UNDEFINED_ADDRESS)
+            }
             _ => None,
         })
     }

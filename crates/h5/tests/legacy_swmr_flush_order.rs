@@ -95,18 +95,19 @@ fn z(i: u64) -> i64 {
 /// retry until the flush has moved on. Values are never wrong and extents never shrink.
 fn check(image: &[u8], floor: &[u64; 3], at: &str) -> Option<[u64; 3]> {
     let storage = Arc::new(MemoryStorage::with_data(image.to_vec()));
-    let torn = |e: h5::Error| {
+    let torn = |e: h5::Error| -> Option<[u64; 3]> {
         assert_eq!(e.kind(), h5::ErrorKind::Corrupted, "{at}: {e}");
+        None
     };
     let f = match h5::File::from_storage(storage, &FileAccess::new().swmr_read(true), None) {
         Ok(f) => f,
-        Err(e) => return torn(e).pipe_none(),
+        Err(e) => return torn(e),
     };
     let mut rows = [0u64; 3];
     for (k, name) in ["a", "c", "z"].into_iter().enumerate() {
         let values: Vec<i64> = match f.dataset(name).and_then(|d| d.read_vec()) {
             Ok(v) => v,
-            Err(e) => return torn(e).pipe_none(),
+            Err(e) => return torn(e),
         };
         let width = if name == "c" { 2 } else { 1 };
         rows[k] = values.len() as u64 / width;
@@ -127,17 +128,6 @@ fn check(image: &[u8], floor: &[u64; 3], at: &str) -> Option<[u64; 3]> {
         }
     }
     Some(rows)
-}
-
-/// `()` into `None`, for returning after an assertion.
-trait PipeNone {
-    fn pipe_none<T>(self) -> Option<T>;
-}
-
-impl PipeNone for () {
-    fn pipe_none<T>(self) -> Option<T> {
-        None
-    }
 }
 
 #[test]
