@@ -67,6 +67,18 @@ pub enum SwmrWriteError {
     /// The file is a VFD SWMR file, which has its own protocol.
     #[error("the file is opened with VFD SWMR; legacy SWMR writing does not apply")]
     VfdSwmr,
+    /// A dataset whose chunk index is a B-tree, written in SWMR-writing mode: libhdf5's readers
+    /// cannot follow nodes changed in place (libhdf5's writer moves each node it changes to new
+    /// space once per flush, "shadowing", which h5 does not do yet).
+    #[error(
+        "writing a dataset with a {index} chunk index in SWMR-writing mode is not supported yet \
+         (SWMR readers cannot follow its nodes changed in place); use an extensible or fixed \
+         array index (one unlimited dimension, or none)"
+    )]
+    BtreeIndex {
+        /// `"version 1 B-tree"` or `"version 2 B-tree"`.
+        index: &'static str,
+    },
     /// A change of the file's structure while in SWMR-writing mode.
     #[error(
         "{what} while in SWMR-writing mode: a SWMR writer only writes and extends existing \
@@ -165,6 +177,26 @@ impl FileShared {
             return Err(SwmrWriteError::StructureChange { what }.into());
         }
         Ok(())
+    }
+
+    /// Refuses a write or resize of the dataset `info` in SWMR-writing mode when its chunk
+    /// index is a B-tree ([`SwmrWriteError::BtreeIndex`]).
+    pub(crate) fn check_swmr_index(&self, info: &crate::dataset::DatasetInfo) -> Result<()> {
+        if !self.is_legacy_swmr_writer() {
+            return Ok(());
+        }
+        let index = match &info.layout.class {
+            LayoutClass::Chunked {
+                index: ChunkIndex::BtreeV1 { .. },
+                ..
+            } => "version 1 B-tree",
+            LayoutClass::Chunked {
+                index: ChunkIndex::BtreeV2 { .. },
+                ..
+            } => "version 2 B-tree",
+            _ => return Ok(()),
+        };
+        Err(SwmrWriteError::BtreeIndex { index }.into())
     }
 
     /// Keeps the object header at relative `addr` in the cache, unwritten by evictions, until

@@ -144,7 +144,7 @@ fn every_prefix_of_every_swmr_flush_reads_consistently() {
     });
     let options = CreateOptions::with_bounds(FormatBounds::V110, FormatBounds::LATEST);
     let f = h5::File::create_with(&path, &access, &options).unwrap();
-    // Extensible array, version 2 B-tree (two unlimited dimensions), deflated extensible array.
+    // Extensible arrays: one and two dimensional, deflated.
     let da = f
         .new_dataset::<i64>()
         .shape([0])
@@ -155,7 +155,7 @@ fn every_prefix_of_every_swmr_flush_reads_consistently() {
     let dc = f
         .new_dataset::<i32>()
         .shape([0, 2])
-        .max_shape([None, None])
+        .max_shape([None, Some(2)])
         .chunk([2, 2])
         .create("c")
         .unwrap();

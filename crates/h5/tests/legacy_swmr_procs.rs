@@ -9,10 +9,8 @@
 //! mismatch or reader error fails the test; so does a reader that saw too few distinct shapes
 //! (no growth followed). After close, h5py (without SWMR) and h5dump read every value.
 //!
-//! Not here: a dataset with a version 2 B-tree index (two unlimited dimensions). Its flushes
-//! are consistent write by write (`legacy_swmr_flush_order.rs`), yet an h5py reader following
-//! it can end up retrying a B-tree leaf's checksum for good (libhdf5's doubling back-off), which
-//! it does not with a libhdf5 writer: an open question (docs/design.md §8.6).
+//! Not here: datasets with B-tree chunk indexes (two unlimited dimensions), which the writer
+//! refuses to change in the mode for now (docs/design.md §8.6; `legacy_swmr_write.rs`).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;

@@ -265,3 +265,40 @@ fn freed_space_is_not_reused_before_close() {
     let want: Vec<String> = rows(0, 310).iter().map(|v| v.to_string()).collect();
     assert_eq!(out.trim(), want.join(","));
 }
+
+#[test]
+fn b_tree_indexed_datasets_are_refused_while_swmr_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bt.h5");
+    let f = h5::File::create_with(&path, &FileAccess::new(), &latest()).unwrap();
+    // Two unlimited dimensions: a version 2 B-tree index in the 1.10 formats.
+    let d = f
+        .new_dataset::<i32>()
+        .shape([0, 2])
+        .max_shape([None, None])
+        .chunk([2, 2])
+        .create("c")
+        .unwrap();
+    d.append(&h5::ndarray::arr2(&[[1i32, 2]])).unwrap();
+    f.start_swmr_write().unwrap();
+    let refused = |r: h5::Result<()>| {
+        let e = r.unwrap_err();
+        assert!(
+            matches!(
+                swmr_error(&e),
+                SwmrWriteError::BtreeIndex {
+                    index: "version 2 B-tree"
+                }
+            ),
+            "{e}"
+        );
+    };
+    refused(d.resize([3, 2]));
+    refused(d.write_slice(&[7i32], h5::ndarray::s![0, 0..1]));
+    refused(d.append(&h5::ndarray::arr2(&[[3i32, 4]])));
+    // Reading it is fine, and the file closes clean.
+    assert_eq!(d.read_vec::<i32>().unwrap(), [1, 2]);
+    f.close().unwrap();
+    let f = h5::File::open(&path).unwrap();
+    assert_eq!(f.dataset("c").unwrap().read_vec::<i32>().unwrap(), [1, 2]);
+}

@@ -540,6 +540,7 @@ pub fn write(
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
+    file.check_swmr_index(info)?;
     file.allocate_pending(info.address)?;
     // The elements written over: their variable-length data is freed once the write is done.
     let old = overwritten_vlen(file, info, sel, conv)?;
@@ -594,6 +595,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
+    file.check_swmr_index(info)?;
     crate::dataset::ensure_registered(file, info)?;
     let layout = file
         .state()?

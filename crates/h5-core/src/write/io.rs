@@ -52,6 +52,7 @@ pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Res
     file.check_usable()?;
     let mut ids = Vec::with_capacity(reqs.len());
     for (info, buf) in reqs {
+        file.check_swmr_index(info)?;
         let elements: u64 = info.dims().iter().product();
         if elements.checked_mul(info.elem_size() as u64) != Some(buf.len() as u64) {
             return Err(Error::Invalid(format!(
@@ -208,6 +209,7 @@ pub fn write_chunk(
     bytes: &[u8],
 ) -> Result<()> {
     file.check_usable()?;
+    file.check_swmr_index(info)?;
     let coord = chunk_coord(info, offset)?;
     if !matches!(info.layout.class, LayoutClass::Chunked { .. }) {
         return Err(Error::Invalid(
