@@ -93,6 +93,15 @@ fn rows_in_round(r: u64) -> u64 {
 
 const ROUNDS: u64 = 150;
 
+/// What the child wrote on its standard error (read to the end).
+fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err).unwrap();
+    }
+    err
+}
+
 fn spawn_reader(
     script: &Path,
     path: &Path,
@@ -109,13 +118,7 @@ fn spawn_reader(
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().map(|l| l.unwrap());
     if first.as_deref() != Some("READY") {
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = stderr_of(&mut child);
         panic!("reader did not start: {first:?}\n{err}");
     }
     (child, lines)
@@ -176,13 +179,7 @@ fn h5py_swmr_readers_follow_an_h5_legacy_swmr_writer() {
     for (mut child, lines) in readers {
         let out: Vec<String> = lines.map(|l| l.unwrap()).collect();
         let status = child.wait().unwrap();
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = stderr_of(&mut child);
         assert!(status.success(), "reader failed: {out:?}\n{err}");
         let result = out
             .iter()
