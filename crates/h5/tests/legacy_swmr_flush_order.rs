@@ -209,5 +209,21 @@ fn every_prefix_of_every_swmr_flush_reads_consistently() {
         prefixes > 100 && torn < prefixes / 2,
         "{prefixes} states, {torn} torn"
     );
+    // Rows appended and not flushed: close publishes them in the same order, then clears the
+    // marks.
+    da.append(&[a(n)]).unwrap();
+    dc.append(&h5::ndarray::arr2(&[[c(n, 0), c(n, 1)]]))
+        .unwrap();
+    dz.append(&[z(n)]).unwrap();
+    n += 1;
     f.close().unwrap();
+    for (i, op) in std::mem::take(&mut *ops.lock().unwrap()).iter().enumerate() {
+        apply(&mut image, op);
+        if let Some(seen) = check(&image, &floor, &format!("close, after write {i}")) {
+            floor = seen;
+        }
+    }
+    assert_eq!(floor, [n, n, n]);
+    assert_eq!(image, std::fs::read(&path).unwrap());
+    assert_eq!(image[11], 0, "status flags cleared");
 }

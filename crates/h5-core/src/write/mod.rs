@@ -936,7 +936,11 @@ impl FileShared {
             match self.write {
                 None => Ok(()),
                 Some(_) => self.check_usable().and_then(|()| {
-                    // Legacy SWMR writing ends: flags cleared, held frees released.
+                    // Legacy SWMR writing ends: a last ordered flush for the readers still
+                    // following, then the flags are cleared and the held frees released.
+                    if self.is_legacy_swmr_writer() {
+                        self.flush_all()?;
+                    }
                     self.end_swmr_write()?;
                     let released = self.flush_all()?;
                     if released {
