@@ -89,6 +89,10 @@ pub enum Error {
     /// VFD SWMR: a configuration, metadata file or end-of-tick error.
     #[error(transparent)]
     Swmr(#[from] h5_swmr::SwmrError),
+    /// Legacy SWMR writing refused: the file cannot enter the mode, or the operation is not
+    /// allowed in it.
+    #[error(transparent)]
+    SwmrWrite(#[from] crate::legacy_swmr::SwmrWriteError),
     /// The operation needs more memory than can be had: a buffer of `bytes` bytes (saturated at
     /// `u64::MAX` when the size overflows) for `what`, derived from the file (a dataset's
     /// dimensions × element size, a count). Refused before anything is allocated; reading in
@@ -265,6 +269,7 @@ impl Error {
             Error::Poisoned | Error::Context { .. } => ErrorKind::Internal,
             Error::PageBuffer(e) => page_buffer_kind(e),
             Error::Swmr(e) => swmr_kind(e),
+            Error::SwmrWrite(_) => ErrorKind::State,
         }
     }
 

@@ -92,6 +92,8 @@ pub struct FileShared {
     pub(crate) pagebuf: Option<Arc<h5_pagebuf::PageBuffer>>,
     /// VFD SWMR state, set once right after opening.
     pub(crate) swmr: crate::swmr::SwmrSlot,
+    /// Legacy SWMR-writing state (`crate::legacy_swmr`).
+    pub(crate) legacy_swmr: crate::legacy_swmr::LegacySwmr,
     /// Flushes are made durable ([`CacheSettings::sync`]).
     pub(crate) sync: bool,
     /// This file's own `Arc` (set by [`FileShared::shared`]), for structures that outlive a
@@ -246,6 +248,7 @@ impl FileShared {
             write: None,
             pagebuf,
             swmr: Default::default(),
+            legacy_swmr: Default::default(),
             sync: settings.sync,
             this: std::sync::OnceLock::new(),
         };

@@ -31,6 +31,7 @@ pub mod group;
 pub mod guard;
 pub mod indexes;
 pub mod layouts;
+pub mod legacy_swmr;
 pub(crate) mod lheap;
 pub mod meta;
 pub mod nav;

@@ -192,6 +192,8 @@ struct State {
     marker_saved: Option<Vec<u8>>,
     /// Whether the marker is on the storage now.
     marker_on_disk: bool,
+    /// Journaling stopped for good ([`Journaled::detach`]): writes and commits pass through.
+    detached: bool,
 }
 
 impl State {
@@ -293,6 +295,7 @@ impl<S: Storage, J: Storage> Journaled<S, J> {
             marker: None,
             marker_saved: None,
             marker_on_disk: false,
+            detached: false,
         };
         Ok((
             Journaled {
@@ -318,6 +321,25 @@ impl<S: Storage, J: Storage> Journaled<S, J> {
     /// Bytes in the journal now (0 right after a commit).
     pub fn journal_len(&self) -> u64 {
         self.lock_state().journal_len
+    }
+
+    /// Stops journaling for good: later writes and commits go straight to the storage, so that
+    /// no marker ever spoils the committed bytes (a legacy SWMR writer's readers must always
+    /// find the superblock). Only right after a commit, when the journal is empty and the
+    /// storage holds exactly the committed state; returns whether journaling stopped (`false`:
+    /// a change is under way, commit first).
+    pub fn detach(&self) -> bool {
+        let mut st = self.lock_state();
+        if st.journal_len != 0 || st.marker_on_disk {
+            return false;
+        }
+        st.detached = true;
+        true
+    }
+
+    /// Whether [`detach`](Self::detach) stopped journaling.
+    pub fn is_detached(&self) -> bool {
+        self.lock_state().detached
     }
 
     fn lock_state(&self) -> MutexGuard<'_, State> {
@@ -352,6 +374,9 @@ impl<S: Storage, J: Storage> Journaled<S, J> {
     /// writes it with [`write_clearing_marker`](Self::write_clearing_marker)).
     fn before_change(&self, extents: &[Range<u64>]) -> Result<Option<Range<u64>>> {
         let mut st = self.lock_state();
+        if st.detached {
+            return Ok(None);
+        }
         if !extents.iter().any(|r| st.touches_committed(r.clone())) {
             return Ok(None);
         }
@@ -550,6 +575,10 @@ impl<S: Storage, J: Storage> Storage for Journaled<S, J> {
     /// first.
     fn commit(&self, point: &CommitPoint) -> Result<()> {
         let mut st = self.lock_state();
+        if st.detached {
+            drop(st);
+            return self.inner.commit(point);
+        }
         if st.marker_on_disk
             && let (Some(m), Some(saved)) = (&st.marker, &st.marker_saved)
         {
@@ -1016,6 +1045,31 @@ mod tests {
         commit_with(&s, vec![], None);
         assert!(s.write_at(10, &[2; 4]).is_err());
         assert_eq!(data.snapshot(), vec![1; 64]);
+    }
+
+    #[test]
+    fn a_detached_journal_passes_writes_and_commits_through() {
+        let data = MemoryStorage::with_data(b"committed".to_vec());
+        let journal = MemoryStorage::new();
+        let (s, _) =
+            Journaled::open(data.clone(), journal.clone(), JournalOptions::default()).unwrap();
+        let marker = Marker {
+            offset: 0,
+            bytes: b"XX".to_vec(),
+        };
+        commit_with(&s, Vec::new(), Some(marker.clone()));
+        s.write_at(4, b"M").unwrap();
+        assert!(!s.detach(), "refused in the middle of a change");
+        assert!(journal.len().unwrap() > 0);
+        commit_with(&s, Vec::new(), Some(marker));
+        assert!(s.detach());
+        assert!(s.is_detached());
+        s.write_at(0, b"CHANGED").unwrap();
+        // No marker, nothing journaled: the bytes are the writes themselves.
+        assert_eq!(journal.len().unwrap(), 0);
+        assert_eq!(data.snapshot(), b"CHANGEDed");
+        commit_with(&s, Vec::new(), None);
+        assert_eq!(data.snapshot(), b"CHANGEDed");
     }
 
     #[test]

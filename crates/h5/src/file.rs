@@ -29,6 +29,7 @@ pub struct FileAccess {
     settings: CacheSettings,
     locking: Locking,
     no_journal: bool,
+    swmr_write: bool,
     decorator: Option<StorageDecorator>,
 }
 
@@ -38,6 +39,7 @@ impl std::fmt::Debug for FileAccess {
             .field("settings", &self.settings)
             .field("locking", &self.locking)
             .field("rollback_journal", &!self.no_journal)
+            .field("swmr_write", &self.swmr_write)
             .field("storage_decorator", &self.decorator.is_some())
             .finish()
     }
@@ -153,6 +155,18 @@ impl FileAccess {
         self
     }
 
+    /// Open for legacy SWMR writing (libhdf5's `H5F_ACC_SWMR_WRITE`): [`File::open_rw_with`]
+    /// enters the mode at once, as [`File::start_swmr_write`] does (see it for the rules).
+    pub fn swmr_write(mut self, on: bool) -> Self {
+        self.swmr_write = on;
+        self
+    }
+
+    /// Whether files are opened for legacy SWMR writing.
+    pub fn is_swmr_write(&self) -> bool {
+        self.swmr_write
+    }
+
     pub(crate) fn settings(&self) -> &CacheSettings {
         &self.settings
     }
@@ -239,9 +253,9 @@ impl File {
             }
             let opened = open_path(path, Mode::Read, access)?;
             let dir = path.parent().map(Path::to_path_buf);
-            let shared = FileShared::open(opened.storage, &access.settings, dir)
+            let shared = FileShared::open(Arc::clone(&opened.storage), &access.settings, dir)
                 .map_err(|e| in_file(explain(path, e), path))?;
-            shared.storage().set_on_close(opened.on_close);
+            opened.attach(&shared);
             Ok(File::from_shared(shared, Some(path.to_path_buf())))
         })
     }

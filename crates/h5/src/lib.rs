@@ -106,6 +106,7 @@ mod read;
 pub mod references;
 pub mod slice;
 mod swmr;
+mod swmr_write;
 pub mod types;
 mod write;
 mod write_data;
@@ -138,6 +139,7 @@ pub use h5_pagebuf::{
 pub use h5_swmr::{SwmrConfig, SwmrError, log::Tag as SwmrLogTag};
 pub use heap::GlobalHeap;
 pub use swmr::SwmrStatus;
+pub use swmr_write::SwmrWriteError;
 
 /// Resets the status flags of the file at `path` (superblock versions 2 and 3), as `h5clear -s`
 /// does, so that a file whose writer died without closing it opens again; returns the flags

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use h5_core::guard::OnClose;
+use h5_core::legacy_swmr::SwmrWriteHook;
 use h5_core::write::IN_PLACE_MARKER;
 use h5_io::{
     FileOptions, FileStorage, JournalOptions, Journaled, LockMode, Locking, OpenMode, Storage,
@@ -29,10 +30,22 @@ pub(crate) enum Mode {
     SwmrReadWrite,
 }
 
-/// A file opened by path: the storage the engine gets, and what closing it releases.
+/// A file opened by path: the storage the engine gets, what closing it releases, and (for a
+/// writer) what entering legacy SWMR-writing mode does to them.
 pub(crate) struct Opened {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) on_close: OnClose,
+    pub(crate) swmr_write: Option<SwmrWriteHook>,
+}
+
+impl Opened {
+    /// Hands the close and SWMR-writing hooks to the engine's file.
+    pub(crate) fn attach(self, shared: &h5_core::file::FileShared) {
+        shared.storage().set_on_close(self.on_close);
+        if let Some(hook) = self.swmr_write {
+            shared.set_swmr_write_hook(hook);
+        }
+    }
 }
 
 /// The rollback journal kept beside the file at `path` while it is open for writing:
@@ -113,6 +126,7 @@ fn open_read(path: &Path, locking: Locking, access: &FileAccess) -> Result<Opene
         on_close: Box::new(move || {
             let _ = lock.unlock();
         }),
+        swmr_write: None,
     })
 }
 
@@ -187,11 +201,13 @@ fn for_writing(
             remove_journal(&jp, sync);
         }
         let lock = Arc::clone(&data);
+        let shared = Arc::clone(&data);
         return Ok(Opened {
             storage: decorated,
             on_close: Box::new(move || {
                 let _ = lock.unlock();
             }),
+            swmr_write: Some(Box::new(move || share_lock(&shared))),
         });
     }
     let journal = match FileStorage::open_with(&jp, OpenMode::CreateNew, unlocked()) {
@@ -209,8 +225,24 @@ fn for_writing(
         Arc::clone(&journal) as Arc<dyn Storage>,
         JournalOptions { sync },
     )?;
+    let journaled = Arc::new(journaled);
+    let swmr_write: SwmrWriteHook = {
+        let journaled = Arc::clone(&journaled);
+        let data = Arc::clone(&data);
+        let jp = jp.clone();
+        Box::new(move || {
+            if !journaled.detach() {
+                return Err(h5_core::Error::Unsupported(
+                    "stopping the rollback journal in the middle of a change".into(),
+                ));
+            }
+            remove_journal(&jp, sync);
+            share_lock(&data)
+        })
+    };
     Ok(Opened {
-        storage: Arc::new(journaled),
+        storage: journaled,
+        swmr_write: Some(swmr_write),
         on_close: Box::new(move || {
             // Empty: the last flush completed. Otherwise it is kept for the next opener.
             if journal.len().is_ok_and(|n| n == 0) {
@@ -219,6 +251,13 @@ fn for_writing(
             let _ = data.unlock();
         }),
     })
+}
+
+/// A legacy SWMR writer's lock: shared, so that SWMR readers (libhdf5's take a shared lock while
+/// they open) are not refused while other writers still are; libhdf5 drops a SWMR writer's lock
+/// altogether, the superblock's status flags keeping other writers out.
+fn share_lock(data: &FileStorage) -> h5_core::Result<()> {
+    Ok(data.lock(h5_io::LockMode::Shared)?)
 }
 
 /// `e`, or a clearer error when the reason the file is not HDF5 is the in-place marker of a

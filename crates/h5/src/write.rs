@@ -3,6 +3,7 @@
 
 use std::marker::PhantomData;
 use std::path::Path;
+use std::sync::Arc;
 
 use h5_core::filters::{
     BitshuffleCompression, BloscCompressor, BloscShuffle, FilterRequest, ScaleOffset, SzipCoding,
@@ -41,6 +42,7 @@ impl File {
     ) -> Result<File> {
         crate::swmr::api(|| {
             let path = path.as_ref();
+            crate::swmr_write::refuse_at_create(access)?;
             if access.settings().swmr.is_some() {
                 let shared = crate::swmr::create(path, access, options)
                     .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
@@ -48,10 +50,14 @@ impl File {
             }
             let opened = open_path(path, Mode::Create, access)?;
             let dir = path.parent().map(Path::to_path_buf);
-            let shared =
-                h5_core::file::FileShared::create(opened.storage, access.settings(), options, dir)
-                    .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
-            shared.storage().set_on_close(opened.on_close);
+            let shared = h5_core::file::FileShared::create(
+                Arc::clone(&opened.storage),
+                access.settings(),
+                options,
+                dir,
+            )
+            .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
+            opened.attach(&shared);
             Ok(File::from_shared(shared, Some(path.to_path_buf())))
         })
     }
@@ -69,16 +75,24 @@ impl File {
         crate::swmr::api(|| {
             let path = path.as_ref();
             if access.settings().swmr.is_some() {
+                if access.is_swmr_write() {
+                    return Err(crate::SwmrWriteError::VfdSwmr.into());
+                }
                 let shared = crate::swmr::open(path, access, true)
                     .map_err(|e| e.in_object(|| path.display().to_string(), "/"))?;
                 return Ok(File::from_shared(shared, Some(path.to_path_buf())));
             }
             let opened = open_path(path, Mode::ReadWrite, access)?;
             let dir = path.parent().map(Path::to_path_buf);
-            let shared = h5_core::file::FileShared::open_rw(opened.storage, access.settings(), dir)
+            let storage = Arc::clone(&opened.storage);
+            let shared = h5_core::file::FileShared::open_rw(storage, access.settings(), dir)
                 .map_err(|e| explain(path, e).in_object(|| path.display().to_string(), "/"))?;
-            shared.storage().set_on_close(opened.on_close);
-            Ok(File::from_shared(shared, Some(path.to_path_buf())))
+            opened.attach(&shared);
+            let file = File::from_shared(shared, Some(path.to_path_buf()));
+            if access.is_swmr_write() {
+                crate::swmr_write::enter_at_open(&file)?;
+            }
+            Ok(file)
         })
     }
 

@@ -60,6 +60,8 @@ pub struct FileAlloc {
     deferred: Vec<(SpaceKind, u64, u64)>,
     /// The ranges of `deferred`, to refuse a second free of the same space.
     deferred_set: RangeSet,
+    /// Every free waits and commits release nothing (legacy SWMR writing).
+    hold: bool,
 }
 
 impl FileAlloc {
@@ -97,6 +99,7 @@ impl FileAlloc {
             fresh: RangeSet::new(),
             deferred: Vec::new(),
             deferred_set: RangeSet::new(),
+            hold: false,
         }
     }
 
@@ -126,7 +129,7 @@ impl FileAlloc {
     /// otherwise at the next [`release_deferred`](Self::release_deferred).
     pub fn free(&mut self, kind: SpaceKind, addr: u64, len: u64) -> Result<(), AllocError> {
         let range = addr..addr.saturating_add(len);
-        if self.fresh.covers(range.clone()) {
+        if !self.hold && self.fresh.covers(range.clone()) {
             self.space.free(kind.space_kind(), addr, len)?;
             self.fresh.remove(range);
             return Ok(());
@@ -148,6 +151,17 @@ impl FileAlloc {
         Ok(())
     }
 
+    /// Holds every free until this is turned off again (see the module's "held frees"); the
+    /// next [`release_deferred`](Self::release_deferred) after that releases them all.
+    pub fn hold_frees(&mut self, on: bool) {
+        self.hold = on;
+    }
+
+    /// Whether frees are held.
+    pub fn holds_frees(&self) -> bool {
+        self.hold
+    }
+
     /// Bytes freed since the last commit and waiting for the next one.
     pub fn deferred_bytes(&self) -> u64 {
         self.deferred_set.len()
@@ -167,6 +181,9 @@ impl FileAlloc {
     /// frees become free space. Returns whether any space was released.
     pub fn release_deferred(&mut self) -> Result<bool, AllocError> {
         self.fresh.clear();
+        if self.hold {
+            return Ok(false);
+        }
         self.deferred_set.clear();
         let deferred = std::mem::take(&mut self.deferred);
         let released = !deferred.is_empty();
@@ -210,6 +227,26 @@ impl FileAlloc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_frees_wait_for_the_end_of_the_hold_fresh_space_too() {
+        let mut a = FileAlloc::new(96, 8).unwrap();
+        let x = a.allocate(SpaceKind::Raw, 4000).unwrap();
+        a.close().unwrap();
+        a.release_deferred().unwrap();
+        a.hold_frees(true);
+        a.free(SpaceKind::Raw, x, 4000).unwrap();
+        let fresh = a.allocate(SpaceKind::Raw, 100).unwrap();
+        assert!(fresh >= x + 4000, "held space is not handed out again");
+        a.free(SpaceKind::Raw, fresh, 100).unwrap();
+        assert_eq!(a.deferred_bytes(), 4100, "fresh space waits as well");
+        assert!(!a.release_deferred().unwrap(), "commits release nothing");
+        assert_ne!(a.allocate(SpaceKind::Raw, 4000).unwrap(), x);
+        a.hold_frees(false);
+        assert!(a.release_deferred().unwrap());
+        assert_eq!(a.deferred_bytes(), 0);
+        assert_eq!(a.allocate(SpaceKind::Raw, 4000).unwrap(), x);
+    }
 
     #[test]
     fn committed_space_is_reused_only_after_the_next_commit() {

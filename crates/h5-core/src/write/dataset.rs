@@ -96,6 +96,7 @@ impl FileShared {
         spec: &NewDataset,
     ) -> Result<u64> {
         self.check_usable()?;
+        self.check_structure_change("creating a dataset")?;
         if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
@@ -346,6 +347,7 @@ impl FileShared {
         data: &[u8],
     ) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("writing an attribute")?;
         if name.is_empty() || name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {name:?}")));
         }
@@ -398,6 +400,7 @@ impl FileShared {
     /// libhdf5 writes it. Returns its header address.
     pub fn create_dataset_null(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
+        self.check_structure_change("creating a dataset")?;
         if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
@@ -447,6 +450,7 @@ impl FileShared {
     /// (a datatype but no elements, h5py's `h5py.Empty`).
     pub fn write_attribute_null(&self, obj: u64, name: &str, datatype: &Datatype) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("writing an attribute")?;
         if name.is_empty() || name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {name:?}")));
         }
@@ -486,6 +490,7 @@ impl FileShared {
     /// header holding only the datatype message. Returns its header address.
     pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
+        self.check_structure_change("committing a datatype")?;
         if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
         }
@@ -502,6 +507,7 @@ impl FileShared {
     /// name).
     pub fn delete_attribute(&self, obj: u64, name: &str) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("deleting an attribute")?;
         let old = self.vlen_attribute(obj, name)?;
         attrs::delete(self, obj, name)?;
         match old {
@@ -513,6 +519,7 @@ impl FileShared {
     /// Renames the attribute `name` of the object at `obj` to `new_name` (which must be free).
     pub fn rename_attribute(&self, obj: u64, name: &str, new_name: &str) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("renaming an attribute")?;
         if new_name.is_empty() || new_name.contains('\0') {
             return Err(Error::Invalid(format!("attribute name {new_name:?}")));
         }
@@ -550,6 +557,7 @@ pub fn write(
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
+    file.check_swmr_index(info)?;
     // A whole write needs no fill, unless variable-length elements are read back first (the
     // old values' heap objects are freed below: the new storage must read as empty ones).
     let whole = matches!(sel, Selection::All) && !crate::write::vlen::has_vlen(&info.datatype);
@@ -607,6 +615,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
+    file.check_swmr_index(info)?;
     crate::dataset::ensure_registered(file, info)?;
     let layout = file
         .state()?
@@ -632,6 +641,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
     let mut space = info.dataspace.clone();
     space.dims = dims.to_vec();
     let body = encode_message(&Message::Dataspace(space.clone()), file.sizes)?;
+    file.swmr_pin_header(info.address)?;
     // New dimensions of the same rank keep the message's length: changed where it is stored
     // (as libhdf5 rewrites the message), the header laid out again only otherwise.
     if !ohdr::replace_in_place(file, info.address, kind::DATASPACE, &body)? {

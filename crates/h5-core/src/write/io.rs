@@ -51,6 +51,7 @@ impl FileShared {
 pub fn write_many(file: &Arc<FileShared>, reqs: &[(&DatasetInfo, &[u8])]) -> Result<()> {
     file.check_usable()?;
     for (info, buf) in reqs {
+        file.check_swmr_index(info)?;
         let elements = crate::buffer::product(info.dims().iter().copied());
         let bytes = elements.and_then(|n| n.checked_mul(info.elem_size() as u64));
         if bytes != Some(buf.len() as u64) {
@@ -220,6 +221,7 @@ pub fn write_chunk(
     bytes: &[u8],
 ) -> Result<()> {
     file.check_usable()?;
+    file.check_swmr_index(info)?;
     let coord = chunk_coord(info, offset)?;
     if !matches!(info.layout.class, LayoutClass::Chunked { .. }) {
         return Err(Error::Invalid(

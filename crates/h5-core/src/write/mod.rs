@@ -349,6 +349,7 @@ impl FileShared {
             })),
             pagebuf,
             swmr: Default::default(),
+            legacy_swmr: Default::default(),
             sync: settings.sync,
         };
         file.enable_page_buffer_for_new(&options.file_space)?;
@@ -607,6 +608,7 @@ impl FileShared {
         options: &links::GroupOptions,
     ) -> Result<u64> {
         self.check_usable()?;
+        self.check_structure_change("creating a group")?;
         check_name(name)?;
         if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
@@ -626,6 +628,7 @@ impl FileShared {
         path: &str,
     ) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("adding a link")?;
         check_name(name)?;
         if file_name.is_empty()
             || file_name.contains('\0')
@@ -652,6 +655,7 @@ impl FileShared {
     /// object gains one reference.
     pub fn link_hard(&self, parent: u64, name: &str, target: u64) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("adding a link")?;
         check_name(name)?;
         if self.has_link(parent, name)? {
             return Err(Error::Exists(name.into()));
@@ -670,6 +674,7 @@ impl FileShared {
     /// Adds a soft link `name` → `path` to the group at `parent`.
     pub fn link_soft(&self, parent: u64, name: &str, path: &str) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("adding a link")?;
         check_name(name)?;
         if path.is_empty() || path.contains('\0') {
             return Err(Error::Invalid(format!("soft link target {path:?}")));
@@ -728,6 +733,7 @@ impl FileShared {
     /// removed in turn).
     pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("removing a link")?;
         match self.take_link(parent, name)?.0 {
             LinkTarget::Hard(addr) => self.release(addr),
             _ => Ok(()),
@@ -744,6 +750,7 @@ impl FileShared {
         new_name: &str,
     ) -> Result<()> {
         self.check_usable()?;
+        self.check_structure_change("moving a link")?;
         check_name(new_name)?;
         if self.has_link(new_parent, new_name)? {
             return Err(Error::Exists(new_name.into()));
@@ -937,6 +944,12 @@ impl FileShared {
             match self.write {
                 None => Ok(()),
                 Some(_) => self.check_usable().and_then(|()| {
+                    // Legacy SWMR writing ends: a last ordered flush for the readers still
+                    // following, then the flags are cleared and the held frees released.
+                    if self.is_legacy_swmr_writer() {
+                        self.flush_all()?;
+                    }
+                    self.end_swmr_write()?;
                     let released = self.flush_all()?;
                     if released {
                         self.flush_all()?;
@@ -980,11 +993,14 @@ impl FileShared {
         if !self.is_swmr_writer() && self.storage.len()? < end {
             self.storage.set_len(end)?;
         }
+        // Legacy SWMR writing: object headers whose extent changed go after their indexes.
+        self.swmr_order_headers()?;
         {
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
             meta.mark_dirty(at).map_err(cache_error)?;
             meta.flush(FlushFlags::NONE).map_err(cache_error)?;
         }
+        self.swmr_unpin_headers()?;
         Ok(eoa)
     }
 
