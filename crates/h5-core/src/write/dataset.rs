@@ -530,7 +530,7 @@ impl FileShared {
 /// Begins a write of the dataset: allocates its storage if it waits for its first write and
 /// its elements hold variable-length data. A caller that encodes variable-length data calls it
 /// first, so that (as in libhdf5, which allocates before converting) the elements' storage is
-/// placed before their heap objects. Other datasets are allocated by [`write`] itself, which
+/// placed before their heap objects. Other datasets are allocated by [`write()`] itself, which
 /// knows whether the write overwrites every element (then no fill is written).
 pub fn prepare_write(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<()> {
     if !file.is_writable() {
