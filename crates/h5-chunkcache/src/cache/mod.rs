@@ -20,6 +20,7 @@ mod direct;
 mod extent;
 mod flush;
 mod read;
+mod whole;
 mod write;
 
 use std::collections::{BTreeSet, HashMap};
@@ -44,6 +45,7 @@ use crate::{ChunkCoord, ChunkKey, DatasetId};
 
 pub use bypass::{Bypass, DIRECT_WHOLE_MIN};
 pub use read::SharedChunkCache;
+pub use whole::WHOLE_WRITE_BATCH;
 
 /// Default memory limit: 64 MiB.
 pub const DEFAULT_LIMIT: usize = 64 << 20;
@@ -220,8 +222,12 @@ pub struct ChunkCacheStats {
     pub condensed: u64,
     /// Dirty chunks encoded ahead of eviction.
     pub preencoded: u64,
-    /// Chunk pieces transferred around the cache (bypass).
+    /// Chunk pieces transferred around the cache (bypass and whole-chunk writes).
     pub bypassed: u64,
+    /// Bytes transferred around the cache (bypass and whole-chunk writes).
+    pub bypassed_bytes: u64,
+    /// Chunks written whole straight from the caller's data, never admitted.
+    pub whole_chunk_writes: u64,
     /// Times the footprint had to exceed the limit because nothing could be evicted.
     pub overshoots: u64,
     /// Conversion buffers allocated.
@@ -275,7 +281,7 @@ impl std::fmt::Display for ChunkCacheStats {
         writeln!(
             f,
             "  evictions {} (clean {}, dirty {}); values dropped {}; condensed {}; pre-encoded {}; \
-             bypassed {}; overshoots {}",
+             bypassed {} ({:.1} MiB, {} whole-chunk writes); overshoots {}",
             self.evictions,
             self.evictions_clean,
             self.evictions_dirty,
@@ -283,6 +289,8 @@ impl std::fmt::Display for ChunkCacheStats {
             self.condensed,
             self.preencoded,
             self.bypassed,
+            self.bypassed_bytes as f64 / (1 << 20) as f64,
+            self.whole_chunk_writes,
             self.overshoots
         )?;
         write!(
@@ -753,6 +761,12 @@ pub struct ChunkCache {
     stats: ChunkCacheStats,
     codec: Arc<Codec>,
     clock: u64,
+    /// Whole-chunk writes go straight to storage ([`ChunkCache::set_whole_chunk_writes`]).
+    whole_chunk_writes: bool,
+    /// Counts the calls that wrote chunk bytes to storage behind the cache's entries (whole
+    /// chunks, direct transfers, flushes): a load planned before such a write may hold old
+    /// bytes and is not admitted (`read_shared` reads storage without the lock).
+    raw_writes: u64,
 }
 
 impl std::fmt::Debug for ChunkCache {
@@ -832,6 +846,8 @@ impl ChunkCache {
             stats: ChunkCacheStats::default(),
             codec: Arc::new(codec),
             clock: 0,
+            whole_chunk_writes: true,
+            raw_writes: 0,
         })
     }
 
@@ -1523,6 +1539,7 @@ impl ChunkCache {
             jobs,
             res,
             codec: Arc::clone(&self.codec),
+            raw_writes: self.raw_writes,
         })
     }
 
@@ -1571,6 +1588,8 @@ struct LoadPlan {
     jobs: Vec<DecodeJob>,
     res: LoadResult,
     codec: Arc<Codec>,
+    /// The cache's count of raw writes when the plan was made (see `ChunkCache::raw_writes`).
+    raw_writes: u64,
 }
 
 impl LoadPlan {

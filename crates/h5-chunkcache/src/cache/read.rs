@@ -144,7 +144,7 @@ impl ChunkCache {
             let mut load = self.load_plan(want, None)?;
             load.execute()?;
             let res = self.load_finish(load)?;
-            self.apply_loaded(reqs, &mine, res)?;
+            self.apply_loaded(reqs, &mine, res, true)?;
         }
         if !bypass.is_empty() {
             self.read_bypassed(reqs, &bypass, &mut report)?;
@@ -178,8 +178,11 @@ impl ChunkCache {
             // Storage reads and decoding without the lock.
             load.execute()?;
             let mut c = lock()?;
+            // Chunk bytes written while the lock was released may be newer than the ones
+            // read: this reader uses what it read, but does not admit it.
+            let current = load.raw_writes == c.raw_writes;
             let res = c.load_finish(load)?;
-            c.apply_loaded(reqs, &mine, res)?;
+            c.apply_loaded(reqs, &mine, res, current)?;
         }
         if !bypass.is_empty() {
             lock()?.read_bypassed(reqs, &bypass, &mut report)?;
@@ -341,12 +344,14 @@ impl ChunkCache {
     /// With the loaded chunks: fills pieces of chunks that do not exist, admits the others busy
     /// (so that this call's chunks are not evicted before they are scattered, SCC-084) and
     /// scatters. A chunk larger than the limit is used and dropped without admission (EC-03).
-    /// A chunk another reader admitted meanwhile (a shared cache) is used as it is.
+    /// A chunk another reader admitted meanwhile (a shared cache) is used as it is. Without
+    /// `admit`, loaded chunks are used and dropped like chunks larger than the limit.
     fn apply_loaded(
         &mut self,
         reqs: &mut [ReadRequest<'_>],
         misses: &[&Miss],
         res: LoadResult,
+        admit: bool,
     ) -> Result<()> {
         // A set: `contains` on the list made reads of many absent chunks quadratic.
         let missing: std::collections::HashSet<ChunkKey> = res.missing.iter().copied().collect();
@@ -372,7 +377,7 @@ impl ChunkCache {
                 busy.push(id);
                 continue;
             }
-            if l.chunk.mem_usage().allocated > self.budget.limit() {
+            if !admit || l.chunk.mem_usage().allocated > self.budget.limit() {
                 aside.insert(l.key, l.chunk);
                 continue;
             }

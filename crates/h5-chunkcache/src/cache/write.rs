@@ -5,9 +5,9 @@
 //! of chunks that fit the limit together. Written chunks become dirty; nothing
 //! is written to storage until flush or eviction (SCC-062).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use super::{ChunkCache, IoReport, LoadKind, Loaded, WriteRequest};
+use super::{Bypass, ChunkCache, IoReport, LoadKind, Loaded, WriteRequest};
 use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
 use crate::policy::EntryId;
@@ -28,6 +28,7 @@ impl ChunkCache {
         let mut report = IoReport::default();
         let mut all: Vec<WritePiece> = Vec::new();
         let mut bypass: Vec<WritePiece> = Vec::new();
+        let mut whole: Vec<WritePiece> = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             if r.skip_io {
                 continue;
@@ -45,6 +46,7 @@ impl ChunkCache {
                 true,
             )?;
             let skip = self.bypasses(r.dataset, r.bypass)?;
+            let writes_whole = r.bypass == Bypass::Auto && self.writes_whole(r.dataset)?;
             let st = self.state(r.dataset)?;
             let extent = st.layout.extent();
             // A conversion that keeps parts of the destination (a background, SCC-105) needs the
@@ -56,21 +58,52 @@ impl ChunkCache {
                     dataset: r.dataset,
                     coord: p.coord,
                 };
-                let resident = self
-                    .lookup_id(&key)
-                    .and_then(|id| self.entry(id))
-                    .is_some_and(|e| e.has_values);
+                let entry = self.lookup_id(&key).and_then(|id| self.entry(id));
+                let resident = entry.is_some_and(|e| e.has_values);
+                let dirty = entry.is_some_and(|e| e.dirty);
                 let wp = WritePiece {
                     req: i,
                     piece: p,
                     covers,
                 };
-                if skip && !resident {
+                if writes_whole
+                    && covers
+                    && !dirty
+                    && self.whole_fits(r.dataset, &wp.piece, r.conversion, &extent)?
+                {
+                    whole.push(wp);
+                } else if skip && !resident {
                     bypass.push(wp);
                 } else {
                     all.push(wp);
                 }
             }
+        }
+        if reqs.len() > 1 && !whole.is_empty() {
+            // A chunk that several pieces of the call touch is written in request order
+            // through the other flows (EC-29).
+            let mut seen: HashMap<ChunkKey, usize> = HashMap::new();
+            for w in all.iter().chain(&bypass).chain(&whole) {
+                let key = ChunkKey {
+                    dataset: reqs[w.req].dataset,
+                    coord: w.piece.coord,
+                };
+                *seen.entry(key).or_default() += 1;
+            }
+            let (alone, shared): (Vec<WritePiece>, Vec<WritePiece>) =
+                whole.into_iter().partition(|w| {
+                    let key = ChunkKey {
+                        dataset: reqs[w.req].dataset,
+                        coord: w.piece.coord,
+                    };
+                    seen.get(&key) == Some(&1)
+                });
+            whole = alone;
+            all.extend(shared);
+            all.sort_by_key(|w| w.req);
+        }
+        if !whole.is_empty() {
+            self.write_whole(reqs, &whole)?;
         }
         // In batches whose chunks fit the limit together (as reads load, SCC-092): each batch
         // ends by making room, which writes the dirty chunks of earlier batches out, so a write
