@@ -11,10 +11,7 @@ use super::{Bypass, ChunkCache, IoReport, LoadKind, Loaded, WriteRequest};
 use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
 use crate::policy::EntryId;
-use crate::selection::{ChunkPiece, Selection, outside_extent_runs};
-
-/// Chunks per slab of a write of every element of a large dataset (see `row_slabs`).
-const SLAB_CHUNKS: u64 = 256;
+use crate::selection::{ChunkPiece, outside_extent_runs};
 
 /// One piece of a write: request index, piece, whether it covers the chunk.
 pub(super) struct WritePiece {
@@ -29,7 +26,14 @@ impl ChunkCache {
     /// in the report (SCC-019).
     pub fn write(&mut self, reqs: &[WriteRequest<'_>]) -> Result<IoReport> {
         if let [r] = reqs
-            && let Some(slabs) = self.row_slabs(r)?
+            && !r.skip_io
+            && let Some(slabs) = self.row_slabs(
+                r.dataset,
+                r.selection,
+                r.memory.is_some(),
+                r.buf.len(),
+                r.conversion.map(|c| c.src_size()),
+            )?
         {
             // One request for a whole large dataset: a few rows of chunks at a time, so that the
             // pieces (a copy run per row of each chunk) never exist for the whole dataset at once.
@@ -45,8 +49,7 @@ impl ChunkCache {
                     ..*r
                 };
                 let rep = self.write_call(&[sub])?;
-                report.mode.selection |= rep.mode.selection;
-                report.mode.vector |= rep.mode.vector;
+                super::read::merge_modes(&mut report, &rep);
             }
             return Ok(report);
         }
@@ -168,75 +171,6 @@ impl ChunkCache {
         }
         self.maybe_preencode()?;
         Ok(report)
-    }
-
-    /// The slabs of whole rows of chunks (dimension 0), about [`SLAB_CHUNKS`] chunks each, that a
-    /// request for every element of a dataset of more chunks is split into: each slab's
-    /// selection and its bytes in the caller's buffer (rows of the extent are contiguous there).
-    /// No chunk is in two slabs. `None`: the request is written as it is (another selection, a
-    /// memory selection, a small dataset, or a buffer of the wrong size, which the normal path
-    /// reports).
-    fn row_slabs(
-        &self,
-        r: &WriteRequest<'_>,
-    ) -> Result<Option<Vec<(Selection, std::ops::Range<usize>)>>> {
-        if r.skip_io || r.memory.is_some() || !matches!(r.selection, Selection::All) {
-            return Ok(None);
-        }
-        let st = self.state(r.dataset)?;
-        if !st.info.uses_cache {
-            return Ok(None);
-        }
-        let extent = st.layout.extent();
-        let dims = &st.info.chunk_dims;
-        let (Some(&rows), Some(&c0)) = (extent.first(), dims.first()) else {
-            return Ok(None);
-        };
-        if extent.len() != dims.len() || dims.contains(&0) || rows <= c0 {
-            return Ok(None);
-        }
-        let per_row = extent[1..]
-            .iter()
-            .zip(&dims[1..])
-            .try_fold(1u64, |a, (e, d)| a.checked_mul(e.div_ceil(*d)));
-        let Some(per_row) = per_row.filter(|&n| n > 0) else {
-            return Ok(None);
-        };
-        if per_row.saturating_mul(rows.div_ceil(c0)) <= SLAB_CHUNKS {
-            return Ok(None);
-        }
-        let step = c0.saturating_mul((SLAB_CHUNKS / per_row).max(1));
-        let elem = r.conversion.map_or(st.info.elem_size, |c| c.src_size());
-        let row_bytes = extent[1..]
-            .iter()
-            .try_fold(elem as u64, |a, &e| a.checked_mul(e))
-            .and_then(|b| usize::try_from(b).ok());
-        let Some(row_bytes) = row_bytes else {
-            return Ok(None);
-        };
-        if usize::try_from(rows)
-            .ok()
-            .and_then(|n| n.checked_mul(row_bytes))
-            != Some(r.buf.len())
-        {
-            return Ok(None);
-        }
-        let ones = vec![1u64; extent.len()];
-        let mut slabs = Vec::new();
-        let mut start = 0u64;
-        while start < rows {
-            let end = start.saturating_add(step).min(rows);
-            let mut at = vec![0u64; extent.len()];
-            at[0] = start;
-            let mut count = extent.clone();
-            count[0] = end - start;
-            let h = crate::selection::Hyperslab::new(&at, &ones, &count, &ones)?;
-            // Both ends fit: `rows * row_bytes` is the buffer's length.
-            let bytes = start as usize * row_bytes..end as usize * row_bytes;
-            slabs.push((Selection::Hyperslab(h), bytes));
-            start = end;
-        }
-        Ok(Some(slabs))
     }
 
     /// Writes pieces through the cache.
