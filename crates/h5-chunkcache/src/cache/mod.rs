@@ -52,6 +52,9 @@ pub use whole::WHOLE_WRITE_BATCH;
 /// never exist for the whole dataset at once.
 const SLAB_CHUNKS: u64 = 256;
 
+/// One slab of a large request: its selection and its bytes in the caller's buffer.
+type Slab = (Selection, std::ops::Range<usize>);
+
 /// Default memory limit: 64 MiB.
 pub const DEFAULT_LIMIT: usize = 64 << 20;
 
@@ -1082,7 +1085,7 @@ impl ChunkCache {
         in_memory: bool,
         buf_len: usize,
         mem_elem: Option<usize>,
-    ) -> Result<Option<Vec<(Selection, std::ops::Range<usize>)>>> {
+    ) -> Result<Option<Vec<Slab>>> {
         if in_memory || !matches!(selection, Selection::All) {
             return Ok(None);
         }

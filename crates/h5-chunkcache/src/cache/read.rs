@@ -145,10 +145,7 @@ impl ChunkCache {
 
     /// The slabs a single request for every element of a large dataset is read in (see
     /// `row_slabs`).
-    fn read_slabs(
-        &self,
-        r: &ReadRequest<'_>,
-    ) -> Result<Option<Vec<(Selection, std::ops::Range<usize>)>>> {
+    fn read_slabs(&self, r: &ReadRequest<'_>) -> Result<Option<Vec<super::Slab>>> {
         if r.skip_io {
             return Ok(None);
         }
