@@ -38,8 +38,8 @@ pub mod selection;
 pub mod sparse;
 
 pub use cache::{
-    Bypass, ChunkCache, ChunkCacheConfig, ChunkCacheStats, EntryStats, IoReport, KeyHashing,
-    ReadRequest, SelectionIoMode, SharedChunkCache, WriteRequest,
+    Bypass, ChunkCache, ChunkCacheConfig, ChunkCacheStats, DIRECT_WHOLE_MIN, EntryStats, IoReport,
+    KeyHashing, ReadRequest, SelectionIoMode, SharedChunkCache, WHOLE_WRITE_BATCH, WriteRequest,
 };
 pub use error::ChunkCacheError;
 pub use key::{ChunkCoord, ChunkKey, DatasetId, MAX_RANK};

@@ -320,6 +320,12 @@ impl FileShared {
             .as_ref()
             .ok_or(Error::Swmr(SwmrError::NoPageBuffer))?;
         let ps = pb.page_size().ok_or(Error::Swmr(SwmrError::NotPaged))?;
+        // The writer's chunks reach the file by flush and eviction only (the paths tested with
+        // ticks); whole-chunk writes straight from the caller's data stay off here.
+        self.chunks
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .set_whole_chunk_writes(false);
         let log = open_log(&config)?;
         for w in &warnings {
             swmr_log!(&log, Tag::FileOpen, "warning: {w}");

@@ -408,7 +408,7 @@ impl ChunkCache {
     }
 
     /// Looks up `keys`, one batch per dataset.
-    fn lookup_keys(&self, keys: &[ChunkKey]) -> Result<HashMap<ChunkKey, Lookup>> {
+    pub(super) fn lookup_keys(&self, keys: &[ChunkKey]) -> Result<HashMap<ChunkKey, Lookup>> {
         let mut by_ds: Vec<(DatasetId, Vec<ChunkCoord>)> = Vec::new();
         for k in keys {
             match by_ds.iter_mut().find(|(d, _)| *d == k.dataset) {
@@ -722,6 +722,7 @@ impl ChunkCache {
                 }
             }
             self.stats.bytes_read += bytes;
+            self.stats.bypassed_bytes += bytes;
             let Some(b) = batch else { continue };
             for &(off, req, at, n) in &b.ops {
                 let r = reqs
@@ -916,8 +917,10 @@ impl ChunkCache {
             let bytes: u64 = segs.iter().map(|s| s.data.len() as u64).sum();
             if !segs.is_empty() {
                 self.storage.write_vectored(&segs)?;
+                self.raw_writes += 1;
             }
             self.stats.bytes_written += bytes;
+            self.stats.bypassed_bytes += bytes;
         }
         Ok(())
     }

@@ -99,6 +99,7 @@ impl ChunkCache {
             });
         };
         Arc::clone(&self.state(ds)?.storage).write_at(loc.addr, bytes)?;
+        self.raw_writes += 1;
         self.stats.bytes_written += bytes.len() as u64;
         Ok(())
     }

@@ -285,6 +285,7 @@ impl ChunkCache {
             bytes += segs.iter().map(|s| s.data.len() as u64).sum::<u64>();
         }
         drop(groups);
+        self.raw_writes += 1;
         self.stats.bytes_written += bytes;
         for (im, _) in plan {
             if let Some(e) = self

@@ -20,6 +20,7 @@ mod direct;
 mod extent;
 mod flush;
 mod read;
+mod whole;
 mod write;
 
 use std::collections::{BTreeSet, HashMap};
@@ -44,6 +45,15 @@ use crate::{ChunkCoord, ChunkKey, DatasetId};
 
 pub use bypass::{Bypass, DIRECT_WHOLE_MIN};
 pub use read::SharedChunkCache;
+pub use whole::WHOLE_WRITE_BATCH;
+
+/// Chunks per slab of a read or write of every element of a large dataset (`row_slabs`): such a
+/// call goes a few chunk rows at a time, so that its pieces (a copy run per row of each chunk)
+/// never exist for the whole dataset at once.
+const SLAB_CHUNKS: u64 = 256;
+
+/// One slab of a large request: its selection and its bytes in the caller's buffer.
+type Slab = (Selection, std::ops::Range<usize>);
 
 /// Default memory limit: 64 MiB.
 pub const DEFAULT_LIMIT: usize = 64 << 20;
@@ -220,8 +230,12 @@ pub struct ChunkCacheStats {
     pub condensed: u64,
     /// Dirty chunks encoded ahead of eviction.
     pub preencoded: u64,
-    /// Chunk pieces transferred around the cache (bypass).
+    /// Chunk pieces transferred around the cache (bypass and whole-chunk writes).
     pub bypassed: u64,
+    /// Bytes transferred around the cache (bypass and whole-chunk writes).
+    pub bypassed_bytes: u64,
+    /// Chunks written whole straight from the caller's data, never admitted.
+    pub whole_chunk_writes: u64,
     /// Times the footprint had to exceed the limit because nothing could be evicted.
     pub overshoots: u64,
     /// Conversion buffers allocated.
@@ -275,7 +289,7 @@ impl std::fmt::Display for ChunkCacheStats {
         writeln!(
             f,
             "  evictions {} (clean {}, dirty {}); values dropped {}; condensed {}; pre-encoded {}; \
-             bypassed {}; overshoots {}",
+             bypassed {} ({:.1} MiB, {} whole-chunk writes); overshoots {}",
             self.evictions,
             self.evictions_clean,
             self.evictions_dirty,
@@ -283,6 +297,8 @@ impl std::fmt::Display for ChunkCacheStats {
             self.condensed,
             self.preencoded,
             self.bypassed,
+            self.bypassed_bytes as f64 / (1 << 20) as f64,
+            self.whole_chunk_writes,
             self.overshoots
         )?;
         write!(
@@ -753,6 +769,12 @@ pub struct ChunkCache {
     stats: ChunkCacheStats,
     codec: Arc<Codec>,
     clock: u64,
+    /// Whole-chunk writes go straight to storage ([`ChunkCache::set_whole_chunk_writes`]).
+    whole_chunk_writes: bool,
+    /// Counts the calls that wrote chunk bytes to storage behind the cache's entries (whole
+    /// chunks, direct transfers, flushes): a load planned before such a write may hold old
+    /// bytes and is not admitted (`read_shared` reads storage without the lock).
+    raw_writes: u64,
 }
 
 impl std::fmt::Debug for ChunkCache {
@@ -832,6 +854,8 @@ impl ChunkCache {
             stats: ChunkCacheStats::default(),
             codec: Arc::new(codec),
             clock: 0,
+            whole_chunk_writes: true,
+            raw_writes: 0,
         })
     }
 
@@ -1045,6 +1069,80 @@ impl ChunkCache {
 
     fn lookup_id(&self, key: &ChunkKey) -> Option<EntryId> {
         self.map.get(key).copied()
+    }
+
+    /// The slabs of whole rows of chunks (dimension 0), about [`SLAB_CHUNKS`] chunks each, that a
+    /// read or write of every element of a dataset of more chunks is split into (`mem_elem`: the
+    /// memory type's element size when converting): each slab's
+    /// selection and its bytes in the caller's buffer (rows of the extent are contiguous there).
+    /// No chunk is in two slabs. `None`: the request is served as it is (another selection, a
+    /// memory selection, a small dataset, or a buffer of the wrong size, which the normal path
+    /// reports).
+    pub(super) fn row_slabs(
+        &self,
+        ds: DatasetId,
+        selection: &Selection,
+        in_memory: bool,
+        buf_len: usize,
+        mem_elem: Option<usize>,
+    ) -> Result<Option<Vec<Slab>>> {
+        if in_memory || !matches!(selection, Selection::All) {
+            return Ok(None);
+        }
+        let st = self.state(ds)?;
+        if !st.info.uses_cache {
+            return Ok(None);
+        }
+        let extent = st.layout.extent();
+        let dims = &st.info.chunk_dims;
+        let (Some(&rows), Some(&c0)) = (extent.first(), dims.first()) else {
+            return Ok(None);
+        };
+        if extent.len() != dims.len() || dims.contains(&0) || rows <= c0 {
+            return Ok(None);
+        }
+        let per_row = extent[1..]
+            .iter()
+            .zip(&dims[1..])
+            .try_fold(1u64, |a, (e, d)| a.checked_mul(e.div_ceil(*d)));
+        let Some(per_row) = per_row.filter(|&n| n > 0) else {
+            return Ok(None);
+        };
+        if per_row.saturating_mul(rows.div_ceil(c0)) <= SLAB_CHUNKS {
+            return Ok(None);
+        }
+        let step = c0.saturating_mul((SLAB_CHUNKS / per_row).max(1));
+        let elem = mem_elem.unwrap_or(st.info.elem_size);
+        let row_bytes = extent[1..]
+            .iter()
+            .try_fold(elem as u64, |a, &e| a.checked_mul(e))
+            .and_then(|b| usize::try_from(b).ok());
+        let Some(row_bytes) = row_bytes else {
+            return Ok(None);
+        };
+        if usize::try_from(rows)
+            .ok()
+            .and_then(|n| n.checked_mul(row_bytes))
+            != Some(buf_len)
+        {
+            return Ok(None);
+        }
+        let ones = vec![1u64; extent.len()];
+        let mut slabs = Vec::new();
+        let mut start = 0u64;
+        while start < rows {
+            let end = start.saturating_add(step).min(rows);
+            let mut at = vec![0u64; extent.len()];
+            at[0] = start;
+            let mut count = extent.clone();
+            count[0] = end - start;
+            let h = crate::selection::Hyperslab::new(&at, &ones, &count, &ones)?;
+            // Both ends fit: `rows * row_bytes` is the buffer's length.
+            let bytes = start as usize * row_bytes..end as usize * row_bytes;
+            slabs.push((Selection::Hyperslab(h), bytes));
+            start = end;
+        }
+        Ok(Some(slabs))
     }
 
     /// Decomposes a request after checking the buffer size (`elem_size` per element: the
@@ -1523,6 +1621,7 @@ impl ChunkCache {
             jobs,
             res,
             codec: Arc::clone(&self.codec),
+            raw_writes: self.raw_writes,
         })
     }
 
@@ -1571,6 +1670,8 @@ struct LoadPlan {
     jobs: Vec<DecodeJob>,
     res: LoadResult,
     codec: Arc<Codec>,
+    /// The cache's count of raw writes when the plan was made (see `ChunkCache::raw_writes`).
+    raw_writes: u64,
 }
 
 impl LoadPlan {

@@ -18,7 +18,7 @@ use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
 use crate::layout::Chunk;
 use crate::policy::EntryId;
-use crate::selection::{ChunkPiece, CopyRun};
+use crate::selection::{ChunkPiece, CopyRun, Selection};
 
 /// One file's chunk cache shared by its threads: a reader-writer lock, so that reads served
 /// from resident chunks run in parallel ([`ChunkCache::read_shared`]) while every change (and
@@ -130,6 +130,36 @@ impl ChunkCache {
     /// ignored, requests of layouts that do not use the cache listed in the report (SCC-018).
     /// On an error, elements already copied into the buffers may be present (EC-36).
     pub fn read(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
+        if let [r] = reqs
+            && let Some(slabs) = self.read_slabs(r)?
+        {
+            let mut report = IoReport::default();
+            for (sel, bytes) in &slabs {
+                let rep = self.read_call(&mut [slab_request(r, sel, bytes.clone())?])?;
+                merge_modes(&mut report, &rep);
+            }
+            return Ok(report);
+        }
+        self.read_call(reqs)
+    }
+
+    /// The slabs a single request for every element of a large dataset is read in (see
+    /// `row_slabs`).
+    fn read_slabs(&self, r: &ReadRequest<'_>) -> Result<Option<Vec<super::Slab>>> {
+        if r.skip_io {
+            return Ok(None);
+        }
+        self.row_slabs(
+            r.dataset,
+            r.selection,
+            r.memory.is_some(),
+            r.buf.len(),
+            r.conversion.map(|c| c.dst_size()),
+        )
+    }
+
+    /// [`read`](Self::read) of the requests as given.
+    fn read_call(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
         let ReadPlan {
             mut report,
             hits,
@@ -144,7 +174,7 @@ impl ChunkCache {
             let mut load = self.load_plan(want, None)?;
             load.execute()?;
             let res = self.load_finish(load)?;
-            self.apply_loaded(reqs, &mine, res)?;
+            self.apply_loaded(reqs, &mine, res, true)?;
         }
         if !bypass.is_empty() {
             self.read_bypassed(reqs, &bypass, &mut report)?;
@@ -157,6 +187,27 @@ impl ChunkCache {
     /// lock is held to record them, look chunks up, admit and scatter, and released while the
     /// missing chunks are read from storage and decoded, so reads from several threads overlap.
     pub fn read_shared(cache: &SharedChunkCache, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
+        let poisoned = || ChunkCacheError::Internal("chunk cache lock poisoned");
+        if let [r] = reqs {
+            let slabs = cache.read().map_err(|_| poisoned())?.read_slabs(r)?;
+            if let Some(slabs) = slabs {
+                let mut report = IoReport::default();
+                for (sel, bytes) in &slabs {
+                    let rep =
+                        Self::read_shared_call(cache, &mut [slab_request(r, sel, bytes.clone())?])?;
+                    merge_modes(&mut report, &rep);
+                }
+                return Ok(report);
+            }
+        }
+        Self::read_shared_call(cache, reqs)
+    }
+
+    /// [`read_shared`](Self::read_shared) of the requests as given.
+    fn read_shared_call(
+        cache: &SharedChunkCache,
+        reqs: &mut [ReadRequest<'_>],
+    ) -> Result<IoReport> {
         let poisoned = || ChunkCacheError::Internal("chunk cache lock poisoned");
         let lock = || cache.lock().map_err(|_| poisoned());
         let ReadPlan {
@@ -178,8 +229,11 @@ impl ChunkCache {
             // Storage reads and decoding without the lock.
             load.execute()?;
             let mut c = lock()?;
+            // Chunk bytes written while the lock was released may be newer than the ones
+            // read: this reader uses what it read, but does not admit it.
+            let current = load.raw_writes == c.raw_writes;
             let res = c.load_finish(load)?;
-            c.apply_loaded(reqs, &mine, res)?;
+            c.apply_loaded(reqs, &mine, res, current)?;
         }
         if !bypass.is_empty() {
             lock()?.read_bypassed(reqs, &bypass, &mut report)?;
@@ -341,12 +395,14 @@ impl ChunkCache {
     /// With the loaded chunks: fills pieces of chunks that do not exist, admits the others busy
     /// (so that this call's chunks are not evicted before they are scattered, SCC-084) and
     /// scatters. A chunk larger than the limit is used and dropped without admission (EC-03).
-    /// A chunk another reader admitted meanwhile (a shared cache) is used as it is.
+    /// A chunk another reader admitted meanwhile (a shared cache) is used as it is. Without
+    /// `admit`, loaded chunks are used and dropped like chunks larger than the limit.
     fn apply_loaded(
         &mut self,
         reqs: &mut [ReadRequest<'_>],
         misses: &[&Miss],
         res: LoadResult,
+        admit: bool,
     ) -> Result<()> {
         // A set: `contains` on the list made reads of many absent chunks quadratic.
         let missing: std::collections::HashSet<ChunkKey> = res.missing.iter().copied().collect();
@@ -372,7 +428,7 @@ impl ChunkCache {
                 busy.push(id);
                 continue;
             }
-            if l.chunk.mem_usage().allocated > self.budget.limit() {
+            if !admit || l.chunk.mem_usage().allocated > self.budget.limit() {
                 aside.insert(l.key, l.chunk);
                 continue;
             }
@@ -429,4 +485,31 @@ impl ChunkCache {
         }
         Ok(())
     }
+}
+
+/// The part of request `r` that reads the slab `sel` into bytes `bytes` of its buffer.
+fn slab_request<'a>(
+    r: &'a mut ReadRequest<'_>,
+    sel: &'a Selection,
+    bytes: std::ops::Range<usize>,
+) -> Result<ReadRequest<'a>> {
+    let buf = r
+        .buf
+        .get_mut(bytes)
+        .ok_or(ChunkCacheError::Internal("a slab left the caller's buffer"))?;
+    Ok(ReadRequest {
+        dataset: r.dataset,
+        selection: sel,
+        buf,
+        memory: None,
+        conversion: r.conversion,
+        bypass: r.bypass,
+        skip_io: false,
+    })
+}
+
+/// Adds the transfer modes of one slab's report to the call's.
+pub(super) fn merge_modes(report: &mut IoReport, slab: &IoReport) {
+    report.mode.selection |= slab.mode.selection;
+    report.mode.vector |= slab.mode.vector;
 }

@@ -5,9 +5,9 @@
 //! of chunks that fit the limit together. Written chunks become dirty; nothing
 //! is written to storage until flush or eviction (SCC-062).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use super::{ChunkCache, IoReport, LoadKind, Loaded, WriteRequest};
+use super::{Bypass, ChunkCache, IoReport, LoadKind, Loaded, WriteRequest};
 use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
 use crate::policy::EntryId;
@@ -25,9 +25,43 @@ impl ChunkCache {
     /// Skip-I/O requests are ignored and requests of layouts that do not use the cache are listed
     /// in the report (SCC-019).
     pub fn write(&mut self, reqs: &[WriteRequest<'_>]) -> Result<IoReport> {
+        if let [r] = reqs
+            && !r.skip_io
+            && let Some(slabs) = self.row_slabs(
+                r.dataset,
+                r.selection,
+                r.memory.is_some(),
+                r.buf.len(),
+                r.conversion.map(|c| c.src_size()),
+            )?
+        {
+            // One request for a whole large dataset: a few rows of chunks at a time, so that the
+            // pieces (a copy run per row of each chunk) never exist for the whole dataset at once.
+            let mut report = IoReport::default();
+            for (sel, bytes) in &slabs {
+                let buf = r
+                    .buf
+                    .get(bytes.clone())
+                    .ok_or(ChunkCacheError::Internal("a slab left the caller's buffer"))?;
+                let sub = WriteRequest {
+                    selection: sel,
+                    buf,
+                    ..*r
+                };
+                let rep = self.write_call(&[sub])?;
+                super::read::merge_modes(&mut report, &rep);
+            }
+            return Ok(report);
+        }
+        self.write_call(reqs)
+    }
+
+    /// [`write`](Self::write) of the requests as given.
+    fn write_call(&mut self, reqs: &[WriteRequest<'_>]) -> Result<IoReport> {
         let mut report = IoReport::default();
         let mut all: Vec<WritePiece> = Vec::new();
         let mut bypass: Vec<WritePiece> = Vec::new();
+        let mut whole: Vec<WritePiece> = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             if r.skip_io {
                 continue;
@@ -45,6 +79,7 @@ impl ChunkCache {
                 true,
             )?;
             let skip = self.bypasses(r.dataset, r.bypass)?;
+            let writes_whole = r.bypass == Bypass::Auto && self.writes_whole(r.dataset)?;
             let st = self.state(r.dataset)?;
             let extent = st.layout.extent();
             // A conversion that keeps parts of the destination (a background, SCC-105) needs the
@@ -56,21 +91,52 @@ impl ChunkCache {
                     dataset: r.dataset,
                     coord: p.coord,
                 };
-                let resident = self
-                    .lookup_id(&key)
-                    .and_then(|id| self.entry(id))
-                    .is_some_and(|e| e.has_values);
+                let entry = self.lookup_id(&key).and_then(|id| self.entry(id));
+                let resident = entry.is_some_and(|e| e.has_values);
+                let dirty = entry.is_some_and(|e| e.dirty);
                 let wp = WritePiece {
                     req: i,
                     piece: p,
                     covers,
                 };
-                if skip && !resident {
+                if writes_whole
+                    && covers
+                    && !dirty
+                    && self.whole_fits(r.dataset, &wp.piece, r.conversion, &extent)?
+                {
+                    whole.push(wp);
+                } else if skip && !resident {
                     bypass.push(wp);
                 } else {
                     all.push(wp);
                 }
             }
+        }
+        if reqs.len() > 1 && !whole.is_empty() {
+            // A chunk that several pieces of the call touch is written in request order
+            // through the other flows (EC-29).
+            let mut seen: HashMap<ChunkKey, usize> = HashMap::new();
+            for w in all.iter().chain(&bypass).chain(&whole) {
+                let key = ChunkKey {
+                    dataset: reqs[w.req].dataset,
+                    coord: w.piece.coord,
+                };
+                *seen.entry(key).or_default() += 1;
+            }
+            let (alone, shared): (Vec<WritePiece>, Vec<WritePiece>) =
+                whole.into_iter().partition(|w| {
+                    let key = ChunkKey {
+                        dataset: reqs[w.req].dataset,
+                        coord: w.piece.coord,
+                    };
+                    seen.get(&key) == Some(&1)
+                });
+            whole = alone;
+            all.extend(shared);
+            all.sort_by_key(|w| w.req);
+        }
+        if !whole.is_empty() {
+            self.write_whole(reqs, &whole)?;
         }
         // In batches whose chunks fit the limit together (as reads load, SCC-092): each batch
         // ends by making room, which writes the dirty chunks of earlier batches out, so a write
