@@ -122,6 +122,16 @@ impl Dense {
 
     /// The stored message a name-index record names.
     fn stored(&self, a: &mut dyn MetaAccess, r: &Record) -> Result<Stored> {
+        self.stored_with(&mut fheap::HeapReader::new(self.heap), a, r)
+    }
+
+    /// [`Dense::stored`] through `heap`, a reader of this storage's heap.
+    fn stored_with(
+        &self,
+        heap: &mut fheap::HeapReader,
+        a: &mut dyn MetaAccess,
+        r: &Record,
+    ) -> Result<Stored> {
         let (id, order, flags): (&[u8], u64, u8) = match r {
             Record::LinkName { heap_id, .. } => (heap_id, 0, 0),
             Record::AttributeName {
@@ -137,7 +147,7 @@ impl Dense {
                 )));
             }
         };
-        let body = fheap::read(a, self.heap, id)?;
+        let body = heap.read(a, id)?;
         Ok(Stored { body, order, flags })
     }
 
@@ -146,8 +156,9 @@ impl Dense {
         let t = self.names(a);
         let mut out = Vec::new();
         let me = *self;
+        let mut heap = fheap::HeapReader::new(self.heap);
         btree2::iterate(a, &t, &mut |a, r| {
-            out.push(me.stored(a, r)?);
+            out.push(me.stored_with(&mut heap, a, r)?);
             Ok(ControlFlow::Continue(()))
         })?;
         Ok(out)

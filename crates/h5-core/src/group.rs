@@ -111,7 +111,8 @@ pub fn links(file: &FileShared, oh: &ObjectHeader) -> Result<Vec<LinkEntry>> {
             out.push(from_message(&l));
         }
     }
-    out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    // Names are unique in a group: an unstable sort gives the same order, faster.
+    out.sort_unstable_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(out)
 }
 

@@ -262,18 +262,66 @@ fn dblock(
 
 /// The object with heap ID `id` in the heap at relative `heap`.
 pub(crate) fn read(a: &mut dyn MetaAccess, heap: u64, id: &[u8]) -> Result<Vec<u8>> {
-    let hdr = header(a, heap)?;
-    match HeapId::decode(id, &hdr)? {
-        HeapId::Tiny(b) => Ok(b.to_vec()),
-        HeapId::Managed { offset, len } => {
-            if hdr.is_filtered() {
-                return Err(Error::Unsupported("fractal heaps with I/O filters".into()));
-            }
-            let at = locate_direct(a, &hdr, &hdr, offset)?
-                .ok_or_else(|| corrupt(heap, "object in an unallocated block"))?;
-            Ok(dblock(a, &hdr, &at)?.object(offset, len)?.to_vec())
+    HeapReader::new(heap).read(a, id)
+}
+
+/// Reads objects of one heap, keeping its header and the direct blocks read (up to
+/// [`HeapReader::KEPT_BLOCKS`]) between reads: a listing in name-hash order visits the heap's
+/// few blocks at random, so most reads then cost no index descent and no cache lookup. The kept
+/// values are the versions current at their read (a reader's snapshot); use a reader for one
+/// pass, not across changes of the heap.
+pub(crate) struct HeapReader {
+    heap: u64,
+    hdr: Option<Arc<FractalHeapHeader>>,
+    /// Direct blocks read, by heap offset: their size and value.
+    blocks: std::collections::BTreeMap<u64, (u64, Arc<FractalDirectBlock>)>,
+}
+
+impl HeapReader {
+    /// A reader of the heap at relative `heap`.
+    pub(crate) fn new(heap: u64) -> Self {
+        Self {
+            heap,
+            hdr: None,
+            blocks: std::collections::BTreeMap::new(),
         }
-        HeapId::Huge(h) => huge::read(a, &hdr, h),
+    }
+
+    /// Direct blocks a reader keeps at most (a heap of 64 KiB blocks: 16 MiB).
+    const KEPT_BLOCKS: usize = 256;
+
+    /// The object with heap ID `id`.
+    pub(crate) fn read(&mut self, a: &mut dyn MetaAccess, id: &[u8]) -> Result<Vec<u8>> {
+        let hdr = match &self.hdr {
+            Some(h) => Arc::clone(h),
+            None => {
+                let h = header(a, self.heap)?;
+                self.hdr = Some(Arc::clone(&h));
+                h
+            }
+        };
+        match HeapId::decode(id, &hdr)? {
+            HeapId::Tiny(b) => Ok(b.to_vec()),
+            HeapId::Managed { offset, len } => {
+                if hdr.is_filtered() {
+                    return Err(Error::Unsupported("fractal heaps with I/O filters".into()));
+                }
+                if let Some((start, (size, b))) = self.blocks.range(..=offset).next_back()
+                    && offset.checked_sub(*start).is_some_and(|d| d < *size)
+                {
+                    return Ok(b.object(offset, len)?.to_vec());
+                }
+                let at = locate_direct(a, &hdr, &hdr, offset)?
+                    .ok_or_else(|| corrupt(self.heap, "object in an unallocated block"))?;
+                let b = dblock(a, &hdr, &at)?;
+                let out = b.object(offset, len)?.to_vec();
+                if self.blocks.len() < Self::KEPT_BLOCKS {
+                    self.blocks.insert(at.block_offset, (at.size, b));
+                }
+                Ok(out)
+            }
+            HeapId::Huge(h) => huge::read(a, &hdr, h),
+        }
     }
 }
 
