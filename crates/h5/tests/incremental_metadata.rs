@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use h5::{CreateOptions, FileAccess, FormatBounds};
+use h5::{FileAccess, FormatBounds};
 use h5_io::{FileStorage, MemoryStorage, Metrics, OpenMode, Storage};
 use h5_metacache::CacheConfig;
 use h5_testkit::verify::run_python;
@@ -13,28 +13,11 @@ use ndarray::SliceInfoElem as S;
 /// The most a flush after one small change may write.
 const FLUSH_BUDGET: u64 = 64 * 1024;
 
-fn latest_in_memory() -> (Arc<Metrics<MemoryStorage>>, h5::File) {
-    let storage = Arc::new(Metrics::new(MemoryStorage::new()));
-    let file = h5::File::create_in(
-        Arc::clone(&storage) as Arc<dyn Storage>,
-        &FileAccess::default(),
-        &CreateOptions {
-            bounds: FormatBounds::LATEST,
-            ..CreateOptions::default()
-        },
-        None,
-    )
-    .unwrap();
-    (storage, file)
-}
+mod metered;
+use metered::bytes_of;
 
-/// Bytes written by `change` followed by a flush.
-fn bytes_of(storage: &Metrics<MemoryStorage>, file: &h5::File, change: impl FnOnce()) -> u64 {
-    file.flush().unwrap();
-    let before = storage.snapshot();
-    change();
-    file.flush().unwrap();
-    storage.snapshot().since(&before).bytes_written
+fn latest_in_memory() -> (Arc<Metrics<MemoryStorage>>, h5::File) {
+    metered::in_memory(FormatBounds::LATEST)
 }
 
 /// Adding one link to a dense group of 100,000 links writes at most 64 KiB.

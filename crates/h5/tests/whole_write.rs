@@ -3,33 +3,19 @@
 //! the rest, and a variable-length dataset is filled first (its old elements are read back to
 //! free their heap objects). Counted with the `Metrics` storage decorator.
 
-use std::sync::Arc;
+mod metered;
 
-use h5::{CreateOptions, FileAccess};
-use h5_io::{MemoryStorage, Metrics, Storage};
+use h5::FormatBounds;
+use metered::bytes_of as written;
 use ndarray::SliceInfoElem as S;
 
 const N: usize = 256 * 1024; // 1 MiB of f32
 
-fn in_memory() -> (Arc<Metrics<MemoryStorage>>, h5::File) {
-    let storage = Arc::new(Metrics::new(MemoryStorage::new()));
-    let file = h5::File::create_in(
-        Arc::clone(&storage) as Arc<dyn Storage>,
-        &FileAccess::default(),
-        &CreateOptions::default(),
-        None,
-    )
-    .unwrap();
-    (storage, file)
-}
-
-/// Bytes written by `change` and the flush after it.
-fn written(storage: &Metrics<MemoryStorage>, file: &h5::File, change: impl FnOnce()) -> u64 {
-    file.flush().unwrap();
-    let before = storage.snapshot();
-    change();
-    file.flush().unwrap();
-    storage.snapshot().since(&before).bytes_written
+fn in_memory() -> (
+    std::sync::Arc<h5_io::Metrics<h5_io::MemoryStorage>>,
+    h5::File,
+) {
+    metered::in_memory(FormatBounds::default())
 }
 
 #[test]
