@@ -23,7 +23,11 @@ pub(crate) fn in_memory(bounds: FormatBounds) -> (Arc<Metrics<MemoryStorage>>, h
 }
 
 /// Bytes written by `change` followed by a flush (the file flushed first).
-pub(crate) fn bytes_of(storage: &Metrics<MemoryStorage>, file: &h5::File, change: impl FnOnce()) -> u64 {
+pub(crate) fn bytes_of(
+    storage: &Metrics<MemoryStorage>,
+    file: &h5::File,
+    change: impl FnOnce(),
+) -> u64 {
     file.flush().unwrap();
     let before = storage.snapshot();
     change();
