@@ -832,8 +832,9 @@ impl<'a> Session<'a> {
         self.c.modify(kind, addr, &load, change)
     }
 
-    /// Changes the value (a `T`) of the entry of `kind` at relative `addr` where it is cached;
-    /// see [`CacheAccess::modify_in_place`] (`change` checks before it changes).
+    /// Changes the value (a `T`) of the entry of `kind` at relative `addr` in the cache itself,
+    /// loading it with `load` on a miss; see [`CacheAccess::modify_in_place`] (`change` checks
+    /// before it changes).
     pub(crate) fn modify_in_place<T: Any + Send + Sync + Clone, R>(
         &mut self,
         kind: MetadataKind,

@@ -122,7 +122,7 @@ impl Dense {
 
     /// The stored message a name-index record names.
     fn stored(&self, a: &mut dyn MetaAccess, r: &Record) -> Result<Stored> {
-        self.stored_with(&mut fheap::HeapReader::new(self.heap), a, r)
+        self.stored_with(&mut fheap::HeapReader::once(self.heap), a, r)
     }
 
     /// [`Dense::stored`] through `heap`, a reader of this storage's heap.

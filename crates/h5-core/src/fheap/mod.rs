@@ -262,7 +262,7 @@ fn dblock(
 
 /// The object with heap ID `id` in the heap at relative `heap`.
 pub(crate) fn read(a: &mut dyn MetaAccess, heap: u64, id: &[u8]) -> Result<Vec<u8>> {
-    HeapReader::new(heap).read(a, id)
+    HeapReader::once(heap).read(a, id)
 }
 
 /// Reads objects of one heap, keeping its header and the direct blocks read (up to
@@ -275,20 +275,31 @@ pub(crate) struct HeapReader {
     hdr: Option<Arc<FractalHeapHeader>>,
     /// Direct blocks read, by heap offset: their size and value.
     blocks: std::collections::BTreeMap<u64, (u64, Arc<FractalDirectBlock>)>,
+    /// Blocks kept at most (0: a single read keeps none, so it allocates nothing for them).
+    keep: usize,
 }
 
 impl HeapReader {
-    /// A reader of the heap at relative `heap`.
+    /// Direct blocks a reader for a pass keeps at most (a heap of 64 KiB blocks: 16 MiB).
+    const KEPT_BLOCKS: usize = 256;
+
+    /// A reader of the heap at relative `heap` for a pass over many of its objects.
     pub(crate) fn new(heap: u64) -> Self {
         Self {
             heap,
             hdr: None,
             blocks: std::collections::BTreeMap::new(),
+            keep: Self::KEPT_BLOCKS,
         }
     }
 
-    /// Direct blocks a reader keeps at most (a heap of 64 KiB blocks: 16 MiB).
-    const KEPT_BLOCKS: usize = 256;
+    /// A reader for one object (a lookup by name): it keeps no block.
+    pub(crate) fn once(heap: u64) -> Self {
+        Self {
+            keep: 0,
+            ..Self::new(heap)
+        }
+    }
 
     /// The object with heap ID `id`.
     pub(crate) fn read(&mut self, a: &mut dyn MetaAccess, id: &[u8]) -> Result<Vec<u8>> {
@@ -315,7 +326,7 @@ impl HeapReader {
                     .ok_or_else(|| corrupt(self.heap, "object in an unallocated block"))?;
                 let b = dblock(a, &hdr, &at)?;
                 let out = b.object(offset, len)?.to_vec();
-                if self.blocks.len() < Self::KEPT_BLOCKS {
+                if self.blocks.len() < self.keep {
                     self.blocks.insert(at.block_offset, (at.size, b));
                 }
                 Ok(out)
