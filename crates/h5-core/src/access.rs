@@ -593,6 +593,44 @@ impl<'a> CacheAccess<'a> {
         Ok((r, typed))
     }
 
+    /// Gives a held entry the new relative address `to` (libhdf5's `H5AC_move_entry`): its
+    /// value, protection and flush dependencies go with it, nothing stays cached at its old
+    /// address, and it is dirty (written at `to` by the next flush; the bytes at its old
+    /// address are left as they are). `to` must be free in the cache.
+    pub(crate) fn move_held(&mut self, slot: Slot, to: u64) -> Result<()> {
+        let (kind, from) = {
+            let h = self.held(slot)?;
+            (h.kind, h.abs)
+        };
+        let abs = self.abs(to)?;
+        if !self
+            .meta
+            .move_entry(kind.id(), from, abs)
+            .map_err(cache_error)?
+        {
+            return Err(Error::Unsupported(format!(
+                "moving {} at {from:#x}: not cached",
+                kind.name()
+            )));
+        }
+        let h = self.held_mut(slot)?;
+        h.abs = abs;
+        h.dirtied = true;
+        Ok(())
+    }
+
+    /// Whether a held entry was changed while held (it is released dirtied).
+    pub(crate) fn is_dirtied(&self, slot: Slot) -> Result<bool> {
+        Ok(self.held(slot)?.dirtied)
+    }
+
+    /// Pins a held entry in the cache (no eviction writes or drops it) until
+    /// `MetadataCache::unpin`; the caller keeps track of what it pinned.
+    pub(crate) fn pin_held(&mut self, slot: Slot) -> Result<()> {
+        let abs = self.held(slot)?.abs;
+        self.meta.pin_protected(abs).map_err(cache_error)
+    }
+
     /// Makes the held `parent` a flush-dependency parent of the resident entry at relative
     /// `child` (written first), unless it already is.
     pub(crate) fn depend(&mut self, parent: Slot, child: u64) -> Result<()> {
@@ -805,6 +843,24 @@ impl<'a> Session<'a> {
     ) -> Result<Held> {
         self.insert(kind, addr, value)?;
         self.protect(kind, addr, Load::cached_only(kind.name()))
+    }
+
+    /// Moves held entry `h` to relative address `to` in the cache (see
+    /// [`CacheAccess::move_held`]); `h.addr` becomes `to`.
+    pub(crate) fn move_held(&mut self, h: &mut Held, to: u64) -> Result<()> {
+        self.c.move_held(h.slot, to)?;
+        h.addr = to;
+        Ok(())
+    }
+
+    /// Whether held entry `h` was changed while held.
+    pub(crate) fn is_dirtied(&self, h: &Held) -> Result<bool> {
+        self.c.is_dirtied(h.slot)
+    }
+
+    /// Pins held entry `h` in the cache until it is unpinned (see [`CacheAccess::pin_held`]).
+    pub(crate) fn pin_held(&mut self, h: &Held) -> Result<()> {
+        self.c.pin_held(h.slot)
     }
 
     /// Makes held `parent` a flush-dependency parent of the entry at relative `child` (written

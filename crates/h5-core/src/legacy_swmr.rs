@@ -8,6 +8,10 @@
 //!   [`FileShared::set_swmr_write_hook`]): no in-place marker ever hides the superblock;
 //! * no file space is reused before close ([`crate::write::alloc::FileAlloc::hold_frees`]): a
 //!   reader may still follow a structure the writer replaced;
+//! * every v2 B-tree node changed for the first time in a flush epoch moves to new space first
+//!   (shadowing, `crate::btree2`'s `shadow.rs`; the epoch advances at each flush) and a changed
+//!   tree's header stays pinned until the flush: a reader that read a parent before the flush
+//!   finds the old child intact;
 //! * a dataset's object header whose dataspace changed stays pinned in the metadata cache (no
 //!   eviction writes it early) until the next flush, where it becomes the flush-dependency
 //!   parent of its chunk index's top structure: every flush writes raw data first (the chunk
@@ -19,7 +23,7 @@
 //! Invariant: `active` is set only between a successful [`FileShared::start_swmr_write`] and the
 //! close that clears the flags; every object header in `pinned` is pinned by this module.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -67,16 +71,20 @@ pub enum SwmrWriteError {
     /// The file is a VFD SWMR file, which has its own protocol.
     #[error("the file is opened with VFD SWMR; legacy SWMR writing does not apply")]
     VfdSwmr,
-    /// A dataset whose chunk index is a B-tree, written in SWMR-writing mode: libhdf5's readers
-    /// cannot follow nodes changed in place (libhdf5's writer moves each node it changes to new
-    /// space once per flush, "shadowing", which h5 does not do yet).
+    /// A dataset whose chunk index is a version 1 B-tree, written in SWMR-writing mode. Its
+    /// nodes change in place, which SWMR readers cannot follow; libhdf5 does not support it
+    /// either: its v1 B-tree (`H5B.c`) has no shadowing (only the v2 B-tree moves changed
+    /// nodes, `H5B2__shadow_internal`/`H5B2__shadow_leaf`), its SWMR tests refuse such a
+    /// dataset ("Version 1 B-trees are not supported under SWMR", `test/use_common.c`), and
+    /// it never creates one under the 1.10 formats SWMR writing needs. Version 2 B-tree
+    /// indexes are written with shadowing (docs/design.md §8.6).
     #[error(
-        "writing a dataset with a {index} chunk index in SWMR-writing mode is not supported yet \
-         (SWMR readers cannot follow its nodes changed in place); use an extensible or fixed \
-         array index (one unlimited dimension, or none)"
+        "writing a dataset with a {index} chunk index in SWMR-writing mode is not supported \
+         (SWMR readers cannot follow its nodes changed in place; libhdf5 does not support it \
+         either); rewrite the dataset with the 1.10 formats (h5repack, or h5py libver=\"latest\")"
     )]
     BtreeIndex {
-        /// `"version 1 B-tree"` or `"version 2 B-tree"`.
+        /// `"version 1 B-tree"`.
         index: &'static str,
     },
     /// A change of the file's structure while in SWMR-writing mode.
@@ -97,6 +105,13 @@ pub(crate) struct LegacySwmr {
     active: AtomicBool,
     /// Relative addresses of the object headers pinned until the next flush.
     pinned: Mutex<BTreeSet<u64>>,
+    /// Relative addresses of the v2 B-tree headers pinned until the next flush (a tree
+    /// changed in this epoch: its header reaches the file only at the flush).
+    pinned_trees: Mutex<BTreeSet<u64>>,
+    /// Relative addresses of the v2 B-tree nodes placed in the current flush epoch (moved or
+    /// created since the last flush): no reader can reach them yet, so they change in place;
+    /// every other node moves before it changes ([`FileShared::swmr_must_shadow`]).
+    fresh_nodes: Mutex<HashSet<u64>>,
     /// What entering the mode runs (set by the opener of a file by path).
     hook: Mutex<Option<SwmrWriteHook>>,
 }
@@ -180,23 +195,22 @@ impl FileShared {
     }
 
     /// Refuses a write or resize of the dataset `info` in SWMR-writing mode when its chunk
-    /// index is a B-tree ([`SwmrWriteError::BtreeIndex`]).
+    /// index is a version 1 B-tree ([`SwmrWriteError::BtreeIndex`]); version 2 B-trees are
+    /// shadowed (`btree2/shadow.rs`).
     pub(crate) fn check_swmr_index(&self, info: &crate::dataset::DatasetInfo) -> Result<()> {
         if !self.is_legacy_swmr_writer() {
             return Ok(());
         }
-        let index = match &info.layout.class {
+        match &info.layout.class {
             LayoutClass::Chunked {
                 index: ChunkIndex::BtreeV1 { .. },
                 ..
-            } => "version 1 B-tree",
-            LayoutClass::Chunked {
-                index: ChunkIndex::BtreeV2 { .. },
-                ..
-            } => "version 2 B-tree",
-            _ => return Ok(()),
-        };
-        Err(SwmrWriteError::BtreeIndex { index }.into())
+            } => Err(SwmrWriteError::BtreeIndex {
+                index: "version 1 B-tree",
+            }
+            .into()),
+            _ => Ok(()),
+        }
     }
 
     /// Keeps the object header at relative `addr` in the cache, unwritten by evictions, until
@@ -262,19 +276,82 @@ impl FileShared {
         Ok(())
     }
 
-    /// After the metadata cache flushed: the object headers pinned for the flush are let go.
+    /// After the metadata cache flushed: the object headers and v2 B-tree headers pinned for
+    /// the flush are let go, and a new flush epoch starts (every v2 B-tree node now in the
+    /// file may be followed by a reader: it moves before it changes again).
     pub(crate) fn swmr_unpin_headers(&self) -> Result<()> {
-        let pinned = std::mem::take(
-            &mut *self
-                .legacy_swmr
-                .pinned
-                .lock()
-                .map_err(|_| Error::Poisoned)?,
-        );
+        let take = |set: &Mutex<BTreeSet<u64>>| -> Result<BTreeSet<u64>> {
+            Ok(std::mem::take(
+                &mut *set.lock().map_err(|_| Error::Poisoned)?,
+            ))
+        };
+        let pinned = take(&self.legacy_swmr.pinned)?;
+        let trees = take(&self.legacy_swmr.pinned_trees)?;
+        self.legacy_swmr
+            .fresh_nodes
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .clear();
         let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
-        for oh in pinned {
-            meta.unpin(self.abs(oh)?).map_err(cache_error)?;
+        for addr in pinned.into_iter().chain(trees) {
+            meta.unpin(self.abs(addr)?).map_err(cache_error)?;
         }
+        Ok(())
+    }
+
+    /// Whether the v2 B-tree node at relative `addr`, about to change, must first move to new
+    /// space (libhdf5's shadowing, `H5B2__shadow_internal` and `H5B2__shadow_leaf`): in
+    /// SWMR-writing mode, unless it was placed in the current flush epoch. A reader that read
+    /// its parent before the flush still finds it intact at its old address (frees are held).
+    pub(crate) fn swmr_must_shadow(&self, addr: u64) -> Result<bool> {
+        if !self.is_legacy_swmr_writer() {
+            return Ok(false);
+        }
+        let fresh = self
+            .legacy_swmr
+            .fresh_nodes
+            .lock()
+            .map_err(|_| Error::Poisoned)?;
+        Ok(!fresh.contains(&addr))
+    }
+
+    /// Records that a v2 B-tree node was placed at relative `addr` in the current flush epoch
+    /// (moved there or created): it changes in place until the next flush (SWMR-writing mode
+    /// only).
+    pub(crate) fn swmr_placed(&self, addr: u64) -> Result<()> {
+        if self.is_legacy_swmr_writer() {
+            self.legacy_swmr
+                .fresh_nodes
+                .lock()
+                .map_err(|_| Error::Poisoned)?
+                .insert(addr);
+        }
+        Ok(())
+    }
+
+    /// Whether the v2 B-tree header at relative `addr`, about to change, must be pinned until
+    /// the next flush (SWMR-writing mode, not pinned yet; the caller pins it and records it
+    /// with [`FileShared::swmr_tree_pinned`]): no eviction may write it before the flush,
+    /// since nodes placed in this epoch change in place.
+    pub(crate) fn swmr_must_pin_tree(&self, addr: u64) -> Result<bool> {
+        if !self.is_legacy_swmr_writer() {
+            return Ok(false);
+        }
+        Ok(!self
+            .legacy_swmr
+            .pinned_trees
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .contains(&addr))
+    }
+
+    /// Records the v2 B-tree header at relative `addr` as pinned until the next flush.
+    pub(crate) fn swmr_tree_pinned(&self, addr: u64) -> Result<()> {
+        self.legacy_swmr
+            .pinned_trees
+            .lock()
+            .map_err(|_| Error::Poisoned)?
+            .insert(addr);
         Ok(())
     }
 

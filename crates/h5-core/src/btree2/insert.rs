@@ -10,6 +10,7 @@ use h5_format::btree2::{Btree2Header, Btree2Node, ChildPointer, Record};
 use h5_metacache::MetadataKind as K;
 
 use super::reshape::{Level, plan_full, reshape, split_counts};
+use super::shadow::{pin_header, placed, shadow, shadow_if_changed};
 use super::{
     Key, Tree, check_node, child_depth, child_index, corrupt, count_added, header_load, locate,
     node_entry, protect_node, release_node, split_nrec,
@@ -22,7 +23,7 @@ use crate::error::{Error, Result};
 pub(crate) fn insert(s: &mut Session<'_>, tree: &Tree, key: &dyn Key, rec: Record) -> Result<()> {
     let sizes = s.file().sizes;
     let hh = s.protect(K::BTreeV2Header, tree.addr, header_load(sizes, tree.addr))?;
-    let r = insert_under(s, tree, &hh, key, rec);
+    let r = pin_header(s, &hh).and_then(|()| insert_under(s, tree, &hh, key, rec));
     s.release(hh)?;
     r
 }
@@ -38,6 +39,7 @@ fn insert_under(
     if hdr.root.address == UNDEFINED_ADDRESS {
         // The first record: a root leaf.
         let addr = s.allocate(u64::from(hdr.node_size))?;
+        placed(s, addr)?;
         let geom = Arc::new(hdr.clone());
         let leaf = Btree2Node {
             address: addr,
@@ -95,6 +97,7 @@ fn split_root(s: &mut Session<'_>, tree: &Tree, hh: &Held, hdr: &mut Btree2Heade
     )?;
     let geom = Arc::new(hdr.clone());
     let addr = s.allocate(u64::from(hdr.node_size))?;
+    placed(s, addr)?;
     let root = Btree2Node {
         address: addr,
         depth,
@@ -133,7 +136,7 @@ fn insert_leaf(
     key: &dyn Key,
     rec: Record,
 ) -> Result<()> {
-    let h = protect_node(s, tree, geom, *ptr, 0)?;
+    let mut h = protect_node(s, tree, geom, *ptr, 0)?;
     let n: Arc<Btree2Node> = s.value_arc(&h)?;
     check_node(&n, *ptr, 0)?;
     let (idx, cmp) = locate(s, key, &n.records)?;
@@ -148,6 +151,7 @@ fn insert_leaf(
         .records
         .insert(child_index(idx, cmp), rec);
     count_added(ptr, true)?;
+    shadow(s, geom, &mut h, ptr)?;
     release_node(s, parent, h)
 }
 
@@ -162,9 +166,11 @@ fn insert_internal(
     key: &dyn Key,
     rec: Record,
 ) -> Result<()> {
-    let h = protect_node(s, tree, geom, *ptr, depth)?;
+    let mut h = protect_node(s, tree, geom, *ptr, depth)?;
     let r = insert_through(s, tree, geom, depth, ptr, &h, key, rec);
+    let moved = shadow_if_changed(s, geom, &mut h, ptr);
     release_node(s, parent, h)?;
+    moved?;
     r
 }
 
@@ -242,7 +248,9 @@ fn insert_through(
 }
 
 /// Changes the record whose key is `key` with `change` (which must keep its key); returns
-/// whether it was found. Only the node holding the record is written.
+/// whether it was found. Only the node holding the record is written, and in SWMR-writing mode
+/// the nodes above it that move with it (shadowing: each changed node moves once per epoch, and
+/// its parent's pointer to it changes).
 pub(crate) fn update(
     s: &mut Session<'_>,
     tree: &Tree,
@@ -256,44 +264,118 @@ pub(crate) fn update(
         s.release(hh)?;
         return Ok(false);
     }
-    let mut path: Vec<Held> = vec![hh];
-    let (mut ptr, mut depth) = (geom.root, geom.depth);
-    let found = loop {
-        let h = protect_node(s, tree, &geom, ptr, depth)?;
+    // The held nodes from the root down, each with the pointer to it and its index among its
+    // parent's children.
+    let mut path: Vec<(Held, ChildPointer, usize)> = Vec::new();
+    let r = update_path(s, tree, &geom, key, change, &mut path).and_then(|found| {
+        if found {
+            pin_header(s, &hh)?;
+            write_back(s, &geom, &hh, &mut path)?;
+        }
+        Ok(found)
+    });
+    while let Some((h, _, _)) = path.pop() {
+        s.release(h)?;
+    }
+    s.release(hh)?;
+    r
+}
+
+/// Descends to the record whose key is `key`, holding each node on the way in `path`, and
+/// changes it; returns whether it was found.
+fn update_path(
+    s: &mut Session<'_>,
+    tree: &Tree,
+    geom: &Arc<Btree2Header>,
+    key: &dyn Key,
+    change: &mut dyn FnMut(&mut Record),
+    path: &mut Vec<(Held, ChildPointer, usize)>,
+) -> Result<bool> {
+    let (mut ptr, mut depth, mut at) = (geom.root, geom.depth, 0usize);
+    loop {
+        let h = protect_node(s, tree, geom, ptr, depth)?;
         let n: Arc<Btree2Node> = s.value_arc(&h)?;
-        check_node(&n, ptr, depth)?;
-        let (idx, cmp) = locate(s, key, &n.records)?;
+        let checked = check_node(&n, ptr, depth);
+        let located = checked.and_then(|()| locate(s, key, &n.records));
+        let (idx, cmp) = match located {
+            Ok(l) => l,
+            Err(e) => {
+                drop(n);
+                path.push((h, ptr, at));
+                return Err(e);
+            }
+        };
         if cmp == Ordering::Equal {
             drop(n);
+            path.push((h, ptr, at));
+            let (h, ..) = path
+                .last()
+                .ok_or_else(|| corrupt(ptr.address, "empty path"))?;
             let r = s
-                .value_mut::<Btree2Node>(&h)?
+                .value_mut::<Btree2Node>(h)?
                 .records
                 .get_mut(idx)
                 .ok_or_else(|| corrupt(ptr.address, "record missing"))?;
             change(r);
-            if let Some(parent) = path.last() {
-                s.depend_held(parent, ptr.address)?;
-            }
-            path.push(h);
-            break true;
+            return Ok(true);
         }
         let next = if depth == 0 {
             None
         } else {
-            n.children.get(child_index(idx, cmp)).copied()
+            let i = child_index(idx, cmp);
+            n.children.get(i).copied().map(|c| (i, c))
         };
         drop(n);
-        path.push(h);
+        path.push((h, ptr, at));
         match next {
-            Some(c) => {
+            Some((i, c)) => {
                 depth = child_depth(depth, ptr)?;
                 ptr = c;
+                at = i;
             }
-            None => break false,
+            None => return Ok(false),
         }
-    };
-    while let Some(h) = path.pop() {
-        s.release(h)?;
     }
-    Ok(found)
+}
+
+/// After the last node of `path` changed: from the bottom up, each changed node moves when it
+/// must (shadowing) and becomes a flush-dependency child of its parent, whose pointer to it
+/// follows a move (which changes the parent in turn); the root's pointer is the header's.
+fn write_back(
+    s: &mut Session<'_>,
+    geom: &Btree2Header,
+    hh: &Held,
+    path: &mut [(Held, ChildPointer, usize)],
+) -> Result<()> {
+    // The pointer to the changed node below and its index among this node's children.
+    let mut below: Option<(ChildPointer, usize)> = None;
+    for (h, ptr, at) in path.iter_mut().rev() {
+        if let Some((child, idx)) = below.take() {
+            let old = s
+                .value::<Btree2Node>(h)?
+                .children
+                .get(idx)
+                .map(|c| c.address);
+            if old != Some(child.address) {
+                let slot = s
+                    .value_mut::<Btree2Node>(h)?
+                    .children
+                    .get_mut(idx)
+                    .ok_or_else(|| corrupt(ptr.address, "child pointer missing"))?;
+                *slot = child;
+            }
+            s.depend_held(h, child.address)?;
+        }
+        shadow_if_changed(s, geom, h, ptr)?;
+        if s.is_dirtied(h)? {
+            below = Some((*ptr, *at));
+        }
+    }
+    if let Some((root, _)) = below {
+        if root.address != geom.root.address {
+            s.value_mut::<Btree2Header>(hh)?.root.address = root.address;
+        }
+        s.depend_held(hh, root.address)?;
+    }
+    Ok(())
 }

@@ -32,6 +32,7 @@ mod keys;
 mod read;
 mod remove;
 mod reshape;
+mod shadow;
 
 use std::cmp::Ordering;
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use h5_format::btree2::{Btree2Header, Btree2Node, ChildPointer, Record};
 use h5_metacache::MetadataKind as K;
 
 use super::reshape::{Level, plan_sparse, reshape};
+use super::shadow::{pin_header, shadow, shadow_if_changed};
 use super::{
     Key, Tree, check_node, child_depth, child_index, corrupt, count_removed, header_load, locate,
     merge_nrec, node, node_kind, protect_node, release_node,
@@ -49,7 +50,7 @@ pub(crate) fn remove(s: &mut Session<'_>, tree: &Tree, key: &dyn Key) -> Result<
     }
     let sizes = s.file().sizes;
     let hh = s.protect(K::BTreeV2Header, tree.addr, header_load(sizes, tree.addr))?;
-    let r = remove_under(s, tree, &hh, key);
+    let r = pin_header(s, &hh).and_then(|()| remove_under(s, tree, &hh, key));
     s.release(hh)?;
     r.map(Some)
 }
@@ -98,7 +99,7 @@ fn remove_leaf(
     parent: &Held,
     target: Target<'_>,
 ) -> Result<Record> {
-    let h = protect_node(s, tree, geom, *ptr, 0)?;
+    let mut h = protect_node(s, tree, geom, *ptr, 0)?;
     let n: Arc<Btree2Node> = s.value_arc(&h)?;
     check_node(&n, *ptr, 0)?;
     let idx = match target {
@@ -126,6 +127,7 @@ fn remove_leaf(
         s.release_deleted(h, u64::from(geom.node_size))?;
         ptr.address = UNDEFINED_ADDRESS;
     } else {
+        shadow(s, geom, &mut h, ptr)?;
         s.depend_held(parent, ptr.address)?;
         s.release(h)?;
     }
@@ -217,7 +219,10 @@ fn remove_internal(
         merge,
         depth_decreased,
     );
+    let mut h = h;
+    let moved = shadow_if_changed(s, geom, &mut h, ptr);
     release_node(s, parent, h)?;
+    moved?;
     r
 }
 

@@ -4,14 +4,15 @@
 //! only on the counts, so the result is the one libhdf5's record moves produce.
 //!
 //! Invariants: the records and child pointers of the siblings keep their order; the first
-//! nodes keep their addresses, a node the reshape adds is allocated after them and a node it
-//! drops (the last ones) is deleted with its space freed; every child that changes parent has
-//! its flush dependency moved along.
+//! nodes keep their addresses (in SWMR-writing mode they move first, `shadow.rs`), a node the
+//! reshape adds is allocated after them and a node it drops (the last ones) is deleted with its
+//! space freed; every child that changes parent has its flush dependency moved along.
 
 use std::sync::Arc;
 
 use h5_format::btree2::{Btree2Header, Btree2Node, ChildPointer, Record};
 
+use super::shadow::{placed, shadow};
 use super::{Tree, check_node, child_depth, corrupt, node_entry, node_kind, node_load, pointer_to};
 use crate::access::{Held, Session};
 use crate::error::Result;
@@ -198,9 +199,15 @@ pub(super) fn reshape(
     let mut records = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
     // (child pointer, address of the sibling it came from)
     let mut children: Vec<(ChildPointer, u64)> = Vec::new();
-    for p in &ptrs {
-        let h = s.protect(kind, p.address, node_load(geom, tree.ctx, *p, child_depth))?;
+    for (i, p) in ptrs.iter().enumerate() {
+        let mut h = s.protect(kind, p.address, node_load(geom, tree.ctx, *p, child_depth))?;
         check_node(&*s.value_arc::<Btree2Node>(&h)?, *p, child_depth)?;
+        if i < outputs.len() {
+            // A sibling that stays changes: it moves first in SWMR-writing mode, before its
+            // children's dependencies are moved by address below. (Its pointer in the parent
+            // is rebuilt from its new address.)
+            shadow(s, geom, &mut h, &mut p.clone())?;
+        }
         held.push(h);
     }
     for (i, h) in held.iter().enumerate() {
@@ -232,6 +239,7 @@ pub(super) fn reshape(
             (h.addr, h)
         } else {
             let addr = s.allocate(u64::from(geom.node_size))?;
+            placed(s, addr)?;
             let placeholder = Btree2Node {
                 address: addr,
                 depth: child_depth,

@@ -152,7 +152,51 @@ fn ops(max_key: u64) -> impl Strategy<Value = Vec<Op>> {
 
 /// Runs `ops` on a fresh tree of `u` and checks it against a map after each one.
 fn run(u: Use, ops: &[Op], tiny: bool, check_each: bool) {
+    run_in(u, ops, tiny, check_each, false);
+}
+
+/// The file's bytes.
+fn image(storage: &dyn h5_io::Storage) -> Vec<u8> {
+    let mut bytes = vec![0u8; storage.len().unwrap() as usize];
+    storage.read_at(0, &mut bytes).unwrap();
+    bytes
+}
+
+/// Relative addresses of every node of `tree` (as the cache and the file have them).
+fn node_addrs(a: &mut dyn crate::access::MetaAccess, tree: &Tree) -> Vec<u64> {
+    fn walk(
+        a: &mut dyn crate::access::MetaAccess,
+        geom: &Arc<Btree2Header>,
+        ctx: RecordContext,
+        ptr: ChildPointer,
+        depth: u16,
+        out: &mut Vec<u64>,
+    ) {
+        let n = node(a, geom, ctx, ptr, depth).unwrap();
+        out.push(ptr.address);
+        for c in &n.children {
+            walk(a, geom, ctx, *c, depth - 1, out);
+        }
+    }
+    let geom = header(a, tree).unwrap();
+    let mut out = Vec::new();
+    if geom.root.address != UNDEFINED_ADDRESS {
+        walk(a, &geom, tree.ctx, geom.root, geom.depth, &mut out);
+    }
+    out
+}
+
+/// [`run`], with the file in legacy SWMR-writing mode when `swmr` (reopenings become
+/// flushes). Then, at each flush, every node the last flush left in the file (what a reader
+/// that read the header then may still follow) must be byte for byte where it was: nodes
+/// changed since moved (shadowing).
+fn run_in(u: Use, ops: &[Op], tiny: bool, check_each: bool, swmr: bool) {
     let (storage, mut file) = new_file(tiny);
+    if swmr {
+        file.start_swmr_write().unwrap();
+    }
+    // The nodes of the last flush and the file's bytes then.
+    let mut published: Option<(Vec<u64>, Vec<u8>)> = None;
     let sizes = file.sizes;
     let ctx = u.ctx(sizes);
     let addr = {
@@ -196,6 +240,22 @@ fn run(u: Use, ops: &[Op], tiny: bool, check_each: bool) {
                     e.1 = new;
                 }
             }
+            Op::Flush | Op::Reopen if swmr => {
+                file.flush().unwrap();
+                let now = image(&*storage);
+                let node_len = header(&mut Reading(&file), &tree).unwrap().node_size as usize;
+                if let Some((nodes, then)) = &published {
+                    for &n in nodes {
+                        let at = file.abs(n).unwrap() as usize;
+                        assert_eq!(
+                            now.get(at..at + node_len),
+                            then.get(at..at + node_len),
+                            "node {n:#x} of the last flush changed in place"
+                        );
+                    }
+                }
+                published = Some((node_addrs(&mut Reading(&file), &tree), now));
+            }
             Op::Flush => file.flush().unwrap(),
             Op::Reopen => {
                 file.flush().unwrap();
@@ -219,7 +279,11 @@ fn run(u: Use, ops: &[Op], tiny: bool, check_each: bool) {
         );
     }
     // Read back from the bytes alone, by a read-only handle.
-    file.flush().unwrap();
+    if swmr {
+        file.close().unwrap();
+    } else {
+        file.flush().unwrap();
+    }
     drop(file);
     let file = FileShared::open(storage, &settings(false), None).unwrap();
     assert_eq!(records(&mut Reading(&file), &tree).unwrap(), want);
@@ -314,6 +378,150 @@ proptest! {
     fn dense_keys_with_many_merges(ops in ops(600)) {
         run(Use::LinkOrder, &ops, false, true);
     }
+
+    /// Random changes in legacy SWMR-writing mode (every changed node shadowed), a tiny cache:
+    /// the tree matches the map, and no node of the last flush changes in place.
+    #[test]
+    fn random_changes_while_swmr_writing_never_touch_published_nodes(
+        which in 0usize..3,
+        ops in ops(1_500),
+    ) {
+        let u = [Use::Chunks, Use::FilteredChunks, Use::LinkOrder][which];
+        run_in(u, &ops, true, true, true);
+    }
+}
+
+/// A tree of `u` in a file in legacy SWMR-writing mode (`swmr`) or not.
+fn tree_in(u: Use, swmr: bool) -> (Arc<dyn h5_io::Storage>, Arc<FileShared>, Tree) {
+    let (storage, file) = new_file(false);
+    if swmr {
+        file.start_swmr_write().unwrap();
+    }
+    let ctx = u.ctx(file.sizes);
+    let addr = {
+        let mut s = Session::new(&file).unwrap();
+        create(&mut s, params_for(u.tree_type(), &ctx).unwrap()).unwrap()
+    };
+    (storage, file, Tree { addr, ctx })
+}
+
+fn put(file: &FileShared, tree: &Tree, u: Use, k: u64) {
+    let mut s = Session::new(file).unwrap();
+    insert(&mut s, tree, u.key(k).as_ref(), u.record(k, k + 1)).unwrap();
+}
+
+fn root_of(file: &FileShared, tree: &Tree) -> ChildPointer {
+    header(&mut Reading(file), tree).unwrap().root
+}
+
+/// The bytes of the node at relative `addr` in the file.
+fn node_bytes(storage: &dyn h5_io::Storage, file: &FileShared, addr: u64) -> Vec<u8> {
+    let mut b = vec![0u8; CHUNK_NODE_SIZE as usize];
+    storage.read_at(file.abs(addr).unwrap(), &mut b).unwrap();
+    b
+}
+
+/// Shadowing (SWMR-writing mode): a node changed twice in one epoch moves once, a node
+/// changed in the next epoch moves again, and the old node's bytes stay as they were.
+#[test]
+fn a_changed_node_moves_once_per_flush_epoch() {
+    let u = Use::Chunks;
+    let (storage, file, tree) = tree_in(u, true);
+    put(&file, &tree, u, 0);
+    let created = root_of(&file, &tree).address;
+    // Created in this epoch: changes in place.
+    put(&file, &tree, u, 1);
+    assert_eq!(root_of(&file, &tree).address, created);
+    file.flush().unwrap();
+    let first = node_bytes(&*storage, &file, created);
+    // First change in the next epoch: moves; a second change in it: stays.
+    put(&file, &tree, u, 2);
+    let moved = root_of(&file, &tree).address;
+    assert_ne!(moved, created);
+    put(&file, &tree, u, 3);
+    assert_eq!(root_of(&file, &tree).address, moved);
+    file.flush().unwrap();
+    assert_eq!(
+        node_bytes(&*storage, &file, created),
+        first,
+        "old node intact"
+    );
+    let second = node_bytes(&*storage, &file, moved);
+    // The next epoch: it moves again, both old copies intact.
+    let mut s = Session::new(&file).unwrap();
+    let n2 = u.record(2, 99);
+    assert!(update(&mut s, &tree, u.key(2).as_ref(), &mut |r| *r = n2.clone()).unwrap());
+    drop(s);
+    let again = root_of(&file, &tree).address;
+    assert!(again != moved && again != created, "{again:#x}");
+    file.flush().unwrap();
+    assert_eq!(node_bytes(&*storage, &file, created), first);
+    assert_eq!(node_bytes(&*storage, &file, moved), second);
+    assert_eq!(
+        records(&mut Reading(&file), &tree).unwrap(),
+        [u.record(0, 1), u.record(1, 2), n2, u.record(3, 4)]
+    );
+    file.close().unwrap();
+}
+
+/// Outside SWMR-writing mode nodes change in place.
+#[test]
+fn nodes_stay_in_place_outside_swmr_writing() {
+    let u = Use::Chunks;
+    let (_storage, file, tree) = tree_in(u, false);
+    put(&file, &tree, u, 0);
+    let root = root_of(&file, &tree).address;
+    file.flush().unwrap();
+    put(&file, &tree, u, 1);
+    file.flush().unwrap();
+    assert_eq!(root_of(&file, &tree).address, root);
+}
+
+/// An update deep in a tree of depth 1 moves the leaf and the root above it (the root's
+/// pointer to the leaf changed), once each per epoch; a leaf split (reshape) and the root's
+/// growth move what they change too; every node of the last flush stays intact.
+#[test]
+fn updates_and_splits_shadow_the_path_to_the_root() {
+    let u = Use::Chunks;
+    let (storage, file, tree) = tree_in(u, true);
+    let mut k = 0;
+    while header(&mut Reading(&file), &tree).unwrap().depth == 0 {
+        put(&file, &tree, u, k);
+        k += 1;
+    }
+    file.flush().unwrap();
+    let before = node_addrs(&mut Reading(&file), &tree);
+    let bytes: Vec<Vec<u8>> = before
+        .iter()
+        .map(|&a| node_bytes(&*storage, &file, a))
+        .collect();
+    // Update the first record: its leaf and the root move, the other leaf does not.
+    let n0 = u.record(0, 7);
+    let mut s = Session::new(&file).unwrap();
+    assert!(update(&mut s, &tree, u.key(0).as_ref(), &mut |r| *r = n0.clone()).unwrap());
+    drop(s);
+    let after = node_addrs(&mut Reading(&file), &tree);
+    assert_eq!(after.len(), before.len());
+    assert_ne!(after[0], before[0], "root moved");
+    assert_ne!(after[1], before[1], "first leaf moved");
+    assert_eq!(after[2..], before[2..], "untouched leaves stay");
+    // Inserts until leaves split again: every node of the last flush stays intact.
+    for _ in 0..400 {
+        put(&file, &tree, u, k);
+        k += 1;
+    }
+    file.flush().unwrap();
+    for (a, b) in before.iter().zip(&bytes) {
+        assert_eq!(
+            &node_bytes(&*storage, &file, *a),
+            b,
+            "node {a:#x} changed in place"
+        );
+    }
+    assert!(node_addrs(&mut Reading(&file), &tree).len() > before.len());
+    let order = order_of(u);
+    assert_eq!(check(&mut Reading(&file), &tree, Some(&order)).unwrap(), k);
+    file.close().unwrap();
 }
 
 /// Record counts of a damaged tree (a child pointer's subtree count at `u64::MAX`, a count
