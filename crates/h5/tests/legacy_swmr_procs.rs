@@ -9,8 +9,8 @@
 //! mismatch or reader error fails the test; so does a reader that saw too few distinct shapes
 //! (no growth followed). After close, h5py (without SWMR) and h5dump read every value.
 //!
-//! Not here: datasets with B-tree chunk indexes (two unlimited dimensions), which the writer
-//! refuses to change in the mode for now (docs/design.md §8.6; `legacy_swmr_write.rs`).
+//! Datasets with version 2 B-tree chunk indexes (two unlimited dimensions) have their own
+//! multi-process test, `legacy_swmr_procs_btree.rs`.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
