@@ -943,3 +943,69 @@ impl<'a> Session<'a> {
         self.c.undepend(parent, child)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use h5_format::btree2::{Btree2Type, RecordContext};
+
+    use super::*;
+    use crate::testutil::new_file;
+
+    fn bytes_at(storage: &dyn h5_io::Storage, file: &FileShared, addr: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        storage.read_at(file.abs(addr).unwrap(), &mut b).unwrap();
+        b
+    }
+
+    /// A held entry moved to new space keeps its value and protection, leaves nothing cached
+    /// at its old address, is written at the new one by the next flush, and the bytes at the
+    /// old address stay as they were; moving onto a cached address is refused.
+    #[test]
+    fn a_held_entry_moves_to_new_space() {
+        let (storage, file) = new_file(false);
+        let ctx = RecordContext::new(file.sizes);
+        let params = crate::btree2::params_for(Btree2Type::LinkCreationOrder, &ctx).unwrap();
+        let len = h5_format::btree2::Btree2Header::encoded_len(file.sizes);
+        let from = crate::btree2::create(&mut Session::new(&file).unwrap(), params).unwrap();
+        file.flush().unwrap();
+        let old = bytes_at(&*storage, &file, from, len);
+        assert_eq!(&old[..4], b"BTHD");
+        let mut s = Session::new(&file).unwrap();
+        let kind = MetadataKind::BTreeV2Header;
+        let mut h = s
+            .protect(kind, from, Load::cached_only(kind.name()))
+            .unwrap();
+        assert!(!s.is_dirtied(&h).unwrap());
+        let sb = s.file().state().unwrap().superblock_at;
+        let refused = s.move_held(&mut h, sb).unwrap_err();
+        assert!(refused.to_string().contains("already cached"), "{refused}");
+        assert_eq!(h.addr, from);
+        let to = s.allocate(len as u64).unwrap();
+        s.move_held(&mut h, to).unwrap();
+        assert_eq!(h.addr, to);
+        assert!(s.is_dirtied(&h).unwrap());
+        let moved = s
+            .value::<h5_format::btree2::Btree2Header>(&h)
+            .unwrap()
+            .clone();
+        assert_eq!(moved.node_size, params.node_size);
+        s.release(h).unwrap();
+        drop(s);
+        {
+            let meta = file.meta.lock().unwrap();
+            assert!(!meta.contains(file.abs(from).unwrap()));
+            assert!(meta.contains(file.abs(to).unwrap()));
+        }
+        file.flush().unwrap();
+        assert_eq!(
+            bytes_at(&*storage, &file, from, len),
+            old,
+            "old bytes untouched"
+        );
+        assert_eq!(
+            bytes_at(&*storage, &file, to, len),
+            old,
+            "written at the new address"
+        );
+    }
+}
