@@ -959,7 +959,8 @@ mod tests {
 
     /// A held entry moved to new space keeps its value and protection, leaves nothing cached
     /// at its old address, is written at the new one by the next flush, and the bytes at the
-    /// old address stay as they were; moving onto a cached address is refused.
+    /// old address stay as they were; moving onto a cached address is refused (MDC-064, through
+    /// the engine's `Session::move_held`).
     #[test]
     fn a_held_entry_moves_to_new_space() {
         let (storage, file) = new_file(false);

@@ -300,7 +300,8 @@ fn headers_in(image: &[u8], oh: u64) -> Vec<Range<usize>> {
     let mut size = [0u8; 8];
     size[..width].copy_from_slice(&image[p..p + width]);
     let end = p + width + u64::from_le_bytes(size) as usize + 4;
-    let mut ranges = vec![at..end];
+    let mut ranges = Vec::new();
+    ranges.push(at..end);
     // Signature, version, type, node size, record size, depth, split and merge percents,
     // root address, root records, total records, checksum (8-byte addresses and lengths).
     const BTHD_LEN: usize = 4 + 1 + 1 + 4 + 2 + 2 + 1 + 1 + 8 + 2 + 8 + 4;

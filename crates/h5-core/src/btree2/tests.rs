@@ -152,7 +152,7 @@ fn ops(max_key: u64) -> impl Strategy<Value = Vec<Op>> {
 
 /// Runs `ops` on a fresh tree of `u` and checks it against a map after each one.
 fn run(u: Use, ops: &[Op], tiny: bool, check_each: bool) {
-    run_in(u, ops, tiny, check_each, false);
+    let _ = run_in(u, ops, tiny, check_each, false);
 }
 
 /// The file's bytes.
@@ -189,8 +189,9 @@ fn node_addrs(a: &mut dyn crate::access::MetaAccess, tree: &Tree) -> Vec<u64> {
 /// [`run`], with the file in legacy SWMR-writing mode when `swmr` (reopenings become
 /// flushes). Then, at each flush, every node the last flush left in the file (what a reader
 /// that read the header then may still follow) must be byte for byte where it was: nodes
-/// changed since moved (shadowing).
-fn run_in(u: Use, ops: &[Op], tiny: bool, check_each: bool, swmr: bool) {
+/// changed since moved (shadowing). Returns the greatest depth the tree had at a flush.
+fn run_in(u: Use, ops: &[Op], tiny: bool, check_each: bool, swmr: bool) -> u16 {
+    let mut deepest = 0;
     let (storage, mut file) = new_file(tiny);
     if swmr {
         file.start_swmr_write().unwrap();
@@ -243,7 +244,9 @@ fn run_in(u: Use, ops: &[Op], tiny: bool, check_each: bool, swmr: bool) {
             Op::Flush | Op::Reopen if swmr => {
                 file.flush().unwrap();
                 let now = image(&*storage);
-                let node_len = header(&mut Reading(&file), &tree).unwrap().node_size as usize;
+                let geom = header(&mut Reading(&file), &tree).unwrap();
+                deepest = deepest.max(geom.depth);
+                let node_len = geom.node_size as usize;
                 if let Some((nodes, then)) = &published {
                     for &n in nodes {
                         let at = file.abs(n).unwrap() as usize;
@@ -291,6 +294,7 @@ fn run_in(u: Use, ops: &[Op], tiny: bool, check_each: bool, swmr: bool) {
         check(&mut Reading(&file), &tree, Some(&order)).unwrap(),
         want.len() as u64
     );
+    deepest
 }
 
 /// Sequential inserts grow the tree to depth 2 and more; removing everything in another order
@@ -387,8 +391,38 @@ proptest! {
         ops in ops(1_500),
     ) {
         let u = [Use::Chunks, Use::FilteredChunks, Use::LinkOrder][which];
-        run_in(u, &ops, true, true, true);
+        let _ = run_in(u, &ops, true, true, true);
     }
+}
+
+/// In SWMR-writing mode, a tree grows to depth 2 and more (root growth, splits and
+/// redistributions of internal nodes), every record is updated, and it shrinks back to empty
+/// (merges, root collapses), flushed every 50 changes: no node of a flush changes in place
+/// after it, and the tree matches the map throughout.
+#[test]
+fn grows_updates_and_shrinks_through_every_depth_while_swmr_writing() {
+    let n = 4_000u64;
+    let mut ops = Vec::new();
+    let every = |ops: &mut Vec<Op>, i: u64| {
+        if i % 50 == 49 {
+            ops.push(Op::Flush);
+        }
+    };
+    for k in 0..n {
+        ops.push(Op::Insert((k * 7919) % n, k + 1));
+        every(&mut ops, k);
+    }
+    for k in 0..n {
+        ops.push(Op::Update((k * 104_729) % n, k + 7));
+        every(&mut ops, k);
+    }
+    for k in 0..n {
+        ops.push(Op::Remove((k * 7_907) % n));
+        every(&mut ops, k);
+    }
+    ops.push(Op::Flush);
+    let deepest = run_in(Use::LinkOrder, &ops, false, false, true);
+    assert!(deepest >= 2, "depth {deepest}");
 }
 
 /// A tree of `u` in a file in legacy SWMR-writing mode (`swmr`) or not.
