@@ -228,7 +228,7 @@ impl FileShared {
                         kind: spec.chunk_index,
                     })?;
                     let layout = made.layout;
-                    created_single = made.single;
+                    created_single = made.needs_header;
                     if alloc == AllocTime::Late {
                         pending = Some(Pending::Chunked(Arc::clone(&layout)));
                     }
@@ -273,7 +273,7 @@ impl FileShared {
         messages.push(msg(&Message::Layout(layout_msg), sizes, bounds)?);
         let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
         if let Some(s) = &created_single {
-            *s.header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
+            s.set_header(addr)?;
         }
         if let Some(d) = &created_compact {
             *d.header.lock().map_err(|_| Error::Poisoned)? = Some(addr);
@@ -759,21 +759,23 @@ pub(crate) fn existing_layout(
                     space: space.clone(),
                 })
             } else {
-                // Never written (libhdf5 creates the index with the first chunk): a new empty
-                // root, recorded in the layout message.
-                let tree =
-                    ChunkBtree::create(file.cache_handle(), file.chunk_btree_k(), cdims.clone())?;
-                let mut layout = info.layout.clone();
-                if let LayoutClass::Chunked { index, .. } = &mut layout.class {
-                    *index = ChunkIndex::BtreeV1 {
-                        address: tree.root(),
-                    };
-                }
-                rewrite_layout_message(file, info.address, layout)?;
-                Arc::new(BtreeV1Chunks {
-                    tree,
+                // Never written (libhdf5 makes the index with the first chunk): so does h5.
+                let structure = crate::write::chunk_index::create::Structure {
+                    template: *index,
+                    cdims: cdims.clone(),
+                    counts: Vec::new(),
+                    chunk_bytes: 0,
+                    chunk_size_len: 0,
+                    filtered: false,
+                    unlimited: 0,
                     space: space.clone(),
-                })
+                };
+                Arc::new(crate::write::chunk_index::lazy::LazyIndex::new(
+                    Arc::downgrade(file),
+                    Some(info.address),
+                    info.layout.clone(),
+                    Box::new(move |f: &FileShared| structure.make(f)),
+                ))
             };
             // Chunks the existing dataset gains are allocated as they are written (an early-
             // allocated dataset already has all of its chunks).

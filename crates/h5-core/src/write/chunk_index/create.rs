@@ -12,6 +12,7 @@ use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass, SINGLE_INDEX_W
 use super::ChunkBtree as Btree2Index;
 use super::btree1::BtreeV1Chunks;
 use super::btree2::BtreeV2Chunks;
+use super::lazy::LazyIndex;
 use super::simple::{ImplicitChunks, SingleChunk};
 use super::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
 use super::{ChunkIndexKind, EA_PARAMS, FA_PAGE_BITS, header_len};
@@ -26,13 +27,207 @@ use crate::write::alloc::SpaceKind;
 use crate::write::chunks::{AtFlush, ChunkSpace, ChunkedWriteLayout, WritableChunkIndex};
 
 /// What creating a chunked dataset produced: the layout message's storage, the filter
-/// pipeline message, the writable layout, and a single-chunk index (which needs the dataset's
-/// header address once it exists).
+/// pipeline message, the writable layout, and an index that needs the dataset's header
+/// address once it exists.
 pub(crate) struct NewChunked {
     pub(crate) class: LayoutClass,
     pub(crate) pipeline: Option<FilterPipeline>,
     pub(crate) layout: Arc<ChunkedWriteLayout>,
-    pub(crate) single: Option<Arc<SingleChunk>>,
+    pub(crate) needs_header: Option<NewIndex>,
+}
+
+/// An index of a new dataset that rewrites the dataset's layout message, so needs its header
+/// address once the header exists.
+pub(crate) enum NewIndex {
+    /// A single chunk (its address is in the layout message).
+    Single(Arc<SingleChunk>),
+    /// A structure made with the first chunk.
+    Lazy(Arc<LazyIndex>),
+}
+
+impl NewIndex {
+    /// Records the dataset's object header (relative).
+    pub(crate) fn set_header(&self, at: u64) -> Result<()> {
+        match self {
+            NewIndex::Single(s) => {
+                *s.header.lock().map_err(|_| Error::Poisoned)? = Some(at);
+                Ok(())
+            }
+            NewIndex::Lazy(l) => l.set_header(at),
+        }
+    }
+}
+
+/// What making a chunk index structure (v1 B-tree, fixed array, extensible array, v2 B-tree
+/// with libhdf5's default parameters) needs to know of its dataset.
+pub(crate) struct Structure {
+    /// The layout message's index before the structure exists (address undefined), with the
+    /// structure's parameters.
+    pub(crate) template: ChunkIndex,
+    /// Chunk dimensions with the element size last (the v1 B-tree's key dimensions).
+    pub(crate) cdims: Vec<u64>,
+    /// Chunks per dimension of the maximum extent (`u64::MAX` where unlimited).
+    pub(crate) counts: Vec<u64>,
+    pub(crate) chunk_bytes: u64,
+    pub(crate) chunk_size_len: usize,
+    pub(crate) filtered: bool,
+    /// The unlimited dimension (an extensible array's).
+    pub(crate) unlimited: usize,
+    pub(crate) space: ChunkSpace,
+}
+
+impl Structure {
+    /// The index of `kind` with libhdf5's default parameters, its address undefined.
+    fn default_template(kind: ChunkIndexKind) -> ChunkIndex {
+        let address = h5_format::UNDEFINED_ADDRESS;
+        match kind {
+            ChunkIndexKind::FixedArray => ChunkIndex::FixedArray {
+                address,
+                page_bits: FA_PAGE_BITS,
+            },
+            ChunkIndexKind::ExtensibleArray => {
+                let [
+                    max_bits,
+                    index_elements,
+                    min_pointers,
+                    min_elements,
+                    page_bits,
+                ] = EA_PARAMS;
+                ChunkIndex::ExtensibleArray {
+                    address,
+                    max_bits,
+                    index_elements,
+                    min_pointers,
+                    min_elements,
+                    page_bits,
+                }
+            }
+            ChunkIndexKind::BtreeV2 => ChunkIndex::BtreeV2 {
+                address,
+                node_size: BT2_NODE_SIZE,
+                split_percent: BT2_SPLIT_PERCENT,
+                merge_percent: BT2_MERGE_PERCENT,
+            },
+            _ => ChunkIndex::BtreeV1 { address },
+        }
+    }
+
+    /// Makes the structure in `file`: the layout message's index and the writable index.
+    pub(crate) fn make(
+        &self,
+        file: &FileShared,
+    ) -> Result<(ChunkIndex, Arc<dyn WritableChunkIndex>)> {
+        let sizes = file.sizes;
+        let kind = ChunkIndexKind::of(&self.template);
+        let header = || file.allocate(SpaceKind::Meta, header_len(kind, sizes) as u64);
+        let space = self.space.clone();
+        let counts = self.counts.clone();
+        let chunk_bytes = self.chunk_bytes;
+        Ok(match self.template {
+            ChunkIndex::FixedArray { page_bits, .. } => {
+                let address = header()?;
+                let meta = file.cache_handle();
+                let n = counts
+                    .iter()
+                    .try_fold(1u64, |a, c| a.checked_mul(*c))
+                    .ok_or_else(|| Error::Invalid("too many chunks".into()))?;
+                let format =
+                    crate::indexes::element_format(sizes, self.filtered, self.chunk_size_len)?;
+                FixedArrayIndex::create(&meta, address, format, n, page_bits)?;
+                (
+                    ChunkIndex::FixedArray { address, page_bits },
+                    Arc::new(FixedArrayIndex {
+                        meta,
+                        header: address,
+                        counts,
+                        chunk_bytes,
+                        space: Some(space),
+                    }),
+                )
+            }
+            ChunkIndex::ExtensibleArray {
+                max_bits,
+                index_elements,
+                min_pointers,
+                min_elements,
+                page_bits,
+                ..
+            } => {
+                let address = header()?;
+                let meta = file.cache_handle();
+                let format =
+                    crate::indexes::element_format(sizes, self.filtered, self.chunk_size_len)?;
+                let params = crate::indexes::earray::params(
+                    format,
+                    [
+                        max_bits,
+                        index_elements,
+                        min_pointers,
+                        min_elements,
+                        page_bits,
+                    ],
+                );
+                ExtensibleArrayIndex::create(&meta, address, params)?;
+                (
+                    ChunkIndex::ExtensibleArray {
+                        address,
+                        max_bits,
+                        index_elements,
+                        min_pointers,
+                        min_elements,
+                        page_bits,
+                    },
+                    Arc::new(ExtensibleArrayIndex {
+                        meta,
+                        header: address,
+                        counts,
+                        unlimited: self.unlimited,
+                        chunk_bytes,
+                        space: Some(space),
+                    }),
+                )
+            }
+            ChunkIndex::BtreeV2 {
+                node_size,
+                split_percent,
+                merge_percent,
+                ..
+            } => {
+                let address = header()?;
+                let tree = Btree2Index {
+                    header: address,
+                    rank: self.cdims.len().saturating_sub(1),
+                    chunk_bytes,
+                    chunk_size_len: self.chunk_size_len,
+                    filtered: self.filtered,
+                };
+                tree.create(file)?;
+                let weak = file.this.get().cloned().unwrap_or_default();
+                (
+                    ChunkIndex::BtreeV2 {
+                        address,
+                        node_size,
+                        split_percent,
+                        merge_percent,
+                    },
+                    Arc::new(BtreeV2Chunks::new(tree, weak, space)),
+                )
+            }
+            _ => {
+                let tree = ChunkBtree::create(
+                    file.cache_handle(),
+                    file.chunk_btree_k(),
+                    self.cdims.clone(),
+                )?;
+                (
+                    ChunkIndex::BtreeV1 {
+                        address: tree.root(),
+                    },
+                    Arc::new(BtreeV1Chunks { tree, space }),
+                )
+            }
+        })
+    }
 }
 
 /// The format bounds of new objects in `file` (those it was created with, or what its
@@ -176,23 +371,18 @@ impl FileShared {
         let version = chunked_layout_version(self, kind == ChunkIndexKind::BtreeV1, filtered);
         let chunk_size_len =
             h5_format::btree2::filtered_chunk_size_len(version, sizes, chunk_bytes);
-        let header = |kind| self.allocate(SpaceKind::Meta, header_len(kind, sizes) as u64);
         let mut single = None;
+        let structure = Structure {
+            template: Structure::default_template(kind),
+            cdims: cdims.clone(),
+            counts: counts.clone(),
+            chunk_bytes,
+            chunk_size_len,
+            filtered,
+            unlimited: spec.max.iter().position(|m| *m == UNLIMITED).unwrap_or(0),
+            space: space.clone(),
+        };
         let (index, store, flags): (ChunkIndex, Arc<dyn WritableChunkIndex>, u8) = match kind {
-            ChunkIndexKind::BtreeV1 => {
-                let tree =
-                    ChunkBtree::create(self.cache_handle(), self.chunk_btree_k(), cdims.clone())?;
-                (
-                    ChunkIndex::BtreeV1 {
-                        address: tree.root(),
-                    },
-                    Arc::new(BtreeV1Chunks {
-                        tree,
-                        space: space.clone(),
-                    }),
-                    0,
-                )
-            }
             ChunkIndexKind::SingleChunk => {
                 let index = ChunkIndex::SingleChunk {
                     address: h5_format::UNDEFINED_ADDRESS,
@@ -212,7 +402,7 @@ impl FileShared {
                     },
                 };
                 let s = Arc::new(SingleChunk::new(layout, None, None, space.clone()));
-                single = Some(Arc::clone(&s));
+                single = Some(NewIndex::Single(Arc::clone(&s)));
                 (index, s, flags)
             }
             ChunkIndexKind::Implicit => {
@@ -235,84 +425,31 @@ impl FileShared {
                     0,
                 )
             }
-            ChunkIndexKind::FixedArray => {
-                let address = header(kind)?;
-                let meta = self.cache_handle();
-                let n = counts
-                    .iter()
-                    .try_fold(1u64, |a, c| a.checked_mul(*c))
-                    .ok_or_else(|| Error::Invalid("too many chunks".into()))?;
-                let format = crate::indexes::element_format(sizes, filtered, chunk_size_len)?;
-                FixedArrayIndex::create(&meta, address, format, n, FA_PAGE_BITS)?;
-                (
-                    ChunkIndex::FixedArray {
-                        address,
-                        page_bits: FA_PAGE_BITS,
-                    },
-                    Arc::new(FixedArrayIndex {
-                        meta,
-                        header: address,
-                        counts: counts.clone(),
-                        chunk_bytes,
-                        space: Some(space.clone()),
-                    }),
-                    0,
-                )
+            // Early allocation makes every chunk now: the structure too.
+            _ if early => {
+                let (index, store) = structure.make(self)?;
+                (index, store, 0)
             }
-            ChunkIndexKind::ExtensibleArray => {
-                let address = header(kind)?;
-                let meta = self.cache_handle();
-                let format = crate::indexes::element_format(sizes, filtered, chunk_size_len)?;
-                let params = crate::indexes::earray::params(format, EA_PARAMS);
-                ExtensibleArrayIndex::create(&meta, address, params)?;
-                let [
-                    max_bits,
-                    index_elements,
-                    min_pointers,
-                    min_elements,
-                    page_bits,
-                ] = EA_PARAMS;
-                (
-                    ChunkIndex::ExtensibleArray {
-                        address,
-                        max_bits,
-                        index_elements,
-                        min_pointers,
-                        min_elements,
-                        page_bits,
+            // libhdf5 makes the structure with the first chunk.
+            _ => {
+                let index = structure.template;
+                let template = Layout {
+                    version,
+                    class: LayoutClass::Chunked {
+                        flags: 0,
+                        dims: cdims.clone(),
+                        index,
                     },
-                    Arc::new(ExtensibleArrayIndex {
-                        meta,
-                        header: address,
-                        counts: counts.clone(),
-                        unlimited: spec.max.iter().position(|m| *m == UNLIMITED).unwrap_or(0),
-                        chunk_bytes,
-                        space: Some(space.clone()),
-                    }),
-                    0,
-                )
-            }
-            ChunkIndexKind::BtreeV2 => {
-                let address = header(kind)?;
-                let tree = Btree2Index {
-                    header: address,
-                    rank: spec.chunk.len(),
-                    chunk_bytes,
-                    chunk_size_len,
-                    filtered,
                 };
-                tree.create(self)?;
                 let file = self.this.get().cloned().unwrap_or_default();
-                (
-                    ChunkIndex::BtreeV2 {
-                        address,
-                        node_size: BT2_NODE_SIZE,
-                        split_percent: BT2_SPLIT_PERCENT,
-                        merge_percent: BT2_MERGE_PERCENT,
-                    },
-                    Arc::new(BtreeV2Chunks::new(tree, file, space.clone())),
-                    0,
-                )
+                let lazy = Arc::new(LazyIndex::new(
+                    file,
+                    None,
+                    template,
+                    Box::new(move |f: &FileShared| structure.make(f)),
+                ));
+                single = Some(NewIndex::Lazy(Arc::clone(&lazy)));
+                (index, lazy, 0)
             }
         };
         self.state()?
@@ -345,7 +482,7 @@ impl FileShared {
             },
             pipeline,
             layout,
-            single,
+            needs_header: single,
         })
     }
 

@@ -10,17 +10,18 @@ use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::layout::{ChunkIndex, LayoutClass};
 
 use super::ChunkBtree as Btree2Index;
+use super::ChunkIndexKind;
 use super::bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
 use super::btree2::BtreeV2Chunks;
+use super::create::Structure;
+use super::lazy::LazyIndex;
 use super::simple::{ImplicitChunks, SingleChunk};
-use super::{ChunkIndexKind, header_len};
 use crate::dataset::DatasetInfo;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::indexes::earray::ExtensibleArrayIndex;
 use crate::indexes::farray::FixedArrayIndex;
 use crate::layouts::ChunkRecord;
-use crate::write::alloc::SpaceKind;
 use crate::write::chunks::{ChunkSpace, WritableChunkIndex};
 
 /// The writable index of an existing chunked dataset with a layout version 4 index (single
@@ -69,6 +70,18 @@ pub(crate) fn load(
     let sizes = file.sizes;
     let chunk_size_len =
         h5_format::btree2::filtered_chunk_size_len(info.layout.version, sizes, chunk_bytes);
+    // h5 writes v2 B-trees with libhdf5's default parameters only.
+    if let ChunkIndex::BtreeV2 {
+        node_size,
+        split_percent,
+        merge_percent,
+        ..
+    } = *index
+        && (node_size, split_percent, merge_percent)
+            != (BT2_NODE_SIZE, BT2_SPLIT_PERCENT, BT2_MERGE_PERCENT)
+    {
+        return Ok(None);
+    }
     let out: Arc<dyn WritableChunkIndex> = match *index {
         ChunkIndex::BtreeV1 { .. } => return Ok(None),
         ChunkIndex::SingleChunk { address, filtered } => {
@@ -100,120 +113,55 @@ pub(crate) fn load(
                 space,
             })
         }
-        ChunkIndex::FixedArray { address, page_bits } => {
-            let meta = file.cache_handle();
-            let header = match address {
-                UNDEFINED_ADDRESS => {
-                    let n = counts
-                        .iter()
-                        .try_fold(1u64, |a, c| a.checked_mul(*c))
-                        .ok_or_else(|| Error::Invalid("too many chunks".into()))?;
-                    let h = new_header(file, info, kind)?;
-                    let format = crate::indexes::element_format(sizes, filtered, chunk_size_len)?;
-                    FixedArrayIndex::create(&meta, h, format, n, page_bits)?;
-                    h
-                }
-                a => a,
-            };
-            Arc::new(FixedArrayIndex {
-                meta,
-                header,
+        _ if !matches!(kind, ChunkIndexKind::SingleChunk | ChunkIndexKind::Implicit)
+            && index.address() == UNDEFINED_ADDRESS =>
+        {
+            // Never written (libhdf5 makes the index with the first chunk): so does h5.
+            let mut cdims = chunk.to_vec();
+            cdims.push(info.elem_size() as u64);
+            let structure = Structure {
+                template: *index,
+                cdims,
                 counts,
                 chunk_bytes,
-                space: Some(space),
-            })
-        }
-        ChunkIndex::ExtensibleArray {
-            address,
-            max_bits,
-            index_elements,
-            min_pointers,
-            min_elements,
-            page_bits,
-        } => {
-            let meta = file.cache_handle();
-            let header = match address {
-                UNDEFINED_ADDRESS => {
-                    let h = new_header(file, info, kind)?;
-                    let format = crate::indexes::element_format(sizes, filtered, chunk_size_len)?;
-                    let p = [
-                        max_bits,
-                        index_elements,
-                        min_pointers,
-                        min_elements,
-                        page_bits,
-                    ];
-                    let params = crate::indexes::earray::params(format, p);
-                    ExtensibleArrayIndex::create(&meta, h, params)?;
-                    h
-                }
-                a => a,
-            };
-            Arc::new(ExtensibleArrayIndex {
-                meta,
-                header,
-                counts,
+                chunk_size_len,
+                filtered,
                 unlimited: max.iter().position(|m| *m == UNLIMITED).unwrap_or(0),
-                chunk_bytes,
-                space: Some(space),
-            })
+                space,
+            };
+            Arc::new(LazyIndex::new(
+                Arc::downgrade(file),
+                Some(info.address),
+                info.layout.clone(),
+                Box::new(move |f: &FileShared| structure.make(f)),
+            ))
         }
-        ChunkIndex::BtreeV2 {
-            address,
-            node_size,
-            split_percent,
-            merge_percent,
-        } => {
-            if (node_size, split_percent, merge_percent)
-                != (BT2_NODE_SIZE, BT2_SPLIT_PERCENT, BT2_MERGE_PERCENT)
-            {
-                return Ok(None);
-            }
+        ChunkIndex::FixedArray { address, .. } => Arc::new(FixedArrayIndex {
+            meta: file.cache_handle(),
+            header: address,
+            counts,
+            chunk_bytes,
+            space: Some(space),
+        }),
+        ChunkIndex::ExtensibleArray { address, .. } => Arc::new(ExtensibleArrayIndex {
+            meta: file.cache_handle(),
+            header: address,
+            counts,
+            unlimited: max.iter().position(|m| *m == UNLIMITED).unwrap_or(0),
+            chunk_bytes,
+            space: Some(space),
+        }),
+        ChunkIndex::BtreeV2 { address, .. } => {
+            // The tree is changed in place: nothing to read.
             let tree = Btree2Index {
-                header: if address != UNDEFINED_ADDRESS {
-                    address
-                } else {
-                    new_header(file, info, kind)?
-                },
+                header: address,
                 rank: chunk.len(),
                 chunk_bytes,
                 chunk_size_len,
                 filtered,
             };
-            // The tree is changed in place: nothing to read; an index never made gets its
-            // header.
-            if address == UNDEFINED_ADDRESS {
-                tree.create(file)?;
-            }
             Arc::new(BtreeV2Chunks::new(tree, Arc::downgrade(file), space))
         }
     };
     Ok(Some(out))
-}
-
-/// Allocates the header of an index of `kind` that was never created and records it in the
-/// dataset's layout message.
-fn new_header(file: &Arc<FileShared>, info: &DatasetInfo, kind: ChunkIndexKind) -> Result<u64> {
-    let h = file.allocate(SpaceKind::Meta, header_len(kind, file.sizes) as u64)?;
-    let mut class = info.layout.class.clone();
-    if let LayoutClass::Chunked {
-        index:
-            ChunkIndex::FixedArray { address, .. }
-            | ChunkIndex::ExtensibleArray { address, .. }
-            | ChunkIndex::BtreeV2 { address, .. },
-        ..
-    } = &mut class
-    {
-        *address = h;
-    }
-    // The layout keeps its version (which fixes the width of filtered chunk sizes).
-    super::create::rewrite_layout_message(
-        file,
-        info.address,
-        h5_format::message::layout::Layout {
-            version: info.layout.version,
-            class,
-        },
-    )?;
-    Ok(h)
 }

@@ -6,7 +6,8 @@
 //! `crate::btree2`, behind the trait in `btree2.rs`).
 //!
 //! Invariants: an index's root or header (the structure the layout message points at) never
-//! moves. Every structure goes into the metadata cache as the decoded value the reader loads
+//! moves once made; it is made with the dataset's first chunk (`lazy.rs`) unless allocation is
+//! early. Every structure goes into the metadata cache as the decoded value the reader loads
 //! (so a reader in the same process sees the same types).
 
 mod bt2;
@@ -14,6 +15,7 @@ pub(crate) mod btree1;
 pub(crate) mod btree2;
 pub(crate) mod create;
 pub(crate) mod existing;
+pub(crate) mod lazy;
 pub(crate) mod simple;
 
 use h5_format::message::dataspace::UNLIMITED;
