@@ -275,6 +275,10 @@ impl Storage for GuardedStorage {
         self.writable_only()?;
         self.change(IoOp::Commit, self.inner.commit(point))
     }
+
+    fn journals_overwrites(&self) -> bool {
+        self.inner.journals_overwrites()
+    }
 }
 
 #[cfg(test)]

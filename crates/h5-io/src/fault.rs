@@ -405,6 +405,10 @@ impl<S: Storage> Storage for FaultInjection<S> {
         self.check(IoOp::Commit)?;
         self.inner.commit(point)
     }
+
+    fn journals_overwrites(&self) -> bool {
+        self.inner.journals_overwrites()
+    }
 }
 
 #[cfg(test)]

@@ -611,6 +611,10 @@ impl<S: Storage, J: Storage> Storage for Journaled<S, J> {
         st.marker_on_disk = false;
         self.inner.commit(point)
     }
+
+    fn journals_overwrites(&self) -> bool {
+        !self.is_detached()
+    }
 }
 
 /// One valid record found by [`scan`]: where its bytes are in the journal and where they go.
@@ -1058,12 +1062,19 @@ mod tests {
             bytes: b"XX".to_vec(),
         };
         commit_with(&s, Vec::new(), Some(marker.clone()));
+        assert!(s.journals_overwrites());
+        assert!(
+            std::sync::Arc::new(&s).journals_overwrites(),
+            "forwarded by Arc and &"
+        );
         s.write_at(4, b"M").unwrap();
         assert!(!s.detach(), "refused in the middle of a change");
         assert!(journal.len().unwrap() > 0);
         commit_with(&s, Vec::new(), Some(marker));
         assert!(s.detach());
         assert!(s.is_detached());
+        assert!(!s.journals_overwrites());
+        assert!(!data.journals_overwrites(), "a backend journals nothing");
         s.write_at(0, b"CHANGED").unwrap();
         // No marker, nothing journaled: the bytes are the writes themselves.
         assert_eq!(journal.len().unwrap(), 0);

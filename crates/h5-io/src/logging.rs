@@ -204,6 +204,10 @@ impl<S: Storage> Storage for Logging<S> {
         let r = self.inner.commit(point);
         self.log(format_args!("commit unused={} ", point.unused.len()), r, ok)
     }
+
+    fn journals_overwrites(&self) -> bool {
+        self.inner.journals_overwrites()
+    }
 }
 
 #[cfg(test)]

@@ -387,6 +387,10 @@ impl<S: Storage> Storage for Metrics<S> {
         self.enter(&self.commits, IoOp::Commit, 0, 0);
         self.inner.commit(point)
     }
+
+    fn journals_overwrites(&self) -> bool {
+        self.inner.journals_overwrites()
+    }
 }
 
 #[cfg(test)]

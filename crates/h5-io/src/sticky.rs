@@ -142,6 +142,10 @@ impl<S: Storage> Storage for Sticky<S> {
         self.check()?;
         self.mutating(IoOp::Commit, self.inner.commit(point))
     }
+
+    fn journals_overwrites(&self) -> bool {
+        self.inner.journals_overwrites()
+    }
 }
 
 #[cfg(test)]

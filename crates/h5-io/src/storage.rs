@@ -216,6 +216,14 @@ pub trait Storage: Send + Sync + fmt::Debug {
         let _ = point;
         Ok(())
     }
+
+    /// Whether every byte of the committed state is saved (journaled) before its first
+    /// overwrite since the last [`commit`](Storage::commit), wherever it is, so that a crash
+    /// comes back to the committed state whatever the writer overwrote: true for an attached
+    /// [`Journaled`](crate::Journaled). Backends say false (the default); decorators forward.
+    fn journals_overwrites(&self) -> bool {
+        false
+    }
 }
 
 /// Conveniences, blanket-implemented for every `T: Storage + ?Sized`.
@@ -311,6 +319,9 @@ macro_rules! forward_storage {
         }
         fn commit(&self, point: &CommitPoint) -> Result<()> {
             (**self).commit(point)
+        }
+        fn journals_overwrites(&self) -> bool {
+            (**self).journals_overwrites()
         }
     };
 }

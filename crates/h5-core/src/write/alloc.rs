@@ -60,6 +60,8 @@ pub struct FileAlloc {
     deferred: Vec<(SpaceKind, u64, u64)>,
     /// The ranges of `deferred`, to refuse a second free of the same space.
     deferred_set: RangeSet,
+    /// Every free is reused at once ([`FileAlloc::reuse_at_once`]).
+    at_once: bool,
     /// Every free waits and commits release nothing (legacy SWMR writing).
     hold: bool,
 }
@@ -99,6 +101,7 @@ impl FileAlloc {
             fresh: RangeSet::new(),
             deferred: Vec::new(),
             deferred_set: RangeSet::new(),
+            at_once: false,
             hold: false,
         }
     }
@@ -129,7 +132,7 @@ impl FileAlloc {
     /// otherwise at the next [`release_deferred`](Self::release_deferred).
     pub fn free(&mut self, kind: SpaceKind, addr: u64, len: u64) -> Result<(), AllocError> {
         let range = addr..addr.saturating_add(len);
-        if !self.hold && self.fresh.covers(range.clone()) {
+        if !self.hold && (self.at_once || self.fresh.covers(range.clone())) {
             self.space.free(kind.space_kind(), addr, len)?;
             self.fresh.remove(range);
             return Ok(());
@@ -160,6 +163,20 @@ impl FileAlloc {
     /// Whether frees are held.
     pub fn holds_frees(&self) -> bool {
         self.hold
+    }
+
+    /// From now on every free is reused at once (the deferred ones too), committed space
+    /// included: only for a storage that journals the committed bytes it overwrites.
+    pub fn reuse_at_once(&mut self) -> Result<(), AllocError> {
+        if self.hold {
+            return Ok(());
+        }
+        self.at_once = true;
+        self.deferred_set.clear();
+        for (kind, addr, len) in std::mem::take(&mut self.deferred) {
+            self.space.free(kind.space_kind(), addr, len)?;
+        }
+        Ok(())
     }
 
     /// Bytes freed since the last commit and waiting for the next one.
@@ -246,6 +263,41 @@ mod tests {
         assert!(a.release_deferred().unwrap());
         assert_eq!(a.deferred_bytes(), 0);
         assert_eq!(a.allocate(SpaceKind::Raw, 4000).unwrap(), x);
+    }
+
+    #[test]
+    fn reuse_at_once_releases_deferred_and_later_frees_of_committed_space() {
+        let mut a = FileAlloc::new(96, 8).unwrap();
+        let x = a.allocate(SpaceKind::Raw, 4000).unwrap();
+        let z = a.allocate(SpaceKind::Raw, 2000).unwrap();
+        a.close().unwrap();
+        a.release_deferred().unwrap();
+        a.free(SpaceKind::Raw, x, 4000).unwrap();
+        assert_eq!(a.deferred_bytes(), 4000, "committed space waits");
+        a.reuse_at_once().unwrap();
+        assert_eq!(a.deferred_bytes(), 0);
+        assert_eq!(
+            a.allocate(SpaceKind::Raw, 4000).unwrap(),
+            x,
+            "released at once"
+        );
+        // Committed space freed later is reused at once too.
+        a.free(SpaceKind::Raw, z, 2000).unwrap();
+        assert_eq!(a.deferred_bytes(), 0);
+        assert_eq!(a.allocate(SpaceKind::Raw, 2000).unwrap(), z);
+    }
+
+    #[test]
+    fn reuse_at_once_leaves_held_frees_held() {
+        let mut a = FileAlloc::new(96, 8).unwrap();
+        let x = a.allocate(SpaceKind::Raw, 4000).unwrap();
+        a.close().unwrap();
+        a.release_deferred().unwrap();
+        a.hold_frees(true);
+        a.free(SpaceKind::Raw, x, 4000).unwrap();
+        a.reuse_at_once().unwrap();
+        assert_eq!(a.deferred_bytes(), 4000);
+        assert_ne!(a.allocate(SpaceKind::Raw, 4000).unwrap(), x);
     }
 
     #[test]

@@ -950,6 +950,7 @@ impl FileShared {
                         self.flush_all()?;
                     }
                     self.end_swmr_write()?;
+                    self.reuse_at_once_if_journaled()?;
                     let released = self.flush_all()?;
                     if released {
                         self.flush_all()?;
@@ -961,6 +962,22 @@ impl FileShared {
         let r = r.map_err(|e| self.note_failure(e));
         self.storage.close();
         r
+    }
+
+    /// At close, with a rollback journal: space the committed state uses and this session
+    /// freed is reused at once, as libhdf5 reuses it, instead of after the closing flush (so
+    /// the blocks the closing flush writes anew, such as free-space section lists, can take
+    /// their old copies' space). Crash safety holds: such space is not in the last commit's
+    /// unused ranges, so the journal saves its old bytes before the first overwrite (§6.4).
+    /// Without a journal (custom storage, journal off, legacy SWMR) delayed reuse stays.
+    fn reuse_at_once_if_journaled(&self) -> Result<()> {
+        if self.storage.journals_overwrites()
+            && !self.is_legacy_swmr_writer()
+            && let Some(alloc) = &self.alloc
+        {
+            alloc.lock().map_err(|_| Error::Poisoned)?.reuse_at_once()?;
+        }
+        Ok(())
     }
 
     /// The flush itself; returns whether committed space freed before it was released.
