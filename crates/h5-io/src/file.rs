@@ -606,6 +606,11 @@ impl Storage for FileStorage {
     fn commit(&self, _point: &CommitPoint) -> Result<()> {
         Ok(())
     }
+
+    /// A backend keeps no journal.
+    fn journals_overwrites(&self) -> bool {
+        false
+    }
 }
 
 /// Largest number of bytes one merged run of adjacent segments moves through a

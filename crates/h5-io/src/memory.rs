@@ -261,6 +261,11 @@ impl Storage for MemoryStorage {
     fn commit(&self, _point: &CommitPoint) -> Result<()> {
         Ok(())
     }
+
+    /// A backend keeps no journal.
+    fn journals_overwrites(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

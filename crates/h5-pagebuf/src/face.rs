@@ -48,6 +48,11 @@ impl Storage for Face {
         self.pb.commit(point)
     }
 
+    /// The storage below decides (a journal under the page buffer sees every write-back).
+    fn journals_overwrites(&self) -> bool {
+        self.pb.inner().journals_overwrites()
+    }
+
     fn lock(&self, mode: LockMode) -> Result<()> {
         self.pb.inner().lock(mode)
     }

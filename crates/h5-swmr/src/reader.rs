@@ -559,6 +559,11 @@ impl Storage for ReaderStorage {
         Ok(())
     }
 
+    /// A reader writes nothing, so journals nothing.
+    fn journals_overwrites(&self) -> bool {
+        false
+    }
+
     fn lock(&self, mode: LockMode) -> h5_io::Result<()> {
         self.hdf5.lock(mode)
     }

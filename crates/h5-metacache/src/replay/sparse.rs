@@ -152,6 +152,11 @@ impl Storage for SparseStorage {
     fn commit(&self, _point: &h5_io::CommitPoint) -> Result<()> {
         Ok(())
     }
+
+    /// A replay image keeps no journal.
+    fn journals_overwrites(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]
