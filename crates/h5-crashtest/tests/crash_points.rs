@@ -238,3 +238,113 @@ fn every_crash_point_recovers_the_last_flush_earliest() {
 fn every_crash_point_recovers_the_last_flush_latest() {
     every_crash_point(FormatBounds::LATEST, 3);
 }
+
+/// The names of `/g`'s members and `/g`'s attributes (with values) in the crash state
+/// `stores`, recovered; `None` when the file does not open.
+fn dense_state(stores: &[MemoryStorage; 2]) -> Option<(Vec<String>, Vec<(String, i32)>)> {
+    let data = MemoryStorage::with_data(stores[0].snapshot());
+    let journal = MemoryStorage::with_data(stores[1].snapshot());
+    h5_io::recover(&data, &journal, false).ok()?;
+    let f = h5::File::from_storage(Arc::new(data), &FileAccess::default(), None).ok()?;
+    let g = f.group("g").ok()?;
+    let names = g.member_names().ok()?;
+    let mut attrs = Vec::new();
+    for a in g.attr_names().ok()? {
+        let v = g.attr(&a).ok()?.read_scalar::<i32>().ok()?;
+        attrs.push((a, v));
+    }
+    Some((names, attrs))
+}
+
+/// A close reuses committed space at once when the storage journals overwrites (docs/design.md
+/// §6.4): the last changes remove and add dense links and attributes (freeing heap blocks and
+/// B-tree nodes the flushed state uses), and a crash at every storage operation of the closing
+/// flush, or in the middle of its next write, recovers either the last flush or the closed
+/// state, never a mix.
+#[test]
+fn every_crash_point_of_a_close_that_reuses_committed_space_recovers() {
+    let log: Log = Arc::default();
+    let rec = |to| Recorder {
+        inner: MemoryStorage::new(),
+        to,
+        log: Arc::clone(&log),
+    };
+    let storage = Arc::new(
+        Journaled::open(rec(0), rec(1), JournalOptions::default())
+            .unwrap()
+            .0,
+    );
+    let file = h5::File::create_in(
+        Arc::clone(&storage) as Arc<dyn Storage>,
+        &FileAccess::default(),
+        &h5::CreateOptions {
+            bounds: FormatBounds::V114,
+            ..h5::CreateOptions::default()
+        },
+        None,
+    )
+    .unwrap();
+    let g = file.create_group("g").unwrap();
+    for i in 0..40 {
+        g.create_group(&format!("m{i:03}")).unwrap();
+        g.write_attr_scalar(&format!("a{i:03}"), i).unwrap();
+    }
+    file.flush().unwrap();
+    let state = |g: &h5::Group| {
+        let attrs = g
+            .attr_names()
+            .unwrap()
+            .into_iter()
+            .map(|a| {
+                let v = g.attr(&a).unwrap().read_scalar::<i32>().unwrap();
+                (a, v)
+            })
+            .collect::<Vec<_>>();
+        (g.member_names().unwrap(), attrs)
+    };
+    let flushed = state(&g);
+    let from = log.lock().unwrap().len();
+    for i in (0..40).step_by(2) {
+        g.unlink(&format!("m{i:03}")).unwrap();
+        g.delete_attr(&format!("a{i:03}")).unwrap();
+    }
+    for i in 0..10 {
+        g.create_group(&format!("n{i:03}")).unwrap();
+        g.write_attr_scalar(&format!("b{i:03}"), 100 + i).unwrap();
+    }
+    let closed = state(&g);
+    drop(g);
+    file.close().unwrap();
+    assert_eq!(storage.journal_len(), 0, "the close committed");
+    let log = log.lock().unwrap().clone();
+    assert!(log.len() > from, "the close wrote");
+    let stores = [MemoryStorage::new(), MemoryStorage::new()];
+    for c in &log[..from] {
+        apply(&stores, c);
+    }
+    let ok =
+        |s: &[MemoryStorage; 2]| dense_state(s).is_some_and(|st| st == flushed || st == closed);
+    let mut checked = 0;
+    for n in from..=log.len() {
+        assert!(ok(&stores), "after {n} of {} changes", log.len());
+        checked += 1;
+        if let Some(Change::Write { to, offset, data }) = log.get(n)
+            && data.len() > 1
+        {
+            let torn = [
+                MemoryStorage::with_data(stores[0].snapshot()),
+                MemoryStorage::with_data(stores[1].snapshot()),
+            ];
+            torn[*to]
+                .write_at(*offset, &data[..data.len() / 2])
+                .unwrap();
+            assert!(ok(&torn), "after {n} changes and half of the next");
+            checked += 1;
+        }
+        if let Some(c) = log.get(n) {
+            apply(&stores, c);
+        }
+    }
+    assert_eq!(dense_state(&stores), Some(closed));
+    eprintln!("{checked} crash states of the close checked");
+}
