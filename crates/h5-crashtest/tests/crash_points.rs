@@ -239,9 +239,12 @@ fn every_crash_point_recovers_the_last_flush_latest() {
     every_crash_point(FormatBounds::LATEST, 3);
 }
 
-/// The names of `/g`'s members and `/g`'s attributes (with values) in the crash state
-/// `stores`, recovered; `None` when the file does not open.
-fn dense_state(stores: &[MemoryStorage; 2]) -> Option<(Vec<String>, Vec<(String, i32)>)> {
+/// `/g`'s member names and its attributes with their values.
+type DenseState = (Vec<String>, Vec<(String, i32)>);
+
+/// `/g`'s [`DenseState`] in the crash state `stores`, recovered; `None` when the file does not
+/// open.
+fn dense_state(stores: &[MemoryStorage; 2]) -> Option<DenseState> {
     let data = MemoryStorage::with_data(stores[0].snapshot());
     let journal = MemoryStorage::with_data(stores[1].snapshot());
     h5_io::recover(&data, &journal, false).ok()?;
