@@ -22,6 +22,7 @@ use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::alloc_time::{Pending, initialises};
 use crate::write::chunk_index::ChunkIndexKind;
+use crate::write::chunk_index::bounded::BoundedIndex;
 use crate::write::chunk_index::btree1::BtreeV1Chunks;
 use crate::write::chunk_index::create::{ChunkedSpec, rewrite_layout_message};
 use crate::write::chunks::{AtFlush, ChunkedWriteLayout, ContiguousLayout, WritableChunkIndex};
@@ -610,7 +611,11 @@ pub(crate) fn overwritten_vlen(
 /// Changes the dimensions of a chunked dataset (version 1 B-tree index) to `dims` (within its
 /// maximum dimensions): the dataspace message is rewritten and the chunk cache drops or fills
 /// what left the extent. Returns the dataset's new description.
-pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Result<DatasetInfo> {
+pub fn resize(
+    file: &Arc<FileShared>,
+    info: &DatasetInfo,
+    dims: &[u64],
+) -> Result<Arc<DatasetInfo>> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
@@ -664,8 +669,7 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
     layout.refill_cleared(file)?;
     let mut info = info.clone();
     info.dataspace = space;
-    file.set_dataset_info(info.clone());
-    Ok(info)
+    Ok(file.set_dataset_info(info))
 }
 
 /// The writable chunk-cache layout of a dataset that existed before the file was opened for
@@ -770,10 +774,11 @@ pub(crate) fn existing_layout(
                     };
                 }
                 rewrite_layout_message(file, info.address, layout)?;
-                Arc::new(BtreeV1Chunks {
+                let tree = Arc::new(BtreeV1Chunks {
                     tree,
                     space: space.clone(),
-                })
+                });
+                Arc::new(BoundedIndex::empty(tree, chunk.len()))
             };
             // Chunks the existing dataset gains are allocated as they are written (an early-
             // allocated dataset already has all of its chunks).
