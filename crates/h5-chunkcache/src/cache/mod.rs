@@ -1210,13 +1210,15 @@ impl ChunkCache {
         let before = std::mem::replace(&mut e.accounted, now);
         let ds = e.dataset;
         let info = e.info();
-        if now >= before {
+        // Most changes (a write into a resident chunk) keep the size: the budget's ordered set
+        // is then left alone.
+        if now > before {
             self.budget.add(ds, now - before);
-        } else {
+            self.note_peak();
+        } else if now < before {
             self.budget.sub(ds, before - now);
         }
         self.policy.updated(id, info);
-        self.note_peak();
     }
 
     fn note_peak(&mut self) {
