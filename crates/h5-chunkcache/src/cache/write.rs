@@ -62,6 +62,8 @@ impl ChunkCache {
         let mut all: Vec<WritePiece> = Vec::new();
         let mut bypass: Vec<WritePiece> = Vec::new();
         let mut whole: Vec<WritePiece> = Vec::new();
+        // The entry of each piece of `all` when it holds the chunk's values.
+        let mut resident_ids: Vec<Option<EntryId>> = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             if r.skip_io {
                 continue;
@@ -91,7 +93,8 @@ impl ChunkCache {
                     dataset: r.dataset,
                     coord: p.coord,
                 };
-                let entry = self.lookup_id(&key).and_then(|id| self.entry(id));
+                let id = self.lookup_id(&key);
+                let entry = id.and_then(|id| self.entry(id));
                 let resident = entry.is_some_and(|e| e.has_values);
                 let dirty = entry.is_some_and(|e| e.dirty);
                 let wp = WritePiece {
@@ -109,7 +112,22 @@ impl ChunkCache {
                     bypass.push(wp);
                 } else {
                     all.push(wp);
+                    resident_ids.push(id.filter(|_| resident));
                 }
+            }
+        }
+        if whole.is_empty() && bypass.is_empty() {
+            // Every chunk already resident (an append into the last chunk, a rewrite of cached
+            // data): written where it is, in request order; nothing is admitted, so no entry
+            // moves or leaves between the pieces.
+            let ids: Option<Vec<EntryId>> = resident_ids.iter().copied().collect();
+            if let Some(ids) = ids {
+                for (w, id) in all.iter().zip(ids) {
+                    self.gather_into(id, &w.piece, &reqs[w.req])?;
+                }
+                self.make_room(0)?;
+                self.maybe_preencode()?;
+                return Ok(report);
             }
         }
         if reqs.len() > 1 && !whole.is_empty() {
