@@ -621,7 +621,7 @@ pub fn resize(
     }
     file.check_usable()?;
     file.check_swmr_index(info)?;
-    crate::dataset::ensure_registered(file, info)?;
+    let id = crate::dataset::ensure_registered(file, info)?;
     let layout = file
         .state()?
         .chunked
@@ -632,20 +632,17 @@ pub fn resize(
                 "resizing a dataset whose storage is not chunked with a version 1 B-tree".into(),
             )
         })?;
-    let old = info.dims().to_vec();
-    let max = info
-        .dataspace
-        .max_dims
-        .clone()
-        .unwrap_or_else(|| old.clone());
-    if dims.len() != old.len() || dims.iter().zip(&max).any(|(d, m)| *m != UNLIMITED && d > m) {
+    let old = info.dims();
+    let max = info.dataspace.max_dims.as_deref().unwrap_or(old);
+    if dims.len() != old.len() || dims.iter().zip(max).any(|(d, m)| *m != UNLIMITED && d > m) {
         return Err(Error::Invalid(format!(
             "new dimensions {dims:?} outside the maximum {max:?}"
         )));
     }
-    let mut space = info.dataspace.clone();
-    space.dims = dims.to_vec();
-    let body = encode_message(&Message::Dataspace(space.clone()), file.sizes)?;
+    let mut next = info.clone();
+    next.dataspace.dims.clear();
+    next.dataspace.dims.extend_from_slice(dims);
+    let body = next.dataspace.encode(file.sizes)?;
     file.swmr_pin_header(info.address)?;
     // New dimensions of the same rank keep the message's length: changed where it is stored
     // (as libhdf5 rewrites the message), the header laid out again only otherwise.
@@ -657,19 +654,20 @@ pub fn resize(
             Ok(())
         })?;
     }
-    *layout.dims.lock().map_err(|_| Error::Poisoned)? = dims.to_vec();
+    {
+        let mut extent = layout.dims.lock().map_err(|_| Error::Poisoned)?;
+        extent.clear();
+        extent.extend_from_slice(dims);
+    }
     if layout.early {
         file.allocate_chunks(&layout, dims)?;
     }
-    let id = h5_chunkcache::DatasetId(file.abs(info.address)?);
     file.chunks
         .lock()
         .map_err(|_| Error::Poisoned)?
-        .set_extent_notify(id, &old)?;
+        .set_extent_notify(id, old)?;
     layout.refill_cleared(file)?;
-    let mut info = info.clone();
-    info.dataspace = space;
-    Ok(file.set_dataset_info(info))
+    Ok(file.set_dataset_info(next))
 }
 
 /// The writable chunk-cache layout of a dataset that existed before the file was opened for
