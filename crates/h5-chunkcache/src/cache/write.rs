@@ -120,10 +120,9 @@ impl ChunkCache {
             // Every chunk already resident (an append into the last chunk, a rewrite of cached
             // data): written where it is, in request order; nothing is admitted, so no entry
             // moves or leaves between the pieces.
-            let ids: Option<Vec<EntryId>> = resident_ids.iter().copied().collect();
-            if let Some(ids) = ids {
-                for (w, id) in all.iter().zip(ids) {
-                    self.gather_into(id, &w.piece, &reqs[w.req])?;
+            if resident_ids.iter().all(Option::is_some) {
+                for (w, id) in all.iter().zip(resident_ids.iter().flatten()) {
+                    self.gather_into(*id, &w.piece, &reqs[w.req])?;
                 }
                 self.make_room(0)?;
                 self.maybe_preencode()?;
