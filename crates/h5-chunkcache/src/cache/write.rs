@@ -87,6 +87,8 @@ impl ChunkCache {
             // A conversion that keeps parts of the destination (a background, SCC-105) needs the
             // chunk's current values even when the write covers every element.
             let background = r.conversion.is_some_and(|c| c.needs_background());
+            all.reserve(pieces.len());
+            resident_ids.reserve(pieces.len());
             for p in pieces {
                 let covers = !background && p.covers_chunk(&extent, &st.info.chunk_dims);
                 let key = ChunkKey {
