@@ -142,11 +142,26 @@ impl Hyperslab {
         count: &[u64],
         block: &[u64],
     ) -> Result<Self, SelectionError> {
+        Self::from_vecs(
+            start.to_vec(),
+            stride.to_vec(),
+            count.to_vec(),
+            block.to_vec(),
+        )
+    }
+
+    /// [`Hyperslab::new`] taking its lists by value (no copy).
+    pub fn from_vecs(
+        start: Vec<u64>,
+        stride: Vec<u64>,
+        count: Vec<u64>,
+        block: Vec<u64>,
+    ) -> Result<Self, SelectionError> {
         let h = Self {
-            start: start.to_vec(),
-            stride: stride.to_vec(),
-            count: count.to_vec(),
-            block: block.to_vec(),
+            start,
+            stride,
+            count,
+            block,
         };
         h.check()?;
         Ok(h)
@@ -481,10 +496,11 @@ pub fn decompose(
             hyperslab_pieces(&dims, &grid)
         }
         Selection::Hyperslab(h) => {
-            let dims: Vec<DimSel> = (0..grid.rank)
-                .map(|d| DimSel::normalised(h, d))
-                .collect::<Result<_, _>>()?;
-            hyperslab_pieces(&dims, &grid)
+            let mut dims = [DimSel::EMPTY; MAX_RANK];
+            for (d, slot) in dims.iter_mut().enumerate().take(grid.rank) {
+                *slot = DimSel::normalised(h, d)?;
+            }
+            hyperslab_pieces(&dims[..grid.rank], &grid)
         }
         Selection::Points(p) => points_pieces(p, extent, &grid),
     }
@@ -988,6 +1004,14 @@ struct DimSel {
 }
 
 impl DimSel {
+    /// A placeholder for unused dimensions.
+    const EMPTY: Self = Self {
+        start: 0,
+        stride: 0,
+        count: 0,
+        block: 0,
+    };
+
     /// Dimension `d` of a validated, non-empty hyperslab.
     fn normalised(h: &Hyperslab, d: usize) -> Result<Self, SelectionError> {
         let get = |v: &[u64]| v.get(d).copied().ok_or(SelectionError::Overflow);
@@ -1113,9 +1137,12 @@ fn hyperslab_pieces(dims: &[DimSel], grid: &Grid) -> Result<Vec<ChunkPiece>, Sel
         .zip(&grid.chunk_dims)
         .map(|(&s, &c)| DimPlan::new(s, c))
         .collect::<Result<_, _>>()?;
-    let sel_lens: Vec<u64> = plans.iter().map(|p| p.sel_len).collect();
+    let mut sel_lens = [0u64; MAX_RANK];
+    for (l, p) in sel_lens.iter_mut().zip(&plans) {
+        *l = p.sel_len;
+    }
     let mut bstride = [0u64; MAX_RANK];
-    strides(&sel_lens, &mut bstride)?;
+    strides(&sel_lens[..rank], &mut bstride)?;
 
     let n_pieces = plans
         .iter()

@@ -67,6 +67,9 @@ pub struct Dataset {
     /// The description when the handle was opened: datatype, layout, filters and fill value
     /// never change; the shape is read from the file's shared descriptions instead.
     opened: Arc<DatasetInfo>,
+    /// `opened`'s datatype, kept in the handle: every read and write compares the memory type
+    /// with it, and the shared description is cold memory when many datasets are used in turn.
+    file_type: Datatype,
 }
 
 impl Deref for Dataset {
@@ -92,7 +95,12 @@ impl Dataset {
         // The header was just loaded from the metadata cache: its description is the current
         // one for every handle.
         let opened = loc.file_shared().set_dataset_info(info);
-        Ok(Dataset { loc, opened })
+        let file_type = opened.datatype.clone();
+        Ok(Dataset {
+            loc,
+            opened,
+            file_type,
+        })
     }
 
     /// The relative address of the committed (named) datatype this dataset's type is, if its
@@ -221,7 +229,7 @@ impl Dataset {
 
     /// The element type in the file.
     pub fn dtype(&self) -> &Datatype {
-        &self.opened.datatype
+        &self.file_type
     }
 
     /// The chunk shape, if chunked.

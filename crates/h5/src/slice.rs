@@ -71,7 +71,7 @@ pub fn hyperslab(elems: &[SliceInfoElem], dims: &[u64]) -> Result<(Hyperslab, Ve
         shape.push(to_usize(n)?);
     }
     let block = vec![1; start.len()];
-    let slab = Hyperslab::new(&start, &stride, &count, &block)
+    let slab = Hyperslab::from_vecs(start, stride, count, block)
         .map_err(|e| Error::Invalid(e.to_string()))?;
     Ok((slab, shape))
 }

@@ -219,10 +219,8 @@ impl ChunkCache {
         if !st.info.uses_cache {
             return Ok(());
         }
-        let layout = Arc::clone(&st.layout);
-        let info = st.info.clone();
-        let new_dims = layout.extent();
-        let rank = info.chunk_dims.len();
+        let new_dims = st.layout.extent();
+        let rank = st.info.chunk_dims.len();
         for got in [old_dims.len(), new_dims.len()] {
             if got != rank {
                 return Err(SelectionError::RankMismatch {
@@ -239,9 +237,10 @@ impl ChunkCache {
         // nothing is dropped, erased or filled; with edge chunks encoded like the others and
         // late allocation nothing else changes either. (W4's appends resize every time.)
         let grows = old_dims.iter().zip(&new_dims).all(|(o, n)| n >= o);
-        if grows && !info.edge_chunks_differ && !info.early_allocation {
+        if grows && !st.info.edge_chunks_differ && !st.info.early_allocation {
             return Ok(());
         }
+        let info = st.info.clone();
         let g = Geometry {
             dims: info.chunk_dims.clone(),
             old: old_dims.to_vec(),

@@ -19,6 +19,7 @@ mod defined;
 mod direct;
 mod extent;
 mod flush;
+mod index;
 mod read;
 mod whole;
 mod write;
@@ -762,8 +763,8 @@ pub struct ChunkCache {
     config: ChunkCacheConfig,
     entries: Vec<Option<Entry>>,
     free: Vec<u32>,
-    map: HashMap<ChunkKey, EntryId, KeyHasherBuilder>,
-    datasets: HashMap<DatasetId, DatasetState>,
+    map: index::KeyIndex,
+    datasets: HashMap<DatasetId, DatasetState, KeyHasherBuilder>,
     policy: Box<dyn ReplacementPolicy>,
     budget: Budget,
     stats: ChunkCacheStats,
@@ -844,11 +845,11 @@ impl ChunkCache {
         let budget = Budget::new(config.limit, config.default_dataset_min);
         Ok(Self {
             storage,
-            map: HashMap::with_hasher(KeyHasherBuilder(config.key_hashing)),
+            map: index::KeyIndex::new(KeyHasherBuilder(config.key_hashing)),
             config,
             entries: Vec::new(),
             free: Vec::new(),
-            datasets: HashMap::new(),
+            datasets: HashMap::with_hasher(KeyHasherBuilder(KeyHashing::Fast)),
             policy,
             budget,
             stats: ChunkCacheStats::default(),
@@ -1008,7 +1009,7 @@ impl ChunkCache {
             dataset: ds,
             coord: ChunkCoord::new(coord)?,
         };
-        let e = self.entry(*self.map.get(&key)?)?;
+        let e = self.entry(self.map.get(&key)?)?;
         Some(EntryStats {
             dirty: e.dirty,
             has_values: e.has_values,
@@ -1068,7 +1069,7 @@ impl ChunkCache {
     }
 
     fn lookup_id(&self, key: &ChunkKey) -> Option<EntryId> {
-        self.map.get(key).copied()
+        self.map.get(key)
     }
 
     /// The slabs of whole rows of chunks (dimension 0), about [`SLAB_CHUNKS`] chunks each, that a
@@ -1210,13 +1211,15 @@ impl ChunkCache {
         let before = std::mem::replace(&mut e.accounted, now);
         let ds = e.dataset;
         let info = e.info();
-        if now >= before {
+        // Most changes (a write into a resident chunk) keep the size: the budget's ordered set
+        // is then left alone.
+        if now > before {
             self.budget.add(ds, now - before);
-        } else {
+            self.note_peak();
+        } else if now < before {
             self.budget.sub(ds, before - now);
         }
         self.policy.updated(id, info);
-        self.note_peak();
     }
 
     fn note_peak(&mut self) {

@@ -62,6 +62,8 @@ impl ChunkCache {
         let mut all: Vec<WritePiece> = Vec::new();
         let mut bypass: Vec<WritePiece> = Vec::new();
         let mut whole: Vec<WritePiece> = Vec::new();
+        // The entry of each piece of `all` when it holds the chunk's values.
+        let mut resident_ids: Vec<Option<EntryId>> = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             if r.skip_io {
                 continue;
@@ -85,13 +87,16 @@ impl ChunkCache {
             // A conversion that keeps parts of the destination (a background, SCC-105) needs the
             // chunk's current values even when the write covers every element.
             let background = r.conversion.is_some_and(|c| c.needs_background());
+            all.reserve(pieces.len());
+            resident_ids.reserve(pieces.len());
             for p in pieces {
                 let covers = !background && p.covers_chunk(&extent, &st.info.chunk_dims);
                 let key = ChunkKey {
                     dataset: r.dataset,
                     coord: p.coord,
                 };
-                let entry = self.lookup_id(&key).and_then(|id| self.entry(id));
+                let id = self.lookup_id(&key);
+                let entry = id.and_then(|id| self.entry(id));
                 let resident = entry.is_some_and(|e| e.has_values);
                 let dirty = entry.is_some_and(|e| e.dirty);
                 let wp = WritePiece {
@@ -109,7 +114,21 @@ impl ChunkCache {
                     bypass.push(wp);
                 } else {
                     all.push(wp);
+                    resident_ids.push(id.filter(|_| resident));
                 }
+            }
+        }
+        if whole.is_empty() && bypass.is_empty() {
+            // Every chunk already resident (an append into the last chunk, a rewrite of cached
+            // data): written where it is, in request order; nothing is admitted, so no entry
+            // moves or leaves between the pieces.
+            if resident_ids.iter().all(Option::is_some) {
+                for (w, id) in all.iter().zip(resident_ids.iter().flatten()) {
+                    self.gather_into(*id, &w.piece, &reqs[w.req])?;
+                }
+                self.make_room(0)?;
+                self.maybe_preencode()?;
+                return Ok(report);
             }
         }
         if reqs.len() > 1 && !whole.is_empty() {

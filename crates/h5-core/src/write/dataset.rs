@@ -22,6 +22,7 @@ use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::alloc_time::{Pending, initialises};
 use crate::write::chunk_index::ChunkIndexKind;
+use crate::write::chunk_index::bounded::BoundedIndex;
 use crate::write::chunk_index::btree1::BtreeV1Chunks;
 use crate::write::chunk_index::create::{ChunkedSpec, rewrite_layout_message};
 use crate::write::chunks::{AtFlush, ChunkedWriteLayout, ContiguousLayout, WritableChunkIndex};
@@ -610,13 +611,17 @@ pub(crate) fn overwritten_vlen(
 /// Changes the dimensions of a chunked dataset (version 1 B-tree index) to `dims` (within its
 /// maximum dimensions): the dataspace message is rewritten and the chunk cache drops or fills
 /// what left the extent. Returns the dataset's new description.
-pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Result<DatasetInfo> {
+pub fn resize(
+    file: &Arc<FileShared>,
+    info: &DatasetInfo,
+    dims: &[u64],
+) -> Result<Arc<DatasetInfo>> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
     file.check_swmr_index(info)?;
-    crate::dataset::ensure_registered(file, info)?;
+    let id = crate::dataset::ensure_registered(file, info)?;
     let layout = file
         .state()?
         .chunked
@@ -627,20 +632,17 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
                 "resizing a dataset whose storage is not chunked with a version 1 B-tree".into(),
             )
         })?;
-    let old = info.dims().to_vec();
-    let max = info
-        .dataspace
-        .max_dims
-        .clone()
-        .unwrap_or_else(|| old.clone());
-    if dims.len() != old.len() || dims.iter().zip(&max).any(|(d, m)| *m != UNLIMITED && d > m) {
+    let old = info.dims();
+    let max = info.dataspace.max_dims.as_deref().unwrap_or(old);
+    if dims.len() != old.len() || dims.iter().zip(max).any(|(d, m)| *m != UNLIMITED && d > m) {
         return Err(Error::Invalid(format!(
             "new dimensions {dims:?} outside the maximum {max:?}"
         )));
     }
-    let mut space = info.dataspace.clone();
-    space.dims = dims.to_vec();
-    let body = encode_message(&Message::Dataspace(space.clone()), file.sizes)?;
+    let mut next = info.clone();
+    next.dataspace.dims.clear();
+    next.dataspace.dims.extend_from_slice(dims);
+    let body = next.dataspace.encode(file.sizes)?;
     file.swmr_pin_header(info.address)?;
     // New dimensions of the same rank keep the message's length: changed where it is stored
     // (as libhdf5 rewrites the message), the header laid out again only otherwise.
@@ -652,20 +654,20 @@ pub fn resize(file: &Arc<FileShared>, info: &DatasetInfo, dims: &[u64]) -> Resul
             Ok(())
         })?;
     }
-    *layout.dims.lock().map_err(|_| Error::Poisoned)? = dims.to_vec();
+    {
+        let mut extent = layout.dims.lock().map_err(|_| Error::Poisoned)?;
+        extent.clear();
+        extent.extend_from_slice(dims);
+    }
     if layout.early {
         file.allocate_chunks(&layout, dims)?;
     }
-    let id = h5_chunkcache::DatasetId(file.abs(info.address)?);
     file.chunks
         .lock()
         .map_err(|_| Error::Poisoned)?
-        .set_extent_notify(id, &old)?;
+        .set_extent_notify(id, old)?;
     layout.refill_cleared(file)?;
-    let mut info = info.clone();
-    info.dataspace = space;
-    file.set_dataset_info(info.clone());
-    Ok(info)
+    Ok(file.set_dataset_info(next))
 }
 
 /// The writable chunk-cache layout of a dataset that existed before the file was opened for
@@ -770,12 +772,13 @@ pub(crate) fn existing_layout(
                     unlimited: 0,
                     space: space.clone(),
                 };
-                Arc::new(crate::write::chunk_index::lazy::LazyIndex::new(
+                let lazy = Arc::new(crate::write::chunk_index::lazy::LazyIndex::new(
                     Arc::downgrade(file),
                     Some(info.address),
                     info.layout.clone(),
                     Box::new(move |f: &FileShared| structure.make(f)),
-                ))
+                ));
+                Arc::new(BoundedIndex::empty(lazy, chunk.len()))
             };
             // Chunks the existing dataset gains are allocated as they are written (an early-
             // allocated dataset already has all of its chunks).

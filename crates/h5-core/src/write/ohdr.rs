@@ -297,25 +297,17 @@ fn gather(
     Ok((all, blocks))
 }
 
-/// `body` padded with zeros to a stored body of `stored` bytes (version 1 headers align
-/// bodies to 8 bytes), or `None` when it is longer.
-fn padded(body: &[u8], stored: usize) -> Option<Vec<u8>> {
-    (body.len() <= stored).then(|| {
-        let mut b = body.to_vec();
-        b.resize(stored, 0);
-        b
-    })
-}
-
-/// Puts `body` (padded) in place of the body of the first message of `kind` in `msgs`: `None`
-/// when there is no such message, `Some(false)` (nothing changed) when its stored body is
-/// shorter than `body`.
+/// Puts `body` in place of the body of the first message of `kind` in `msgs`, padded with zeros
+/// to the stored body's length (version 1 headers align bodies to 8 bytes): `None` when there
+/// is no such message, `Some(false)` (nothing changed) when its stored body is shorter than
+/// `body`.
 fn replace_body(msgs: &mut [StoredMessage], kind: u16, body: &[u8]) -> Option<bool> {
     let m = msgs.iter_mut().find(|m| m.kind == kind)?;
-    let Some(stored) = padded(body, m.body.len()) else {
+    let Some((head, tail)) = m.body.split_at_mut_checked(body.len()) else {
         return Some(false);
     };
-    m.body = stored;
+    head.copy_from_slice(body);
+    tail.fill(0);
     Some(true)
 }
 

@@ -10,6 +10,7 @@ use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
 use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass, SINGLE_INDEX_WITH_FILTER};
 
 use super::ChunkBtree as Btree2Index;
+use super::bounded::BoundedIndex;
 use super::btree1::BtreeV1Chunks;
 use super::btree2::BtreeV2Chunks;
 use super::lazy::LazyIndex;
@@ -451,6 +452,12 @@ impl FileShared {
                 single = Some(NewIndex::Lazy(Arc::clone(&lazy)));
                 (index, lazy, 0)
             }
+        };
+        // A new index holds no chunk: lookups past the chunks it has been given are answered
+        // without it (the single-chunk and implicit indexes answer at once anyway).
+        let store: Arc<dyn WritableChunkIndex> = match kind {
+            ChunkIndexKind::SingleChunk | ChunkIndexKind::Implicit => store,
+            _ => Arc::new(BoundedIndex::empty(store, spec.chunk.len())),
         };
         self.state()?
             .indexes

@@ -10,6 +10,7 @@
 //! early. Every structure goes into the metadata cache as the decoded value the reader loads
 //! (so a reader in the same process sees the same types).
 
+pub(crate) mod bounded;
 mod bt2;
 pub(crate) mod btree1;
 pub(crate) mod btree2;
