@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::common::{cpu_secs, selected, thread_cpu_secs};
 use h5::{
     CreateOptions, FileAccess, FileSpaceOptions, FormatBounds, PageBufferConfig, SpaceStrategy,
     SwmrConfig,
@@ -28,8 +29,9 @@ pub(crate) struct SwmrOptions {
     /// Datasets of perf test 1.
     #[arg(long, default_value_t = 1000)]
     pub(crate) datasets: usize,
-    /// Rounds of perf test 1.
-    #[arg(long, default_value_t = 20)]
+    /// Rounds of perf test 1 (the seed's run is longer than its 20 rounds would take here:
+    /// 200 make a run of about a second, long enough to measure).
+    #[arg(long, default_value_t = 200)]
     pub(crate) rounds: usize,
     /// Side of the planes of perf test 2 (the seed's 1000).
     #[arg(long, default_value_t = 1000)]
@@ -46,6 +48,89 @@ pub(crate) struct SwmrOptions {
     /// Skip the libhdf5 comparison.
     #[arg(long)]
     pub(crate) no_python: bool,
+    /// Runs of each side of the perf tests, alternating (no SWMR, SWMR, no SWMR, ...); the best
+    /// run of each side is reported.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: usize,
+    /// Run only these parts (comma-separated: w7, perf1, perf2, guard; default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
+    /// Which side of the perf tests runs (`swmr` alone: for a profiler).
+    #[arg(long, value_enum, default_value_t = Sides::Both)]
+    pub(crate) side: Sides,
+}
+
+/// The sides of the perf tests that run.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sides {
+    /// Without and with VFD SWMR, alternating.
+    Both,
+    /// Without VFD SWMR only.
+    Plain,
+    /// With VFD SWMR only.
+    Swmr,
+}
+
+/// What one run cost: wall seconds, CPU seconds of the thread that ran it (nanosecond
+/// resolution) and of the whole process (10 ms resolution).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Cost {
+    wall: f64,
+    cpu: f64,
+    cpu_process: f64,
+}
+
+impl Cost {
+    /// The smaller of each figure (the best of several runs).
+    fn best(self, o: Cost) -> Cost {
+        Cost {
+            wall: self.wall.min(o.wall),
+            cpu: self.cpu.min(o.cpu),
+            cpu_process: self.cpu_process.min(o.cpu_process),
+        }
+    }
+}
+
+/// Runs `f` and measures it.
+fn measure(f: impl FnOnce() -> Result<(), String>) -> Result<Cost, String> {
+    let (t0, p0) = (
+        thread_cpu_secs().unwrap_or(f64::NAN),
+        cpu_secs().unwrap_or(f64::NAN),
+    );
+    let start = Instant::now();
+    f()?;
+    let wall = start.elapsed().as_secs_f64();
+    Ok(Cost {
+        wall,
+        cpu: thread_cpu_secs().unwrap_or(f64::NAN) - t0,
+        cpu_process: cpu_secs().unwrap_or(f64::NAN) - p0,
+    })
+}
+
+/// `runs` alternating runs of `f(swmr)` for the selected sides; the best of each side
+/// (`None` for a side that did not run). A fresh file per run.
+fn best_of(
+    runs: usize,
+    sides: Sides,
+    mut f: impl FnMut(bool, usize) -> Result<(), String>,
+) -> Result<(Option<Cost>, Option<Cost>), String> {
+    let (mut plain, mut swmr): (Option<Cost>, Option<Cost>) = (None, None);
+    for i in 0..runs.max(1) {
+        for on in [false, true] {
+            let wanted = match sides {
+                Sides::Both => true,
+                Sides::Plain => !on,
+                Sides::Swmr => on,
+            };
+            if !wanted {
+                continue;
+            }
+            let c = measure(|| f(on, i))?;
+            let slot = if on { &mut swmr } else { &mut plain };
+            *slot = Some(slot.map_or(c, |b| b.best(c)));
+        }
+    }
+    Ok((plain, swmr))
 }
 
 fn now_secs() -> f64 {
@@ -270,10 +355,9 @@ fn legacy(dir: &Path, python: &Path, n: usize) -> Result<(Vec<f64>, f64), String
 }
 
 /// Perf test 1: `datasets` extensible 1-d datasets, `rounds` round-robin passes appending 10
-/// values to each. Returns seconds.
-fn perf1(path: &Path, datasets: usize, rounds: usize, swmr: bool) -> Result<f64, String> {
+/// values to each.
+fn perf1(path: &Path, datasets: usize, rounds: usize, swmr: bool) -> Result<(), String> {
     let cfg = swmr.then(|| writer_cfg(1));
-    let start = Instant::now();
     let f = h5::File::create_with(path, &access(cfg), &paged()).map_err(e)?;
     let mut ds = Vec::with_capacity(datasets);
     for j in 0..datasets {
@@ -302,15 +386,13 @@ fn perf1(path: &Path, datasets: usize, rounds: usize, swmr: bool) -> Result<f64,
             .map_err(e)?;
         }
     }
-    f.close().map_err(e)?;
-    Ok(start.elapsed().as_secs_f64())
+    f.close().map_err(e)
 }
 
 /// Perf test 2: ten int32 datasets n × side × side, chunks 1 × side × side, one plane per
-/// dataset per round. Returns seconds.
-fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<f64, String> {
+/// dataset per round.
+fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<(), String> {
     let cfg = swmr.then(|| writer_cfg(1));
-    let start = Instant::now();
     let f = h5::File::create_with(path, &access(cfg), &paged()).map_err(e)?;
     let mut ds = Vec::new();
     for j in 0..10 {
@@ -349,8 +431,7 @@ fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<f64, Str
             .map_err(e)?;
         }
     }
-    f.close().map_err(e)?;
-    Ok(start.elapsed().as_secs_f64())
+    f.close().map_err(e)
 }
 
 /// Cost of the API guard per call: (no SWMR file open, one open), in nanoseconds.
@@ -400,6 +481,41 @@ fn ms(x: f64) -> String {
     format!("{:.2} ms", 1000.0 * x)
 }
 
+/// Reports one perf test: best wall and CPU of each side that ran, and the SWMR throughput
+/// relative to no SWMR (wall and CPU) when both ran.
+fn report_perf(rep: &mut Report, what: &str, runs: usize, sides: (Option<Cost>, Option<Cost>)) {
+    let secs = |c: Option<Cost>, f: fn(&Cost) -> f64| {
+        c.map_or("-".to_owned(), |c| format!("{:.3} s", f(&c)))
+    };
+    let (plain, swmr) = sides;
+    rep.add(
+        &format!("{what}: no SWMR / SWMR, wall (best of {runs})"),
+        format!("{} / {}", secs(plain, |c| c.wall), secs(swmr, |c| c.wall)),
+    );
+    rep.add(
+        &format!("{what}: no SWMR / SWMR, CPU of the thread"),
+        format!("{} / {}", secs(plain, |c| c.cpu), secs(swmr, |c| c.cpu)),
+    );
+    rep.add(
+        &format!("{what}: no SWMR / SWMR, CPU of the process"),
+        format!(
+            "{} / {}",
+            secs(plain, |c| c.cpu_process),
+            secs(swmr, |c| c.cpu_process)
+        ),
+    );
+    if let (Some(p), Some(s)) = (plain, swmr) {
+        rep.add(
+            &format!("{what}: SWMR throughput vs no SWMR, wall / CPU (target >= 90 %)"),
+            format!(
+                "{:.0} % / {:.0} %",
+                100.0 * p.wall / s.wall,
+                100.0 * p.cpu / s.cpu
+            ),
+        );
+    }
+}
+
 /// Runs everything; `python = None` skips the libhdf5 comparison.
 pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, String> {
     let dir = tempfile_dir()?;
@@ -409,7 +525,56 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
         (o.appends, o.datasets, o.rounds, o.plane, o.planes)
     };
     let mut rep = Report::default();
-    let (lat, rate_tick) = w7(&dir, "w7_tick.h5", appends, 1, false)?;
+    if selected(&o.only, "w7") {
+        w7_all(&mut rep, &dir, appends, python)?;
+    }
+    if selected(&o.only, "perf1") {
+        let sides = best_of(o.runs, o.side, |on, i| {
+            let p = dir.join(format!("p1_{on}_{i}.h5"));
+            let r = perf1(&p, datasets, rounds, on);
+            let _ = std::fs::remove_file(&p);
+            r
+        })?;
+        report_perf(
+            &mut rep,
+            &format!("perf test 1 ({datasets} datasets x {rounds} rounds)"),
+            o.runs,
+            sides,
+        );
+    }
+    if selected(&o.only, "perf2") {
+        let sides = best_of(o.runs, o.side, |on, i| {
+            let p = dir.join(format!("p2_{on}_{i}.h5"));
+            let r = perf2(&p, side, planes, on);
+            let _ = std::fs::remove_file(&p);
+            r
+        })?;
+        report_perf(
+            &mut rep,
+            &format!("perf test 2 (10 x {planes} planes of {side}^2 int32)"),
+            o.runs,
+            sides,
+        );
+    }
+    if selected(&o.only, "guard") {
+        let (none, one) = guard_cost(&dir)?;
+        rep.add(
+            "API guard per call: no SWMR file / one SWMR file",
+            format!("{none:.0} ns / {one:.0} ns"),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(rep)
+}
+
+/// W7's three latency runs (and libhdf5's when `python` is given) and the writer throughput.
+fn w7_all(
+    rep: &mut Report,
+    dir: &Path,
+    appends: usize,
+    python: Option<&Path>,
+) -> Result<(), String> {
+    let (lat, rate_tick) = w7(dir, "w7_tick.h5", appends, 1, false)?;
     rep.add(
         "W7 h5 VFD SWMR, tick 0.1 s: latency p50 / p99",
         format!("{} / {}", ms(pct(&lat, 0.5)), ms(pct(&lat, 0.99))),
@@ -418,13 +583,13 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
         "W7 h5 p99 in ticks (target <= 2)",
         format!("{:.2}", pct(&lat, 0.99) / 0.1),
     );
-    let (lat_e, rate_e) = w7(&dir, "w7_end.h5", appends, 0, true)?;
+    let (lat_e, rate_e) = w7(dir, "w7_end.h5", appends, 0, true)?;
     rep.add(
         "W7 h5 VFD SWMR, end_tick per append: latency p50 / p99",
         format!("{} / {}", ms(pct(&lat_e, 0.5)), ms(pct(&lat_e, 0.99))),
     );
     if let Some(py) = python {
-        let (lat_l, rate_l) = legacy(&dir, py, appends)?;
+        let (lat_l, rate_l) = legacy(dir, py, appends)?;
         rep.add(
             "W7 libhdf5 legacy SWMR (h5py, flush per append): latency p50 / p99",
             format!("{} / {}", ms(pct(&lat_l, 0.5)), ms(pct(&lat_l, 0.99))),
@@ -435,41 +600,12 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
         );
         rep.add("W7 libhdf5 legacy writer appends/s", format!("{rate_l:.0}"));
     }
-    let plain = {
-        let p = dir.join("w7_plain.h5");
-        w7_write(&p, appends, None, false)?
-    };
+    let plain = w7_write(&dir.join("w7_plain.h5"), appends, None, false)?;
     rep.add(
         "W7 h5 writer appends/s: no SWMR / tick 0.1 s / end_tick each",
         format!("{plain:.0} / {rate_tick:.0} / {rate_e:.0}"),
     );
-    let p1 = perf1(&dir.join("p1.h5"), datasets, rounds, false)?;
-    let p1s = perf1(&dir.join("p1s.h5"), datasets, rounds, true)?;
-    rep.add(
-        &format!("perf test 1 ({datasets} datasets x {rounds} rounds): no SWMR / SWMR"),
-        format!("{p1:.2} s / {p1s:.2} s"),
-    );
-    rep.add(
-        "perf test 1 SWMR throughput vs no SWMR (target >= 90 %)",
-        format!("{:.0} %", 100.0 * p1 / p1s),
-    );
-    let p2 = perf2(&dir.join("p2.h5"), side, planes, false)?;
-    let p2s = perf2(&dir.join("p2s.h5"), side, planes, true)?;
-    rep.add(
-        &format!("perf test 2 (10 x {planes} planes of {side}^2 int32): no SWMR / SWMR"),
-        format!("{p2:.2} s / {p2s:.2} s"),
-    );
-    rep.add(
-        "perf test 2 SWMR throughput vs no SWMR (target >= 90 %)",
-        format!("{:.0} %", 100.0 * p2 / p2s),
-    );
-    let (none, one) = guard_cost(&dir)?;
-    rep.add(
-        "API guard per call: no SWMR file / one SWMR file",
-        format!("{none:.0} ns / {one:.0} ns"),
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(rep)
+    Ok(())
 }
 
 fn tempfile_dir() -> Result<PathBuf, String> {
@@ -488,9 +624,10 @@ mod tests {
     #[test]
     fn swmr_150_report_every_figure() {
         let dir = tempfile_dir().unwrap();
-        let p1 = perf1(&dir.join("a.h5"), 20, 3, true).unwrap();
-        let p2 = perf2(&dir.join("b.h5"), 32, 2, true).unwrap();
-        assert!(p1 > 0.0 && p2 > 0.0);
+        let p1 = measure(|| perf1(&dir.join("a.h5"), 20, 3, true)).unwrap();
+        let p2 = measure(|| perf2(&dir.join("b.h5"), 32, 2, true)).unwrap();
+        assert!(p1.wall > 0.0 && p2.wall > 0.0);
+        assert!(p1.cpu > 0.0 && p1.cpu.is_finite(), "thread CPU {}", p1.cpu);
         let f = h5::File::open(dir.join("a.h5")).unwrap();
         assert_eq!(f.dataset("d19").unwrap().shape(), vec![30]);
         let f = h5::File::open(dir.join("b.h5")).unwrap();
@@ -498,11 +635,9 @@ mod tests {
         let (none, one) = guard_cost(&dir).unwrap();
         assert!(none > 0.0 && one > 0.0);
         let mut rep = Report::default();
-        rep.add(
-            "perf test 1 SWMR throughput",
-            format!("{:.0} %", 100.0 * p1 / p1),
-        );
-        assert!(rep.has("perf test 1"));
+        report_perf(&mut rep, "perf test 1", 1, (Some(p1), Some(p1)));
+        assert!(rep.has("perf test 1: SWMR throughput"));
+        assert!(rep.lines.iter().any(|(_, v)| v == "100 % / 100 %"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
