@@ -193,15 +193,22 @@ impl State {
         self.next_seq
     }
 
-    /// Moves the entry to the head of the LRU (if it is on the LRU).
+    /// Moves the entry to the head of the LRU (if it is on the LRU). An entry already at the
+    /// head stays where it is (requests in address order touch one page many times in a row).
     pub(crate) fn touch(&mut self, key: u64) {
-        let seq = self.bump_seq();
-        if let Some(e) = self.entries.get_mut(&key)
-            && let Some(old) = e.lru_seq
-        {
-            self.lru.remove(&old);
-            e.lru_seq = Some(seq);
-            self.lru.insert(seq, key);
+        let head = self.next_seq;
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        match e.lru_seq {
+            Some(old) if old != head => {
+                self.next_seq += 1;
+                let seq = self.next_seq;
+                self.lru.remove(&old);
+                e.lru_seq = Some(seq);
+                self.lru.insert(seq, key);
+            }
+            _ => {}
         }
     }
 
@@ -426,8 +433,13 @@ impl State {
             if self.md_pages + self.rd_pages < geo.max_pages {
                 return Ok(());
             }
-            let candidates: Vec<u64> = self.lru.values().copied().collect();
-            for key in candidates {
+            // One pass visits the entries on the LRU when it starts, oldest first (an entry
+            // moved to the head during the pass gets a position past `end`); it stops as soon
+            // as there is room, so it costs what it evicts and skips, not the LRU's length.
+            let end = self.next_seq + 1;
+            let mut from = 0;
+            while let Some((&seq, &key)) = self.lru.range(from..end).next() {
+                from = seq + 1;
                 if self.md_pages + self.rd_pages < geo.max_pages {
                     return Ok(());
                 }
