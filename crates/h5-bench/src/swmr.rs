@@ -48,9 +48,9 @@ pub(crate) struct SwmrOptions {
     /// Skip the libhdf5 comparison.
     #[arg(long)]
     pub(crate) no_python: bool,
-    /// Runs of each side of the perf tests, alternating (no SWMR, SWMR, no SWMR, ...); the best
-    /// run of each side is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Runs of each side of the perf tests, alternating (no SWMR, SWMR, no SWMR, ...), the best
+    /// of each side reported; also the alternating W7 runs of h5 `end_tick` and libhdf5.
+    #[arg(long, default_value_t = 5)]
     pub(crate) runs: usize,
     /// Run only these parts (comma-separated: w7, perf1, perf2, guard; default: all).
     #[arg(long, value_delimiter = ',')]
