@@ -47,6 +47,24 @@ pub(crate) fn selected(only: &[String], id: &str) -> bool {
     only.is_empty() || only.iter().any(|o| o.trim().eq_ignore_ascii_case(id))
 }
 
+/// CPU seconds this process has used (all threads; `/proc/self/stat`, 10 ms ticks), if known.
+pub(crate) fn cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which ends with ')'): utime is the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// CPU seconds the calling thread has run (`/proc/thread-self/schedstat`, nanoseconds), if
+/// known: finer than [`cpu_secs`] for a single-threaded workload.
+pub(crate) fn thread_cpu_secs() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
+}
+
 /// Errors of a benchmark run: a message for the user.
 pub(crate) type BenchResult<T> = Result<T, String>;
 

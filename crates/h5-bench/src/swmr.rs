@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::common::{cpu_secs, selected, thread_cpu_secs};
 use h5::{
     CreateOptions, FileAccess, FileSpaceOptions, FormatBounds, PageBufferConfig, SpaceStrategy,
     SwmrConfig,
@@ -28,8 +29,9 @@ pub(crate) struct SwmrOptions {
     /// Datasets of perf test 1.
     #[arg(long, default_value_t = 1000)]
     pub(crate) datasets: usize,
-    /// Rounds of perf test 1.
-    #[arg(long, default_value_t = 20)]
+    /// Rounds of perf test 1 (the seed's run is longer than its 20 rounds would take here:
+    /// 200 make a run of about a second, long enough to measure).
+    #[arg(long, default_value_t = 200)]
     pub(crate) rounds: usize,
     /// Side of the planes of perf test 2 (the seed's 1000).
     #[arg(long, default_value_t = 1000)]
@@ -46,6 +48,93 @@ pub(crate) struct SwmrOptions {
     /// Skip the libhdf5 comparison.
     #[arg(long)]
     pub(crate) no_python: bool,
+    /// Runs of each side of the perf tests, alternating (no SWMR, SWMR, no SWMR, ...), the best
+    /// of each side reported; also the alternating W7 runs of h5 `end_tick` and libhdf5.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) runs: usize,
+    /// Run only these parts (comma-separated: w7, perf1, perf2, guard; default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
+    /// Which side of the perf tests runs (`swmr` alone: for a profiler).
+    #[arg(long, value_enum, default_value_t = Sides::Both)]
+    pub(crate) side: Sides,
+}
+
+/// The sides of the perf tests that run.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sides {
+    /// Without and with VFD SWMR, alternating.
+    Both,
+    /// Without VFD SWMR only.
+    Plain,
+    /// With VFD SWMR only.
+    Swmr,
+}
+
+/// What one run cost: wall seconds, CPU seconds of the thread that ran it (nanosecond
+/// resolution) and of the whole process (10 ms resolution), and the ticks a VFD SWMR writer
+/// published (0 without SWMR; ticks follow the wall clock, so a slower run publishes more).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Cost {
+    wall: f64,
+    cpu: f64,
+    cpu_process: f64,
+    ticks: u64,
+}
+
+impl Cost {
+    /// The smaller of each figure (the best of several runs).
+    fn best(self, o: Cost) -> Cost {
+        Cost {
+            wall: self.wall.min(o.wall),
+            cpu: self.cpu.min(o.cpu),
+            cpu_process: self.cpu_process.min(o.cpu_process),
+            ticks: self.ticks.min(o.ticks),
+        }
+    }
+}
+
+/// Runs `f` (which returns the ticks it published) and measures it.
+fn measure(f: impl FnOnce() -> Result<u64, String>) -> Result<Cost, String> {
+    let (t0, p0) = (
+        thread_cpu_secs().unwrap_or(f64::NAN),
+        cpu_secs().unwrap_or(f64::NAN),
+    );
+    let start = Instant::now();
+    let ticks = f()?;
+    let wall = start.elapsed().as_secs_f64();
+    Ok(Cost {
+        ticks,
+        wall,
+        cpu: thread_cpu_secs().unwrap_or(f64::NAN) - t0,
+        cpu_process: cpu_secs().unwrap_or(f64::NAN) - p0,
+    })
+}
+
+/// `runs` alternating runs of `f(swmr)` for the selected sides; the best of each side
+/// (`None` for a side that did not run). A fresh file per run.
+fn best_of(
+    runs: usize,
+    sides: Sides,
+    mut f: impl FnMut(bool, usize) -> Result<u64, String>,
+) -> Result<(Option<Cost>, Option<Cost>), String> {
+    let (mut plain, mut swmr): (Option<Cost>, Option<Cost>) = (None, None);
+    for i in 0..runs.max(1) {
+        for on in [false, true] {
+            let wanted = match sides {
+                Sides::Both => true,
+                Sides::Plain => !on,
+                Sides::Swmr => on,
+            };
+            if !wanted {
+                continue;
+            }
+            let c = measure(|| f(on, i))?;
+            let slot = if on { &mut swmr } else { &mut plain };
+            *slot = Some(slot.map_or(c, |b| b.best(c)));
+        }
+    }
+    Ok((plain, swmr))
 }
 
 fn now_secs() -> f64 {
@@ -86,6 +175,13 @@ fn e(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// Median of unsorted values.
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    pct(&s, 0.5)
+}
+
 /// Percentile of sorted values.
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -95,9 +191,21 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// What W7's writer measured: appends per second and, with `end_tick` after each append, the
+/// sorted durations of those calls (seconds).
+struct W7Writer {
+    rate: f64,
+    end_ticks: Vec<f64>,
+}
+
 /// The writer of W7: `n` appends of the current time to dataset "t"; `end_tick` after each
-/// when `manual`. Returns appends per second.
-fn w7_write(path: &Path, n: usize, cfg: Option<SwmrConfig>, manual: bool) -> Result<f64, String> {
+/// when `manual`.
+fn w7_write(
+    path: &Path,
+    n: usize,
+    cfg: Option<SwmrConfig>,
+    manual: bool,
+) -> Result<W7Writer, String> {
     let f = h5::File::create_with(path, &access(cfg.clone()), &paged()).map_err(e)?;
     let d = f
         .root()
@@ -111,6 +219,7 @@ fn w7_write(path: &Path, n: usize, cfg: Option<SwmrConfig>, manual: bool) -> Res
     if cfg.is_some() {
         f.end_tick().map_err(e)?;
     }
+    let mut end_ticks = Vec::with_capacity(if manual { n } else { 0 });
     let start = Instant::now();
     for i in 0..n {
         d.resize([i + 1]).map_err(e)?;
@@ -124,62 +233,114 @@ fn w7_write(path: &Path, n: usize, cfg: Option<SwmrConfig>, manual: bool) -> Res
         )
         .map_err(e)?;
         if manual {
+            let t = Instant::now();
             f.end_tick().map_err(e)?;
+            end_ticks.push(t.elapsed().as_secs_f64());
         }
         // A steady stream, as an instrument would produce (W7's shape).
         std::thread::sleep(Duration::from_micros(500));
     }
     let secs = start.elapsed().as_secs_f64();
     f.close().map_err(e)?;
-    Ok(n as f64 / secs)
+    end_ticks.sort_by(f64::total_cmp);
+    Ok(W7Writer {
+        rate: n as f64 / secs,
+        end_ticks,
+    })
+}
+
+/// The VFD SWMR log file of one W7 process when `H5_BENCH_SWMR_LOG` names a directory (each
+/// end of tick's processing time and torn-read retries, for looking into the latency tail).
+fn log_path(cfg: &mut SwmrConfig, name: &str) {
+    if let Some(dir) = std::env::var_os("H5_BENCH_SWMR_LOG") {
+        cfg.log_file_path = Path::new(&dir).join(name);
+    }
+}
+
+/// One value the W7 reader saw: its latency, how late the reader's poll before it woke (past
+/// its 200 µs sleep), and how long that poll's end of tick and then its shape and read took
+/// (seconds).
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    lat: f64,
+    woke_late: f64,
+    eot: f64,
+    read: f64,
 }
 
 /// The reader of W7 (runs in its own process): polls until `n` values are visible; prints
-/// the latencies, sorted, as JSON.
+/// what it saw of each value as JSON.
 pub(crate) fn w7_read(path: &Path, n: usize, tick_len: i32) -> Result<(), String> {
-    let cfg = SwmrConfig {
+    let mut cfg = SwmrConfig {
         tick_len,
         max_lag: 7,
         presume_posix_semantics: false,
         open_timeout: Some(Duration::from_secs(60)),
         ..SwmrConfig::reader()
     };
+    log_path(&mut cfg, &format!("reader_{tick_len}.log"));
     let f = h5::File::open_with(path, &access(Some(cfg))).map_err(e)?;
     let d = f.dataset("t").map_err(e)?;
-    let mut lat = Vec::with_capacity(n);
+    let mut out: Vec<Seen> = Vec::with_capacity(n);
     let mut seen = 0usize;
     let stop = Instant::now() + Duration::from_secs(600);
+    let pause = Duration::from_micros(200);
+    let mut woke_late = 0.0;
     while seen < n && Instant::now() < stop {
+        let poll = Instant::now();
         if tick_len == 0 {
             f.end_tick().map_err(e)?;
         } else {
             // Any API call runs an expired end of tick.
             f.member_names().map_err(e)?;
         }
+        let eot = poll.elapsed().as_secs_f64();
         let len = d.shape()[0];
         if len > seen {
-            let v: Vec<f64> = d.read_1d().map_err(e)?.to_vec();
+            // The new values only, as libhdf5's reader reads them.
+            let v: Vec<f64> = d
+                .read_slice::<f64>([ndarray::SliceInfoElem::Slice {
+                    start: seen as isize,
+                    end: Some(len as isize),
+                    step: 1,
+                }])
+                .map_err(e)?
+                .iter()
+                .copied()
+                .collect();
             let now = now_secs();
-            for x in &v[seen..len] {
-                lat.push(now - x);
+            let read = poll.elapsed().as_secs_f64() - eot;
+            for x in &v {
+                out.push(Seen {
+                    lat: now - x,
+                    woke_late,
+                    eot,
+                    read,
+                });
             }
             seen = len;
         }
-        std::thread::sleep(Duration::from_micros(200));
+        let slept = Instant::now();
+        std::thread::sleep(pause);
+        woke_late = slept.elapsed().saturating_sub(pause).as_secs_f64();
     }
-    lat.sort_by(f64::total_cmp);
-    println!("{}", serde_json::to_string(&lat).map_err(e)?);
+    let rows: Vec<[f64; 4]> = out
+        .iter()
+        .map(|s| [s.lat, s.woke_late, s.eot, s.read])
+        .collect();
+    println!("{}", serde_json::to_string(&rows).map_err(e)?);
     f.close().map_err(e)
 }
 
-/// One W7 run: writer here, reader in a child process. Returns (sorted latencies, appends/s).
+/// One W7 run: writer here, reader in a child process. Returns what the reader saw of each
+/// value, sorted by latency, and what the writer measured.
 fn w7(
     dir: &Path,
     name: &str,
     n: usize,
     tick_len: i32,
     manual: bool,
-) -> Result<(Vec<f64>, f64), String> {
+) -> Result<(Vec<Seen>, W7Writer), String> {
     let path = dir.join(name);
     let exe = std::env::current_exe().map_err(e)?;
     let reader = Command::new(exe)
@@ -192,13 +353,25 @@ fn w7(
         .stdout(Stdio::piped())
         .spawn()
         .map_err(e)?;
-    let rate = w7_write(&path, n, Some(writer_cfg(tick_len)), manual)?;
+    let mut cfg = writer_cfg(tick_len);
+    log_path(&mut cfg, &format!("writer_{tick_len}.log"));
+    let written = w7_write(&path, n, Some(cfg), manual)?;
     let out = reader.wait_with_output().map_err(e)?;
     if !out.status.success() {
         return Err(format!("W7 reader failed: {}", out.status));
     }
-    let lat: Vec<f64> = serde_json::from_slice(&out.stdout).map_err(e)?;
-    Ok((lat, rate))
+    let rows: Vec<[f64; 4]> = serde_json::from_slice(&out.stdout).map_err(e)?;
+    let mut seen: Vec<Seen> = rows
+        .into_iter()
+        .map(|[lat, woke_late, eot, read]| Seen {
+            lat,
+            woke_late,
+            eot,
+            read,
+        })
+        .collect();
+    seen.sort_by(|a, b| a.lat.total_cmp(&b.lat));
+    Ok((seen, written))
 }
 
 const LEGACY: &str = r#"
@@ -270,10 +443,9 @@ fn legacy(dir: &Path, python: &Path, n: usize) -> Result<(Vec<f64>, f64), String
 }
 
 /// Perf test 1: `datasets` extensible 1-d datasets, `rounds` round-robin passes appending 10
-/// values to each. Returns seconds.
-fn perf1(path: &Path, datasets: usize, rounds: usize, swmr: bool) -> Result<f64, String> {
+/// values to each. Returns the ticks published.
+fn perf1(path: &Path, datasets: usize, rounds: usize, swmr: bool) -> Result<u64, String> {
     let cfg = swmr.then(|| writer_cfg(1));
-    let start = Instant::now();
     let f = h5::File::create_with(path, &access(cfg), &paged()).map_err(e)?;
     let mut ds = Vec::with_capacity(datasets);
     for j in 0..datasets {
@@ -302,15 +474,24 @@ fn perf1(path: &Path, datasets: usize, rounds: usize, swmr: bool) -> Result<f64,
             .map_err(e)?;
         }
     }
+    close_counting_ticks(f)
+}
+
+/// Closes `f`; returns the ticks it published (0 without VFD SWMR).
+fn close_counting_ticks(f: h5::File) -> Result<u64, String> {
+    let ticks = if f.is_vfd_swmr() {
+        f.vfd_swmr_status().map_err(e)?.tick.saturating_sub(1)
+    } else {
+        0
+    };
     f.close().map_err(e)?;
-    Ok(start.elapsed().as_secs_f64())
+    Ok(ticks)
 }
 
 /// Perf test 2: ten int32 datasets n × side × side, chunks 1 × side × side, one plane per
-/// dataset per round. Returns seconds.
-fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<f64, String> {
+/// dataset per round. Returns the ticks published.
+fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<u64, String> {
     let cfg = swmr.then(|| writer_cfg(1));
-    let start = Instant::now();
     let f = h5::File::create_with(path, &access(cfg), &paged()).map_err(e)?;
     let mut ds = Vec::new();
     for j in 0..10 {
@@ -349,8 +530,7 @@ fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<f64, Str
             .map_err(e)?;
         }
     }
-    f.close().map_err(e)?;
-    Ok(start.elapsed().as_secs_f64())
+    close_counting_ticks(f)
 }
 
 /// Cost of the API guard per call: (no SWMR file open, one open), in nanoseconds.
@@ -400,6 +580,49 @@ fn ms(x: f64) -> String {
     format!("{:.2} ms", 1000.0 * x)
 }
 
+/// Reports one perf test: best wall and CPU of each side that ran, and the SWMR throughput
+/// relative to no SWMR (wall and CPU) when both ran.
+fn report_perf(rep: &mut Report, what: &str, runs: usize, sides: (Option<Cost>, Option<Cost>)) {
+    let secs = |c: Option<Cost>, f: fn(&Cost) -> f64| {
+        c.map_or("-".to_owned(), |c| format!("{:.3} s", f(&c)))
+    };
+    let (plain, swmr) = sides;
+    rep.add(
+        &format!("{what}: no SWMR / SWMR, wall (best of {runs})"),
+        format!("{} / {}", secs(plain, |c| c.wall), secs(swmr, |c| c.wall)),
+    );
+    rep.add(
+        &format!("{what}: no SWMR / SWMR, CPU of the thread"),
+        format!("{} / {}", secs(plain, |c| c.cpu), secs(swmr, |c| c.cpu)),
+    );
+    rep.add(
+        &format!("{what}: no SWMR / SWMR, CPU of the process"),
+        format!(
+            "{} / {}",
+            secs(plain, |c| c.cpu_process),
+            secs(swmr, |c| c.cpu_process)
+        ),
+    );
+    if let (Some(p), Some(s)) = (plain, swmr) {
+        rep.add(
+            &format!("{what}: ticks of the SWMR run; extra CPU per tick"),
+            if s.ticks == 0 {
+                "0 ; -".to_owned()
+            } else {
+                format!("{} ; {}", s.ticks, ms((s.cpu - p.cpu) / s.ticks as f64))
+            },
+        );
+        rep.add(
+            &format!("{what}: SWMR throughput vs no SWMR, wall / CPU (target >= 90 %)"),
+            format!(
+                "{:.0} % / {:.0} %",
+                100.0 * p.wall / s.wall,
+                100.0 * p.cpu / s.cpu
+            ),
+        );
+    }
+}
+
 /// Runs everything; `python = None` skips the libhdf5 comparison.
 pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, String> {
     let dir = tempfile_dir()?;
@@ -409,7 +632,59 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
         (o.appends, o.datasets, o.rounds, o.plane, o.planes)
     };
     let mut rep = Report::default();
-    let (lat, rate_tick) = w7(&dir, "w7_tick.h5", appends, 1, false)?;
+    if selected(&o.only, "w7") {
+        w7_all(&mut rep, &dir, appends, o.runs, python)?;
+    }
+    if selected(&o.only, "perf1") {
+        let sides = best_of(o.runs, o.side, |on, i| {
+            let p = dir.join(format!("p1_{on}_{i}.h5"));
+            let r = perf1(&p, datasets, rounds, on);
+            let _ = std::fs::remove_file(&p);
+            r
+        })?;
+        report_perf(
+            &mut rep,
+            &format!("perf test 1 ({datasets} datasets x {rounds} rounds)"),
+            o.runs,
+            sides,
+        );
+    }
+    if selected(&o.only, "perf2") {
+        let sides = best_of(o.runs, o.side, |on, i| {
+            let p = dir.join(format!("p2_{on}_{i}.h5"));
+            let r = perf2(&p, side, planes, on);
+            let _ = std::fs::remove_file(&p);
+            r
+        })?;
+        report_perf(
+            &mut rep,
+            &format!("perf test 2 (10 x {planes} planes of {side}^2 int32)"),
+            o.runs,
+            sides,
+        );
+    }
+    if selected(&o.only, "guard") {
+        let (none, one) = guard_cost(&dir)?;
+        rep.add(
+            "API guard per call: no SWMR file / one SWMR file",
+            format!("{none:.0} ns / {one:.0} ns"),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(rep)
+}
+
+/// W7: h5 with ticks of 0.1 s, then `runs` alternating runs of h5 with `end_tick` per append
+/// and of libhdf5's legacy SWMR (when `python` is given), and the writer throughput.
+fn w7_all(
+    rep: &mut Report,
+    dir: &Path,
+    appends: usize,
+    runs: usize,
+    python: Option<&Path>,
+) -> Result<(), String> {
+    let (seen, tick_w) = w7(dir, "w7_tick.h5", appends, 1, false)?;
+    let lat: Vec<f64> = seen.iter().map(|s| s.lat).collect();
     rep.add(
         "W7 h5 VFD SWMR, tick 0.1 s: latency p50 / p99",
         format!("{} / {}", ms(pct(&lat, 0.5)), ms(pct(&lat, 0.99))),
@@ -418,58 +693,84 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
         "W7 h5 p99 in ticks (target <= 2)",
         format!("{:.2}", pct(&lat, 0.99) / 0.1),
     );
-    let (lat_e, rate_e) = w7(&dir, "w7_end.h5", appends, 0, true)?;
+    // h5 with end_tick per append and libhdf5's legacy SWMR, alternating: the tail is set by
+    // the machine's scheduling (see the breakdown), so one run's ratio says little.
+    let (mut seen_e, mut p99_h5, mut p99_l, mut end_ticks) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rate_e, mut rate_l) = (Vec::new(), Vec::new());
+    for i in 0..runs.max(1) {
+        let (seen, w) = w7(dir, &format!("w7_end_{i}.h5"), appends, 0, true)?;
+        let lat: Vec<f64> = seen.iter().map(|s| s.lat).collect();
+        p99_h5.push(pct(&lat, 0.99));
+        seen_e.extend(seen);
+        end_ticks.extend(w.end_ticks);
+        rate_e.push(w.rate);
+        if let Some(py) = python {
+            let (lat_l, r) = legacy(dir, py, appends)?;
+            p99_l.push(pct(&lat_l, 0.99));
+            rate_l.push(r);
+        }
+    }
+    seen_e.sort_by(|a, b| a.lat.total_cmp(&b.lat));
+    end_ticks.sort_by(f64::total_cmp);
+    let lat_e: Vec<f64> = seen_e.iter().map(|s| s.lat).collect();
+    let list = |v: &[f64]| v.iter().map(|&x| ms(x)).collect::<Vec<_>>().join(", ");
     rep.add(
-        "W7 h5 VFD SWMR, end_tick per append: latency p50 / p99",
+        &format!("W7 h5 VFD SWMR, end_tick per append: latency p50 / p99 ({runs} runs pooled)"),
         format!("{} / {}", ms(pct(&lat_e, 0.5)), ms(pct(&lat_e, 0.99))),
     );
-    if let Some(py) = python {
-        let (lat_l, rate_l) = legacy(&dir, py, appends)?;
+    rep.add("W7 h5 end_tick: p99 of each run", list(&p99_h5));
+    rep.add(
+        "W7 h5 writer end_tick call: p50 / p99 / max",
+        format!(
+            "{} / {} / {}",
+            ms(pct(&end_ticks, 0.5)),
+            ms(pct(&end_ticks, 0.99)),
+            ms(pct(&end_ticks, 1.0))
+        ),
+    );
+    // Where the time of the slowest 1 % of values went, next to the median value's.
+    let tail = &seen_e[seen_e.len() - seen_e.len().div_ceil(100)..];
+    let mean = |f: fn(&Seen) -> f64| tail.iter().map(f).sum::<f64>() / tail.len().max(1) as f64;
+    let mid = seen_e.get(seen_e.len() / 2).copied();
+    let at_mid = |f: fn(&Seen) -> f64| mid.as_ref().map_or(f64::NAN, f);
+    for (what, f) in [
+        ("latency", (|s: &Seen| s.lat) as fn(&Seen) -> f64),
+        ("reader woke late", |s| s.woke_late),
+        ("reader end of tick", |s| s.eot),
+        ("reader shape + read", |s| s.read),
+    ] {
         rep.add(
-            "W7 libhdf5 legacy SWMR (h5py, flush per append): latency p50 / p99",
-            format!("{} / {}", ms(pct(&lat_l, 0.5)), ms(pct(&lat_l, 0.99))),
+            &format!("W7 end_tick {what}: median value / slowest 1 % (mean)"),
+            format!("{} / {}", ms(at_mid(f)), ms(mean(f))),
         );
-        rep.add(
-            "W7 p99 ratio h5 end_tick / libhdf5 legacy (target <= 1)",
-            format!("{:.2}", pct(&lat_e, 0.99) / pct(&lat_l, 0.99)),
-        );
-        rep.add("W7 libhdf5 legacy writer appends/s", format!("{rate_l:.0}"));
     }
-    let plain = {
-        let p = dir.join("w7_plain.h5");
-        w7_write(&p, appends, None, false)?
-    };
+    if python.is_some() {
+        rep.add("W7 libhdf5 legacy SWMR: p99 of each run", list(&p99_l));
+        let ratios: Vec<f64> = p99_h5.iter().zip(&p99_l).map(|(h, l)| h / l).collect();
+        rep.add(
+            "W7 p99 ratio h5 end_tick / libhdf5 legacy, per run",
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        rep.add(
+            "W7 p99 ratio of the medians (target <= 1)",
+            format!("{:.2}", median(&p99_h5) / median(&p99_l)),
+        );
+        rep.add(
+            "W7 libhdf5 legacy writer appends/s (median)",
+            format!("{:.0}", median(&rate_l)),
+        );
+    }
+    let plain = w7_write(&dir.join("w7_plain.h5"), appends, None, false)?.rate;
     rep.add(
         "W7 h5 writer appends/s: no SWMR / tick 0.1 s / end_tick each",
-        format!("{plain:.0} / {rate_tick:.0} / {rate_e:.0}"),
+        format!("{plain:.0} / {:.0} / {:.0}", tick_w.rate, median(&rate_e)),
     );
-    let p1 = perf1(&dir.join("p1.h5"), datasets, rounds, false)?;
-    let p1s = perf1(&dir.join("p1s.h5"), datasets, rounds, true)?;
-    rep.add(
-        &format!("perf test 1 ({datasets} datasets x {rounds} rounds): no SWMR / SWMR"),
-        format!("{p1:.2} s / {p1s:.2} s"),
-    );
-    rep.add(
-        "perf test 1 SWMR throughput vs no SWMR (target >= 90 %)",
-        format!("{:.0} %", 100.0 * p1 / p1s),
-    );
-    let p2 = perf2(&dir.join("p2.h5"), side, planes, false)?;
-    let p2s = perf2(&dir.join("p2s.h5"), side, planes, true)?;
-    rep.add(
-        &format!("perf test 2 (10 x {planes} planes of {side}^2 int32): no SWMR / SWMR"),
-        format!("{p2:.2} s / {p2s:.2} s"),
-    );
-    rep.add(
-        "perf test 2 SWMR throughput vs no SWMR (target >= 90 %)",
-        format!("{:.0} %", 100.0 * p2 / p2s),
-    );
-    let (none, one) = guard_cost(&dir)?;
-    rep.add(
-        "API guard per call: no SWMR file / one SWMR file",
-        format!("{none:.0} ns / {one:.0} ns"),
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(rep)
+    Ok(())
 }
 
 fn tempfile_dir() -> Result<PathBuf, String> {
@@ -484,13 +785,14 @@ mod tests {
 
     // SWMR-150: the benchmark runs both of the seed's workloads with and without VFD SWMR and
     // reports the ratio (here at a tiny size; the seed's sizes are `h5-bench swmr`'s defaults);
-    // the guard's cost is measured (not yet within the RFC's 100 ns, docs/benchmarks.md).
+    // the guard's cost is measured (docs/benchmarks.md).
     #[test]
     fn swmr_150_report_every_figure() {
         let dir = tempfile_dir().unwrap();
-        let p1 = perf1(&dir.join("a.h5"), 20, 3, true).unwrap();
-        let p2 = perf2(&dir.join("b.h5"), 32, 2, true).unwrap();
-        assert!(p1 > 0.0 && p2 > 0.0);
+        let p1 = measure(|| perf1(&dir.join("a.h5"), 20, 3, true)).unwrap();
+        let p2 = measure(|| perf2(&dir.join("b.h5"), 32, 2, true)).unwrap();
+        assert!(p1.wall > 0.0 && p2.wall > 0.0);
+        assert!(p1.cpu > 0.0 && p1.cpu.is_finite(), "thread CPU {}", p1.cpu);
         let f = h5::File::open(dir.join("a.h5")).unwrap();
         assert_eq!(f.dataset("d19").unwrap().shape(), vec![30]);
         let f = h5::File::open(dir.join("b.h5")).unwrap();
@@ -498,11 +800,9 @@ mod tests {
         let (none, one) = guard_cost(&dir).unwrap();
         assert!(none > 0.0 && one > 0.0);
         let mut rep = Report::default();
-        rep.add(
-            "perf test 1 SWMR throughput",
-            format!("{:.0} %", 100.0 * p1 / p1),
-        );
-        assert!(rep.has("perf test 1"));
+        report_perf(&mut rep, "perf test 1", 1, (Some(p1), Some(p1)));
+        assert!(rep.has("perf test 1: SWMR throughput"));
+        assert!(rep.lines.iter().any(|(_, v)| v == "100 % / 100 %"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 use h5::Dataset;
 use ndarray::SliceInfoElem;
 
-use crate::common::{BenchResult, Bits, checksum, h5e, median, slab_starts};
+use crate::common::{BenchResult, Bits, checksum, cpu_secs, h5e, median, slab_starts};
 
 const SIDE: usize = 2048;
 const CHUNK: usize = 256;
@@ -76,16 +76,6 @@ fn write_input(path: &Path) -> BenchResult<()> {
         .and_then(|d| d.write(&data))
         .map_err(h5e)?;
     f.close().map_err(h5e)
-}
-
-/// CPU seconds this process has used (all threads; `/proc/self/stat`, 10 ms ticks), if known.
-fn cpu_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which ends with ')'): utime is the 12th, stime the 13th.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
 }
 
 /// Runs the comparison; returns whether every check passed.

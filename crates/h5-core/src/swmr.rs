@@ -320,12 +320,10 @@ impl FileShared {
             .as_ref()
             .ok_or(Error::Swmr(SwmrError::NoPageBuffer))?;
         let ps = pb.page_size().ok_or(Error::Swmr(SwmrError::NotPaged))?;
-        // The writer's chunks reach the file by flush and eviction only (the paths tested with
-        // ticks); whole-chunk writes straight from the caller's data stay off here.
-        self.chunks
-            .lock()
-            .map_err(|_| Error::Poisoned)?
-            .set_whole_chunk_writes(false);
+        // Whole unfiltered chunks a write covers go straight to the file, as without SWMR: raw
+        // data is not versioned by the metadata file either way (a flushed chunk is written
+        // in place too), the chunk index changes through the metadata cache and is published
+        // at the next end of tick, and freed space waits max_lag ticks on both paths.
         let log = open_log(&config)?;
         for w in &warnings {
             swmr_log!(&log, Tag::FileOpen, "warning: {w}");

@@ -455,10 +455,7 @@ impl PageBuffer {
                 if present > 0 {
                     self.inner.read_at(from, &mut e.image[old..old + present])?;
                 }
-                st.index_size += grown;
-                if e.dirty {
-                    st.dirty_size += grown;
-                }
+                st.note_growth(key, grown);
             }
         }
         if let Some(e) = st.entries.get_mut(&key) {
@@ -679,7 +676,10 @@ impl PageBuffer {
     pub fn release_tick_list(&self) -> Result<(), PageBufferError> {
         self.with_writer(|st, inner| {
             let keys: Vec<u64> = match &mut st.mode {
-                Mode::Writer(w) => std::mem::take(&mut w.tick_list).into_iter().collect(),
+                Mode::Writer(w) => {
+                    w.tl_size = 0;
+                    std::mem::take(&mut w.tick_list).into_iter().collect()
+                }
                 _ => Vec::new(),
             };
             for k in keys {
@@ -708,8 +708,11 @@ impl PageBuffer {
                 _ => Vec::new(),
             };
             for (until, k) in due {
-                if let Mode::Writer(w) = &mut st.mode {
-                    w.dwl.remove(&(until, k));
+                let size = st.entries.get(&k).map_or(0, |e| e.image.len() as u64);
+                if let Mode::Writer(w) = &mut st.mode
+                    && w.dwl.remove(&(until, k))
+                {
+                    w.dwl_size -= size;
                 }
                 let Some(e) = st.entries.get_mut(&k) else {
                     continue;

@@ -9,8 +9,9 @@
 //!   never on the LRU (it is on the tick list, the delayed-write list, or both);
 //! * the tick list holds exactly the entries with `modified_this_tick`; the delayed-write list
 //!   exactly those with a non-zero `delay_write_until`;
-//! * the counters (pages by kind, MPMDEs, bytes, dirty entries and bytes) equal the sums over
-//!   the entries.
+//! * the counters (pages by kind, MPMDEs, bytes, dirty entries and bytes, and the bytes on the
+//!   tick list and on the delayed-write list) equal the sums over the entries, so that no
+//!   operation needs a walk over a list to keep them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -64,9 +65,13 @@ pub(crate) struct WriterMode {
     pub(crate) tick: u64,
     pub(crate) max_lag: u64,
     pub(crate) tick_list: BTreeSet<u64>,
+    /// Bytes of the entries on the tick list.
+    pub(crate) tl_size: u64,
     /// (delay_write_until, key): iterated from the back, the head of the seed's list (largest
     /// delay first).
     pub(crate) dwl: BTreeSet<(u64, u64)>,
+    /// Bytes of the entries on the delayed-write list.
+    pub(crate) dwl_size: u64,
     /// Pages (or MPMDE base pages) in the last published index, with their delayed-flush tick.
     pub(crate) index_delays: HashMap<u64, u64>,
     /// Keys written to the HDF5 file since the last `take_flushed`.
@@ -188,15 +193,22 @@ impl State {
         self.next_seq
     }
 
-    /// Moves the entry to the head of the LRU (if it is on the LRU).
+    /// Moves the entry to the head of the LRU (if it is on the LRU). An entry already at the
+    /// head stays where it is (requests in address order touch one page many times in a row).
     pub(crate) fn touch(&mut self, key: u64) {
-        let seq = self.bump_seq();
-        if let Some(e) = self.entries.get_mut(&key)
-            && let Some(old) = e.lru_seq
-        {
-            self.lru.remove(&old);
-            e.lru_seq = Some(seq);
-            self.lru.insert(seq, key);
+        let head = self.next_seq;
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        match e.lru_seq {
+            Some(old) if old != head => {
+                self.next_seq += 1;
+                let seq = self.next_seq;
+                self.lru.remove(&old);
+                e.lru_seq = Some(seq);
+                self.lru.insert(seq, key);
+            }
+            _ => {}
         }
     }
 
@@ -255,22 +267,10 @@ impl State {
         s.max_mpmde_count = s.max_mpmde_count.max(self.mpmdes as u64);
         s.max_lru_len = s.max_lru_len.max(self.lru.len() as u64);
         if let Mode::Writer(w) = &self.mode {
-            let tl_size: u64 = w
-                .tick_list
-                .iter()
-                .filter_map(|k| self.entries.get(k))
-                .map(|e| e.image.len() as u64)
-                .sum();
-            let dwl_size: u64 = w
-                .dwl
-                .iter()
-                .filter_map(|(_, k)| self.entries.get(k))
-                .map(|e| e.image.len() as u64)
-                .sum();
             s.max_tl_len = s.max_tl_len.max(w.tick_list.len() as u64);
-            s.max_tl_size = s.max_tl_size.max(tl_size);
+            s.max_tl_size = s.max_tl_size.max(w.tl_size);
             s.max_dwl_len = s.max_dwl_len.max(w.dwl.len() as u64);
-            s.max_dwl_size = s.max_dwl_size.max(dwl_size);
+            s.max_dwl_size = s.max_dwl_size.max(w.dwl_size);
         }
     }
 
@@ -291,9 +291,11 @@ impl State {
         self.index_size -= size;
         self.stats.total_ht_deletions += 1;
         if let Mode::Writer(w) = &mut self.mode {
-            w.tick_list.remove(&key);
-            if e.delay_write_until != 0 {
-                w.dwl.remove(&(e.delay_write_until, key));
+            if w.tick_list.remove(&key) {
+                w.tl_size -= size;
+            }
+            if e.delay_write_until != 0 && w.dwl.remove(&(e.delay_write_until, key)) {
+                w.dwl_size -= size;
             }
         }
         Some(e)
@@ -431,8 +433,13 @@ impl State {
             if self.md_pages + self.rd_pages < geo.max_pages {
                 return Ok(());
             }
-            let candidates: Vec<u64> = self.lru.values().copied().collect();
-            for key in candidates {
+            // One pass visits the entries on the LRU when it starts, oldest first (an entry
+            // moved to the head during the pass gets a position past `end`); it stops as soon
+            // as there is room, so it costs what it evicts and skips, not the LRU's length.
+            let end = self.next_seq + 1;
+            let mut from = 0;
+            while let Some((&seq, &key)) = self.lru.range(from..end).next() {
+                from = seq + 1;
                 if self.md_pages + self.rd_pages < geo.max_pages {
                     return Ok(());
                 }
@@ -530,9 +537,11 @@ impl State {
         // (a page written back and changed again) were never published, so no reader reads
         // them.
         let first = !e.modified_this_tick;
+        let size = e.image.len() as u64;
         if first {
             e.modified_this_tick = true;
             w.tick_list.insert(key);
+            w.tl_size += size;
         }
         if first && e.delay_write_until == 0 && e.in_file {
             let until = match w.index_delays.get(&key) {
@@ -544,6 +553,7 @@ impl State {
                 e.delay_write_until = until;
                 let depth = w.dwl.range((until + 1, 0)..).count() as u64;
                 w.dwl.insert((until, key));
+                w.dwl_size += size;
                 self.stats.delayed_writes += 1;
                 self.stats.total_delay += until - w.tick;
                 self.stats.total_dwl_ins_depth += depth;
@@ -551,6 +561,26 @@ impl State {
             }
         }
         self.high_water();
+    }
+
+    /// Books `grown` more bytes of the entry at `key` (a multi-page entry grown over its last
+    /// page) in the counters of the lists it is on.
+    pub(crate) fn note_growth(&mut self, key: u64, grown: u64) {
+        let Some(e) = self.entries.get(&key) else {
+            return;
+        };
+        self.index_size += grown;
+        if e.dirty {
+            self.dirty_size += grown;
+        }
+        if let Mode::Writer(w) = &mut self.mode {
+            if e.modified_this_tick {
+                w.tl_size += grown;
+            }
+            if e.delay_write_until != 0 {
+                w.dwl_size += grown;
+            }
+        }
     }
 
     /// Records raw-data writes to pages `first..=last` that the published index covers.
@@ -579,7 +609,9 @@ impl State {
         if until <= e.delay_write_until {
             return;
         }
-        if e.delay_write_until != 0 {
+        if e.delay_write_until == 0 {
+            w.dwl_size += e.image.len() as u64;
+        } else {
             w.dwl.remove(&(e.delay_write_until, key));
         }
         e.delay_write_until = until;
@@ -667,10 +699,23 @@ impl State {
         if on_lru != self.lru.len() {
             return Err("LRU holds entries that are gone".into());
         }
-        if let Mode::Writer(w) = &self.mode
-            && w.dwl.len() + on_lru + self.tl_only() != self.entries.len()
-        {
-            return Err("LRU + DWL + tick-list-only MPMDEs != entries".into());
+        if let Mode::Writer(w) = &self.mode {
+            if w.dwl.len() + on_lru + self.tl_only() != self.entries.len() {
+                return Err("LRU + DWL + tick-list-only MPMDEs != entries".into());
+            }
+            let bytes = |keys: &mut dyn Iterator<Item = u64>| -> u64 {
+                keys.filter_map(|k| self.entries.get(&k))
+                    .map(|e| e.image.len() as u64)
+                    .sum()
+            };
+            let tl = bytes(&mut w.tick_list.iter().copied());
+            let dwl = bytes(&mut w.dwl.iter().map(|&(_, k)| k));
+            if (tl, dwl) != (w.tl_size, w.dwl_size) {
+                return Err(format!(
+                    "tick list / delayed-write list hold {tl} / {dwl} bytes but counters say {} / {}",
+                    w.tl_size, w.dwl_size
+                ));
+            }
         }
         Ok(())
     }

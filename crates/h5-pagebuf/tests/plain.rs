@@ -129,6 +129,45 @@ fn lru_evicts_the_oldest_and_writes_dirty_pages_first() {
     pb.check_invariants().unwrap();
 }
 
+// The LRU order survives repeated touches of the head page and an eviction pass that starts in
+// the middle of the list: the least recently used clean page goes, never a recently used one.
+#[test]
+fn lru_order_with_repeated_touches() {
+    let (_, pb) = buffer(3, 0, 0);
+    let meta = pb.metadata();
+    for p in 0..3u64 {
+        meta.write_at(p * PS, &[p as u8; 16]).unwrap();
+    }
+    meta.sync().unwrap();
+    let mut b = [0u8; 4];
+    // Page 0 becomes the most recently used (touched many times in a row), then page 2.
+    for _ in 0..5 {
+        meta.read_at(0, &mut b).unwrap();
+    }
+    meta.read_at(2 * PS, &mut b).unwrap();
+    meta.read_at(2 * PS + 8, &mut b).unwrap();
+    // Page 1 is the oldest: a new page evicts it and only it.
+    meta.write_at(3 * PS, &[3; 16]).unwrap();
+    let loads = pb.stats().loads.get(StatKind::Metadata);
+    for p in [0u64, 2, 3] {
+        meta.read_at(p * PS, &mut b).unwrap();
+        assert_eq!(b, [p as u8; 4]);
+    }
+    assert_eq!(
+        pb.stats().loads.get(StatKind::Metadata),
+        loads,
+        "0, 2, 3 stayed"
+    );
+    meta.read_at(PS, &mut b).unwrap();
+    assert_eq!(b, [1; 4]);
+    assert_eq!(
+        pb.stats().loads.get(StatKind::Metadata),
+        loads + 1,
+        "1 was evicted"
+    );
+    pb.check_invariants().unwrap();
+}
+
 // SWMR-064: the metadata reserve is never evicted below its minimum; skips are counted.
 #[test]
 fn swmr_064_reserves_hold_their_pages() {

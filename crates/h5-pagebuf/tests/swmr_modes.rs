@@ -154,6 +154,32 @@ fn swmr_069_multi_page_entries_leave_at_the_end_of_the_tick() {
     assert_eq!(file.read_vec(0, 100).unwrap(), vec![5; 100]);
 }
 
+// SWMR-075 (writer lists): the high-water marks of the tick list's and the delayed-write list's
+// bytes follow the entries, a multi-page entry grown over its last page included (the counters
+// are kept as entries come and go, never summed over the lists).
+#[test]
+fn swmr_075_list_byte_counters_follow_the_entries() {
+    let (_, pb) = writer(4, 2 * PS);
+    let meta = pb.metadata();
+    meta.write_at(0, &[5; 100]).unwrap(); // a delayed multi-page entry over existing bytes
+    meta.write_at(100, &[6; 20]).unwrap(); // grows it to 120 bytes
+    meta.write_at(5 * PS, &[7; 8]).unwrap(); // a new page
+    pb.check_invariants().unwrap();
+    let s = pb.stats();
+    assert_eq!((s.max_tl_len, s.max_tl_size), (2, 120 + PS));
+    assert_eq!((s.max_dwl_len, s.max_dwl_size), (1, 120));
+    let mut tick = 1;
+    end_tick(&pb, &mut tick);
+    meta.write_at(6 * PS, &[8; 8]).unwrap();
+    let s = pb.stats();
+    assert_eq!(s.max_tl_size, 120 + PS, "a smaller tick leaves the mark");
+    assert_eq!(pb.counts().tl_len, 1);
+    for _ in 0..=MAX_LAG {
+        end_tick(&pb, &mut tick);
+    }
+    assert_eq!(pb.counts().dwl_len, 0);
+}
+
 // SWMR-072 (buffer side): growth past threshold × size is reported; a threshold of 0 never.
 #[test]
 fn swmr_072_expansion_threshold() {

@@ -13,7 +13,6 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, Weak};
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
@@ -255,6 +254,11 @@ pub fn check(exiting: bool) -> Result<()> {
     if EARLY_WATCHERS.load(Ordering::Acquire) > 0 {
         check_early()?;
     }
+    if exiting && !HEAD_WRITER.load(Ordering::Acquire) {
+        // A reader at the head stops an exit check whether or not it expired (below): no
+        // clock read needed.
+        return Ok(());
+    }
     let now = nanos(Instant::now());
     if now < HEAD_NANOS.load(Ordering::Acquire) {
         return Ok(());
@@ -300,19 +304,32 @@ pub fn check(exiting: bool) -> Result<()> {
 
 // ----- the API guard -----
 
-struct ApiLock {
-    /// (owner, re-entry count, threads waiting).
-    owner: Mutex<(Option<ThreadId>, usize, usize)>,
-    freed: Condvar,
-}
-
-static API_LOCK: ApiLock = ApiLock {
-    owner: Mutex::new((None, 0, 0)),
-    freed: Condvar::new(),
-};
+// The process-wide re-entrant API lock. Invariants: `OWNER` is 0 or the token of the one
+// thread holding the lock, and that thread's `HELD` is its re-entry count (every other thread's
+// `HELD` is 0); `WAITERS` counts threads between announcing a wait and leaving it. An
+// uncontended acquire is one compare-and-swap and its release one store plus one load; a
+// release that sees a waiter notifies under `WAIT`, which a waiter holds from its last try
+// until it sleeps, so no wake-up is lost (the 50 ms timeout is a second guard).
+static OWNER: AtomicU64 = AtomicU64::new(0);
+static WAITERS: AtomicUsize = AtomicUsize::new(0);
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+static WAIT: Mutex<()> = Mutex::new(());
+static FREED: Condvar = Condvar::new();
 
 thread_local! {
     static DEPTH: Cell<usize> = const { Cell::new(0) };
+    static HELD: Cell<usize> = const { Cell::new(0) };
+    /// This thread's lock token (0: not assigned yet).
+    static TOKEN: Cell<u64> = const { Cell::new(0) };
+}
+
+fn token() -> u64 {
+    TOKEN.with(|t| {
+        if t.get() == 0 {
+            t.set(NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));
+        }
+        t.get()
+    })
 }
 
 /// Held for the duration of one public API call; see [`enter`].
@@ -374,43 +391,51 @@ pub fn enter_quiet() -> ApiGuard {
 }
 
 fn acquire() {
-    let me = std::thread::current().id();
-    let mut o = API_LOCK.owner.lock().unwrap_or_else(|p| p.into_inner());
+    if HELD.with(Cell::get) > 0 {
+        HELD.with(|h| h.set(h.get() + 1));
+        return;
+    }
+    let me = token();
+    let take = || {
+        OWNER
+            .compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    };
     loop {
-        match o.0 {
-            None => {
-                o.0 = Some(me);
-                o.1 = 1;
-                return;
-            }
-            Some(t) if t == me => {
-                o.1 += 1;
-                return;
-            }
-            Some(_) => {
-                o.2 += 1;
-                o = API_LOCK
-                    .freed
-                    .wait_timeout(o, Duration::from_millis(50))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|p| p.into_inner().0);
-                o.2 -= 1;
-            }
+        if take() {
+            break;
+        }
+        WAITERS.fetch_add(1, Ordering::SeqCst);
+        let g = WAIT.lock().unwrap_or_else(|p| p.into_inner());
+        let got = take();
+        if !got {
+            let _ = FREED
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        WAITERS.fetch_sub(1, Ordering::SeqCst);
+        if got {
+            break;
         }
     }
+    HELD.with(|h| h.set(1));
 }
 
 fn release() {
-    let mut o = API_LOCK.owner.lock().unwrap_or_else(|p| p.into_inner());
-    if o.1 > 1 {
-        o.1 -= 1;
-    } else {
-        o.0 = None;
-        o.1 = 0;
-        // Waking costs a system call: only when someone waits.
-        if o.2 > 0 {
-            API_LOCK.freed.notify_one();
-        }
+    let held = HELD.with(Cell::get);
+    if held > 1 {
+        HELD.with(|h| h.set(held - 1));
+        return;
+    }
+    if held == 0 {
+        return;
+    }
+    HELD.with(|h| h.set(0));
+    OWNER.store(0, Ordering::SeqCst);
+    // Waking costs a system call: only when someone waits.
+    if WAITERS.load(Ordering::SeqCst) > 0 {
+        let _g = WAIT.lock().unwrap_or_else(|p| p.into_inner());
+        FREED.notify_one();
     }
 }
 

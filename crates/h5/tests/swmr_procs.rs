@@ -611,9 +611,18 @@ fn kill_writer_at_200_points_then_recover() {
             )
         });
         // Kill somewhere in the first ~40 published rounds.
-        let first = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the writer publishes");
+        let first = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = writer.kill();
+                let out = writer.wait_with_output().unwrap();
+                panic!(
+                    "run {run}: the writer published nothing ({e}); {}; stderr: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        };
         let wait = Duration::from_millis(rng.next() % 400);
         std::thread::sleep(wait);
         writer.kill().unwrap();

@@ -691,3 +691,66 @@ fn swmr_120_updater_pruning() {
     }
     f.close().unwrap();
 }
+
+// SWMR-041, SWMR-052: whole unfiltered chunks a write covers go straight to the HDF5 file on a
+// VFD SWMR writer too (no copy through the chunk cache); each tick's snapshot sees every plane
+// written so far, a plane rewritten in place included, and libhdf5 reads the closed file.
+#[test]
+fn whole_chunk_writes_are_published_at_the_next_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("planes.h5");
+    let f = h5::File::create_with(&path, &access(writer_cfg(0), 16), &paged()).unwrap();
+    let (rows, cols) = (64usize, 256usize); // 64 KiB chunks: large enough to go straight
+    let ds = f
+        .root()
+        .unwrap()
+        .new_dataset::<i32>()
+        .shape([0, rows, cols])
+        .max_shape([None, Some(rows), Some(cols)])
+        .chunk([1, rows, cols])
+        .create("p")
+        .unwrap();
+    f.end_tick().unwrap();
+    let plane = |v: i32| vec![v; rows * cols];
+    let all = ndarray::SliceInfoElem::Slice {
+        start: 0,
+        end: None,
+        step: 1,
+    };
+    let at = |r: usize| ndarray::SliceInfoElem::Slice {
+        start: r as isize,
+        end: Some(r as isize + 1),
+        step: 1,
+    };
+    let mut want: Vec<i32> = Vec::new();
+    for r in 0..4usize {
+        ds.resize([r + 1, rows, cols]).unwrap();
+        ds.write_slice(&plane(r as i32 + 1), [at(r), all, all])
+            .unwrap();
+        want.push(r as i32 + 1);
+        if r == 2 {
+            // A whole chunk written again: in place, published like the first write.
+            ds.write_slice(&plane(-7), [at(0), all, all]).unwrap();
+            want[0] = -7;
+        }
+        f.end_tick().unwrap();
+        let snap = snapshot(&path);
+        let d = snap.dataset("p").unwrap();
+        assert_eq!(d.shape(), vec![r + 1, rows, cols]);
+        let got: Vec<i32> = d.read::<i32>().unwrap().iter().copied().collect();
+        let expect: Vec<i32> = want.iter().flat_map(|&v| plane(v)).collect();
+        assert!(got == expect, "tick after plane {r}: values differ");
+    }
+    let st = f.chunk_cache_stats().unwrap();
+    assert_eq!(
+        st.whole_chunk_writes, 5,
+        "every plane went straight to the file"
+    );
+    assert_eq!(st.entries, 0, "none was admitted into the chunk cache");
+    f.close().unwrap();
+    let out = run_python(
+        "import sys, h5py\nd = h5py.File(sys.argv[1], 'r')['p']\nprint(d.shape, [int(d[i].min()) for i in range(4)], [int(d[i].max()) for i in range(4)])",
+        &[path.to_str().unwrap()],
+    );
+    assert_eq!(out.trim(), "(4, 64, 256) [-7, 2, 3, 4] [-7, 2, 3, 4]");
+}

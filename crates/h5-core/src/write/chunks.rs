@@ -415,7 +415,16 @@ impl ChunkLayout for ChunkedWriteLayout {
             let loc = match (r.old, self.index.computed(r.coord.as_slice())) {
                 (_, Some(fixed)) if fixed.size == r.new_size => fixed,
                 (_, Some(_)) => return Err("an implicit chunk changed size".into()),
-                (Some(old), None) if old.size == r.new_size => old,
+                (Some(old), None) if old.size == r.new_size => {
+                    // Rewritten in place without filters: the index already holds this
+                    // record (address, size, mask 0), so it is left alone (a VFD SWMR writer
+                    // rewrites each partial chunk at every tick).
+                    if self.pipeline.is_none() {
+                        out.push(old);
+                        continue;
+                    }
+                    old
+                }
                 (old, None) => {
                     if let Some(old) = old {
                         space.free(old.addr, old.size)?;
