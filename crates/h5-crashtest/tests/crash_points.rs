@@ -141,6 +141,25 @@ fn record(
     (changes, commits)
 }
 
+/// The crash state `stores` with the next change `next` torn, when it is a write of more than
+/// one byte: only its first half reached the storage.
+fn torn_next(stores: &[MemoryStorage; 2], next: Option<&Change>) -> Option<[MemoryStorage; 2]> {
+    let Some(Change::Write { to, offset, data }) = next else {
+        return None;
+    };
+    if data.len() < 2 {
+        return None;
+    }
+    let torn = [
+        MemoryStorage::with_data(stores[0].snapshot()),
+        MemoryStorage::with_data(stores[1].snapshot()),
+    ];
+    torn[*to]
+        .write_at(*offset, &data[..data.len() / 2])
+        .unwrap();
+    Some(torn)
+}
+
 /// Checks the crash state `stores`: recovered and opened, it holds at least `flushed` (when a
 /// flush had completed) and nothing wrong. Before the first flush completes there is no file
 /// yet: an error is fine then, a wrong value never. Returns what is wrong.
@@ -177,17 +196,7 @@ fn crash_states(bounds: FormatBounds, seed: u64, journal: bool) -> (Vec<String>,
             failures.push(format!("after {n} changes: {e}"));
         }
         checked += 1;
-        if let Some(Change::Write { to, offset, data }) = log.get(n)
-            && data.len() > 1
-        {
-            // The next write torn: only its first half reached the storage.
-            let torn = [
-                MemoryStorage::with_data(stores[0].snapshot()),
-                MemoryStorage::with_data(stores[1].snapshot()),
-            ];
-            torn[*to]
-                .write_at(*offset, &data[..data.len() / 2])
-                .unwrap();
+        if let Some(torn) = torn_next(&stores, log.get(n)) {
             if let Err(e) = check(&torn, flushed) {
                 failures.push(format!("after {n} changes and half of the next: {e}"));
             }
@@ -331,16 +340,7 @@ fn every_crash_point_of_a_close_that_reuses_committed_space_recovers() {
     for n in from..=log.len() {
         assert!(ok(&stores), "after {n} of {} changes", log.len());
         checked += 1;
-        if let Some(Change::Write { to, offset, data }) = log.get(n)
-            && data.len() > 1
-        {
-            let torn = [
-                MemoryStorage::with_data(stores[0].snapshot()),
-                MemoryStorage::with_data(stores[1].snapshot()),
-            ];
-            torn[*to]
-                .write_at(*offset, &data[..data.len() / 2])
-                .unwrap();
+        if let Some(torn) = torn_next(&stores, log.get(n)) {
             assert!(ok(&torn), "after {n} changes and half of the next");
             checked += 1;
         }

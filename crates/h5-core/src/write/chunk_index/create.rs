@@ -113,6 +113,19 @@ impl Structure {
         }
     }
 
+    /// The layout message's index once the structure is at `address`.
+    fn at(&self, address: u64) -> ChunkIndex {
+        let mut index = self.template;
+        if let ChunkIndex::BtreeV1 { address: a }
+        | ChunkIndex::FixedArray { address: a, .. }
+        | ChunkIndex::ExtensibleArray { address: a, .. }
+        | ChunkIndex::BtreeV2 { address: a, .. } = &mut index
+        {
+            *a = address;
+        }
+        index
+    }
+
     /// Makes the structure in `file`: the layout message's index and the writable index.
     pub(crate) fn make(
         &self,
@@ -136,7 +149,7 @@ impl Structure {
                     crate::indexes::element_format(sizes, self.filtered, self.chunk_size_len)?;
                 FixedArrayIndex::create(&meta, address, format, n, page_bits)?;
                 (
-                    ChunkIndex::FixedArray { address, page_bits },
+                    self.at(address),
                     Arc::new(FixedArrayIndex {
                         meta,
                         header: address,
@@ -170,14 +183,7 @@ impl Structure {
                 );
                 ExtensibleArrayIndex::create(&meta, address, params)?;
                 (
-                    ChunkIndex::ExtensibleArray {
-                        address,
-                        max_bits,
-                        index_elements,
-                        min_pointers,
-                        min_elements,
-                        page_bits,
-                    },
+                    self.at(address),
                     Arc::new(ExtensibleArrayIndex {
                         meta,
                         header: address,
@@ -188,12 +194,7 @@ impl Structure {
                     }),
                 )
             }
-            ChunkIndex::BtreeV2 {
-                node_size,
-                split_percent,
-                merge_percent,
-                ..
-            } => {
+            ChunkIndex::BtreeV2 { .. } => {
                 let address = header()?;
                 let tree = Btree2Index {
                     header: address,
@@ -205,12 +206,7 @@ impl Structure {
                 tree.create(file)?;
                 let weak = file.this.get().cloned().unwrap_or_default();
                 (
-                    ChunkIndex::BtreeV2 {
-                        address,
-                        node_size,
-                        split_percent,
-                        merge_percent,
-                    },
+                    self.at(address),
                     Arc::new(BtreeV2Chunks::new(tree, weak, space)),
                 )
             }
@@ -221,9 +217,7 @@ impl Structure {
                     self.cdims.clone(),
                 )?;
                 (
-                    ChunkIndex::BtreeV1 {
-                        address: tree.root(),
-                    },
+                    self.at(tree.root()),
                     Arc::new(BtreeV1Chunks { tree, space }),
                 )
             }
