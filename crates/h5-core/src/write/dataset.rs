@@ -144,7 +144,7 @@ impl FileShared {
             permutation: None,
         };
         let mut created_chunked = None;
-        let mut created_single = None;
+        let mut needs_header = None;
         let mut created_compact = None;
         let mut pending = None;
         let fill_time = spec.fill_time.unwrap_or(FillTime::IfSet);
@@ -229,7 +229,7 @@ impl FileShared {
                         kind: spec.chunk_index,
                     })?;
                     let layout = made.layout;
-                    created_single = made.needs_header;
+                    needs_header = made.needs_header;
                     if alloc == AllocTime::Late {
                         pending = Some(Pending::Chunked(Arc::clone(&layout)));
                     }
@@ -273,7 +273,7 @@ impl FileShared {
         );
         messages.push(msg(&Message::Layout(layout_msg), sizes, bounds)?);
         let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
-        if let Some(s) = &created_single {
+        if let Some(s) = &needs_header {
             s.set_header(addr)?;
         }
         if let Some(d) = &created_compact {

@@ -969,10 +969,10 @@ impl FileShared {
     /// the blocks the closing flush writes anew, such as free-space section lists, can take
     /// their old copies' space). Crash safety holds: such space is not in the last commit's
     /// unused ranges, so the journal saves its old bytes before the first overwrite (§6.4).
-    /// Without a journal (custom storage, journal off, legacy SWMR) delayed reuse stays.
+    /// Without a journal (custom storage, journal off, or detached for legacy SWMR writing)
+    /// delayed reuse stays.
     fn reuse_at_once_if_journaled(&self) -> Result<()> {
         if self.storage.journals_overwrites()
-            && !self.is_legacy_swmr_writer()
             && let Some(alloc) = &self.alloc
         {
             alloc.lock().map_err(|_| Error::Poisoned)?.reuse_at_once()?;

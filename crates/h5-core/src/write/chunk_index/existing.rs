@@ -10,7 +10,7 @@ use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::layout::{ChunkIndex, LayoutClass};
 
 use super::ChunkBtree as Btree2Index;
-use super::ChunkIndexKind;
+use super::bounded::BoundedIndex;
 use super::bt2::{BT2_MERGE_PERCENT, BT2_NODE_SIZE, BT2_SPLIT_PERCENT};
 use super::btree2::BtreeV2Chunks;
 use super::create::Structure;
@@ -27,8 +27,8 @@ use crate::write::chunks::{ChunkSpace, WritableChunkIndex};
 /// The writable index of an existing chunked dataset with a layout version 4 index (single
 /// chunk, implicit, fixed array, extensible array, v2 B-tree), or `None` when h5 cannot write
 /// that index (a v2 B-tree with creation parameters other than libhdf5's defaults, which h5
-/// lays out; an implicit index never allocated). An array's header never allocated is
-/// created now and recorded in the layout message.
+/// lays out; an implicit index never allocated). An index never made (address undefined) is
+/// made with the first chunk written (`lazy.rs`).
 pub(crate) fn load(
     file: &Arc<FileShared>,
     info: &DatasetInfo,
@@ -38,7 +38,6 @@ pub(crate) fn load(
     let LayoutClass::Chunked { index, .. } = &info.layout.class else {
         return Ok(None);
     };
-    let kind = ChunkIndexKind::of(index);
     let dims = info.dims().to_vec();
     let max = info
         .dataspace
@@ -113,10 +112,10 @@ pub(crate) fn load(
                 space,
             })
         }
-        _ if !matches!(kind, ChunkIndexKind::SingleChunk | ChunkIndexKind::Implicit)
-            && index.address() == UNDEFINED_ADDRESS =>
-        {
-            // Never written (libhdf5 makes the index with the first chunk): so does h5.
+        // (Single-chunk and implicit indexes are matched above.)
+        _ if index.address() == UNDEFINED_ADDRESS => {
+            // Never written (libhdf5 makes the index with the first chunk): so does h5. It
+            // holds no chunk: bounded like every index that starts empty in this session.
             let mut cdims = chunk.to_vec();
             cdims.push(info.elem_size() as u64);
             let structure = Structure {
@@ -129,12 +128,13 @@ pub(crate) fn load(
                 unlimited: max.iter().position(|m| *m == UNLIMITED).unwrap_or(0),
                 space,
             };
-            Arc::new(LazyIndex::new(
+            let lazy = Arc::new(LazyIndex::new(
                 Arc::downgrade(file),
                 Some(info.address),
                 info.layout.clone(),
                 Box::new(move |f: &FileShared| structure.make(f)),
-            ))
+            ));
+            Arc::new(BoundedIndex::empty(lazy, chunk.len()))
         }
         ChunkIndex::FixedArray { address, .. } => Arc::new(FixedArrayIndex {
             meta: file.cache_handle(),
