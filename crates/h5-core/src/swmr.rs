@@ -1013,6 +1013,30 @@ fn next_updater_seq(seq: u64) -> Result<u64> {
     }))
 }
 
+/// The HDF5 file opened under the reader's shared lock, or `None` while a writer holds it
+/// exclusively (a VFD SWMR writer does from creating the file until its metadata file is
+/// published; the reader then waits as for a file that has not appeared).
+/// A lock held longer than [`WRITER_SETUP_GRACE`] is not a writer setting up (a plain writer
+/// has the file): the reader then fails with the lock error instead of waiting.
+fn open_hdf5_unless_locked(
+    open: OpenSwmrStorage<'_>,
+    locked_since: &mut Option<Instant>,
+) -> Result<Option<(Arc<dyn Storage>, crate::guard::OnClose)>> {
+    match open() {
+        Ok(opened) => Ok(Some(opened)),
+        Err(Error::Io(h5_io::Error::Locked))
+            if locked_since.get_or_insert_with(Instant::now).elapsed() < WRITER_SETUP_GRACE =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// How long a reader waits for an HDF5 file that is locked exclusively: a VFD SWMR writer holds
+/// its new file so from creating it until its metadata file is published, milliseconds.
+const WRITER_SETUP_GRACE: Duration = Duration::from_secs(2);
+
 /// Opens the reader: waits for the files as the configuration allows (SWMR-102 … SWMR-105),
 /// then the HDF5 file through the reader driver and the page buffer.
 fn open_reader(
@@ -1038,7 +1062,8 @@ fn open_reader(
         reason = "division by a non-zero constant"
     )]
     let poll = (config.tick() / 10).clamp(Duration::from_millis(5), Duration::from_millis(100));
-    let reader = loop {
+    let mut locked_since = None;
+    let (reader, (hdf5, unlock)) = loop {
         let md_exists = md_path.exists();
         let h5_exists = path.exists();
         if md_exists {
@@ -1058,10 +1083,22 @@ fn open_reader(
                     Arc::new(FileStorage::open(&md_path, OpenMode::ReadOnly)?);
                 let mut r = MdReader::new(Some(md), md_path.clone(), params.clone(), log.clone());
                 r.load().map_err(swmr_err)?;
-                break r;
+                if let Some(opened) = open_hdf5_unless_locked(open, &mut locked_since)? {
+                    break (r, opened);
+                }
             }
-        } else if h5_exists && config.presume_posix_semantics {
-            break MdReader::new(None, md_path.clone(), params.clone(), log.clone());
+        } else if h5_exists
+            && config.presume_posix_semantics
+            && let Some(opened) = open_hdf5_unless_locked(open, &mut locked_since)?
+        {
+            // Under the HDF5 file's lock no writer can be setting up now, so a metadata file
+            // still absent means none is running; one that appeared meanwhile is waited for.
+            if !md_path.exists() {
+                break (
+                    MdReader::new(None, md_path.clone(), params.clone(), log.clone()),
+                    opened,
+                );
+            }
         }
         if start.elapsed() >= timeout {
             let what = match (h5_exists, md_exists) {
@@ -1080,7 +1117,7 @@ fn open_reader(
                 secs: timeout.as_secs_f64(),
             }));
         }
-        std::thread::sleep(poll);
+        queue::wait_outside_api(|| std::thread::sleep(poll));
     };
     let md_page_size = reader.page_size();
     let tick = reader.tick();
@@ -1094,7 +1131,6 @@ fn open_reader(
             |p| p.to_string()
         )
     );
-    let (hdf5, unlock) = open()?;
     let driver = Arc::new(ReaderStorage::new(hdf5, reader));
     let file =
         FileShared::open(Arc::clone(&driver) as Arc<dyn Storage>, settings, dir).map_err(|e| {

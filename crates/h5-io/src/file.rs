@@ -161,6 +161,13 @@ impl FileStorage {
     /// `options.lock` (if any) taken, and only then a [`OpenMode::Create`] file truncated.
     pub fn open_with(path: impl AsRef<Path>, mode: OpenMode, options: FileOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        if mode == OpenMode::Create
+            && options.lock == Some(LockMode::Exclusive)
+            && options.locking.resolve() != Locking::Disabled
+            && let Some(made) = Self::create_locked(&path, options)?
+        {
+            return Ok(made);
+        }
         let mut oo = OpenOptions::new();
         oo.read(true);
         match mode {
@@ -198,6 +205,56 @@ impl FileStorage {
             storage.set_len(0)?;
         }
         Ok(storage)
+    }
+
+    /// Makes a new file at `path` that is exclusively locked the moment it appears there, or
+    /// `None` when `path` exists (or the directory has no hard links) and the plain open
+    /// path applies. Opening `path` with `O_CREAT` and locking it afterwards leaves a moment in
+    /// which another process (a VFD SWMR reader polling for the file) can open the new, empty
+    /// file and take a shared lock first, so that the creator's lock fails. Here the file is
+    /// made and locked under a temporary name in the same directory and then linked to `path`
+    /// (`link` never replaces an existing file); the temporary name is removed either way.
+    #[cfg(unix)]
+    fn create_locked(path: &Path, options: FileOptions) -> Result<Option<Self>> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        if path.exists() {
+            return Ok(None);
+        }
+        let Some(name) = path.file_name() else {
+            return Ok(None);
+        };
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(
+            ".{}.{}.creating",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let tmp = path.with_file_name(tmp_name);
+        // Any failure here (no such directory, no permission) is reported by the plain path,
+        // with the caller's path.
+        let Ok(mut made) = Self::open_with(&tmp, OpenMode::CreateNew, options) else {
+            return Ok(None);
+        };
+        let linked = std::fs::hard_link(&tmp, path);
+        // Best effort: a leftover temporary name is harmless.
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {
+                made.path = path.to_path_buf();
+                made.mode = OpenMode::Create;
+                Ok(Some(made))
+            }
+            // Created meanwhile by someone else, or no hard links on this file system: the
+            // plain path (lock, then truncate) decides.
+            Err(_) => Ok(None),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn create_locked(_path: &Path, _options: FileOptions) -> Result<Option<Self>> {
+        Ok(None)
     }
 
     /// The path the file was opened with.
@@ -885,6 +942,58 @@ mod tests {
         drop((a, b));
         let c = FileStorage::open_with(&p, OpenMode::ReadWrite, opts(Locking::Enabled)).unwrap();
         c.lock(LockMode::Exclusive).unwrap();
+    }
+
+    /// A file created with an exclusive lock is locked from the moment its name appears: a
+    /// thread that polls for the name (as a VFD SWMR reader polls for the file its writer is
+    /// about to create) and takes a shared lock on whatever it finds never gets one while the
+    /// creator's handle is alive. No temporary name is left in the directory.
+    #[test]
+    fn a_created_file_is_locked_when_its_name_appears() {
+        let dir = tempfile::tempdir().unwrap();
+        let locked = FileOptions {
+            locking: Locking::Enabled,
+            lock: Some(LockMode::Exclusive),
+        };
+        for round in 0..200 {
+            let p = dir.path().join(format!("r{round}.h5"));
+            let poller = {
+                let p = p.clone();
+                // Whatever it finds is the creator's file, alive until the join below; a shared
+                // lock taken before the creator's would make the creator fail instead.
+                std::thread::spawn(move || {
+                    loop {
+                        if let Ok(f) = File::open(&p) {
+                            return f.try_lock_shared().is_ok();
+                        }
+                        std::thread::yield_now();
+                    }
+                })
+            };
+            let f = FileStorage::open_with(&p, OpenMode::Create, locked).unwrap();
+            assert_eq!(f.path(), p);
+            assert_eq!(f.open_mode(), OpenMode::Create);
+            assert_eq!(f.len().unwrap(), 0);
+            let got_lock = poller.join().unwrap();
+            assert!(
+                !got_lock,
+                "round {round}: a shared lock on a file being created"
+            );
+            assert!(!os_lockable(&p, LockMode::Shared));
+            f.write_at(0, b"x").unwrap();
+            drop(f);
+            assert!(os_lockable(&p, LockMode::Exclusive));
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 200, "{names:?}");
+        assert!(names.iter().all(|n| n.ends_with(".h5")), "{names:?}");
+        // An existing file is opened, locked and only then truncated, as before.
+        let p = dir.path().join("r0.h5");
+        let f = FileStorage::open_with(&p, OpenMode::Create, locked).unwrap();
+        assert_eq!(f.len().unwrap(), 0);
     }
 
     #[test]

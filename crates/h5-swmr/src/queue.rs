@@ -439,6 +439,22 @@ fn release() {
     }
 }
 
+/// Runs `f`, a wait that touches no file's state (a reader polling for its files to appear),
+/// with this thread's hold of the API lock let go, so that the other threads' calls (the writer
+/// the reader waits for, in the same process) go on meanwhile; the hold is taken again after.
+pub fn wait_outside_api<T>(f: impl FnOnce() -> T) -> T {
+    let held = HELD.with(Cell::get);
+    if held == 0 {
+        return f();
+    }
+    HELD.with(|h| h.set(1));
+    release();
+    let out = f();
+    acquire();
+    HELD.with(|h| h.set(held));
+    out
+}
+
 impl ApiGuard {
     /// Leaves the call: on the outermost exit runs the exit check (writers only), reporting
     /// its error (it runs here rather than in `Drop` so errors reach the caller).

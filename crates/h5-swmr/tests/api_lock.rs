@@ -68,3 +68,34 @@ fn api_calls_of_threads_never_overlap() {
         .unwrap();
     queue::remove(id);
 }
+
+/// A wait inside a call (a reader polling for its files) lets the other threads' calls run,
+/// and the waiting call holds the lock again afterwards, nested depth and all.
+#[test]
+fn a_wait_outside_the_api_lets_other_calls_run() {
+    let file: Arc<dyn TickTarget> = Arc::new(Idle);
+    let weak: Weak<dyn TickTarget> = Arc::downgrade(&file);
+    let id = queue::register(weak, true, 1, Instant::now() + Duration::from_secs(3600));
+    let outer = queue::enter().unwrap();
+    let nested = queue::enter().unwrap();
+    let other_ran = queue::wait_outside_api(|| {
+        std::thread::spawn(|| queue::enter().unwrap().exit().unwrap())
+            .join()
+            .is_ok()
+    });
+    assert!(other_ran);
+    // Held again: another thread's call waits until both levels have left.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let g = queue::enter().unwrap();
+        tx.send(()).unwrap();
+        g.exit().unwrap();
+    });
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    nested.exit().unwrap();
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    outer.exit().unwrap();
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    waiter.join().unwrap();
+    queue::remove(id);
+}

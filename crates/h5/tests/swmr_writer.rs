@@ -754,3 +754,46 @@ fn whole_chunk_writes_are_published_at_the_next_tick() {
     );
     assert_eq!(out.trim(), "(4, 64, 256) [-7, 2, 3, 4] [-7, 2, 3, 4]");
 }
+
+/// A reader that finds the HDF5 file locked exclusively waits: a writer holds its new file so
+/// until it has published its metadata file. Once the lock goes the reader opens; a lock that
+/// stays (a plain writer) is reported as the lock error after a short grace, well before the
+/// open timeout.
+#[test]
+fn reader_waits_out_a_writer_setting_up_then_reports_a_lock_that_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locked.h5");
+    let f = h5::File::create_with(&path, &access(writer_cfg(0), 16), &paged()).unwrap();
+    small(&f, "d", 100);
+    f.close().unwrap();
+    // Another open file description's `flock`, as another process's writer would hold it.
+    let holder = std::fs::File::open(&path).unwrap();
+    holder.try_lock().unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        drop(holder);
+    });
+    let start = std::time::Instant::now();
+    let r = h5::File::open_with(&path, &access(reader_cfg(0), 16)).unwrap();
+    assert!(
+        start.elapsed() >= std::time::Duration::from_millis(350),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(r.member_names().unwrap(), ["d"]);
+    release.join().unwrap();
+    r.close().unwrap();
+
+    let holder = std::fs::File::open(&path).unwrap();
+    holder.try_lock().unwrap();
+    let start = std::time::Instant::now();
+    let e = h5::File::open_with(&path, &access(reader_cfg(0), 16)).unwrap_err();
+    let waited = start.elapsed();
+    assert!(e.to_string().contains("locked"), "{e}");
+    assert!(
+        waited >= std::time::Duration::from_millis(1500)
+            && waited < std::time::Duration::from_secs(15),
+        "{waited:?}"
+    );
+    drop(holder);
+}
