@@ -630,6 +630,7 @@ impl FileShared {
         if sf.config.flush_raw_data {
             pb.flush_raw()?;
         }
+        self.defer_allocator_frees(sf)?;
         for (off, len) in pb.take_split_log() {
             swmr_log!(&sf.log, Tag::SplitIo, "{len} bytes at {off}");
         }
@@ -672,6 +673,27 @@ impl FileShared {
             rep.images,
             rep.image_bytes,
             rep.mpmdes
+        );
+        Ok(())
+    }
+
+    /// Moves the space freed straight to the allocator in this tick (raw data: a filtered chunk
+    /// that moved, chunks of a shrunk or deleted dataset) to the file's delayed-free list, so
+    /// that it waits max_lag ticks like metadata space: until then a reader may still follow an
+    /// index that points there. Space allocated and freed within the tick was freed at once.
+    fn defer_allocator_frees(&self, sf: &SwmrFile) -> Result<()> {
+        let Some(a) = &self.alloc else {
+            return Ok(());
+        };
+        let taken = a.lock().map_err(|_| Error::Poisoned)?.take_deferred();
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let tick = self.pagebuf.as_ref().and_then(|p| p.tick()).unwrap_or(0);
+        sf.frees.lock().map_err(|_| Error::Poisoned)?.extend(
+            taken
+                .into_iter()
+                .map(|(kind, addr, len)| (tick, kind, addr, len)),
         );
         Ok(())
     }

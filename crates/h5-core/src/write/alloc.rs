@@ -179,6 +179,14 @@ impl FileAlloc {
         Ok(())
     }
 
+    /// Takes the frees waiting for the next commit without releasing them, for a caller that
+    /// holds them longer (a VFD SWMR writer: `max_lag` ticks, through the file's own list, after
+    /// which they come back through [`free`](Self::free)).
+    pub fn take_deferred(&mut self) -> Vec<(SpaceKind, u64, u64)> {
+        self.deferred_set.clear();
+        std::mem::take(&mut self.deferred)
+    }
+
     /// Bytes freed since the last commit and waiting for the next one.
     pub fn deferred_bytes(&self) -> u64 {
         self.deferred_set.len()
