@@ -1,4 +1,4 @@
-//! Whole-chunk writes (spec §2.8, SCC-067, SCC-069, SCC-072, OQ-31, OQ-34): covered raw chunks of
+//! Whole-chunk writes (spec §2.8, SCC-067, SCC-069, SCC-072, OQ-31, OQ-34): covered dense chunks of
 //! 64 KiB or more are written straight to storage in batches, never admitted; clean resident
 //! copies are dropped, dirty ones updated in the cache; edge chunks get the fill value outside the
 //! extent; a write of a whole large dataset goes a few chunk rows at a time.
@@ -280,6 +280,97 @@ fn large_whole_dataset_write_in_slabs() {
         .filter(|e| matches!(e, Event::Insert(..)))
         .count();
     assert_eq!(inserts, 14);
+    let mut fresh = cache(&s, 64 << 20);
+    fresh.register(DatasetId(1), m.clone()).unwrap();
+    assert_eq!(read(&mut fresh, &Selection::All, data.len()), data);
+}
+
+/// A layout with a codec: covered chunks are gathered, encoded in one batch (`encode_in_place`,
+/// each with its edge state), placed with their encoded sizes and written, never admitted; the
+/// images on storage are the encodings of the values, the edge chunk's with the fill value
+/// outside the extent; a fresh cache decodes them back. A failing encode fails the write before
+/// anything is placed: the index keeps the earlier images.
+#[test]
+fn coded_whole_chunks_are_encoded_in_batches_and_never_admitted() {
+    let s = store();
+    let m = Arc::new(MockLayout::new(1, &[600, 128], &BIG, 2, &[0xAB, 0xCD]).with_codec());
+    let mut c = cache(&s, 64 << 20);
+    c.register(DatasetId(1), m.clone()).unwrap();
+    let data = u16s(600 * 128, 11);
+    c.write(&[WriteRequest::new(DatasetId(1), &Selection::All, &data)])
+        .unwrap();
+    let st = c.stats();
+    assert_eq!((st.entries, st.peak_footprint), (0, 0));
+    assert_eq!(st.whole_chunk_writes, 3);
+    let mut ev = m.take_events();
+    ev.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        ev,
+        [
+            Event::EncodeInPlace(1, vec![0, 0]),
+            Event::EncodeInPlace(1, vec![1, 0]),
+            Event::EncodeInPlace(1, vec![2, 0]),
+            Event::Insert(1, 3),
+            Event::Lookup(1, vec![vec![0, 0], vec![1, 0], vec![2, 0]], 0),
+        ]
+    );
+    let mut edge_states: Vec<(Vec<u64>, bool)> = m
+        .pb_log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, c, pb)| (c.clone(), *pb))
+        .collect();
+    edge_states.sort();
+    assert_eq!(
+        edge_states,
+        [(vec![0, 0], false), (vec![1, 0], false), (vec![2, 0], true)]
+    );
+    for row in 0..3u64 {
+        let loc = m.location(&[row, 0]).expect("chunk placed");
+        assert_eq!(loc.size, 4 + 65536, "chunk {row}: the encoded size");
+        let mut image = vec![0u8; loc.size as usize];
+        s.read_at(loc.addr, &mut image).unwrap();
+        assert_eq!(image[..4], 65536u32.to_le_bytes());
+        let values: Vec<u8> = image[4..].iter().map(|b| b ^ 0x5A).collect();
+        for r in 0..256u64 {
+            let at = (r * 128 * 2) as usize;
+            let got = &values[at..at + 256];
+            let global = row * 256 + r;
+            if global < 600 {
+                let k = (global * 128 * 2) as usize;
+                assert_eq!(got, &data[k..k + 256], "chunk {row} row {r}");
+            } else {
+                assert!(
+                    got.chunks(2).all(|p| p == [0xAB, 0xCD]),
+                    "chunk {row} row {r}: fill"
+                );
+            }
+        }
+    }
+    let mut fresh = cache(&s, 64 << 20);
+    fresh.register(DatasetId(1), m.clone()).unwrap();
+    assert_eq!(read(&mut fresh, &Selection::All, data.len()), data);
+
+    let before: Vec<_> = (0..3u64).map(|r| m.location(&[r, 0])).collect();
+    m.fail_encode
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    m.take_events();
+    let other = u16s(600 * 128, 12);
+    assert!(
+        c.write(&[WriteRequest::new(DatasetId(1), &Selection::All, &other)])
+            .is_err()
+    );
+    assert!(
+        !m.take_events()
+            .iter()
+            .any(|e| matches!(e, Event::Insert(..))),
+        "nothing placed"
+    );
+    let after: Vec<_> = (0..3u64).map(|r| m.location(&[r, 0])).collect();
+    assert_eq!(after, before);
+    m.fail_encode
+        .store(false, std::sync::atomic::Ordering::SeqCst);
     let mut fresh = cache(&s, 64 << 20);
     fresh.register(DatasetId(1), m.clone()).unwrap();
     assert_eq!(read(&mut fresh, &Selection::All, data.len()), data);

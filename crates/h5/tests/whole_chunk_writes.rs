@@ -1,4 +1,4 @@
-//! Whole unfiltered chunks written straight from the caller's data (the chunk cache's
+//! Whole chunks written straight from the caller's data, unfiltered or encoded (the chunk cache's
 //! whole-chunk write path, issue 15): every chunk index, every allocation time and fill time,
 //! edge chunks, chunks cached clean or dirty before the overwrite, another handle reading after
 //! the write; values read back by h5 (before and after reopening) and by h5py, the edge chunks'
@@ -309,4 +309,124 @@ fn edge_chunk_written_whole_then_grown() {
     let want_sum: f64 = block.iter().map(|&x| x as f64).sum();
     let parts: Vec<f64> = v.split_whitespace().map(|s| s.parse().unwrap()).collect();
     assert_eq!(parts, vec![want_sum, FILL as f64, FILL as f64]);
+}
+
+/// Filtered (shuffle + deflate) chunks a write covers are encoded in batches and written
+/// straight too, never admitted: for every index kind, values written, rewritten with another
+/// compressibility (so chunks change size and move) and read back by another handle, by h5
+/// after reopening and by h5py (values, filters); the edge chunks' parts outside the extent
+/// hold the fill value, seen by h5py after it grows the dataset.
+#[test]
+fn filtered_whole_chunks_are_encoded_and_written_around_the_cache() {
+    use ChunkIndexKind as K;
+    let (_d, path) = tmp("filtered.h5");
+    let kinds = [
+        (K::BtreeV1, [None, None]),
+        (K::SingleChunk, [Some(CHUNK[0]), Some(CHUNK[1])]),
+        (K::FixedArray, [Some(DIMS[0]), Some(DIMS[1])]),
+        (K::ExtensibleArray, [None, Some(DIMS[1])]),
+        (K::BtreeV2, [None, None]),
+    ];
+    let mut written = Vec::new();
+    {
+        let f = h5::File::create(&path).unwrap();
+        for (n, (kind, max)) in kinds.into_iter().enumerate() {
+            let name = format!("z{n}");
+            let dims = if kind == K::SingleChunk { CHUNK } else { DIMS };
+            let ds = f
+                .new_dataset::<f32>()
+                .shape(dims)
+                .max_shape(max)
+                .chunk(CHUNK)
+                .fill_value(FILL)
+                .chunk_index(kind)
+                .shuffle()
+                .deflate(1)
+                .create(&name)
+                .unwrap();
+            assert_eq!(ds.chunk_index(), Some(kind), "{name}");
+            let other = f.dataset(&name).unwrap();
+            let chunks = dims[0].div_ceil(CHUNK[0]) * dims[1].div_ceil(CHUNK[1]);
+            let mut values = field(dims, n as f32 * 100.0);
+            for round in 0..3 {
+                if round == 1 {
+                    // Compresses to almost nothing: every chunk shrinks and moves.
+                    values.iter_mut().for_each(|v| *v = 0.5);
+                } else if round == 2 {
+                    values = field(dims, -(n as f32) - 3.0);
+                }
+                let s0 = f.chunk_cache_stats().unwrap();
+                ds.write(&values).unwrap();
+                let s1 = f.chunk_cache_stats().unwrap();
+                assert_eq!(
+                    s1.whole_chunk_writes - s0.whole_chunk_writes,
+                    chunks as u64,
+                    "{name} round {round}: every chunk written whole"
+                );
+                // Nothing admitted (the clean copies the other handle's read left are dropped,
+                // those of other datasets stay).
+                assert!(
+                    s1.footprint <= s0.footprint && s1.dirty_entries == 0,
+                    "{name} round {round}: {} -> {} bytes cached, {} dirty",
+                    s0.footprint,
+                    s1.footprint,
+                    s1.dirty_entries
+                );
+                if round > 0 {
+                    assert_eq!(
+                        s0.entries - s1.entries,
+                        chunks,
+                        "{name}: clean copies dropped"
+                    );
+                }
+                let got: Vec<f32> = other.read::<f32>().unwrap().into_iter().collect();
+                assert_eq!(got, values, "{name} round {round}: the other handle");
+            }
+            written.push((name, dims, max, values));
+        }
+        f.close().unwrap();
+    }
+    let f = h5::File::open(&path).unwrap();
+    let mut exp = Expectations::new();
+    for (name, dims, max, v) in &written {
+        let got: Vec<f32> = f
+            .dataset(name)
+            .unwrap()
+            .read::<f32>()
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(&got, v, "{name}: after reopening");
+        let max: Vec<Option<u64>> = max.iter().map(|x| x.map(|v| v as u64)).collect();
+        exp = exp.dataset(
+            &format!("/{name}"),
+            DatasetExpect::new("<f4", &[dims[0] as u64, dims[1] as u64])
+                .chunks(&[CHUNK[0] as u64, CHUNK[1] as u64])
+                .maxshape(&max)
+                .gzip(1)
+                .shuffle(true)
+                .digest(digest_le(v)),
+        );
+    }
+    drop(f);
+    if let Err(e) = check_with_h5py(&path, &exp) {
+        panic!("h5py disagrees with what h5 wrote:\n{e}");
+    }
+    // h5py grows the datasets with an unlimited first dimension by the rest of their edge
+    // chunks: the new rows read as the fill value that the encoded edge chunks hold.
+    let out = run_python(
+        "import h5py, sys\n\
+         with h5py.File(sys.argv[1], 'r+') as f:\n    \
+             for name in ('z0', 'z3', 'z4'):\n        \
+                 d = f[name]\n        \
+                 n = d.shape[0]\n        \
+                 d.resize(384, axis=0)\n        \
+                 print(name, sorted(set(d[n:384, :].ravel().tolist())))",
+        &[path.to_str().unwrap()],
+    );
+    let want: Vec<String> = ["z0", "z3", "z4"]
+        .iter()
+        .map(|n| format!("{n} [{FILL}]"))
+        .collect();
+    assert_eq!(out.trim().lines().collect::<Vec<_>>(), want, "{out}");
 }

@@ -593,6 +593,13 @@ impl DatasetState {
         self.info.capabilities.contains(c)
     }
 
+    /// Every chunk is dense and of the full chunk shape, with nothing tracked beside its
+    /// values: a chunk a write covers is made from the write's values alone (then encoded
+    /// when [`raw_images`](Self::raw_images) is false).
+    fn dense_chunks(&self) -> bool {
+        !self.info.edge_chunks_differ && !self.info.tracks_defined && !self.info.vlen_in_chunk
+    }
+
     /// The disk image is the dense cache form: no decode or encode is needed.
     fn raw_images(&self) -> bool {
         !self.info.needs_codec

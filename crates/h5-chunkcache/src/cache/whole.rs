@@ -1,13 +1,19 @@
 //! Whole-chunk writes straight to storage (spec §2.8, SCC-067, SCC-069, SCC-072, OQ-31).
 //!
 //! A write piece that covers every element of its chunk inside the extent, of a layout whose
-//! disk image is the dense cache form (no codec, SCC-006), needs neither the chunk's old values
-//! nor a fill: the cache gathers it from the caller's buffer into a batch buffer (or, when the
-//! piece is one run in the caller's buffer and needs no conversion, takes the caller's bytes as
-//! they are), asks the layout's `insert` for its place (allocating it now, the index entry
-//! changed as at flush) and writes it, without admitting it. Nothing is zero-filled first and
-//! the cache's memory does not grow: a call holds at most one batch ([`WHOLE_WRITE_BATCH`]
-//! bytes, or one chunk when a chunk is larger) besides its pieces.
+//! chunks are dense (the same shape at the edges, no defined-element tracking, no variable-length
+//! data in the chunk), needs neither the chunk's old values nor a fill: the cache gathers it
+//! from the caller's buffer into a batch buffer (or, when the disk image is the dense cache form
+//! (no codec, SCC-006) and the piece is one run in the caller's buffer that needs no
+//! conversion, takes the caller's bytes as they are), encodes it when the layout has a codec
+//! (the batch's chunks in parallel, on the cache's codec threads, as a flush does), asks the
+//! layout's `insert` for its place (allocating it now, the index entry changed as at flush)
+//! and writes it, without admitting it. Nothing is zero-filled first and the cache's memory
+//! does not grow: a call holds at most one batch ([`WHOLE_WRITE_BATCH`] bytes of values, plus
+//! their images when encoded, or one chunk when a chunk is larger) besides its pieces. For a
+//! filtered dataset written a whole chunk at a time (deflate, shuffle) this keeps the dirty
+//! chunks out of the cache altogether: without it each chunk was admitted, held dirty until
+//! eviction and encoded then.
 //!
 //! Which pieces qualify (decided by the write flow): the chunk is at least
 //! [`DIRECT_WHOLE_MIN`](super::DIRECT_WHOLE_MIN) bytes (smaller chunks stay cached: many small
@@ -28,6 +34,7 @@
 //! written by one storage call.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use h5_io::WriteSegment;
 
@@ -35,7 +42,9 @@ use super::write::WritePiece;
 use super::{ChunkCache, WriteRequest, layout_err, to_usize};
 use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
-use crate::layout::{Conversion, DiskLocation, InsertRequest, Lookup};
+use crate::layout::{
+    Chunk, ChunkLayout, Conversion, DiskLocation, InsertRequest, LayoutError, Lookup, Udata,
+};
 use crate::selection::{ChunkPiece, CopyRun, outside_extent_runs};
 
 /// Bytes of whole chunks gathered before they are written together: the memory a whole-chunk
@@ -48,6 +57,21 @@ enum Source {
     Caller { req: usize, start: usize },
     /// Bytes `start..start + chunk_bytes` of the batch buffer.
     Batch { start: usize },
+    /// The image of the batch's encoded chunk `job`.
+    Encoded { job: usize },
+}
+
+/// One chunk of a batch that the layout encodes: its values, then its image.
+struct EncodeJob {
+    key: ChunkKey,
+    layout: Arc<dyn ChunkLayout>,
+    /// The dense values, consumed by the encode.
+    chunk: Option<Chunk>,
+    partial_bound: bool,
+    /// The chunk's udata from its lookup (the encode may change it: a filter mask), handed on
+    /// to `insert`.
+    udata: Udata,
+    result: Option<(std::result::Result<Vec<u8>, LayoutError>, Duration)>,
 }
 
 impl ChunkCache {
@@ -64,7 +88,7 @@ impl ChunkCache {
         let st = self.state(ds)?;
         Ok(self.whole_chunk_writes
             && st.chunk_bytes >= super::DIRECT_WHOLE_MIN
-            && st.raw_images()
+            && st.dense_chunks()
             && !st.has(crate::Capabilities::GATHER)
             && Arc::ptr_eq(&st.storage, &self.storage))
     }
@@ -83,7 +107,8 @@ impl ChunkCache {
     }
 
     /// The element offset in the caller's buffer when `p` is the whole chunk as one run of the
-    /// caller's buffer, unconverted, and the chunk lies inside the extent.
+    /// caller's buffer, unconverted, the chunk lies inside the extent and its disk image is
+    /// those bytes (no codec).
     fn straight(
         &self,
         ds: crate::DatasetId,
@@ -100,7 +125,11 @@ impl ChunkCache {
                     buf_offset,
                     len,
                 },
-            ] if conv.is_none() && *len == elems && !st.partial_bound(&p.coord, extent) => {
+            ] if conv.is_none()
+                && st.raw_images()
+                && *len == elems
+                && !st.partial_bound(&p.coord, extent) =>
+            {
                 Some(*buf_offset)
             }
             _ => None,
@@ -164,6 +193,7 @@ impl ChunkCache {
             buf.resize(bytes, 0);
         }
         let mut sources = Vec::with_capacity(batch.len());
+        let mut jobs: Vec<EncodeJob> = Vec::new();
         let mut at = 0usize;
         for (w, key) in batch.iter().zip(&keys) {
             let r = &reqs[w.req];
@@ -176,10 +206,20 @@ impl ChunkCache {
                 sources.push(Source::Caller { req: w.req, start });
                 continue;
             }
-            let slot = buf
-                .get_mut(at..at + st.chunk_bytes)
-                .ok_or(ChunkCacheError::Internal("a whole chunk outgrew its batch"))?;
-            if st.partial_bound(&key.coord, &extent) {
+            let coded = !st.raw_images();
+            let mut values = if coded {
+                vec![0u8; st.chunk_bytes]
+            } else {
+                Vec::new()
+            };
+            let slot = if coded {
+                values.as_mut_slice()
+            } else {
+                buf.get_mut(at..at + st.chunk_bytes)
+                    .ok_or(ChunkCacheError::Internal("a whole chunk outgrew its batch"))?
+            };
+            let partial_bound = st.partial_bound(&key.coord, &extent);
+            if partial_bound {
                 let outside = outside_extent_runs(&key.coord, &extent, &st.info.chunk_dims)?;
                 crate::selection::fill_runs(slot, &outside, &st.fill_value())?;
             }
@@ -188,18 +228,44 @@ impl ChunkCache {
                 Some(c) => crate::selection::gather_converted(r.buf, slot, &w.piece.runs, c)
                     .map_err(layout_err(key.dataset, Some(&key.coord), "conversion"))?,
             }
+            if coded {
+                let udata = found
+                    .get_mut(key)
+                    .map(|l| std::mem::replace(&mut l.udata, Box::new(())))
+                    .ok_or(ChunkCacheError::Internal("a whole chunk was not looked up"))?;
+                sources.push(Source::Encoded { job: jobs.len() });
+                jobs.push(EncodeJob {
+                    key: *key,
+                    layout: Arc::clone(&st.layout),
+                    chunk: Some(Chunk::Dense(values)),
+                    partial_bound,
+                    udata,
+                    result: None,
+                });
+                continue;
+            }
             sources.push(Source::Batch { start: at });
             at += st.chunk_bytes;
         }
-        let locations = self.insert_whole(&keys, &mut found)?;
+        let images = self.encode_whole(&mut jobs, &mut found)?;
+        let sizes: Vec<u64> = sources
+            .iter()
+            .zip(&keys)
+            .map(|(src, key)| match *src {
+                Source::Encoded { job } => Ok(images[job].len() as u64),
+                _ => Ok(self.state(key.dataset)?.chunk_bytes as u64),
+            })
+            .collect::<Result<_>>()?;
+        let locations = self.insert_whole(&keys, &mut found, &sizes)?;
         // Segments in batch order; neighbours in both the file and the batch buffer merge.
         let mut segs: Vec<(u64, &[u8])> = Vec::with_capacity(batch.len());
         let mut merged: Option<(u64, usize, usize)> = None; // file address, batch start, len
         let mut total = 0u64;
-        for ((src, key), loc) in sources.iter().zip(&keys).zip(&locations) {
-            let len = self.state(key.dataset)?.chunk_bytes;
+        for ((src, len), loc) in sources.iter().zip(&sizes).zip(&locations) {
+            let len = to_usize(*len)?;
             total += len as u64;
             match *src {
+                Source::Encoded { job } => segs.push((loc.addr, &images[job])),
                 Source::Caller { req, start } => {
                     let data = reqs[req]
                         .buf
@@ -238,22 +304,55 @@ impl ChunkCache {
         Ok(())
     }
 
-    /// Allocates and indexes the batch's chunks: one `insert` call per dataset, each chunk
-    /// handed its old location (reused when it fits, SCC-063). Returns the locations in the
-    /// order of `keys`.
+    /// Encodes the batch's coded chunks, in parallel on the codec threads, and hands each
+    /// chunk's udata back to its lookup; returns the images in job order. The first failure is
+    /// returned before anything is inserted, so the index stays as it was.
+    fn encode_whole(
+        &mut self,
+        jobs: &mut [EncodeJob],
+        found: &mut std::collections::HashMap<ChunkKey, Lookup>,
+    ) -> Result<Vec<Vec<u8>>> {
+        self.codec.for_each(jobs, |j| {
+            let t = Instant::now();
+            let r = match j.chunk.take() {
+                Some(c) => j
+                    .layout
+                    .encode_in_place(&j.key.coord, c, j.partial_bound, &mut j.udata),
+                None => Err("a whole chunk was encoded twice".into()),
+            };
+            j.result = Some((r, t.elapsed()));
+        });
+        let mut images = Vec::with_capacity(jobs.len());
+        for j in jobs.iter_mut() {
+            let (r, took) = j
+                .result
+                .take()
+                .ok_or(ChunkCacheError::Internal("an encode did not run"))?;
+            self.stats.encode_time += took;
+            images.push(r.map_err(layout_err(j.key.dataset, Some(&j.key.coord), "encode"))?);
+            let l = found
+                .get_mut(&j.key)
+                .ok_or(ChunkCacheError::Internal("a whole chunk was not looked up"))?;
+            l.udata = std::mem::replace(&mut j.udata, Box::new(()));
+        }
+        Ok(images)
+    }
+
+    /// Allocates and indexes the batch's chunks, of `sizes` bytes on disk: one `insert` call
+    /// per dataset, each chunk handed its old location (reused when it fits, SCC-063). Returns
+    /// the locations in the order of `keys`.
     fn insert_whole(
         &mut self,
         keys: &[ChunkKey],
         found: &mut std::collections::HashMap<ChunkKey, Lookup>,
+        sizes: &[u64],
     ) -> Result<Vec<DiskLocation>> {
         let mut out: Vec<Option<DiskLocation>> = vec![None; keys.len()];
         let mut datasets: Vec<crate::DatasetId> = keys.iter().map(|k| k.dataset).collect();
         datasets.sort_unstable();
         datasets.dedup();
         for ds in datasets {
-            let st = self.state(ds)?;
-            let layout = Arc::clone(&st.layout);
-            let size = st.chunk_bytes as u64;
+            let layout = Arc::clone(&self.state(ds)?.layout);
             let mut mine: Vec<(usize, ChunkKey, Lookup)> = Vec::new();
             for (i, k) in keys.iter().enumerate().filter(|(_, k)| k.dataset == ds) {
                 let l = found
@@ -264,10 +363,10 @@ impl ChunkCache {
             let locs = {
                 let mut reqs: Vec<InsertRequest<'_>> = mine
                     .iter_mut()
-                    .map(|(_, k, l)| InsertRequest {
+                    .map(|(i, k, l)| InsertRequest {
                         coord: k.coord,
                         old: l.location,
-                        new_size: size,
+                        new_size: sizes[*i],
                         udata: &mut l.udata,
                     })
                     .collect();

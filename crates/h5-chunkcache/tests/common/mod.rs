@@ -72,6 +72,8 @@ pub(crate) struct MockLayout {
     pub(crate) edge_differ: bool,
     /// Extra layout constants (capabilities, early allocation...) applied by `query`.
     pub(crate) tweak: Option<fn(&mut LayoutInfo)>,
+    /// Every encode fails while set.
+    pub(crate) fail_encode: std::sync::atomic::AtomicBool,
 }
 
 impl MockLayout {
@@ -97,6 +99,7 @@ impl MockLayout {
             pb_log: Mutex::new(Vec::new()),
             edge_differ: false,
             tweak: None,
+            fail_encode: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -235,6 +238,9 @@ impl ChunkLayout for MockLayout {
             .lock()
             .unwrap()
             .push(("encode", coord.as_slice().to_vec(), partial_bound));
+        if self.fail_encode.load(Ordering::SeqCst) {
+            return Err("encode failed".into());
+        }
         let chunk = chunk.as_dense().ok_or("not dense")?;
         Ok(if self.codec {
             Encoded::Owned(toy_encode(chunk))
@@ -256,6 +262,9 @@ impl ChunkLayout for MockLayout {
             coord.as_slice().to_vec(),
             partial_bound,
         ));
+        if self.fail_encode.load(Ordering::SeqCst) {
+            return Err("encode failed".into());
+        }
         let Chunk::Dense(chunk) = chunk else {
             return Err("not dense".into());
         };

@@ -407,6 +407,25 @@ impl ChunkLayout for ChunkedWriteLayout {
         Ok(Encoded::Owned(image))
     }
 
+    /// As [`encode`](Self::encode), filtering the chunk's own buffer instead of a copy.
+    fn encode_in_place(
+        &self,
+        _: &ChunkCoord,
+        chunk: Chunk,
+        _: bool,
+        udata: &mut Udata,
+    ) -> Result<Vec<u8>, LayoutError> {
+        let Chunk::Dense(bytes) = chunk else {
+            return Err("a custom chunk in a dense layout".into());
+        };
+        let Some(p) = &self.pipeline else {
+            return Ok(bytes);
+        };
+        let (image, mask) = p.encode(bytes, self.elem_size, self.chunk_elems()?)?;
+        *udata = Box::new(Mask(mask));
+        Ok(image)
+    }
+
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
         let space = &self.space;
         let mut out = Vec::with_capacity(reqs.len());
