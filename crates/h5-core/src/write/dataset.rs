@@ -98,9 +98,7 @@ impl FileShared {
     ) -> Result<u64> {
         self.check_usable()?;
         self.check_structure_change("creating a dataset")?;
-        if self.has_link(parent, name)? {
-            return Err(Error::Exists(name.into()));
-        }
+        let place = self.new_link_place(parent, name)?;
         let sizes = self.sizes;
         let bounds = self.bounds();
         let elem = spec.datatype.size() as usize;
@@ -290,7 +288,7 @@ impl FileShared {
         if let Some(p) = pending {
             self.state()?.pending.insert(addr, p);
         }
-        self.link_new(parent, name, addr)?;
+        self.link_new(place, parent, name, addr)?;
         Ok(addr)
     }
 
@@ -402,9 +400,7 @@ impl FileShared {
     pub fn create_dataset_null(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
         self.check_structure_change("creating a dataset")?;
-        if self.has_link(parent, name)? {
-            return Err(Error::Exists(name.into()));
-        }
+        let place = self.new_link_place(parent, name)?;
         if datatype.size() == 0 {
             return Err(Error::Invalid("a datatype of size 0".into()));
         }
@@ -443,7 +439,7 @@ impl FileShared {
             msg(&Message::Layout(layout), sizes, bounds)?,
         ];
         let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
-        self.link_new(parent, name, addr)?;
+        self.link_new(place, parent, name, addr)?;
         Ok(addr)
     }
 
@@ -492,13 +488,11 @@ impl FileShared {
     pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
         self.check_structure_change("committing a datatype")?;
-        if self.has_link(parent, name)? {
-            return Err(Error::Exists(name.into()));
-        }
+        let place = self.new_link_place(parent, name)?;
         let bounds = self.bounds();
         let m = msg(&Message::Datatype(datatype.clone()), self.sizes, bounds)?;
         let addr = ohdr::create(self, bounds.object_header_version(), vec![m])?;
-        self.link_new(parent, name, addr)?;
+        self.link_new(place, parent, name, addr)?;
         Ok(addr)
     }
 }
