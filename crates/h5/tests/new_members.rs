@@ -1,6 +1,8 @@
 //! Members added to a group one by one (h5-bench's W5): the new link's name is checked once,
-//! with one read of the group's header, before anything changes. Checked in every group
-//! storage form (compact, dense, old-style) and read back by h5py.
+//! with one read of the group's header, before anything changes; a small contiguous dataset's
+//! first write covering it goes from the caller's buffer straight to storage through the
+//! chunk cache's bypass flow, leaving no cache entry. Checked in every group storage form
+//! (compact, dense, old-style) and read back by h5py.
 
 mod metered;
 
@@ -98,10 +100,51 @@ fn a_refused_member_leaves_the_file_unchanged() {
     }
 }
 
-/// A dense group of small datasets, one rewritten afterwards,
+/// Small contiguous datasets written whole at their first write leave no chunk-cache entry
+/// (one bypassed transfer each), with or without a conversion, and read back; a later write
+/// of the same dataset goes through the cache as before.
+#[test]
+fn a_small_first_whole_write_is_not_cached() {
+    let (_storage, file) = metered::in_memory(FormatBounds::default());
+    let g = file.create_group("g").unwrap();
+    let before = file.chunk_cache_stats().unwrap();
+    for i in 0..50i64 {
+        g.new_dataset::<i64>()
+            .create_with_data(format!("d{i:02}").as_str(), &[i * 3])
+            .unwrap();
+    }
+    let block = ndarray::Array2::from_shape_fn((3, 5), |(r, c)| (r * 5 + c) as f32);
+    g.new_dataset::<f32>()
+        .create_with_data("block", block.view())
+        .unwrap();
+    // Converted on the way: i32 elements into an i64 dataset.
+    let conv = g.new_dataset::<i64>().shape([4]).create("conv").unwrap();
+    conv.write(&[-1i32, 2, -3, 4]).unwrap();
+    let st = file.chunk_cache_stats().unwrap();
+    assert_eq!((st.entries, st.dirty_entries), (0, 0), "{st:?}");
+    assert_eq!(st.bypassed - before.bypassed, 52, "{st:?}");
+    for i in 0..50i64 {
+        let ds = g.dataset(&format!("d{i:02}")).unwrap();
+        assert_eq!(ds.read_vec::<i64>().unwrap(), [i * 3]);
+    }
+    assert_eq!(g.dataset("block").unwrap().read_2d::<f32>().unwrap(), block);
+    assert_eq!(conv.read_vec::<i64>().unwrap(), [-1, 2, -3, 4]);
+    // The second write of a dataset is cached (dirty until the flush), then reads back.
+    let d = g.dataset("d07").unwrap();
+    d.write(&[700i64]).unwrap();
+    assert!(file.chunk_cache_stats().unwrap().dirty_entries >= 1);
+    file.flush().unwrap();
+    assert_eq!(d.read_vec::<i64>().unwrap(), [700]);
+    // A partial first write fills the rest through the cache, as before.
+    let part = g.new_dataset::<i32>().shape([4]).create("part").unwrap();
+    part.write_slice(&[9i32], ndarray::s![1..2]).unwrap();
+    assert_eq!(part.read_vec::<i32>().unwrap(), [0, 9, 0, 0]);
+}
+
+/// A dense group of small datasets written straight to storage, one rewritten afterwards,
 /// reads back in h5 after reopening and in h5py (libhdf5 1.14).
 #[test]
-fn a_group_of_small_datasets_reads_back_in_h5py() {
+fn small_datasets_written_straight_read_back_in_h5py() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("members.h5");
     let names = members(30);
