@@ -41,14 +41,17 @@ impl FileShared {
     /// can fail stands between this call and the write reaching the chunk cache, so contiguous
     /// storage needs no fill (libhdf5's "full overwrite": a new file then grows only when the
     /// data is written, not once more for the fill).
-    pub(crate) fn allocate_pending(&self, header: u64, whole: bool) -> Result<()> {
+    ///
+    /// Returns the size of the contiguous block it allocated (`None`: nothing allocated, or
+    /// chunks): a block just allocated has no copy in the chunk cache and nothing written yet.
+    pub(crate) fn allocate_pending(&self, header: u64, whole: bool) -> Result<Option<u64>> {
         let Some(p) = self.state()?.pending.remove(&header) else {
-            return Ok(());
+            return Ok(None);
         };
         match p {
             Pending::Chunked(l) => {
                 let dims = l.dims.lock().map_err(|_| Error::Poisoned)?.clone();
-                self.allocate_chunks(&l, &dims)
+                self.allocate_chunks(&l, &dims).map(|()| None)
             }
             Pending::Contiguous {
                 layout,
@@ -70,7 +73,8 @@ impl FileShared {
                         address,
                         size: Some(bytes),
                     },
-                )
+                )?;
+                Ok(Some(bytes))
             }
         }
     }

@@ -3,7 +3,9 @@
 use std::sync::{Arc, Mutex};
 
 use h5_chunkcache::selection::{MemorySelection, Selection};
-use h5_chunkcache::{ChunkLayout, Conversion, DiskLocation, WriteRequest};
+use h5_chunkcache::{
+    Bypass, ChunkLayout, Conversion, DIRECT_WHOLE_MIN, DiskLocation, WriteRequest,
+};
 use h5_format::UNDEFINED_ADDRESS;
 use h5_format::datatype::Datatype;
 use h5_format::message::attribute::{AttributeMessage, MaybeShared};
@@ -98,9 +100,7 @@ impl FileShared {
     ) -> Result<u64> {
         self.check_usable()?;
         self.check_structure_change("creating a dataset")?;
-        if self.has_link(parent, name)? {
-            return Err(Error::Exists(name.into()));
-        }
+        let place = self.new_link_place(parent, name)?;
         let sizes = self.sizes;
         let bounds = self.bounds();
         let elem = spec.datatype.size() as usize;
@@ -290,7 +290,7 @@ impl FileShared {
         if let Some(p) = pending {
             self.state()?.pending.insert(addr, p);
         }
-        self.link_new(parent, name, addr)?;
+        self.link_new(place, parent, name, addr)?;
         Ok(addr)
     }
 
@@ -402,9 +402,7 @@ impl FileShared {
     pub fn create_dataset_null(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
         self.check_structure_change("creating a dataset")?;
-        if self.has_link(parent, name)? {
-            return Err(Error::Exists(name.into()));
-        }
+        let place = self.new_link_place(parent, name)?;
         if datatype.size() == 0 {
             return Err(Error::Invalid("a datatype of size 0".into()));
         }
@@ -443,7 +441,7 @@ impl FileShared {
             msg(&Message::Layout(layout), sizes, bounds)?,
         ];
         let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
-        self.link_new(parent, name, addr)?;
+        self.link_new(place, parent, name, addr)?;
         Ok(addr)
     }
 
@@ -492,13 +490,11 @@ impl FileShared {
     pub fn commit_datatype(&self, parent: u64, name: &str, datatype: &Datatype) -> Result<u64> {
         self.check_usable()?;
         self.check_structure_change("committing a datatype")?;
-        if self.has_link(parent, name)? {
-            return Err(Error::Exists(name.into()));
-        }
+        let place = self.new_link_place(parent, name)?;
         let bounds = self.bounds();
         let m = msg(&Message::Datatype(datatype.clone()), self.sizes, bounds)?;
         let addr = ohdr::create(self, bounds.object_header_version(), vec![m])?;
-        self.link_new(parent, name, addr)?;
+        self.link_new(place, parent, name, addr)?;
         Ok(addr)
     }
 }
@@ -562,11 +558,19 @@ pub fn write(
     // A whole write needs no fill, unless variable-length elements are read back first (the
     // old values' heap objects are freed below: the new storage must read as empty ones).
     let whole = matches!(sel, Selection::All) && !crate::write::vlen::has_vlen(&info.datatype);
-    file.allocate_pending(info.address, whole)?;
+    let fresh = file.allocate_pending(info.address, whole)?;
     // The elements written over: their variable-length data is freed once the write is done.
     let old = overwritten_vlen(file, info, sel, conv)?;
     let id = crate::dataset::ensure_registered(file, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
+    if whole && fresh.is_some_and(|bytes| bytes < DIRECT_WHOLE_MIN as u64) {
+        // The first write of a small contiguous block, covering it: nothing of it is cached
+        // or needs reading, so it goes straight from `buf` to storage through the cache's
+        // bypass flow (libhdf5 writes such data from its sieve buffer at the dataset's close)
+        // rather than becoming a cache entry written at flush. Larger blocks take the cache's
+        // whole-chunk path.
+        req = req.with_bypass(Bypass::Always);
+    }
     if let Some(m) = memory {
         req = req.in_memory(m);
     }

@@ -109,7 +109,7 @@ impl GroupOptions {
 const MESSAGE_MAX: usize = 65_536;
 
 /// How a new-style group stores its links, read from its object header.
-struct Storage {
+pub(crate) struct Storage {
     info: LinkInfo,
     max_compact: u16,
     min_dense: u16,
@@ -222,10 +222,11 @@ fn write_info(file: &FileShared, group: u64, info: &LinkInfo) -> Result<()> {
     })
 }
 
-/// Adds the link `name` → `target` to the new-style group at `group` (an error if the name
-/// exists).
-pub(crate) fn insert(file: &FileShared, group: u64, name: &str, target: LinkTarget) -> Result<()> {
-    let mut st = storage(file, group)?;
+/// The link storage of the new-style group whose header is `oh`, with `name` checked absent
+/// from it ([`Error::Exists`] otherwise): where [`insert_at`] puts a new link without reading
+/// the header or looking the name up again.
+pub(crate) fn place(file: &FileShared, oh: &ObjectHeader, name: &str) -> Result<Storage> {
+    let st = storage_of(oh)?;
     let exists = match &st.dense {
         Some(d) => d
             .find(&mut crate::access::Reading(file), name.as_bytes())?
@@ -235,6 +236,19 @@ pub(crate) fn insert(file: &FileShared, group: u64, name: &str, target: LinkTarg
     if exists {
         return Err(Error::Exists(name.into()));
     }
+    Ok(st)
+}
+
+/// Adds the link `name` → `target` to the new-style group at `group` whose storage `st` was
+/// read by [`place`] (nothing changed the group since). The dense name index still refuses an
+/// equal name ([`Error::Exists`]).
+pub(crate) fn insert_at(
+    file: &FileShared,
+    group: u64,
+    mut st: Storage,
+    name: &str,
+    target: LinkTarget,
+) -> Result<()> {
     let creation_order = if st.info.creation_order_tracked {
         let next = st.info.max_creation_index.unwrap_or(0);
         let after = next

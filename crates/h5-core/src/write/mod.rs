@@ -593,6 +593,25 @@ impl FileShared {
         Ok(SymbolTable::of(&oh))
     }
 
+    /// Where a new link `name` of the group at `parent` goes: the name checked (its form, and
+    /// absent from the group: [`Error::Exists`]) with one read of the group's header and one
+    /// lookup, before anything changes. [`FileShared::insert_link_at`] then adds the link
+    /// without reading the header or looking the name up again.
+    pub(crate) fn new_link_place(&self, parent: u64, name: &str) -> Result<LinkPlace> {
+        check_name(name)?;
+        let oh = crate::object::ObjectHeader::load(self, parent)?;
+        if let Some(st) = SymbolTable::of(&oh) {
+            if st
+                .find(&mut self.cache()?, self.group_ks(), name.as_bytes())?
+                .is_some()
+            {
+                return Err(Error::Exists(name.into()));
+            }
+            return Ok(LinkPlace::Symbols(st));
+        }
+        Ok(LinkPlace::Links(links::place(self, &oh, name)?))
+    }
+
     /// Creates a group named `name` in the group whose header is at `parent`; returns the new
     /// group's header address.
     pub fn create_group(&self, parent: u64, name: &str) -> Result<u64> {
@@ -609,12 +628,9 @@ impl FileShared {
     ) -> Result<u64> {
         self.check_usable()?;
         self.check_structure_change("creating a group")?;
-        check_name(name)?;
-        if self.has_link(parent, name)? {
-            return Err(Error::Exists(name.into()));
-        }
+        let place = self.new_link_place(parent, name)?;
         let (addr, scratch) = create_group_object(self, options)?;
-        self.insert_link(parent, name, LinkTarget::Hard(addr), scratch)?;
+        self.insert_link_at(place, parent, name, LinkTarget::Hard(addr), scratch)?;
         Ok(addr)
     }
 
@@ -656,19 +672,28 @@ impl FileShared {
     pub fn link_hard(&self, parent: u64, name: &str, target: u64) -> Result<()> {
         self.check_usable()?;
         self.check_structure_change("adding a link")?;
-        check_name(name)?;
-        if self.has_link(parent, name)? {
-            return Err(Error::Exists(name.into()));
-        }
+        let place = self.new_link_place(parent, name)?;
         ohdr::adjust_refcount(self, target, 1)?;
-        self.link_new(parent, name, target)
+        self.link_new(place, parent, name, target)
     }
 
     /// Adds a hard link `name` → the object just created at `target` (whose reference count
-    /// of one stands for this link) to the group at `parent`.
-    pub(crate) fn link_new(&self, parent: u64, name: &str, target: u64) -> Result<()> {
-        check_name(name)?;
-        self.insert_link(parent, name, LinkTarget::Hard(target), ScratchPad::None)
+    /// of one stands for this link) to the group at `parent`, at `place`
+    /// ([`FileShared::new_link_place`] of the same group and name).
+    pub(crate) fn link_new(
+        &self,
+        place: LinkPlace,
+        parent: u64,
+        name: &str,
+        target: u64,
+    ) -> Result<()> {
+        self.insert_link_at(
+            place,
+            parent,
+            name,
+            LinkTarget::Hard(target),
+            ScratchPad::None,
+        )
     }
 
     /// Adds a soft link `name` → `path` to the group at `parent`.
@@ -696,19 +721,35 @@ impl FileShared {
         target: LinkTarget,
         scratch: ScratchPad,
     ) -> Result<()> {
-        if let Some(st) = self.symbol_table(parent)? {
-            let t = match target {
-                LinkTarget::Hard(addr) => Target::Hard { addr, scratch },
-                LinkTarget::Soft(p) => Target::Soft(p),
-                _ => {
-                    return Err(Error::Unsupported(format!(
-                        "{name}: old-style (symbol table) groups hold only hard and soft links"
-                    )));
-                }
-            };
-            return st.insert(&mut self.cache()?, self.group_ks(), name.as_bytes(), &t);
+        let place = self.new_link_place(parent, name)?;
+        self.insert_link_at(place, parent, name, target, scratch)
+    }
+
+    /// [`FileShared::insert_link`] at `place`, found by [`FileShared::new_link_place`] for the
+    /// same group and name with nothing changed in the group since.
+    fn insert_link_at(
+        &self,
+        place: LinkPlace,
+        parent: u64,
+        name: &str,
+        target: LinkTarget,
+        scratch: ScratchPad,
+    ) -> Result<()> {
+        match place {
+            LinkPlace::Symbols(st) => {
+                let t = match target {
+                    LinkTarget::Hard(addr) => Target::Hard { addr, scratch },
+                    LinkTarget::Soft(p) => Target::Soft(p),
+                    _ => {
+                        return Err(Error::Unsupported(format!(
+                            "{name}: old-style (symbol table) groups hold only hard and soft links"
+                        )));
+                    }
+                };
+                st.insert(&mut self.cache()?, self.group_ks(), name.as_bytes(), &t)
+            }
+            LinkPlace::Links(st) => links::insert_at(self, parent, st, name, target),
         }
-        links::insert(self, parent, name, target)
     }
 
     /// Takes the link `name` out of the group at `parent` (no reference count changes):
@@ -1083,6 +1124,15 @@ fn oh_filtered(file: &FileShared, addr: u64) -> Result<bool> {
             _ => None,
         })
         .unwrap_or(false))
+}
+
+/// Where a new link of a group goes, read once from the group's header with the link's name
+/// checked absent ([`FileShared::new_link_place`]).
+pub(crate) enum LinkPlace {
+    /// An old-style group: its symbol table (whose insert refuses an existing name too).
+    Symbols(SymbolTable),
+    /// A new-style group: its link storage.
+    Links(links::Storage),
 }
 
 fn check_name(name: &str) -> Result<()> {
