@@ -85,6 +85,16 @@ fn cases() -> Vec<Case> {
     out
 }
 
+/// Every value of dataset `name` of `f`.
+fn read_values(f: &h5::File, name: &str) -> Vec<f32> {
+    f.dataset(name)
+        .unwrap()
+        .read::<f32>()
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
 fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let p = dir.path().join(name);
@@ -243,14 +253,7 @@ fn whole_chunks_every_index_allocation_and_fill_time() {
     }
     let f = h5::File::open(&path).unwrap();
     for (name, c, v) in &written {
-        let got: Vec<f32> = f
-            .dataset(name)
-            .unwrap()
-            .read::<f32>()
-            .unwrap()
-            .into_iter()
-            .collect();
-        assert_eq!(&got, v, "{name}: after reopening");
+        assert_eq!(&read_values(&f, name), v, "{name}: after reopening");
         if c.dims == CHUNK {
             continue;
         }
@@ -389,14 +392,7 @@ fn filtered_whole_chunks_are_encoded_and_written_around_the_cache() {
     let f = h5::File::open(&path).unwrap();
     let mut exp = Expectations::new();
     for (name, dims, max, v) in &written {
-        let got: Vec<f32> = f
-            .dataset(name)
-            .unwrap()
-            .read::<f32>()
-            .unwrap()
-            .into_iter()
-            .collect();
-        assert_eq!(&got, v, "{name}: after reopening");
+        assert_eq!(&read_values(&f, name), v, "{name}: after reopening");
         let max: Vec<Option<u64>> = max.iter().map(|x| x.map(|v| v as u64)).collect();
         exp = exp.dataset(
             &format!("/{name}"),
