@@ -9,10 +9,30 @@ use crate::Error;
 /// dimensions dropped, new axes added). Negative positions count from the end; steps must be
 /// positive (HDF5 strides are); dimensions not named are taken whole.
 pub fn hyperslab(elems: &[SliceInfoElem], dims: &[u64]) -> Result<(Hyperslab, Vec<usize>), Error> {
-    let mut start = Vec::with_capacity(dims.len());
-    let mut stride = Vec::with_capacity(dims.len());
-    let mut count = Vec::with_capacity(dims.len());
-    let mut shape = Vec::new();
+    hyperslab_reusing(elems, dims, None)
+}
+
+/// [`hyperslab`] built in the lists of an earlier result `old` (a handle's repeated writes
+/// allocate nothing once their lists have grown to the rank).
+pub fn hyperslab_reusing(
+    elems: &[SliceInfoElem],
+    dims: &[u64],
+    old: Option<(Hyperslab, Vec<usize>)>,
+) -> Result<(Hyperslab, Vec<usize>), Error> {
+    let (mut start, mut stride, mut count, mut block, mut shape) = match old {
+        Some((h, shape)) => (h.start, h.stride, h.count, h.block, shape),
+        None => (
+            Vec::with_capacity(dims.len()),
+            Vec::with_capacity(dims.len()),
+            Vec::with_capacity(dims.len()),
+            Vec::with_capacity(dims.len()),
+            Vec::new(),
+        ),
+    };
+    for v in [&mut start, &mut stride, &mut count, &mut block] {
+        v.clear();
+    }
+    shape.clear();
     let mut d = 0usize;
     let bad = |m: String| Error::Invalid(m);
     for e in elems {
@@ -70,7 +90,7 @@ pub fn hyperslab(elems: &[SliceInfoElem], dims: &[u64]) -> Result<(Hyperslab, Ve
         count.push(n);
         shape.push(to_usize(n)?);
     }
-    let block = vec![1; start.len()];
+    block.resize(start.len(), 1);
     let slab = Hyperslab::from_vecs(start, stride, count, block)
         .map_err(|e| Error::Invalid(e.to_string()))?;
     Ok((slab, shape))

@@ -113,15 +113,20 @@ impl Dataset {
     ) -> Result<()> {
         crate::swmr::api(|| {
             let info = self.info();
-            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
+            let (slab, shape) =
+                crate::slice::hyperslab_reusing(slice.as_ref(), info.dims(), self.slab.take())?;
             let sel = Selection::Hyperslab(slab);
-            self.write_selection(
+            let r = self.write_selection(
                 &info,
                 data.into().into_dyn(),
                 &sel,
                 &shape,
                 WriteMode::Lossless,
-            )
+            );
+            if let Selection::Hyperslab(slab) = sel {
+                self.slab.keep(slab, shape);
+            }
+            r
         })
     }
 
