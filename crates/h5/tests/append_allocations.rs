@@ -88,6 +88,6 @@ fn steady_appends_allocate_little() {
     for bounds in [FormatBounds::default(), FormatBounds::LATEST] {
         let per = allocations_per_append(bounds, 5, 25);
         eprintln!("{bounds:?}: {per:.2} allocations per append");
-        assert!(per <= 1000.0, "{bounds:?}: {per:.2} allocations per append");
+        assert!(per <= 6.0, "{bounds:?}: {per:.2} allocations per append");
     }
 }
