@@ -4,7 +4,6 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use h5_chunkcache::selection::Hyperslab;
 use h5_core::dataset::DatasetInfo;
 use h5_core::nav::{ObjectKind as CoreKind, Resolved};
 use h5_format::message::dataspace::{DataspaceKind, UNLIMITED};
@@ -71,33 +70,6 @@ pub struct Dataset {
     /// `opened`'s datatype, kept in the handle: every read and write compares the memory type
     /// with it, and the shared description is cold memory when many datasets are used in turn.
     file_type: Datatype,
-    /// The lists of the last `write_slice`'s hyperslab, reused by the next one.
-    pub(crate) slab: SlabScratch,
-}
-
-/// A handle's hyperslab lists and shape kept between writes (empty in a clone of the handle;
-/// a write from another thread while one is taken builds its own).
-#[derive(Debug, Default)]
-pub(crate) struct SlabScratch(std::sync::Mutex<Option<(Hyperslab, Vec<usize>)>>);
-
-impl SlabScratch {
-    /// The kept lists, if any (left empty until [`SlabScratch::keep`]).
-    pub(crate) fn take(&self) -> Option<(Hyperslab, Vec<usize>)> {
-        self.0.try_lock().ok().and_then(|mut s| s.take())
-    }
-
-    /// Keeps `slab` and `shape` for the next write.
-    pub(crate) fn keep(&self, slab: Hyperslab, shape: Vec<usize>) {
-        if let Ok(mut s) = self.0.try_lock() {
-            *s = Some((slab, shape));
-        }
-    }
-}
-
-impl Clone for SlabScratch {
-    fn clone(&self) -> Self {
-        SlabScratch::default()
-    }
 }
 
 impl Deref for Dataset {
@@ -128,7 +100,6 @@ impl Dataset {
             loc,
             opened,
             file_type,
-            slab: SlabScratch::default(),
         })
     }
 

@@ -1,5 +1,7 @@
 //! ndarray slice descriptions (`s![..]`) as HDF5 hyperslabs.
 
+use std::cell::RefCell;
+
 use h5_chunkcache::selection::Hyperslab;
 use ndarray::SliceInfoElem;
 
@@ -94,6 +96,27 @@ pub fn hyperslab_reusing(
     let slab = Hyperslab::from_vecs(start, stride, count, block)
         .map_err(|e| Error::Invalid(e.to_string()))?;
     Ok((slab, shape))
+}
+
+thread_local! {
+    /// The lists of this thread's last written hyperslab, reused by its next one: in memory the
+    /// thread has just used, where lists kept by each handle would be cold when many datasets
+    /// are written in turn.
+    static KEPT: RefCell<Option<(Hyperslab, Vec<usize>)>> = const { RefCell::new(None) };
+}
+
+/// The lists [`keep`] kept on this thread, if any (taken: a nested write builds its own).
+pub(crate) fn take_kept() -> Option<(Hyperslab, Vec<usize>)> {
+    KEPT.with(|k| k.try_borrow_mut().ok().and_then(|mut k| k.take()))
+}
+
+/// Keeps `slab` and `shape` for this thread's next [`hyperslab_reusing`].
+pub(crate) fn keep(slab: Hyperslab, shape: Vec<usize>) {
+    KEPT.with(|k| {
+        if let Ok(mut k) = k.try_borrow_mut() {
+            *k = Some((slab, shape));
+        }
+    });
 }
 
 fn resolve(i: isize, n: u64) -> Option<u64> {

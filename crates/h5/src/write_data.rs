@@ -113,8 +113,11 @@ impl Dataset {
     ) -> Result<()> {
         crate::swmr::api(|| {
             let info = self.info();
-            let (slab, shape) =
-                crate::slice::hyperslab_reusing(slice.as_ref(), info.dims(), self.slab.take())?;
+            let (slab, shape) = crate::slice::hyperslab_reusing(
+                slice.as_ref(),
+                info.dims(),
+                crate::slice::take_kept(),
+            )?;
             let sel = Selection::Hyperslab(slab);
             let r = self.write_selection(
                 &info,
@@ -124,7 +127,7 @@ impl Dataset {
                 WriteMode::Lossless,
             );
             if let Selection::Hyperslab(slab) = sel {
-                self.slab.keep(slab, shape);
+                crate::slice::keep(slab, shape);
             }
             r
         })
