@@ -575,6 +575,10 @@ struct DatasetState {
     /// Bytes of a dense chunk.
     chunk_bytes: usize,
     members: BTreeSet<u32>,
+    /// The entry the last resident-run write ended in (a hint: checked against the entry's
+    /// dataset and coordinates before use, since entries are reused), so that the next append
+    /// into the same chunk skips the key index.
+    last_run_entry: Option<EntryId>,
 }
 
 /// A dataset's current dimensions, copied on the stack (every write needs them).
@@ -972,6 +976,7 @@ impl ChunkCache {
                 info,
                 chunk_bytes: elems,
                 members: BTreeSet::new(),
+                last_run_entry: None,
             },
         );
         Ok(())

@@ -241,6 +241,7 @@ impl ChunkCache {
         {
             return Ok(false);
         }
+        let hint = st.last_run_entry;
         let (first, last) = (start / cdim, (end - 1) / cdim);
         if last - first >= MAX_CHUNKS as u64 {
             return Ok(false);
@@ -252,15 +253,25 @@ impl ChunkCache {
         };
         let mut found = [(EntryId(0), none); MAX_CHUNKS];
         for (slot, c) in found.iter_mut().zip(first..=last) {
-            let Some(coord) = ChunkCoord::new(&[c]) else {
-                return Ok(false);
-            };
-            let key = ChunkKey {
-                dataset: r.dataset,
-                coord,
-            };
-            let Some(id) = self.lookup_id(&key) else {
-                return Ok(false);
+            let hinted = hint.filter(|&id| {
+                self.entry(id)
+                    .is_some_and(|e| e.dataset == r.dataset && e.coord.as_slice() == [c])
+            });
+            let id = match hinted {
+                Some(id) => id,
+                None => {
+                    let Some(coord) = ChunkCoord::new(&[c]) else {
+                        return Ok(false);
+                    };
+                    let key = ChunkKey {
+                        dataset: r.dataset,
+                        coord,
+                    };
+                    let Some(id) = self.lookup_id(&key) else {
+                        return Ok(false);
+                    };
+                    id
+                }
             };
             let Some(e) = self.entry(id).filter(|e| e.has_values) else {
                 return Ok(false);
@@ -279,9 +290,14 @@ impl ChunkCache {
             };
             *slot = (id, run);
         }
+        let mut ended = None;
         for ((id, run), c) in found.iter().zip(first..=last) {
             let coord = ChunkCoord::new(&[c]).ok_or(ChunkCacheError::Internal("rank 1"))?;
             self.gather_runs_into(*id, &coord, std::slice::from_ref(run), r)?;
+            ended = Some(*id);
+        }
+        if let Some(st) = self.datasets.get_mut(&r.dataset) {
+            st.last_run_entry = ended;
         }
         self.make_room(0)?;
         self.maybe_preencode()?;
