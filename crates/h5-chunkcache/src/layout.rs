@@ -367,6 +367,16 @@ pub trait ChunkLayout: Send + Sync + std::fmt::Debug {
     /// The dataset's current dimensions.
     fn extent(&self) -> Vec<u64>;
 
+    /// The dataset's current dimensions copied into `out`, returning the rank (`None`: rank
+    /// above [`crate::MAX_RANK`]). The cache calls it on every write; a layout whose extent can
+    /// change overrides it to copy without allocating. The default copies
+    /// [`ChunkLayout::extent`].
+    fn extent_into(&self, out: &mut [u64; crate::MAX_RANK]) -> Option<usize> {
+        let e = self.extent();
+        out.get_mut(..e.len())?.copy_from_slice(&e);
+        Some(e.len())
+    }
+
     /// Finds the given chunks, one result per coordinate in order (batched, SCC-032). Never reads
     /// chunk bodies.
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError>;

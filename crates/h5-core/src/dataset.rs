@@ -148,6 +148,34 @@ impl Descriptions {
         info
     }
 
+    /// Records `dims` as the current dimensions of `info`'s dataset and returns its description.
+    /// The recorded description is changed where it is when nothing else holds it (a resize
+    /// then allocates nothing); otherwise a copy with the new dimensions replaces it, and
+    /// holders keep the shape they read.
+    pub fn resized(&self, info: Arc<DatasetInfo>, dims: &[u64]) -> Arc<DatasetInfo> {
+        let set = |d: &mut DatasetInfo| {
+            d.dataspace.dims.clear();
+            d.dataspace.dims.extend_from_slice(dims);
+        };
+        let Ok(mut m) = self.0.lock() else {
+            let mut d = (*info).clone();
+            set(&mut d);
+            return Arc::new(d);
+        };
+        let slot = m.entry(info.address).or_insert_with(|| Arc::clone(&info));
+        // The caller's reference must not count as a holder.
+        drop(info);
+        match Arc::get_mut(slot) {
+            Some(d) => set(d),
+            None => {
+                let mut d = (**slot).clone();
+                set(&mut d);
+                *slot = Arc::new(d);
+            }
+        }
+        Arc::clone(slot)
+    }
+
     /// Forgets every description (a VFD SWMR reader's new index may have changed any).
     pub fn clear(&self) {
         if let Ok(mut m) = self.0.lock() {

@@ -152,6 +152,14 @@ pub(crate) fn first_chunk_load(addr: u64) -> Load {
     )
 }
 
+/// The load of a header's chunk #0 that never loads: for a protect of a header known to be
+/// cached, so that the hit builds no loader (one shared value, no allocation per call).
+pub(crate) fn cached_first_chunk_load() -> &'static Load {
+    static LOAD: std::sync::LazyLock<Load> =
+        std::sync::LazyLock::new(|| Load::cached_only("object header"));
+    &LOAD
+}
+
 /// How to load the `len`-byte continuation block at relative address `at` of a header whose
 /// prefix is `prefix`.
 pub(crate) fn block_load(prefix: ObjectHeaderPrefix, at: u64, len: usize) -> Load {

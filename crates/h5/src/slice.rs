@@ -1,5 +1,7 @@
 //! ndarray slice descriptions (`s![..]`) as HDF5 hyperslabs.
 
+use std::cell::RefCell;
+
 use h5_chunkcache::selection::Hyperslab;
 use ndarray::SliceInfoElem;
 
@@ -9,10 +11,30 @@ use crate::Error;
 /// dimensions dropped, new axes added). Negative positions count from the end; steps must be
 /// positive (HDF5 strides are); dimensions not named are taken whole.
 pub fn hyperslab(elems: &[SliceInfoElem], dims: &[u64]) -> Result<(Hyperslab, Vec<usize>), Error> {
-    let mut start = Vec::with_capacity(dims.len());
-    let mut stride = Vec::with_capacity(dims.len());
-    let mut count = Vec::with_capacity(dims.len());
-    let mut shape = Vec::new();
+    hyperslab_reusing(elems, dims, None)
+}
+
+/// [`hyperslab`] built in the lists of an earlier result `old` (a handle's repeated writes
+/// allocate nothing once their lists have grown to the rank).
+pub fn hyperslab_reusing(
+    elems: &[SliceInfoElem],
+    dims: &[u64],
+    old: Option<(Hyperslab, Vec<usize>)>,
+) -> Result<(Hyperslab, Vec<usize>), Error> {
+    let (mut start, mut stride, mut count, mut block, mut shape) = match old {
+        Some((h, shape)) => (h.start, h.stride, h.count, h.block, shape),
+        None => (
+            Vec::with_capacity(dims.len()),
+            Vec::with_capacity(dims.len()),
+            Vec::with_capacity(dims.len()),
+            Vec::with_capacity(dims.len()),
+            Vec::new(),
+        ),
+    };
+    for v in [&mut start, &mut stride, &mut count, &mut block] {
+        v.clear();
+    }
+    shape.clear();
     let mut d = 0usize;
     let bad = |m: String| Error::Invalid(m);
     for e in elems {
@@ -70,10 +92,31 @@ pub fn hyperslab(elems: &[SliceInfoElem], dims: &[u64]) -> Result<(Hyperslab, Ve
         count.push(n);
         shape.push(to_usize(n)?);
     }
-    let block = vec![1; start.len()];
+    block.resize(start.len(), 1);
     let slab = Hyperslab::from_vecs(start, stride, count, block)
         .map_err(|e| Error::Invalid(e.to_string()))?;
     Ok((slab, shape))
+}
+
+thread_local! {
+    /// The lists of this thread's last written hyperslab, reused by its next one: in memory the
+    /// thread has just used, where lists kept by each handle would be cold when many datasets
+    /// are written in turn.
+    static KEPT: RefCell<Option<(Hyperslab, Vec<usize>)>> = const { RefCell::new(None) };
+}
+
+/// The lists [`keep`] kept on this thread, if any (taken: a nested write builds its own).
+pub(crate) fn take_kept() -> Option<(Hyperslab, Vec<usize>)> {
+    KEPT.with(|k| k.try_borrow_mut().ok().and_then(|mut k| k.take()))
+}
+
+/// Keeps `slab` and `shape` for this thread's next [`hyperslab_reusing`].
+pub(crate) fn keep(slab: Hyperslab, shape: Vec<usize>) {
+    KEPT.with(|k| {
+        if let Ok(mut k) = k.try_borrow_mut() {
+            *k = Some((slab, shape));
+        }
+    });
 }
 
 fn resolve(i: isize, n: u64) -> Option<u64> {

@@ -5,6 +5,7 @@ use h5_chunkcache::Conversion;
 use h5_chunkcache::selection::{Hyperslab, Selection};
 use h5_core::dataset::DatasetInfo;
 use h5_core::write::chunk_index::ChunkIndexKind;
+use h5_format::message::dataspace::MAX_RANK;
 use ndarray::{ArrayView, Axis, Dimension, IxDyn, SliceInfoElem};
 
 use crate::convert::{WriteMode, check_shape, encode_view_for, write_conversion};
@@ -112,15 +113,23 @@ impl Dataset {
     ) -> Result<()> {
         crate::swmr::api(|| {
             let info = self.info();
-            let (slab, shape) = crate::slice::hyperslab(slice.as_ref(), info.dims())?;
+            let (slab, shape) = crate::slice::hyperslab_reusing(
+                slice.as_ref(),
+                info.dims(),
+                crate::slice::take_kept(),
+            )?;
             let sel = Selection::Hyperslab(slab);
-            self.write_selection(
+            let r = self.write_selection(
                 &info,
                 data.into().into_dyn(),
                 &sel,
                 &shape,
                 WriteMode::Lossless,
-            )
+            );
+            if let Selection::Hyperslab(slab) = sel {
+                crate::slice::keep(slab, shape);
+            }
+            r
         })
     }
 
@@ -128,9 +137,20 @@ impl Dataset {
     /// shrinking). Every handle of the dataset sees the new shape.
     pub fn resize(&self, dims: impl AsRef<[usize]>) -> Result<()> {
         crate::swmr::api(|| {
-            let dims: Vec<u64> = dims.as_ref().iter().map(|d| *d as u64).collect();
+            let dims = dims.as_ref();
+            let mut wide = [0u64; MAX_RANK];
+            let Some(slots) = wide.get_mut(..dims.len()) else {
+                return Err(Error::Invalid(format!(
+                    "{}: {} dimensions (at most {MAX_RANK})",
+                    self.path(),
+                    dims.len()
+                )));
+            };
+            for (w, d) in slots.iter_mut().zip(dims) {
+                *w = *d as u64;
+            }
             let info = self.info();
-            let r = h5_core::write::dataset::resize(self.file_shared(), &info, &dims);
+            let r = h5_core::write::dataset::resize(self.file_shared(), info, slots);
             self.ctx(r).map(|_| ())
         })
     }

@@ -219,7 +219,7 @@ impl ChunkCache {
         if !st.info.uses_cache {
             return Ok(());
         }
-        let new_dims = st.layout.extent();
+        let new_dims = st.extent(ds)?;
         let rank = st.info.chunk_dims.len();
         for got in [old_dims.len(), new_dims.len()] {
             if got != rank {
@@ -230,13 +230,13 @@ impl ChunkCache {
                 .into());
             }
         }
-        if old_dims == new_dims.as_slice() {
+        if old_dims == &*new_dims {
             return Ok(());
         }
         // Growing only (every dimension at least as large): no element leaves the extent, so
         // nothing is dropped, erased or filled; with edge chunks encoded like the others and
         // late allocation nothing else changes either. (W4's appends resize every time.)
-        let grows = old_dims.iter().zip(&new_dims).all(|(o, n)| n >= o);
+        let grows = old_dims.iter().zip(new_dims.iter()).all(|(o, n)| n >= o);
         if grows && !st.info.edge_chunks_differ && !st.info.early_allocation {
             return Ok(());
         }
@@ -244,7 +244,7 @@ impl ChunkCache {
         let g = Geometry {
             dims: info.chunk_dims.clone(),
             old: old_dims.to_vec(),
-            new: new_dims,
+            new: new_dims.to_vec(),
         };
         let mut handled: HashSet<ChunkCoord> = HashSet::new();
         let mut reencode: Vec<ChunkKey> = Vec::new();

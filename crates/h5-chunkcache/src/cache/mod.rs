@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use h5_io::{ReadSegment, Storage};
 use rayon::prelude::*;
 
+use crate::MAX_RANK;
 use crate::error::{ChunkCacheError, Result};
 use crate::layout::{
     Capabilities, Chunk, ChunkLayout, Conversion, DefinedInfo, DiskLocation, InsertRequest,
@@ -574,9 +575,40 @@ struct DatasetState {
     /// Bytes of a dense chunk.
     chunk_bytes: usize,
     members: BTreeSet<u32>,
+    /// The entry the last resident-run write ended in (a hint: checked against the entry's
+    /// dataset and coordinates before use, since entries are reused), so that the next append
+    /// into the same chunk skips the key index.
+    last_run_entry: Option<EntryId>,
+}
+
+/// A dataset's current dimensions, copied on the stack (every write needs them).
+struct Extent {
+    dims: [u64; MAX_RANK],
+    rank: usize,
+}
+
+impl std::ops::Deref for Extent {
+    type Target = [u64];
+
+    fn deref(&self) -> &[u64] {
+        self.dims.get(..self.rank).unwrap_or(&[])
+    }
 }
 
 impl DatasetState {
+    /// The layout's current dimensions (`ds`: the dataset, for the error).
+    fn extent(&self, ds: DatasetId) -> Result<Extent> {
+        let mut dims = [0u64; MAX_RANK];
+        let rank =
+            self.layout
+                .extent_into(&mut dims)
+                .ok_or_else(|| ChunkCacheError::InvalidLayout {
+                    dataset: ds,
+                    reason: format!("an extent of rank above {MAX_RANK}"),
+                })?;
+        Ok(Extent { dims, rank })
+    }
+
     fn fill_value(&self) -> Vec<u8> {
         if self.info.fill.is_empty() {
             vec![0; self.info.elem_size]
@@ -951,6 +983,7 @@ impl ChunkCache {
                 info,
                 chunk_bytes: elems,
                 members: BTreeSet::new(),
+                last_run_entry: None,
             },
         );
         Ok(())
@@ -1165,7 +1198,7 @@ impl ChunkCache {
         to_file: bool,
     ) -> Result<Vec<ChunkPiece>> {
         let st = self.state(ds)?;
-        let extent = st.layout.extent();
+        let extent = st.extent(ds)?;
         let elem = match conv {
             Some(c) => {
                 let (file, mem) = if to_file {

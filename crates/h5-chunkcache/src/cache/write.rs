@@ -8,10 +8,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{Bypass, ChunkCache, IoReport, LoadKind, Loaded, WriteRequest};
-use crate::ChunkKey;
 use crate::error::{ChunkCacheError, Result};
 use crate::policy::EntryId;
-use crate::selection::{ChunkPiece, outside_extent_runs};
+use crate::selection::{ChunkPiece, CopyRun, Selection, outside_extent_runs};
+use crate::{ChunkCoord, ChunkKey};
 
 /// One piece of a write: request index, piece, whether it covers the chunk.
 pub(super) struct WritePiece {
@@ -58,6 +58,11 @@ impl ChunkCache {
 
     /// [`write`](Self::write) of the requests as given.
     fn write_call(&mut self, reqs: &[WriteRequest<'_>]) -> Result<IoReport> {
+        if let [r] = reqs
+            && self.write_resident_run(r)?
+        {
+            return Ok(IoReport::default());
+        }
         let mut report = IoReport::default();
         let mut all: Vec<WritePiece> = Vec::new();
         let mut bypass: Vec<WritePiece> = Vec::new();
@@ -83,7 +88,7 @@ impl ChunkCache {
             let skip = self.bypasses(r.dataset, r.bypass)?;
             let writes_whole = r.bypass == Bypass::Auto && self.writes_whole(r.dataset)?;
             let st = self.state(r.dataset)?;
-            let extent = st.layout.extent();
+            let extent = st.extent(r.dataset)?;
             // A conversion that keeps parts of the destination (a background, SCC-105) needs the
             // chunk's current values even when the write covers every element.
             let background = r.conversion.is_some_and(|c| c.needs_background());
@@ -190,6 +195,113 @@ impl ChunkCache {
         }
         self.maybe_preencode()?;
         Ok(report)
+    }
+
+    /// The steady append (a run of consecutive elements of a one-dimensional dataset, every
+    /// chunk it touches resident): gathered straight into the entries, with no decomposition
+    /// built. `false` (nothing done) for any other request, which takes the general flow: other
+    /// ranks or selections, memory selections, conversions, a run past the extent or of another
+    /// length than the buffer (the general flow reports the error), a chunk not resident, or a
+    /// clean chunk the run covers whole (it may be written whole, around the cache).
+    fn write_resident_run(&mut self, r: &WriteRequest<'_>) -> Result<bool> {
+        /// Chunks one run may touch on this path (an append into the last chunk and the next).
+        const MAX_CHUNKS: usize = 4;
+        let Selection::Hyperslab(h) = r.selection else {
+            return Ok(false);
+        };
+        if r.skip_io || r.memory.is_some() || r.conversion.is_some() {
+            return Ok(false);
+        }
+        let ([start], [stride], [count], [block]) =
+            (&h.start[..], &h.stride[..], &h.count[..], &h.block[..])
+        else {
+            return Ok(false);
+        };
+        // One block, or blocks that follow each other: the elements [start, end).
+        let Some(len) = count.checked_mul(*block) else {
+            return Ok(false);
+        };
+        if len == 0 || (*count > 1 && stride != block) {
+            return Ok(false);
+        }
+        let st = self.state(r.dataset)?;
+        let extent = st.extent(r.dataset)?;
+        let (&[cdim], &[ext]) = (&st.info.chunk_dims[..], &*extent) else {
+            return Ok(false);
+        };
+        let start = *start;
+        let Some(end) = start.checked_add(len) else {
+            return Ok(false);
+        };
+        let elem = st.info.elem_size as u64;
+        if !st.info.uses_cache
+            || cdim == 0
+            || end > ext
+            || len.checked_mul(elem) != Some(r.buf.len() as u64)
+        {
+            return Ok(false);
+        }
+        let hint = st.last_run_entry;
+        let (first, last) = (start / cdim, (end - 1) / cdim);
+        if last - first >= MAX_CHUNKS as u64 {
+            return Ok(false);
+        }
+        let none = CopyRun {
+            chunk_offset: 0,
+            buf_offset: 0,
+            len: 0,
+        };
+        let mut found = [(EntryId(0), none); MAX_CHUNKS];
+        for (slot, c) in found.iter_mut().zip(first..=last) {
+            let hinted = hint.filter(|&id| {
+                self.entry(id)
+                    .is_some_and(|e| e.dataset == r.dataset && e.coord.as_slice() == [c])
+            });
+            let id = match hinted {
+                Some(id) => id,
+                None => {
+                    let Some(coord) = ChunkCoord::new(&[c]) else {
+                        return Ok(false);
+                    };
+                    let key = ChunkKey {
+                        dataset: r.dataset,
+                        coord,
+                    };
+                    let Some(id) = self.lookup_id(&key) else {
+                        return Ok(false);
+                    };
+                    id
+                }
+            };
+            let Some(e) = self.entry(id).filter(|e| e.has_values) else {
+                return Ok(false);
+            };
+            let lo = start.max(c * cdim);
+            let hi = end.min((c + 1).saturating_mul(cdim));
+            // Elements of this chunk inside the extent: all written means a whole chunk.
+            let inside = ext.min((c + 1).saturating_mul(cdim)) - c * cdim;
+            if hi - lo == inside && !e.dirty {
+                return Ok(false);
+            }
+            let run = CopyRun {
+                chunk_offset: lo - c * cdim,
+                buf_offset: lo - start,
+                len: hi - lo,
+            };
+            *slot = (id, run);
+        }
+        let mut ended = None;
+        for ((id, run), c) in found.iter().zip(first..=last) {
+            let coord = ChunkCoord::new(&[c]).ok_or(ChunkCacheError::Internal("rank 1"))?;
+            self.gather_runs_into(*id, &coord, std::slice::from_ref(run), r)?;
+            ended = Some(*id);
+        }
+        if let Some(st) = self.datasets.get_mut(&r.dataset) {
+            st.last_run_entry = ended;
+        }
+        self.make_room(0)?;
+        self.maybe_preencode()?;
+        Ok(true)
     }
 
     /// Writes pieces through the cache.
@@ -331,6 +443,17 @@ impl ChunkCache {
         p: &ChunkPiece,
         r: &WriteRequest<'_>,
     ) -> Result<()> {
+        self.gather_runs_into(id, &p.coord, &p.runs, r)
+    }
+
+    /// Gathers the `runs` of chunk `coord` into its resident entry, marking it dirty.
+    fn gather_runs_into(
+        &mut self,
+        id: EntryId,
+        coord: &ChunkCoord,
+        runs: &[CopyRun],
+        r: &WriteRequest<'_>,
+    ) -> Result<()> {
         self.invalidate_image(id);
         let Some(st) = self.datasets.get(&r.dataset) else {
             return Err(ChunkCacheError::UnknownDataset(r.dataset));
@@ -343,14 +466,14 @@ impl ChunkCache {
         Self::gather_chunk(
             st,
             r.dataset,
-            &p.coord,
+            coord,
             &mut e.chunk,
-            &p.runs,
+            runs,
             r.buf,
             r.conversion,
         )?;
         e.dirty = true;
-        self.touch(id, &p.runs);
+        self.touch(id, runs);
         self.reaccount(id);
         Ok(())
     }

@@ -348,6 +348,12 @@ impl ChunkLayout for ChunkedWriteLayout {
         self.dims.lock().map(|d| d.clone()).unwrap_or_default()
     }
 
+    fn extent_into(&self, out: &mut [u64; h5_chunkcache::MAX_RANK]) -> Option<usize> {
+        let d = self.dims.lock().ok()?;
+        out.get_mut(..d.len())?.copy_from_slice(&d);
+        Some(d.len())
+    }
+
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
         let records = self.index.lookup(coords).map_err(boxed)?;
         let hint = self.chunk_bytes()?;

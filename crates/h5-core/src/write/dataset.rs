@@ -617,15 +617,15 @@ pub(crate) fn overwritten_vlen(
 /// what left the extent. Returns the dataset's new description.
 pub fn resize(
     file: &Arc<FileShared>,
-    info: &DatasetInfo,
+    info: Arc<DatasetInfo>,
     dims: &[u64],
 ) -> Result<Arc<DatasetInfo>> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
-    file.check_swmr_index(info)?;
-    let id = crate::dataset::ensure_registered(file, info)?;
+    file.check_swmr_index(&info)?;
+    let id = crate::dataset::ensure_registered(file, &info)?;
     let layout = file
         .state()?
         .chunked
@@ -643,10 +643,7 @@ pub fn resize(
             "new dimensions {dims:?} outside the maximum {max:?}"
         )));
     }
-    let mut next = info.clone();
-    next.dataspace.dims.clear();
-    next.dataspace.dims.extend_from_slice(dims);
-    let body = next.dataspace.encode(file.sizes)?;
+    let body = info.dataspace.encode_with_dims(dims, file.sizes)?;
     file.swmr_pin_header(info.address)?;
     // New dimensions of the same rank keep the message's length: changed where it is stored
     // (as libhdf5 rewrites the message), the header laid out again only otherwise.
@@ -671,7 +668,7 @@ pub fn resize(
         .map_err(|_| Error::Poisoned)?
         .set_extent_notify(id, old)?;
     layout.refill_cleared(file)?;
-    Ok(file.set_dataset_info(next))
+    Ok(file.descriptions.resized(info, dims))
 }
 
 /// The writable chunk-cache layout of a dataset that existed before the file was opened for

@@ -22,7 +22,9 @@ use h5_metacache::{
 use crate::error::{Error, Result};
 use crate::file::{FileShared, cache_error};
 use crate::meta::{Decoded, Load, Meta};
-use crate::object::{FirstChunkImage, StoredMessage, block_load, first_chunk_load};
+use crate::object::{
+    FirstChunkImage, StoredMessage, block_load, cached_first_chunk_load, first_chunk_load,
+};
 use crate::write::alloc::SpaceKind;
 
 /// A message to store: type, flags and encoded body.
@@ -324,11 +326,20 @@ pub(crate) fn replace_in_place(
     let sizes = file.sizes;
     let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
     let abs = file.abs(addr)?;
+    // A cached header (every resize of a dataset in use) is protected without building a
+    // loader for it.
+    let load;
+    let udata = if meta.contains(abs) {
+        cached_first_chunk_load()
+    } else {
+        load = first_chunk_load(addr);
+        &load
+    };
     let h = meta
         .protect(
             MetadataKind::ObjectHeader.id(),
             abs,
-            &first_chunk_load(addr),
+            udata,
             ProtectFlags::NONE,
         )
         .map_err(cache_error)?;

@@ -119,12 +119,25 @@ impl Dataspace {
     /// ones. Fails on those cases, on a rank above [`MAX_RANK`], on list lengths that differ
     /// from the rank, and on a scalar or null dataspace with dimensions.
     pub fn encode(&self, sizes: Sizes) -> Result<Vec<u8>> {
+        self.encode_with_dims(&self.dims, sizes)
+    }
+
+    /// [`Dataspace::encode`] of this dataspace with the current dimensions `dims` instead of
+    /// its own (a resize encoded without copying the description; the rank must be the same).
+    pub fn encode_with_dims(&self, dims: &[u64], sizes: Sizes) -> Result<Vec<u8>> {
         let err = |what: String| FormatError::Unsupported {
             structure: "dataspace (encoding)",
             address: u64::MAX,
             what,
         };
-        let rank = self.dims.len();
+        if dims.len() != self.dims.len() {
+            return Err(err(format!(
+                "{} dims for a dataspace of rank {}",
+                dims.len(),
+                self.dims.len()
+            )));
+        }
+        let rank = dims.len();
         if rank > MAX_RANK {
             return Err(err(format!("rank {rank} (at most {MAX_RANK})")));
         }
@@ -170,7 +183,7 @@ impl Dataspace {
             }
             v => return Err(err(format!("dataspace message version {v}"))),
         }
-        for &d in &self.dims {
+        for &d in dims {
             w.length(sizes, d);
         }
         for l in [&self.max_dims, &self.permutation].into_iter().flatten() {
