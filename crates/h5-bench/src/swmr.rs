@@ -866,8 +866,9 @@ mod tests {
         };
         let n = perf1(&dir.join("a.h5"), 20, 6, true, &mut ticks).unwrap();
         assert_eq!(n, 3);
+        // A measurement (the thread's scheduler clock may not advance over calls this short).
         assert!(
-            ticks.eot_cpu > 0.0 && ticks.eot_cpu.is_finite(),
+            ticks.eot_cpu >= 0.0 && ticks.eot_cpu.is_finite(),
             "{ticks:?}"
         );
         let f = h5::File::open(dir.join("a.h5")).unwrap();
