@@ -497,6 +497,7 @@ impl<T: CacheTypes> CacheBuilder<T> {
             slist_changed: false,
             removals: 0,
             image_writes: 0,
+            spare_image: Vec::new(),
             write_permitted: self.write_permitted,
             check_write_permitted: self.check_write_permitted,
             log_flush: self.log_flush,
@@ -568,6 +569,9 @@ pub struct MetadataCache<T: CacheTypes> {
     /// Entry images written to storage so far (a detached load older than the last write may
     /// be stale, see `load.rs`).
     pub(crate) image_writes: u64,
+    /// A buffer left over from the last write that compared images (the replaced on-disk
+    /// image), reused for the next serialization so that writes do not allocate.
+    pub(crate) spare_image: Vec<u8>,
     pub(crate) write_permitted: bool,
     pub(crate) check_write_permitted: Option<Box<dyn FnMut() -> bool + Send>>,
     pub(crate) log_flush: Option<Box<dyn FnMut(LogFlushEvent) + Send>>,
@@ -903,25 +907,27 @@ impl<T: CacheTypes> MetadataCache<T> {
     }
 
     /// A slot's "subtree dirty" state changed: update every ancestor's dirty-children count.
+    /// Allocates only when some ancestor's own subtree state flips too (the common case, a
+    /// parent that stays dirty or clean, walks the parents in place).
     pub(crate) fn propagate_subtree_dirty(&mut self, slot: u32, now_dirty: bool) {
-        let mut work: Vec<(u32, bool)> = vec![(slot, now_dirty)];
-        while let Some((s, d)) = work.pop() {
-            let parents = self.slab.entry(s).parents.clone();
-            for p in parents {
-                let before = self.slab.entry(p).subtree_dirty();
-                {
-                    let pe = self.slab.entry_mut(p);
-                    if d {
-                        pe.ndirty_children += 1;
-                    } else {
-                        pe.ndirty_children -= 1;
-                    }
+        let mut work: Vec<(u32, bool)> = Vec::new();
+        let mut next = Some((slot, now_dirty));
+        while let Some((s, d)) = next {
+            for k in 0..self.slab.entry(s).parents.len() {
+                let p = self.slab.entry(s).parents[k];
+                let pe = self.slab.entry_mut(p);
+                let before = pe.subtree_dirty();
+                if d {
+                    pe.ndirty_children += 1;
+                } else {
+                    pe.ndirty_children -= 1;
                 }
-                let after = self.slab.entry(p).subtree_dirty();
+                let after = pe.subtree_dirty();
                 if before != after {
                     work.push((p, after));
                 }
             }
+            next = work.pop();
         }
     }
 

@@ -13,15 +13,39 @@ pub const SERIALIZE_POISON: u8 = 0xA5;
 /// ([`crate::ClassFlags::DIFF_WRITES`]).
 pub const DIFF_WRITE_GAP: usize = 64;
 
+/// Bytes compared at once while skipping an equal stretch of two images.
+const COMPARE_BLOCK: usize = 16;
+
+/// How many leading bytes `a` and `b` share (compared a block at a time, then byte by byte).
+fn equal_prefix(a: &[u8], b: &[u8]) -> usize {
+    let blocks = a
+        .chunks_exact(COMPARE_BLOCK)
+        .zip(b.chunks_exact(COMPARE_BLOCK))
+        .take_while(|(x, y)| x == y)
+        .count();
+    let at = blocks * COMPARE_BLOCK;
+    let rest = a
+        .get(at..)
+        .unwrap_or_default()
+        .iter()
+        .zip(b.get(at..).unwrap_or_default())
+        .take_while(|(x, y)| x == y)
+        .count();
+    at + rest
+}
+
 /// The byte ranges `[start, end)` where `new` differs from `old` (same length), runs closer
-/// than [`DIFF_WRITE_GAP`] merged.
+/// than [`DIFF_WRITE_GAP`] merged. Bytes of `new` past the end of `old` count as changed.
 fn changed_runs(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < new.len() {
-        if old.get(i) == new.get(i) {
-            i += 1;
-            continue;
+        i += equal_prefix(
+            old.get(i..).unwrap_or_default(),
+            new.get(i..).unwrap_or_default(),
+        );
+        if i >= new.len() {
+            break;
         }
         let start = i;
         while i < new.len() && old.get(i) != new.get(i) {
@@ -118,10 +142,16 @@ impl<T: CacheTypes> MetadataCache<T> {
         };
         let old = std::mem::take(&mut self.slab.entry_mut(slot).image);
         // The image the file holds, when only the changed bytes are to be written.
-        let on_disk =
-            (info_flags.diff_writes() && self.slab.entry(slot).image_on_disk && old.len() == len)
-                .then_some(old);
-        let mut buf = Vec::with_capacity(len);
+        let diff = info_flags.diff_writes() && self.slab.entry(slot).image_on_disk;
+        let (on_disk, mut buf) = if diff && old.len() == len {
+            (Some(old), std::mem::take(&mut self.spare_image))
+        } else {
+            (None, old)
+        };
+        // The new image is made in a buffer whose allocation is reused (the entry's old
+        // image, or the one a previous diff write left over): a flush allocates nothing per
+        // entry once the buffers have grown.
+        buf.clear();
         buf.resize(len, SERIALIZE_POISON);
         self.slist_changed = false;
         let ser = self.with_icr(slot, |c, cls, icr| cls.serialize(c, icr, &mut buf))?;
@@ -130,7 +160,7 @@ impl<T: CacheTypes> MetadataCache<T> {
             changed = true;
         }
         if let Err(source) = ser {
-            self.slab.entry_mut(slot).image = buf;
+            self.keep_unwritten(slot, on_disk, buf);
             return Err(CacheError::Client {
                 class: self.class_name(class),
                 callback: Callback::Serialize,
@@ -141,7 +171,7 @@ impl<T: CacheTypes> MetadataCache<T> {
         // Writes into temporary space (at or past the EOA) are refused (MDC-096, E-39).
         let eoa = self.ctx.end_of_allocation();
         if addr.checked_add(len as u64).is_none_or(|end| end > eoa) {
-            self.slab.entry_mut(slot).image = buf;
+            self.keep_unwritten(slot, on_disk, buf);
             return Err(CacheError::PastEndOfAllocation {
                 what: "write",
                 addr,
@@ -180,6 +210,9 @@ impl<T: CacheTypes> MetadataCache<T> {
             self.stats.bytes_written += written as u64;
             self.stats.writes += 1;
         }
+        if let Some(old) = on_disk {
+            self.spare_image = old;
+        }
         let entry = self.slab.entry_mut(slot);
         entry.image = buf;
         entry.image_on_disk = true;
@@ -190,6 +223,23 @@ impl<T: CacheTypes> MetadataCache<T> {
             addr,
             len,
         ))
+    }
+
+    /// A write failed before any byte reached the storage: the entry keeps the image the file
+    /// holds when there is one (so that a later write compares against the file's bytes, not
+    /// against a half-made image), else the new buffer, marked as not on disk.
+    fn keep_unwritten(&mut self, slot: u32, on_disk: Option<Vec<u8>>, buf: Vec<u8>) {
+        match on_disk {
+            Some(old) => {
+                self.slab.entry_mut(slot).image = old;
+                self.spare_image = buf;
+            }
+            None => {
+                let entry = self.slab.entry_mut(slot);
+                entry.image = buf;
+                entry.image_on_disk = false;
+            }
+        }
     }
 
     /// Evict an unprotected, unpinned entry (MDC-072): notify `BeforeEvict`, drop remaining
@@ -384,5 +434,35 @@ mod diff_tests {
         );
         new[10 + DIFF_WRITE_GAP] = 4;
         assert_eq!(changed_runs(&old, &new)[0], (10, 11 + DIFF_WRITE_GAP));
+    }
+
+    /// The byte-at-a-time definition the block-wise scan must agree with.
+    fn changed_runs_bytewise(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for i in (0..new.len()).filter(|&i| old.get(i) != new.get(i)) {
+            match runs.last_mut() {
+                Some(last) if last.1 == i || i - last.1 < DIFF_WRITE_GAP => last.1 = i + 1,
+                _ => runs.push((i, i + 1)),
+            }
+        }
+        runs
+    }
+
+    proptest::proptest! {
+        /// The block-wise scan finds exactly the runs of the byte-wise definition, for images
+        /// with sparse changes anywhere (block boundaries included) and of any length.
+        #[test]
+        fn changed_runs_equal_the_bytewise_runs(
+            old in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            changes in proptest::collection::vec((0usize..300, 1u8..=255), 0..12),
+        ) {
+            let mut new = old.clone();
+            for (at, x) in changes {
+                if let Some(b) = new.get_mut(at) {
+                    *b ^= x;
+                }
+            }
+            proptest::prop_assert_eq!(changed_runs(&old, &new), changed_runs_bytewise(&old, &new));
+        }
     }
 }

@@ -2165,3 +2165,43 @@ fn mdc_077_078_flush_last_child_under_ordinary_parent() {
     assert!(h.cache.dirty_addrs().is_empty());
     h.check();
 }
+
+/// A diff-writes entry whose serialize failed compares its next image against the bytes the
+/// file holds, not against the half-made buffer of the failed attempt: here the next image
+/// equals that buffer (all poison), so a comparison against it would write nothing and leave
+/// the file's old bytes behind.
+#[test]
+fn failed_serialize_keeps_the_image_the_file_holds_for_diff_writes() {
+    let mut h = harness_with_flags(&[ClassFlags::DIFF_WRITES], roomy());
+    let addr = 0x1000;
+    h.cache
+        .insert(0, addr, MockEntry::filled(64, 0x11), InsertFlags::NONE)
+        .unwrap();
+    h.cache.flush(FlushFlags::NONE).unwrap();
+    let mut disk = [0u8; 64];
+    h.storage.read_at(addr, &mut disk).unwrap();
+    assert_eq!(disk, [0x11; 64]);
+    let dirty = |h: &mut Harness| {
+        let p = h.cache.protect(0, addr, &64, ProtectFlags::NONE).unwrap();
+        h.cache.unprotect(p, UnprotectFlags::DIRTIED).unwrap();
+    };
+    dirty(&mut h);
+    h.classes[0].knobs().fail.insert(Callback::Serialize);
+    assert!(h.cache.flush(FlushFlags::NONE).is_err());
+    h.classes[0].knobs().fail.clear();
+    h.classes[0].knobs().serialize = Some(Box::new(|_, _, image: &mut [u8]| {
+        image.fill(SERIALIZE_POISON);
+        Ok(())
+    }));
+    h.clear_io();
+    h.cache.flush(FlushFlags::NONE).unwrap();
+    h.storage.read_at(addr, &mut disk).unwrap();
+    assert_eq!(disk, [SERIALIZE_POISON; 64]);
+    assert_eq!(h.write_ops().len(), 1);
+    // Unchanged since: the next flush of the entry, dirtied again, writes nothing.
+    dirty(&mut h);
+    h.clear_io();
+    h.cache.flush(FlushFlags::NONE).unwrap();
+    assert!(h.write_ops().is_empty());
+    h.check();
+}

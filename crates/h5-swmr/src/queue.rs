@@ -4,7 +4,8 @@
 //! Invariants: the queue holds one entry per open VFD SWMR file whose end of tick is enabled,
 //! sorted by non-decreasing deadline (equal deadlines in arrival order); the cached head
 //! (`HEAD_NANOS`, `HEAD_WRITER`, `LEN`) always equals the first entry's fields, so a check costs
-//! one atomic load with no SWMR file open and one clock read with some (SWMR-039).
+//! one atomic load with no SWMR file open and one clock read with some (SWMR-039): a read of the
+//! coarse clock while the head's deadline is surely ahead, else of the precise clock.
 //!
 //! Threads: while any VFD SWMR file is open, API calls are serialized by one process-wide
 //! re-entrant lock (OQ-11), so no end of tick can run in the middle of another thread's call.
@@ -114,6 +115,50 @@ fn nanos(t: Instant) -> u64 {
     t.saturating_duration_since(epoch())
         .as_nanos()
         .min(u128::from(u64::MAX - 1)) as u64
+}
+
+/// A cheap lower bound of `nanos(Instant::now())` and how far below it may be, or `None` where
+/// no cheaper clock exists. Linux: the coarse monotonic clock, the monotonic clock (the one
+/// `Instant` reads) as of the last timer interrupt, read without a hardware counter; its
+/// resolution is that interval. Its origin is taken just after the epoch's, so the stamp never
+/// exceeds the precise one.
+#[cfg(target_os = "linux")]
+fn coarse_nanos() -> Option<(u64, u64)> {
+    use rustix::time::{ClockId, Timespec, clock_getres, clock_gettime};
+    fn ns(t: Timespec) -> u64 {
+        u64::try_from(t.tv_sec)
+            .unwrap_or(0)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::try_from(t.tv_nsec).unwrap_or(0))
+    }
+    // (origin on the monotonic clock, coarse resolution)
+    static ORIGIN: OnceLock<(u64, u64)> = OnceLock::new();
+    let (origin, res) = *ORIGIN.get_or_init(|| {
+        epoch();
+        (
+            ns(clock_gettime(ClockId::Monotonic)),
+            ns(clock_getres(ClockId::MonotonicCoarse)),
+        )
+    });
+    Some((
+        ns(clock_gettime(ClockId::MonotonicCoarse)).saturating_sub(origin),
+        res,
+    ))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn coarse_nanos() -> Option<(u64, u64)> {
+    None
+}
+
+/// Whether the head's deadline `head` (a [`nanos`] stamp) has certainly not come yet, known
+/// from the coarse clock alone: its stamp plus its resolution (plus a millisecond of margin for
+/// the two clocks' origins) is still before the deadline. Otherwise the caller reads the
+/// precise clock, so an end of tick is never late because of this shortcut.
+fn surely_before(head: u64) -> bool {
+    const MARGIN_NS: u64 = 1_000_000;
+    coarse_nanos()
+        .is_some_and(|(now, res)| now.saturating_add(res).saturating_add(MARGIN_NS) < head)
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Queue> {
@@ -259,8 +304,12 @@ pub fn check(exiting: bool) -> Result<()> {
         // clock read needed.
         return Ok(());
     }
+    let head = HEAD_NANOS.load(Ordering::Acquire);
+    if surely_before(head) {
+        return Ok(());
+    }
     let now = nanos(Instant::now());
-    if now < HEAD_NANOS.load(Ordering::Acquire) {
+    if now < head {
         return Ok(());
     }
     let mut first_seen: Option<EntryId> = None;
