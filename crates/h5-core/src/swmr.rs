@@ -686,12 +686,18 @@ impl FileShared {
             return Ok(());
         };
         let taken = a.lock().map_err(|_| Error::Poisoned)?.take_deferred();
-        if taken.is_empty() {
-            return Ok(());
-        }
+        self.delay_frees(sf, taken)
+    }
+
+    /// Puts `frees` on the file's delayed-free list, tagged with the page buffer's tick.
+    fn delay_frees(
+        &self,
+        sf: &SwmrFile,
+        frees: impl IntoIterator<Item = (SpaceKind, u64, u64)>,
+    ) -> Result<()> {
         let tick = self.pagebuf.as_ref().and_then(|p| p.tick()).unwrap_or(0);
         sf.frees.lock().map_err(|_| Error::Poisoned)?.extend(
-            taken
+            frees
                 .into_iter()
                 .map(|(kind, addr, len)| (tick, kind, addr, len)),
         );
@@ -964,11 +970,7 @@ impl FileShared {
         if !sf.config.writer || sf.closed.load(Ordering::Acquire) {
             return Ok(false);
         }
-        let tick = self.pagebuf.as_ref().and_then(|p| p.tick()).unwrap_or(0);
-        sf.frees
-            .lock()
-            .map_err(|_| Error::Poisoned)?
-            .push_back((tick, kind, addr, len));
+        self.delay_frees(sf, [(kind, addr, len)])?;
         Ok(true)
     }
 }
@@ -1038,6 +1040,7 @@ fn next_updater_seq(seq: u64) -> Result<u64> {
 /// The HDF5 file opened under the reader's shared lock, or `None` while a writer holds it
 /// exclusively (a VFD SWMR writer does from creating the file until its metadata file is
 /// published; the reader then waits as for a file that has not appeared).
+///
 /// A lock held longer than [`WRITER_SETUP_GRACE`] is not a writer setting up (a plain writer
 /// has the file): the reader then fails with the lock error instead of waiting.
 fn open_hdf5_unless_locked(
