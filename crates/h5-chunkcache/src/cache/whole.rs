@@ -189,9 +189,9 @@ impl ChunkCache {
             }
         }
         let mut found = self.lookup_keys(&keys)?;
-        if buf.len() < bytes {
-            buf.resize(bytes, 0);
-        }
+        // Room for the batch; only the raw chunks' part is zeroed and used (an encoded chunk is
+        // gathered into its own buffer, which its encode consumes).
+        buf.reserve(bytes.saturating_sub(buf.len()));
         let mut sources = Vec::with_capacity(batch.len());
         let mut jobs: Vec<EncodeJob> = Vec::new();
         let mut at = 0usize;
@@ -215,6 +215,9 @@ impl ChunkCache {
             let slot = if coded {
                 values.as_mut_slice()
             } else {
+                if buf.len() < at + st.chunk_bytes {
+                    buf.resize(at + st.chunk_bytes, 0);
+                }
                 buf.get_mut(at..at + st.chunk_bytes)
                     .ok_or(ChunkCacheError::Internal("a whole chunk outgrew its batch"))?
             };
