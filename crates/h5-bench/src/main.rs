@@ -94,6 +94,9 @@ enum Command {
         n: usize,
         /// Tick length in tenths of a second (0: manual ticks).
         tick_len: i32,
+        /// The reader's retry delay in milliseconds (`SwmrConfig::reader_retry`; 0: none).
+        #[arg(default_value_t = 0)]
+        retry_ms: u64,
     },
     /// Reads of cached data from one thread and from several threads sharing the file.
     Threads {
@@ -136,8 +139,13 @@ fn main() {
                 std::process::exit(2);
             }
         }
-        Command::SwmrRead { path, n, tick_len } => {
-            if let Err(e) = swmr::w7_read(&path, n, tick_len) {
+        Command::SwmrRead {
+            path,
+            n,
+            tick_len,
+            retry_ms,
+        } => {
+            if let Err(e) = swmr::w7_read(&path, n, tick_len, retry_ms) {
                 eprintln!("h5-bench swmr-read: {e}");
                 std::process::exit(2);
             }

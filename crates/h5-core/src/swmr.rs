@@ -569,7 +569,7 @@ impl FileShared {
         }
         let start = Instant::now();
         let r = match &mut *side {
-            Side::Writer(w) => self.writer_eot(sf, w, trigger),
+            Side::Writer(w) => self.writer_eot(sf, w, trigger).map(|()| true),
             Side::Reader(r) => self.reader_eot(sf, r, trigger),
         };
         let (tick, writer) = match &*side {
@@ -577,21 +577,29 @@ impl FileShared {
             Side::Reader(r) => (r.driver.tick(), false),
         };
         let c = side.common();
-        if let Err(e) = r {
-            c.failed = Some(e.to_string());
-            queue::remove(c.id);
-            if writer {
-                // What the failed end of tick left in the page buffer and the HDF5 file is
-                // unknown: no later change may reach the file (the guard's failed state).
-                self.storage.fail(|| format!("VFD SWMR end of tick: {e}"));
+        let new_tick = match r {
+            Ok(new_tick) => new_tick,
+            Err(e) => {
+                c.failed = Some(e.to_string());
+                queue::remove(c.id);
+                if writer {
+                    // What the failed end of tick left in the page buffer and the HDF5 file is
+                    // unknown: no later change may reach the file (the guard's failed state).
+                    self.storage.fail(|| format!("VFD SWMR end of tick: {e}"));
+                }
+                return Err(swmr_err(SwmrError::EndOfTick {
+                    path: sf.hdf5_path.clone(),
+                    source: Box::new(e),
+                }));
             }
-            return Err(swmr_err(SwmrError::EndOfTick {
-                path: sf.hdf5_path.clone(),
-                source: Box::new(e),
-            }));
-        }
+        };
         let now = Instant::now();
-        c.deadline = later(now, sf.config.tick());
+        let next = if writer {
+            sf.config.tick()
+        } else {
+            sf.config.reader_next_look(new_tick)
+        };
+        c.deadline = later(now, next);
         if sf.config.tick_len > 0 {
             queue::update(c.id, tick, c.deadline);
         } else {
@@ -725,7 +733,8 @@ impl FileShared {
         Ok(())
     }
 
-    fn reader_eot(&self, sf: &SwmrFile, r: &mut ReaderSide, trigger: Trigger) -> Result<()> {
+    /// A reader's end of tick; returns whether the metadata file had a new tick.
+    fn reader_eot(&self, sf: &SwmrFile, r: &mut ReaderSide, trigger: Trigger) -> Result<bool> {
         let md_path = sf.md_path.clone();
         let changed = r
             .driver
@@ -737,7 +746,7 @@ impl FileShared {
             .map_err(swmr_err)?;
         let Some(changed) = changed else {
             swmr_log!(&sf.log, Tag::NoChange, "reader tick {}", r.driver.tick());
-            return Ok(());
+            return Ok(false);
         };
         swmr_log!(
             &sf.log,
@@ -778,7 +787,7 @@ impl FileShared {
         // Dataset descriptions (shapes, chunk indexes) are read again from their headers.
         self.descriptions.clear();
         sf.generation.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        Ok(true)
     }
 
     /// Legacy SWMR reading (a libhdf5 writer with `H5Fstart_swmr_write`, h5py's
@@ -1177,7 +1186,8 @@ fn open_reader(
     {
         return Err(swmr_err(SwmrError::PageSizeMismatch { md: mps, file: ps }));
     }
-    let deadline = later(Instant::now(), config.tick());
+    // When the tick just read was published is unknown: with a retry delay, look soon.
+    let deadline = later(Instant::now(), config.reader_next_look(false));
     let weak: Weak<dyn TickTarget> = Arc::downgrade(&(Arc::clone(&file) as Arc<dyn TickTarget>));
     let id = queue::register(
         weak,

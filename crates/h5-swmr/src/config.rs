@@ -79,6 +79,14 @@ pub struct SwmrConfig {
     pub prune_updater_files: bool,
     /// Rust extension: log only these tags (`None`: all).
     pub log_only: Option<Vec<Tag>>,
+    /// Rust extension, readers with timed ticks: the shorter retry delay of OQ-17. A reader
+    /// whose end of tick found no new tick (and a reader just opened) looks again after this
+    /// delay instead of a whole tick; after it found a new tick it looks again one tick minus
+    /// this delay later, just before the writer's next tick is due. A new tick is then seen at
+    /// most about this delay after the writer published it, instead of up to a tick, for about
+    /// two header reads per tick. `None`: a whole tick after every reader end of tick, as the
+    /// RFC's reader does. Must be shorter than the tick; ignored by writers.
+    pub reader_retry: Option<Duration>,
 }
 
 impl Default for SwmrConfig {
@@ -106,6 +114,7 @@ impl Default for SwmrConfig {
             index_removal: None,
             prune_updater_files: false,
             log_only: None,
+            reader_retry: None,
         }
     }
 }
@@ -186,12 +195,35 @@ impl SwmrConfig {
                 "must name the updater files' directory and base name",
             ));
         }
+        if let Some(retry) = self.reader_retry
+            && !self.writer
+            && (retry.is_zero() || retry >= self.tick())
+        {
+            return Err(bad(
+                "reader_retry",
+                format!(
+                    "must be longer than zero and shorter than the tick of {:?} (got {retry:?})",
+                    self.tick()
+                ),
+            ));
+        }
         Ok(warnings)
     }
 
     /// The tick length.
     pub fn tick(&self) -> Duration {
         Duration::from_millis(100 * self.tick_len.max(0) as u64)
+    }
+
+    /// How long after a reader end of tick the next one is due: a whole tick, or with
+    /// [`SwmrConfig::reader_retry`] the retry delay when `found_new_tick` is false (also right
+    /// after open) and the tick minus the retry delay when it is true.
+    pub fn reader_next_look(&self, found_new_tick: bool) -> Duration {
+        match self.reader_retry {
+            Some(retry) if found_new_tick => self.tick().saturating_sub(retry),
+            Some(retry) => retry,
+            None => self.tick(),
+        }
     }
 
     /// max_lag as a tick count.
@@ -263,6 +295,32 @@ impl SwmrConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // OQ-17's shorter retry delay: accepted only below the tick for readers; the next look
+    // after a reader end of tick.
+    #[test]
+    fn reader_retry_is_checked_and_sets_the_next_look() {
+        let reader = |tick_len, ms| SwmrConfig {
+            tick_len,
+            reader_retry: Some(Duration::from_millis(ms)),
+            ..SwmrConfig::reader()
+        };
+        assert_eq!(field(reader(1, 0).validate()), "reader_retry");
+        assert_eq!(field(reader(1, 100).validate()), "reader_retry");
+        assert_eq!(field(reader(0, 10).validate()), "reader_retry");
+        let ok = reader(1, 10);
+        assert!(ok.validate().unwrap().is_empty());
+        assert_eq!(ok.reader_next_look(false), Duration::from_millis(10));
+        assert_eq!(ok.reader_next_look(true), Duration::from_millis(90));
+        let writer = SwmrConfig {
+            writer: true,
+            ..reader(0, 10)
+        };
+        assert!(writer.validate().is_ok(), "writers ignore the retry delay");
+        let plain = SwmrConfig::reader();
+        assert_eq!(plain.reader_next_look(false), plain.tick());
+        assert_eq!(plain.reader_next_look(true), plain.tick());
+    }
 
     fn field(r: Result<Vec<String>>) -> &'static str {
         match r {

@@ -858,3 +858,62 @@ fn swmr_017_128_updater_files_and_the_auxiliary_process() {
     );
     assert!(!local.exists(), "removed after the final update");
 }
+
+// SWMR-091 with OQ-17's shorter retry delay (`reader_retry`): a reader with a 10 s tick and a
+// 20 ms retry sees the writer's new tick on its first call more than 20 ms after it was
+// published, while a reader without it, opened at the same time, still sees the old one; after
+// finding a new tick the retrying reader waits about a tick again (not every call re-reads).
+#[test]
+fn swmr_091_a_reader_retry_delay_sees_a_new_tick_before_its_tick_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("retry.h5");
+    let mut w = spawn(
+        "writer_script",
+        &json!({"path": path.to_str().unwrap(), "idle_ms": 800}),
+    );
+    let rx = lines_of(&mut w);
+    wait_line(&rx, "READY");
+    let retrying = h5::File::open_with(
+        &path,
+        &access(
+            h5::SwmrConfig {
+                reader_retry: Some(Duration::from_millis(20)),
+                ..reader_cfg(100)
+            },
+            64,
+        ),
+    )
+    .unwrap();
+    let plain = h5::File::open_with(&path, &access(reader_cfg(100), 64)).unwrap();
+    let (dr, dp) = (retrying.dataset("d").unwrap(), plain.dataset("d").unwrap());
+    assert_eq!((dr.shape(), dp.shape()), (vec![0], vec![0]));
+    wait_line(&rx, "EXT10");
+    std::thread::sleep(Duration::from_millis(60));
+    let _ = retrying.member_names().unwrap();
+    let _ = plain.member_names().unwrap();
+    assert_eq!(dr.shape(), vec![10], "the retrying reader looked again");
+    assert_eq!(
+        dp.shape(),
+        vec![0],
+        "a reader without retry waits its 10 s tick"
+    );
+    assert_eq!(
+        dr.read_1d::<i64>().unwrap().to_vec(),
+        (0..10).collect::<Vec<_>>()
+    );
+    wait_line(&rx, "EXT20");
+    std::thread::sleep(Duration::from_millis(60));
+    let _ = retrying.member_names().unwrap();
+    assert_eq!(
+        dr.shape(),
+        vec![10],
+        "after a new tick the next look is a tick minus the retry delay away"
+    );
+    retrying.end_tick().unwrap();
+    plain.end_tick().unwrap();
+    assert_eq!((dr.shape(), dp.shape()), (vec![20], vec![20]));
+    retrying.close().unwrap();
+    plain.close().unwrap();
+    wait_line(&rx, "CLOSED");
+    w.wait().unwrap();
+}
