@@ -8,7 +8,8 @@ use std::sync::Arc;
 use common::{Event, MockLayout};
 use h5_chunkcache::selection::{Hyperslab, Selection};
 use h5_chunkcache::{
-    ChunkCache, ChunkCacheConfig, ChunkCacheError, DatasetId, ReadRequest, WriteRequest,
+    ChunkCache, ChunkCacheConfig, ChunkCacheError, DatasetId, ReadRequest, SharedChunkCache,
+    WriteRequest,
 };
 use h5_io::{MemoryStorage, Metrics, Storage};
 
@@ -482,15 +483,80 @@ fn oversized_and_overshooting_reads() {
 
     c.set_limit(12).unwrap();
     assert_eq!(read(&mut c, 1, &Selection::All, 16), data);
-    // Two 8-byte chunks under a 12-byte limit are loaded in two batches (SCC-092): the first
-    // is evicted for the second, nothing overshoots.
+    // Two 8-byte chunks under a 12-byte limit are loaded in two batches (SCC-092); the read
+    // needs more than the limit, so it is a scan: used and dropped, nothing admitted, nothing
+    // evicted, nothing overshoots.
     let st = c.stats();
     assert_eq!(st.overshoots, 0);
-    assert_eq!(st.evictions, 1);
+    assert_eq!((st.evictions, st.entries, st.scan_loads), (0, 0, 2));
     assert!(st.peak_footprint <= 12);
     assert_eq!(m.live_udata(), st.entries);
     c.destroy();
     assert_eq!(m.live_udata(), 0);
+}
+
+/// A read whose uncached chunks need more than the limit (a scan) uses and drops them: what the
+/// cache held stays (a hot chunk of another dataset is still a hit), the scan's own chunks are
+/// not admitted, and it never holds more than the limit. The same through the shared cache,
+/// and for a whole-dataset read split into row slabs (more than 256 chunks). A read that fits
+/// is admitted as before.
+#[test]
+fn reads_larger_than_the_limit_do_not_evict_what_is_cached() {
+    let s = store();
+    let chunk = 1024u64;
+    let big = Arc::new(MockLayout::new(1, &[300 * chunk], &[chunk], 1, &[]));
+    let hot = Arc::new(MockLayout::new(2, &[chunk], &[chunk], 1, &[]).sharing(&big));
+    let mut c = cache(&s, 1 << 20);
+    c.register(DatasetId(1), big.clone()).unwrap();
+    c.register(DatasetId(2), hot.clone()).unwrap();
+    let data: Vec<u8> = (0..300 * chunk).map(|i| (i * 13 % 251) as u8).collect();
+    let warm: Vec<u8> = (0..chunk).map(|i| (i % 7) as u8).collect();
+    write(&mut c, 1, &Selection::All, &data);
+    write(&mut c, 2, &Selection::All, &warm);
+    c.flush().unwrap();
+    c.destroy();
+
+    let limit = 64 * chunk as usize;
+    let mut c = cache(&s, limit);
+    c.register(DatasetId(1), big.clone()).unwrap();
+    c.register(DatasetId(2), hot.clone()).unwrap();
+    assert_eq!(read(&mut c, 2, &Selection::All, chunk as usize), warm);
+    // A hyperslab of 100 chunks (no row slabs) and the whole dataset (row slabs).
+    let part = read(
+        &mut c,
+        1,
+        &slab(&[10 * chunk], &[100 * chunk]),
+        100 * chunk as usize,
+    );
+    assert!(part[..] == data[10 * chunk as usize..110 * chunk as usize]);
+    let all = read(&mut c, 1, &Selection::All, data.len());
+    assert!(all == data);
+    let st = c.stats();
+    assert_eq!(st.scan_loads, 400);
+    assert_eq!((st.entries, st.evictions, st.overshoots), (1, 0, 0));
+    assert!(st.peak_footprint <= limit, "{}", st.peak_footprint);
+    let hits = st.hits;
+    assert_eq!(read(&mut c, 2, &Selection::All, chunk as usize), warm);
+    assert_eq!(c.stats().hits, hits + 1, "the hot chunk stayed");
+    // A read that fits the limit is admitted.
+    let fits = read(&mut c, 1, &slab(&[0], &[8 * chunk]), 8 * chunk as usize);
+    assert!(fits[..] == data[..8 * chunk as usize]);
+    assert_eq!(c.stats().entries, 9);
+
+    // Through the shared cache.
+    let shared = SharedChunkCache::new(c);
+    let mut buf = vec![0u8; data.len()];
+    let sel = Selection::All;
+    ChunkCache::read_shared(
+        &shared,
+        &mut [ReadRequest::new(DatasetId(1), &sel, &mut buf)],
+    )
+    .unwrap();
+    assert!(buf == data);
+    let st = shared.lock().unwrap().stats();
+    assert_eq!(st.scan_loads, 400 + 292, "the 8 resident chunks were hits");
+    assert_eq!((st.entries, st.evictions), (9, 0));
+    assert!(st.peak_footprint <= limit);
 }
 
 /// The cache can move to another thread (the file holds it behind a lock).

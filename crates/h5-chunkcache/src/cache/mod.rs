@@ -238,6 +238,9 @@ pub struct ChunkCacheStats {
     pub bypassed_bytes: u64,
     /// Chunks written whole straight from the caller's data, never admitted.
     pub whole_chunk_writes: u64,
+    /// Chunks a read of more than the limit loaded, used and dropped without admitting them
+    /// (such a read would only evict its own chunks and everything else cached).
+    pub scan_loads: u64,
     /// Times the footprint had to exceed the limit because nothing could be evicted.
     pub overshoots: u64,
     /// Conversion buffers allocated.
@@ -291,7 +294,7 @@ impl std::fmt::Display for ChunkCacheStats {
         writeln!(
             f,
             "  evictions {} (clean {}, dirty {}); values dropped {}; condensed {}; pre-encoded {}; \
-             bypassed {} ({:.1} MiB, {} whole-chunk writes); overshoots {}",
+             bypassed {} ({:.1} MiB, {} whole-chunk writes); scan loads {}; overshoots {}",
             self.evictions,
             self.evictions_clean,
             self.evictions_dirty,
@@ -301,6 +304,7 @@ impl std::fmt::Display for ChunkCacheStats {
             self.bypassed,
             self.bypassed_bytes as f64 / (1 << 20) as f64,
             self.whole_chunk_writes,
+            self.scan_loads,
             self.overshoots
         )?;
         write!(
@@ -707,6 +711,15 @@ enum Codec {
 }
 
 impl Codec {
+    /// How many codec calls run at once.
+    fn parallelism(&self) -> usize {
+        match self {
+            Codec::Inline => 1,
+            Codec::Global => rayon::current_num_threads(),
+            Codec::Pool(pool) => pool.current_num_threads(),
+        }
+    }
+
     /// Runs `f` on every item, in parallel unless inline or fewer than two items. `f` must only
     /// do pure codec work on its item: the cache's bookkeeping stays on the caller's thread.
     fn for_each<T: Send>(&self, items: &mut [T], f: impl Fn(&mut T) + Sync + Send) {

@@ -117,7 +117,17 @@ struct ReadPlan {
     /// The loads, each fitting the limit.
     batches: Vec<Batch>,
     bypass: Vec<Miss>,
+    /// Whether loaded chunks are admitted: not for a scan, a read whose misses need more than
+    /// the limit (see [`SCAN_BATCH_BYTES`]).
+    admit: bool,
 }
+
+/// The most bytes of chunks one load of a scan holds at once (more when the codec's threads
+/// need more chunks to keep busy: two per thread). A scan is a read whose uncached chunks need
+/// more than the limit: admitting them would only evict its own earlier chunks and everything
+/// else cached, so it loads, uses and drops them in batches of about this size, and the cache
+/// keeps what it held (scan resistance; libhdf5 does not cache a chunk larger than its cache).
+pub(super) const SCAN_BATCH_BYTES: usize = 8 << 20;
 
 /// A piece of request `req` that was not resident.
 pub(super) struct Miss {
@@ -134,13 +144,15 @@ impl ChunkCache {
             && let Some(slabs) = self.read_slabs(r)?
         {
             let mut report = IoReport::default();
+            // The slabs of a dataset larger than the limit are one scan.
+            let scan = r.buf.len() > self.budget.limit();
             for (sel, bytes) in &slabs {
-                let rep = self.read_call(&mut [slab_request(r, sel, bytes.clone())?])?;
+                let rep = self.read_call(&mut [slab_request(r, sel, bytes.clone())?], scan)?;
                 merge_modes(&mut report, &rep);
             }
             return Ok(report);
         }
-        self.read_call(reqs)
+        self.read_call(reqs, false)
     }
 
     /// The slabs a single request for every element of a large dataset is read in (see
@@ -158,8 +170,9 @@ impl ChunkCache {
         )
     }
 
-    /// [`read`](Self::read) of the requests as given.
-    fn read_call(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
+    /// [`read`](Self::read) of the requests as given; `scan`: they are part of a scan (see
+    /// [`SCAN_BATCH_BYTES`]) whatever their own size.
+    fn read_call(&mut self, reqs: &mut [ReadRequest<'_>], scan: bool) -> Result<IoReport> {
         let ReadPlan {
             mut report,
             hits,
@@ -167,14 +180,18 @@ impl ChunkCache {
             misses,
             batches,
             bypass,
-        } = self.read_start(reqs)?;
+            admit,
+        } = self.read_start(reqs, scan)?;
         self.record_hits(hits, missed);
         for (want, idx) in &batches {
             let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
             let mut load = self.load_plan(want, None)?;
             load.execute()?;
             let res = self.load_finish(load)?;
-            self.apply_loaded(reqs, &mine, res, true)?;
+            if !admit {
+                self.stats.scan_loads += res.loaded.len() as u64;
+            }
+            self.apply_loaded(reqs, &mine, res, admit)?;
         }
         if !bypass.is_empty() {
             self.read_bypassed(reqs, &bypass, &mut report)?;
@@ -189,24 +206,29 @@ impl ChunkCache {
     pub fn read_shared(cache: &SharedChunkCache, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
         let poisoned = || ChunkCacheError::Internal("chunk cache lock poisoned");
         if let [r] = reqs {
-            let slabs = cache.read().map_err(|_| poisoned())?.read_slabs(r)?;
+            let (slabs, limit) = {
+                let c = cache.read().map_err(|_| poisoned())?;
+                (c.read_slabs(r)?, c.budget.limit())
+            };
             if let Some(slabs) = slabs {
+                let scan = r.buf.len() > limit;
                 let mut report = IoReport::default();
                 for (sel, bytes) in &slabs {
-                    let rep =
-                        Self::read_shared_call(cache, &mut [slab_request(r, sel, bytes.clone())?])?;
+                    let mut req = [slab_request(r, sel, bytes.clone())?];
+                    let rep = Self::read_shared_call(cache, &mut req, scan)?;
                     merge_modes(&mut report, &rep);
                 }
                 return Ok(report);
             }
         }
-        Self::read_shared_call(cache, reqs)
+        Self::read_shared_call(cache, reqs, false)
     }
 
     /// [`read_shared`](Self::read_shared) of the requests as given.
     fn read_shared_call(
         cache: &SharedChunkCache,
         reqs: &mut [ReadRequest<'_>],
+        scan: bool,
     ) -> Result<IoReport> {
         let poisoned = || ChunkCacheError::Internal("chunk cache lock poisoned");
         let lock = || cache.lock().map_err(|_| poisoned());
@@ -217,7 +239,11 @@ impl ChunkCache {
             misses,
             batches,
             bypass,
-        } = cache.read().map_err(|_| poisoned())?.read_start(reqs)?;
+            admit,
+        } = cache
+            .read()
+            .map_err(|_| poisoned())?
+            .read_start(reqs, scan)?;
         if missed > 0 {
             lock()?.record_hits(hits, missed);
         } else if !hits.is_empty() {
@@ -233,7 +259,10 @@ impl ChunkCache {
             // read: this reader uses what it read, but does not admit it.
             let current = load.raw_writes == c.raw_writes;
             let res = c.load_finish(load)?;
-            c.apply_loaded(reqs, &mine, res, current)?;
+            if !admit {
+                c.stats.scan_loads += res.loaded.len() as u64;
+            }
+            c.apply_loaded(reqs, &mine, res, current && admit)?;
         }
         if !bypass.is_empty() {
             lock()?.read_bypassed(reqs, &bypass, &mut report)?;
@@ -256,7 +285,7 @@ impl ChunkCache {
     /// Serves the hits of a read (needing only shared access: their accesses are returned, to
     /// be recorded with [`record_hits`](Self::record_hits)) and plans the rest: the misses, in
     /// batches whose chunks fit the limit together, and the pieces that bypass the cache.
-    fn read_start(&self, reqs: &mut [ReadRequest<'_>]) -> Result<ReadPlan> {
+    fn read_start(&self, reqs: &mut [ReadRequest<'_>], scan: bool) -> Result<ReadPlan> {
         let mut report = IoReport::default();
         let mut hits: Vec<Hit> = Vec::new();
         let mut missed = 0u64;
@@ -321,7 +350,23 @@ impl ChunkCache {
             }
         }
         // Load in batches whose chunks fit the limit together (SCC-092), so a read touching more
-        // than fits never holds more than about one limit's worth of chunks in flight.
+        // than fits never holds more than about one limit's worth of chunks in flight; a scan
+        // in smaller batches, not admitted.
+        let mut wanted_bytes = 0usize;
+        for (k, _) in &want {
+            wanted_bytes = wanted_bytes.saturating_add(self.state(k.dataset)?.chunk_bytes);
+        }
+        let scan = scan || wanted_bytes > self.budget.limit();
+        let batch_limit = if scan {
+            let mut b = SCAN_BATCH_BYTES;
+            if let Some((k, _)) = want.first() {
+                let per_thread = self.state(k.dataset)?.chunk_bytes.saturating_mul(2);
+                b = b.max(per_thread.saturating_mul(self.codec.parallelism()));
+            }
+            b.min(self.budget.limit())
+        } else {
+            self.budget.limit()
+        };
         let mut batches = Vec::new();
         let mut batch_of: std::collections::HashMap<ChunkKey, usize> =
             std::collections::HashMap::with_capacity(want.len());
@@ -331,7 +376,7 @@ impl ChunkCache {
             let mut end = start;
             while end < want.len() {
                 let b = self.state(want[end].0.dataset)?.chunk_bytes;
-                if end > start && bytes.saturating_add(b) > self.budget.limit() {
+                if end > start && bytes.saturating_add(b) > batch_limit {
                     break;
                 }
                 bytes = bytes.saturating_add(b);
@@ -360,6 +405,7 @@ impl ChunkCache {
             misses,
             batches,
             bypass,
+            admit: !scan,
         })
     }
 
