@@ -396,8 +396,8 @@ impl FileShared {
     }
 
     /// Sets the superblock's status flags (version 3) in its cache entry, written at the next
-    /// flush.
-    fn set_status_flags(&self, flags: u32) -> Result<()> {
+    /// flush (for a VFD SWMR writer, published at the next end of tick).
+    pub(crate) fn set_status_flags(&self, flags: u32) -> Result<()> {
         let at = self.state()?.superblock_at;
         let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
         let icr = meta.pinned_icr_mut(at).map_err(cache_error)?;

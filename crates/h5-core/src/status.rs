@@ -12,6 +12,13 @@ use crate::error::{Error, Result};
 /// have none that libhdf5 sets) and syncs; returns the flags found. Nothing is written when
 /// they are already clear.
 pub fn clear_status_flags(storage: &dyn Storage) -> Result<u32> {
+    write_status_flags(storage, 0)
+}
+
+/// Sets the status flags of the superblock in `storage` to `flags` (versions 2 and 3; earlier
+/// versions have none) and syncs; returns the flags found. Nothing is written when they
+/// already are `flags`.
+pub fn write_status_flags(storage: &dyn Storage, flags: u32) -> Result<u32> {
     let len = storage.len()?;
     let at = superblock::locate(len, |off| {
         let mut sig = vec![0u8; superblock::SIGNATURE.len()];
@@ -32,8 +39,8 @@ pub fn clear_status_flags(storage: &dyn Storage) -> Result<u32> {
         }))?;
     let mut sb = Superblock::decode(image, at)?;
     let found = sb.consistency_flags;
-    if sb.version >= 2 && found != 0 {
-        sb.consistency_flags = 0;
+    if sb.version >= 2 && found != flags {
+        sb.consistency_flags = flags;
         storage.write_at(at, &sb.encode()?)?;
         storage.sync()?;
     }

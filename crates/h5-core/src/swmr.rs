@@ -218,8 +218,10 @@ impl FileShared {
     ///
     /// `open` opens (and truncates) the HDF5 file under the caller's exclusive lock: it returns
     /// the storage and what releases the lock at close. Once the writer is set up the lock is
-    /// downgraded to shared, so that readers are never refused while plain writers are
-    /// (libhdf5 releases it and marks the superblock instead; h5 does not mark it).
+    /// downgraded to shared, so that readers are never refused while plain writers are. The
+    /// superblock is marked (write and SWMR-write status flags, as libhdf5's VFD SWMR writer
+    /// marks it) from the first end of tick until close: plain opens, h5's and libhdf5's,
+    /// refuse the file while the writer lives or after it died (`h5 recover` clears them).
     pub fn create_swmr(
         path: &Path,
         settings: &CacheSettings,
@@ -252,6 +254,7 @@ impl FileShared {
                     })?;
                 file.storage.set_on_close(unlock);
                 file.attach_writer(config, path, md_path, true, warnings, settings)?;
+                file.mark_swmr_writer(None)?;
                 downgrade_writer_lock(&*storage)?;
                 Ok(file)
             })();
@@ -267,7 +270,8 @@ impl FileShared {
     ///
     /// `open` opens the HDF5 file under the caller's locking (shared for the writer too, so
     /// that readers are never refused while plain writers are) and returns what releases the
-    /// lock at close.
+    /// lock at close. The writer marks the superblock in the HDF5 file at once (see
+    /// [`create_swmr`](Self::create_swmr)).
     pub fn open_swmr(
         path: &Path,
         settings: &CacheSettings,
@@ -294,6 +298,7 @@ impl FileShared {
                 )?;
                 file.storage.set_on_close(unlock);
                 file.attach_writer(config, path, md_path, false, warnings, settings)?;
+                file.mark_swmr_writer(Some(&*storage))?;
                 downgrade_writer_lock(&*storage)?;
                 Ok(file)
             } else {
@@ -409,6 +414,23 @@ impl FileShared {
         self.swmr
             .set(state)
             .map_err(|_| Error::Invalid("VFD SWMR state set twice".into()))?;
+        Ok(())
+    }
+
+    /// Marks the superblock as open by a SWMR writer: in its cache entry, so every image the
+    /// writer publishes and later writes to the HDF5 file carries the mark, and, for a file
+    /// that already exists, straight in the HDF5 file (`file`, below the page buffer), so plain
+    /// opens are refused from now on rather than once the page's delayed write lands. The
+    /// direct write changes only the flags: its bytes are those the first end of tick publishes.
+    fn mark_swmr_writer(&self, file: Option<&dyn Storage>) -> Result<()> {
+        if self.superblock.version < 3 {
+            return Ok(());
+        }
+        let marks = crate::file::STATUS_WRITE_ACCESS | crate::file::STATUS_SWMR_WRITE;
+        self.set_status_flags(marks)?;
+        if let Some(file) = file {
+            crate::status::write_status_flags(file, marks)?;
+        }
         Ok(())
     }
 
@@ -911,7 +933,16 @@ impl FileShared {
         let failed = self.side()?.common().failed.clone();
         let mut result = Ok(());
         if writer && failed.is_none() {
-            result = self.swmr_flush(true);
+            // The superblock's marks go with the last flush (a writer that fails or dies leaves
+            // them: `h5 recover` or `h5 clear`).
+            result = if self.superblock.version >= 3 {
+                self.set_status_flags(0)
+            } else {
+                Ok(())
+            };
+            if result.is_ok() {
+                result = self.swmr_flush(true);
+            }
             if result.is_ok() {
                 result = self.final_publication(sf);
             }

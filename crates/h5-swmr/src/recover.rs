@@ -4,7 +4,8 @@
 //! intact header and index, [`recover`] turns the HDF5 file into the file as of that last
 //! published tick `T`: every image the index lists is checked against its checksum and written at
 //! its HDF5 page, and the file is cut (or extended) to the end of file the tick-`T` superblock
-//! records. Why that is consistent:
+//! records; the writer's marks in the superblock (its status flags) are cleared, so plain opens
+//! accept the file. Why that is consistent:
 //!
 //! * a page listed in the index gets its tick-`T` image;
 //! * a page not listed either never changed since the writer opened the file, or was written back
@@ -99,10 +100,20 @@ pub fn recover(hdf5: &Path, md: &Path) -> Result<Recovered> {
         bytes += img.len() as u64;
     }
     let head = file.read_vec(0, 512.min(file.len()? as usize))?;
-    let sb = Superblock::decode(&head, 0).map_err(|e| SwmrError::CorruptMdFile {
+    let mut sb = Superblock::decode(&head, 0).map_err(|e| SwmrError::CorruptMdFile {
         path: PathBuf::from(hdf5),
         reason: format!("superblock after recovery: {e}"),
     })?;
+    // The dead writer's marks (write and SWMR-write status flags) would make every plain open
+    // refuse the recovered file.
+    if sb.version >= 2 && sb.consistency_flags != 0 {
+        sb.consistency_flags = 0;
+        let image = sb.encode().map_err(|e| SwmrError::CorruptMdFile {
+            path: PathBuf::from(hdf5),
+            reason: format!("superblock after recovery: {e}"),
+        })?;
+        file.write_at(0, &image)?;
+    }
     let len = sb.eof_address;
     file.set_len(len)?;
     file.sync()?;

@@ -351,21 +351,26 @@ fn swmr_108_066_flush_waits_out_delayed_writes() {
     let f = h5::File::create_with(&path, &h5::FileAccess::default(), &paged()).unwrap();
     small(&f, "d", 50);
     f.close().unwrap();
-    let before = std::fs::read(&path).unwrap();
     let w = h5::File::open_rw_with(&path, &access(writer_cfg(1), 64)).unwrap();
+    // The open marked the superblock straight away; nothing else reaches the file yet.
+    let before = std::fs::read(&path).unwrap();
     w.create_group("new").unwrap();
     w.end_tick().unwrap();
     let t0 = tick_of(&path);
-    assert_eq!(
-        std::fs::read(&path).unwrap(),
-        before,
+    assert!(
+        std::fs::read(&path).unwrap() == before,
         "changed pages of an existing file wait"
     );
     w.flush().unwrap();
     let t1 = tick_of(&path);
     assert!(t1 >= t0 + 3, "the flush ran max_lag ticks ({t0} → {t1})");
-    assert_ne!(std::fs::read(&path).unwrap(), before);
-    let r = h5::File::open(&path).unwrap();
+    assert!(std::fs::read(&path).unwrap() != before);
+    // The file is complete after the flush; the writer's marks stay until close.
+    let r = h5::File::open_with(
+        &path,
+        &h5::FileAccess::default().ignore_open_for_writing(true),
+    )
+    .unwrap();
     assert!(r.member_names().unwrap().contains(&"new".to_string()));
     w.close().unwrap();
 }
@@ -864,4 +869,58 @@ fn a_moved_filtered_chunk_keeps_its_old_place_for_lagging_readers() {
     );
     drop((z, snap));
     f.close().unwrap();
+}
+
+// The writer's marks (docs/design.md §8.2): the superblock carries the write and SWMR-write
+// status flags from set-up to close. A plain open, h5's and libhdf5's (h5py), is refused while
+// a VFD SWMR writer has a file that already existed, at once; what the writer publishes carries
+// the marks (a reader over it sees them); close clears them and the file opens everywhere.
+#[test]
+fn a_vfd_swmr_writer_marks_the_superblock_until_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("marked.h5");
+    let f = h5::File::create_with(&path, &h5::FileAccess::default(), &paged()).unwrap();
+    small(&f, "d0", 10);
+    f.close().unwrap();
+    let w = h5::File::open_rw_with(&path, &access(writer_cfg(0), 16)).unwrap();
+    let e = h5::File::open(&path).expect_err("a plain open is refused");
+    assert!(
+        matches!(e, h5::Error::OpenForWriting { flags: 0x05 }),
+        "{e}"
+    );
+    let probe = "import sys, h5py\ntry:\n    f = h5py.File(sys.argv[1], 'r')\n    print('opened', sorted(f.keys()))\nexcept OSError as e:\n    print('refused', e)";
+    let out = run_python(probe, &[path.to_str().unwrap()]);
+    assert!(out.starts_with("refused"), "{out}");
+    small(&w, "d1", 20);
+    w.end_tick().unwrap();
+    let r = snapshot(&path);
+    assert!(
+        r.marked_open_for_writing(),
+        "the published superblock is marked"
+    );
+    assert_eq!(r.member_names().unwrap(), ["d0", "d1"]);
+    drop(r);
+    w.close().unwrap();
+    assert_eq!(
+        h5::clear_status_flags(&path).unwrap(),
+        0,
+        "close cleared them"
+    );
+    let f = h5::File::open(&path).unwrap();
+    assert!(!f.marked_open_for_writing());
+    assert_eq!(
+        f.dataset("d1").unwrap().read_1d::<i32>().unwrap().to_vec(),
+        vec![7; 20]
+    );
+    drop(f);
+    let out = run_python(probe, &[path.to_str().unwrap()]);
+    assert_eq!(out.trim(), "opened ['d0', 'd1']");
+    // A new file: marked in what it publishes, clear after close.
+    let path = dir.path().join("new.h5");
+    let w = h5::File::create_with(&path, &access(writer_cfg(0), 16), &paged()).unwrap();
+    small(&w, "d", 5);
+    w.end_tick().unwrap();
+    assert!(snapshot(&path).marked_open_for_writing());
+    w.close().unwrap();
+    assert!(!h5::File::open(&path).unwrap().marked_open_for_writing());
 }

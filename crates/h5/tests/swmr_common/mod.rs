@@ -82,9 +82,11 @@ pub fn snapshot(path: &Path) -> h5::File {
     r.load().unwrap();
     let hdf5: Arc<dyn Storage> = Arc::new(FileStorage::open(path, OpenMode::ReadOnly).unwrap());
     let drv: Arc<dyn Storage> = Arc::new(ReaderStorage::new(hdf5, r));
+    // What the writer publishes carries its marks (write and SWMR-write status flags), which
+    // VFD SWMR readers accept.
     h5::File::from_storage(
         drv,
-        &FileAccess::default(),
+        &FileAccess::default().ignore_open_for_writing(true),
         path.parent().map(Path::to_path_buf),
     )
     .unwrap()
