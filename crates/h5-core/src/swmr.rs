@@ -414,6 +414,11 @@ impl FileShared {
         self.swmr
             .set(state)
             .map_err(|_| Error::Invalid("VFD SWMR state set twice".into()))?;
+        if let Some(a) = &self.alloc {
+            a.lock()
+                .map_err(|_| Error::Poisoned)?
+                .set_readers_follow(true);
+        }
         Ok(())
     }
 

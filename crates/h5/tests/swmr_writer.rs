@@ -924,3 +924,61 @@ fn a_vfd_swmr_writer_marks_the_superblock_until_close() {
     w.close().unwrap();
     assert!(!h5::File::open(&path).unwrap().marked_open_for_writing());
 }
+
+// An encoded chunk rewritten at its old size moves too while readers follow the file: a reader
+// decoding it at its old place must never meet new bytes there (a torn deflate stream). Noisy
+// values do not compress, so both versions of chunk 0 deflate to the same size; a reader one
+// tick behind still reads the old version, whole, at the old place. Without SWMR the chunk is
+// rewritten in place (libhdf5 moves a chunk only when its size changes).
+#[test]
+fn an_encoded_chunk_rewritten_at_its_old_size_moves_while_readers_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let chunk = 1024usize;
+    let make = |f: &h5::File| {
+        f.root()
+            .unwrap()
+            .new_dataset::<i64>()
+            .shape([chunk])
+            .chunk([chunk])
+            .deflate(1)
+            .create("z")
+            .unwrap()
+    };
+    let (old, new) = (noisy(7, chunk), noisy(8, chunk));
+    let path = dir.path().join("same_size.h5");
+    let f = h5::File::create_with(&path, &access(writer_cfg(0), 64), &paged()).unwrap();
+    let d = make(&f);
+    d.write(&old).unwrap();
+    f.end_tick().unwrap();
+    let snap = snapshot(&path);
+    let z = snap.dataset("z").unwrap();
+    d.write(&new).unwrap();
+    f.end_tick().unwrap();
+    assert!(
+        z.read_1d::<i64>().unwrap().to_vec() == old,
+        "the reader's index points at bytes that changed"
+    );
+    drop((z, snap));
+    assert!(
+        snapshot(&path)
+            .dataset("z")
+            .unwrap()
+            .read_1d::<i64>()
+            .unwrap()
+            .to_vec()
+            == new
+    );
+    f.close().unwrap();
+    // The same sizes really are equal: without SWMR the rewrite stays in place (the file does
+    // not grow by another chunk).
+    let plain = dir.path().join("plain.h5");
+    let f = h5::File::create_with(&plain, &h5::FileAccess::default(), &paged()).unwrap();
+    let d = make(&f);
+    d.write(&old).unwrap();
+    f.flush().unwrap();
+    let len = std::fs::metadata(&plain).unwrap().len();
+    d.write(&new).unwrap();
+    f.flush().unwrap();
+    assert_eq!(std::fs::metadata(&plain).unwrap().len(), len);
+    f.close().unwrap();
+}

@@ -64,6 +64,8 @@ pub struct FileAlloc {
     at_once: bool,
     /// Every free waits and commits release nothing (legacy SWMR writing).
     hold: bool,
+    /// Readers in other processes follow the file as it is written (VFD SWMR writing).
+    readers_follow: bool,
 }
 
 impl FileAlloc {
@@ -103,6 +105,7 @@ impl FileAlloc {
             deferred_set: RangeSet::new(),
             at_once: false,
             hold: false,
+            readers_follow: false,
         }
     }
 
@@ -163,6 +166,18 @@ impl FileAlloc {
     /// Whether frees are held.
     pub fn holds_frees(&self) -> bool {
         self.hold
+    }
+
+    /// Says that readers in other processes follow the file while it is written (VFD SWMR).
+    pub fn set_readers_follow(&mut self, on: bool) {
+        self.readers_follow = on;
+    }
+
+    /// Whether readers in other processes follow the file while it is written (SWMR writing,
+    /// VFD or legacy): bytes they may be reading must not change in place where a new place
+    /// costs little (an encoded chunk rewritten at its old size moves).
+    pub fn readers_follow(&self) -> bool {
+        self.readers_follow || self.hold
     }
 
     /// From now on every free is reused at once (the deferred ones too), committed space

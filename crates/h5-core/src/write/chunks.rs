@@ -72,6 +72,16 @@ impl ChunkSpace {
         Ok(crate::file::absolute(self.base, a)?)
     }
 
+    /// Whether readers in other processes follow the file (see
+    /// [`FileAlloc::readers_follow`](crate::write::alloc::FileAlloc::readers_follow)).
+    fn readers_follow(&self) -> Result<bool, LayoutError> {
+        Ok(self
+            .alloc
+            .lock()
+            .map_err(|_| "allocator lock poisoned")?
+            .readers_follow())
+    }
+
     fn free(&self, abs: u64, len: u64) -> Result<(), LayoutError> {
         self.alloc
             .lock()
@@ -434,13 +444,17 @@ impl ChunkLayout for ChunkedWriteLayout {
 
     fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
         let space = &self.space;
+        // While SWMR readers follow the file an encoded chunk is never rewritten in place,
+        // even at its old size: a reader decoding it meanwhile would read a torn stream. Its
+        // old place is freed like any other (held or delayed max_lag ticks).
+        let move_encoded = self.pipeline.is_some() && space.readers_follow()?;
         let mut out = Vec::with_capacity(reqs.len());
         for r in reqs.iter_mut() {
             let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
             let loc = match (r.old, self.index.computed(r.coord.as_slice())) {
                 (_, Some(fixed)) if fixed.size == r.new_size => fixed,
                 (_, Some(_)) => return Err("an implicit chunk changed size".into()),
-                (Some(old), None) if old.size == r.new_size => {
+                (Some(old), None) if old.size == r.new_size && !move_encoded => {
                     // Rewritten in place without filters: the index already holds this
                     // record (address, size, mask 0), so it is left alone (a VFD SWMR writer
                     // rewrites each partial chunk at every tick).
