@@ -2247,3 +2247,38 @@ fn full_overwrite_of_an_edge_chunk_fills_outside() {
         .unwrap();
     assert_eq!(disk, [5, 6, 9, 9]);
 }
+
+/// The registrations epoch: unchanged by a registration (a dataset found registered stays so),
+/// changed by every close (SCC-086), and never shared by two caches (one replacing another).
+#[test]
+fn the_registrations_epoch_changes_when_a_dataset_leaves_and_only_then() {
+    let s = store();
+    let mut c = cache(&s, 1 << 20);
+    let fresh = c.registrations_epoch();
+    c.register(
+        DatasetId(1),
+        Arc::new(MockLayout::new(1, &[12], &[4], 1, &[])),
+    )
+    .unwrap();
+    c.register(
+        DatasetId(2),
+        Arc::new(MockLayout::new(1, &[12], &[4], 1, &[])),
+    )
+    .unwrap();
+    assert_eq!(
+        c.registrations_epoch(),
+        fresh,
+        "registering keeps the epoch"
+    );
+    write(&mut c, 1, &Selection::All, &[7; 12]);
+    assert_eq!(c.registrations_epoch(), fresh);
+    c.close_dataset(DatasetId(2)).unwrap();
+    let after = c.registrations_epoch();
+    assert_ne!(after, fresh, "a close changes the epoch");
+    assert!(c.is_registered(DatasetId(1)) && !c.is_registered(DatasetId(2)));
+    let other = cache(&s, 1 << 20);
+    assert!(
+        ![fresh, after].contains(&other.registrations_epoch()),
+        "a new cache never takes an epoch seen before"
+    );
+}

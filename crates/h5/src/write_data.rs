@@ -33,7 +33,7 @@ impl Dataset {
         let r = h5_core::write::dataset::prepare_write(file, info).and_then(|()| {
             encode_view_for(file, &view, |bytes, _| {
                 let c = conv.as_ref().map(|c| c as &dyn Conversion);
-                h5_core::write::dataset::write(file, info, sel, None, c, bytes)
+                h5_core::write::dataset::write_in(file, self.live_slot(), info, sel, None, c, bytes)
             })
         });
         self.ctx(r)
@@ -150,7 +150,12 @@ impl Dataset {
                 *w = *d as u64;
             }
             let info = self.info();
-            let r = h5_core::write::dataset::resize(self.file_shared(), info, slots);
+            let r = h5_core::write::dataset::resize_in(
+                self.file_shared(),
+                self.live_slot(),
+                info,
+                slots,
+            );
             self.ctx(r).map(|_| ())
         })
     }

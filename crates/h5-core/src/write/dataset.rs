@@ -17,7 +17,7 @@ use h5_format::message::{Message, encode_message, kind};
 use h5_format::object_header::msg_flags;
 
 use crate::btree1::chunk::ChunkBtree;
-use crate::dataset::DatasetInfo;
+use crate::dataset::{DatasetInfo, DatasetSlot};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::write::FormatBounds;
@@ -550,6 +550,20 @@ pub fn write(
     conv: Option<&dyn Conversion>,
     buf: &[u8],
 ) -> Result<()> {
+    write_in(file, None, info, sel, memory, conv, buf)
+}
+
+/// [`write()`] through a handle holding the dataset's `slot`: the chunk-cache registration
+/// is checked once per registrations epoch instead of per call.
+pub fn write_in(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: &DatasetInfo,
+    sel: &Selection,
+    memory: Option<&MemorySelection>,
+    conv: Option<&dyn Conversion>,
+    buf: &[u8],
+) -> Result<()> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
@@ -561,7 +575,7 @@ pub fn write(
     let fresh = file.allocate_pending(info.address, whole)?;
     // The elements written over: their variable-length data is freed once the write is done.
     let old = overwritten_vlen(file, info, sel, conv)?;
-    let id = crate::dataset::ensure_registered(file, info)?;
+    let id = crate::dataset::registered_id(file, slot, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
     if whole && fresh.is_some_and(|bytes| bytes < DIRECT_WHOLE_MIN as u64) {
         // The first write of a small contiguous block, covering it: nothing of it is cached
@@ -620,22 +634,30 @@ pub fn resize(
     info: Arc<DatasetInfo>,
     dims: &[u64],
 ) -> Result<Arc<DatasetInfo>> {
+    resize_in(file, None, info, dims)
+}
+
+/// [`resize`] through a handle holding the dataset's `slot`: the registration and the
+/// writable layout are found once per chunk-cache registrations epoch, and the new dimensions
+/// are recorded in the slot, instead of looked up by address per call.
+pub fn resize_in(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: Arc<DatasetInfo>,
+    dims: &[u64],
+) -> Result<Arc<DatasetInfo>> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
     file.check_swmr_index(&info)?;
-    let id = crate::dataset::ensure_registered(file, &info)?;
-    let layout = file
-        .state()?
-        .chunked
-        .get(&info.address)
-        .cloned()
-        .ok_or_else(|| {
-            Error::Unsupported(
-                "resizing a dataset whose storage is not chunked with a version 1 B-tree".into(),
-            )
-        })?;
+    let registered = crate::dataset::registration(file, slot, &info)?;
+    let id = registered.id;
+    let layout = registered.layout.ok_or_else(|| {
+        Error::Unsupported(
+            "resizing a dataset whose storage is not chunked with a version 1 B-tree".into(),
+        )
+    })?;
     let old = info.dims();
     let max = info.dataspace.max_dims.as_deref().unwrap_or(old);
     if dims.len() != old.len() || dims.iter().zip(max).any(|(d, m)| *m != UNLIMITED && d > m) {
@@ -668,7 +690,7 @@ pub fn resize(
         .map_err(|_| Error::Poisoned)?
         .set_extent_notify(id, old)?;
     layout.refill_cleared(file)?;
-    Ok(file.descriptions.resized(info, dims))
+    Ok(file.descriptions.resized(slot, info, dims))
 }
 
 /// The writable chunk-cache layout of a dataset that existed before the file was opened for
