@@ -11,6 +11,7 @@ use h5_chunkcache::DatasetId;
 
 use crate::dataset::DatasetInfo;
 use crate::write::chunks::ChunkedWriteLayout;
+use crate::write::vlen::has_vlen;
 
 /// One opened dataset's state shared by all of its handles. Aligned to a cache line and no
 /// larger than one: a call touches its slot first, and with many datasets used in turn the
@@ -23,6 +24,9 @@ pub struct DatasetSlot {
     /// index may have changed every description): holders look the dataset up by address
     /// again. Never cleared.
     forgotten: AtomicBool,
+    /// Whether the dataset's elements hold variable-length data (its datatype never changes;
+    /// kept here so that a write need not reach the description's datatype, cold memory).
+    vlen: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -55,6 +59,7 @@ pub(crate) struct Registered {
 impl DatasetSlot {
     fn new(info: Arc<DatasetInfo>) -> Self {
         DatasetSlot {
+            vlen: AtomicBool::new(has_vlen(&info.datatype)),
             state: Mutex::new(SlotState {
                 info,
                 epoch: NO_EPOCH,
@@ -79,6 +84,11 @@ impl DatasetSlot {
     /// is to be looked up by address again ([`crate::file::FileShared::dataset_slot`]).
     pub fn is_forgotten(&self) -> bool {
         self.forgotten.load(Ordering::Acquire)
+    }
+
+    /// Whether the dataset's elements hold variable-length data.
+    pub fn has_vlen(&self) -> bool {
+        self.vlen.load(Ordering::Relaxed)
     }
 
     /// The registration remembered at chunk-cache epoch `epoch`, if any.
@@ -124,6 +134,7 @@ impl DatasetSlot {
     /// Replaces the description (read again from the header); the registration is checked
     /// again at the next write.
     fn replace(&self, info: Arc<DatasetInfo>) {
+        self.vlen.store(has_vlen(&info.datatype), Ordering::Relaxed);
         let mut s = self.state();
         s.info = info;
         s.epoch = NO_EPOCH;
@@ -268,6 +279,7 @@ mod tests {
     #[test]
     fn a_slot_fills_one_cache_line() {
         assert_eq!(std::mem::size_of::<DatasetSlot>(), 64);
+        assert!(!Descriptions::default().put(info(1, 0)).has_vlen());
         assert_eq!(std::mem::align_of::<DatasetSlot>(), 64);
     }
 

@@ -30,12 +30,22 @@ impl Dataset {
         let file = self.file_shared();
         // Storage waiting for its first write is allocated before variable-length data is
         // encoded into the global heap (so blocks land where libhdf5 puts them).
-        let r = h5_core::write::dataset::prepare_write(file, info).and_then(|()| {
-            encode_view_for(file, &view, |bytes, _| {
-                let c = conv.as_ref().map(|c| c as &dyn Conversion);
-                h5_core::write::dataset::write_in(file, self.live_slot(), info, sel, None, c, bytes)
-            })
-        });
+        let r = h5_core::write::dataset::prepare_write_in(file, self.live_slot(), info).and_then(
+            |()| {
+                encode_view_for(file, &view, |bytes, _| {
+                    let c = conv.as_ref().map(|c| c as &dyn Conversion);
+                    h5_core::write::dataset::write_in(
+                        file,
+                        self.live_slot(),
+                        info,
+                        sel,
+                        None,
+                        c,
+                        bytes,
+                    )
+                })
+            },
+        );
         self.ctx(r)
     }
 

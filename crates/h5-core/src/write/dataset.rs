@@ -530,11 +530,20 @@ impl FileShared {
 /// placed before their heap objects. Other datasets are allocated by [`write()`] itself, which
 /// knows whether the write overwrites every element (then no fill is written).
 pub fn prepare_write(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<()> {
+    prepare_write_in(file, None, info)
+}
+
+/// [`prepare_write`] through a handle holding the dataset's `slot`.
+pub fn prepare_write_in(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: &DatasetInfo,
+) -> Result<()> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
-    if crate::write::vlen::has_vlen(&info.datatype) {
+    if has_vlen(slot, info) {
         file.allocate_pending(info.address, false)?;
     }
     Ok(())
@@ -571,10 +580,15 @@ pub fn write_in(
     file.check_swmr_index(info)?;
     // A whole write needs no fill, unless variable-length elements are read back first (the
     // old values' heap objects are freed below: the new storage must read as empty ones).
-    let whole = matches!(sel, Selection::All) && !crate::write::vlen::has_vlen(&info.datatype);
+    let vlen = has_vlen(slot, info);
+    let whole = matches!(sel, Selection::All) && !vlen;
     let fresh = file.allocate_pending(info.address, whole)?;
     // The elements written over: their variable-length data is freed once the write is done.
-    let old = overwritten_vlen(file, info, sel, conv)?;
+    let old = if vlen {
+        overwritten_vlen(file, info, sel, conv)?
+    } else {
+        None
+    };
     let id = crate::dataset::registered_id(file, slot, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
     if whole && fresh.is_some_and(|bytes| bytes < DIRECT_WHOLE_MIN as u64) {
@@ -600,6 +614,16 @@ pub fn write_in(
         file.free_replaced_vlen(&info.datatype, &old, Some(&info.datatype), buf)?;
     }
     Ok(())
+}
+
+/// Whether the dataset's elements hold variable-length data, from its handle's slot when
+/// there is one (the description's datatype is cold memory when many datasets are used in
+/// turn).
+fn has_vlen(slot: Option<&DatasetSlot>, info: &DatasetInfo) -> bool {
+    slot.map_or_else(
+        || crate::write::vlen::has_vlen(&info.datatype),
+        DatasetSlot::has_vlen,
+    )
 }
 
 /// The current elements of the selection `sel` of a dataset whose elements hold
