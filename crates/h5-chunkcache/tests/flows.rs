@@ -2228,8 +2228,9 @@ fn one_cache_shared_by_two_files() {
 }
 
 /// OQ-34: writing every element of an edge chunk that lies inside the extent is a full
-/// overwrite (no read, no fill at creation), and the elements outside the extent are then set to
-/// the fill value, so the bytes written are deterministic and growing the dataset shows fill.
+/// overwrite (no read), and the elements outside the extent hold the fill value, so the bytes
+/// written are deterministic and growing the dataset shows fill. A new dense chunk is made
+/// filled (the part outside the extent filled once, by the layout, not again by the cache).
 #[test]
 fn full_overwrite_of_an_edge_chunk_fills_outside() {
     let s = store();
@@ -2237,13 +2238,53 @@ fn full_overwrite_of_an_edge_chunk_fills_outside() {
     let mut c = cache(&s, 1 << 20);
     c.register(DatasetId(1), m.clone()).unwrap();
     write(&mut c, 1, &slab(&[4], &[2]), &[5, 6]);
+    let events = m.take_events();
     assert!(
-        m.take_events()
-            .contains(&Event::NewChunk(1, vec![1], false))
+        events.contains(&Event::NewChunk(1, vec![1], true)),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Decode(..))),
+        "nothing read: {events:?}"
     );
     c.flush().unwrap();
     let mut disk = [0u8; 4];
     s.read_at(m.location(&[1]).unwrap().addr, &mut disk)
         .unwrap();
     assert_eq!(disk, [5, 6, 9, 9]);
+}
+
+/// The registrations epoch: unchanged by a registration (a dataset found registered stays so),
+/// changed by every close (SCC-086), and never shared by two caches (one replacing another).
+#[test]
+fn the_registrations_epoch_changes_when_a_dataset_leaves_and_only_then() {
+    let s = store();
+    let mut c = cache(&s, 1 << 20);
+    let fresh = c.registrations_epoch();
+    c.register(
+        DatasetId(1),
+        Arc::new(MockLayout::new(1, &[12], &[4], 1, &[])),
+    )
+    .unwrap();
+    c.register(
+        DatasetId(2),
+        Arc::new(MockLayout::new(1, &[12], &[4], 1, &[])),
+    )
+    .unwrap();
+    assert_eq!(
+        c.registrations_epoch(),
+        fresh,
+        "registering keeps the epoch"
+    );
+    write(&mut c, 1, &Selection::All, &[7; 12]);
+    assert_eq!(c.registrations_epoch(), fresh);
+    c.close_dataset(DatasetId(2)).unwrap();
+    let after = c.registrations_epoch();
+    assert_ne!(after, fresh, "a close changes the epoch");
+    assert!(c.is_registered(DatasetId(1)) && !c.is_registered(DatasetId(2)));
+    let other = cache(&s, 1 << 20);
+    assert!(
+        ![fresh, after].contains(&other.registrations_epoch()),
+        "a new cache never takes an epoch seen before"
+    );
 }

@@ -1,7 +1,7 @@
 //! Datasets: their description from the object header, their layout registered with the shared
 //! chunk cache, and reads through it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use h5_chunkcache::selection::{MemorySelection, Selection};
 use h5_chunkcache::{ChunkLayout, Conversion, DatasetId, DiskLocation, ReadRequest};
@@ -126,70 +126,7 @@ impl DatasetInfo {
     }
 }
 
-/// The current description of every dataset of a file that a handle opened, by object header
-/// address. A handle keeps only the address and reads its dataset's shape from here, so a resize
-/// through one handle is seen by every other (the dataspace message in the metadata cache is
-/// updated at the same time; opening a dataset decodes it from there again).
-#[derive(Debug, Default)]
-pub struct Descriptions(Mutex<std::collections::HashMap<u64, Arc<DatasetInfo>>>);
-
-impl Descriptions {
-    /// The description of the dataset at `address`, if recorded.
-    pub fn get(&self, address: u64) -> Option<Arc<DatasetInfo>> {
-        self.0.lock().ok()?.get(&address).cloned()
-    }
-
-    /// Records `info` (replacing what was recorded for its address) and returns it shared.
-    pub fn put(&self, info: DatasetInfo) -> Arc<DatasetInfo> {
-        let info = Arc::new(info);
-        if let Ok(mut m) = self.0.lock() {
-            m.insert(info.address, Arc::clone(&info));
-        }
-        info
-    }
-
-    /// Records `dims` as the current dimensions of `info`'s dataset and returns its description.
-    /// The recorded description is changed where it is when nothing else holds it (a resize
-    /// then allocates nothing); otherwise a copy with the new dimensions replaces it, and
-    /// holders keep the shape they read.
-    pub fn resized(&self, info: Arc<DatasetInfo>, dims: &[u64]) -> Arc<DatasetInfo> {
-        let set = |d: &mut DatasetInfo| {
-            d.dataspace.dims.clear();
-            d.dataspace.dims.extend_from_slice(dims);
-        };
-        let Ok(mut m) = self.0.lock() else {
-            let mut d = (*info).clone();
-            set(&mut d);
-            return Arc::new(d);
-        };
-        let slot = m.entry(info.address).or_insert_with(|| Arc::clone(&info));
-        // The caller's reference must not count as a holder.
-        drop(info);
-        match Arc::get_mut(slot) {
-            Some(d) => set(d),
-            None => {
-                let mut d = (**slot).clone();
-                set(&mut d);
-                *slot = Arc::new(d);
-            }
-        }
-        Arc::clone(slot)
-    }
-
-    /// Forgets every description (a VFD SWMR reader's new index may have changed any).
-    pub fn clear(&self) {
-        if let Ok(mut m) = self.0.lock() {
-            m.clear();
-        }
-    }
-
-    /// Forgets the dataset at `address` (deleted: its address may be reused).
-    pub fn remove(&self, address: u64) {
-        if let Ok(mut m) = self.0.lock() {
-            m.remove(&address);
-        }
-    }
-}
+pub use crate::descriptions::{DatasetSlot, Descriptions};
 
 /// The datatype of a header whose datatype message is shared (a committed datatype).
 fn shared_datatype(file: &FileShared, oh: &ObjectHeader) -> Result<Option<Datatype>> {
@@ -563,6 +500,67 @@ impl ChunkLayout for CompactLayout {
 /// The dataset's identity in the chunk cache: its absolute object header address.
 fn dataset_id(file: &FileShared, info: &DatasetInfo) -> Result<DatasetId> {
     Ok(DatasetId(file.abs(info.address)?))
+}
+
+/// [`ensure_registered`] made once per chunk-cache registrations epoch for a dataset whose
+/// handle holds `slot` (and made every time without one, or once the file forgot it): the
+/// result, with the writable chunked layout the write state holds for the dataset, is
+/// remembered in the slot.
+pub(crate) fn registration(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: &DatasetInfo,
+) -> Result<crate::descriptions::Registered> {
+    let slot = slot.filter(|s| !s.is_forgotten());
+    let epoch = registrations_epoch(file)?;
+    if let Some(r) = slot.and_then(|s| s.registered_at(epoch)) {
+        return Ok(r);
+    }
+    check_registration(file, slot, info, epoch)
+}
+
+/// [`registration`]'s chunk-cache identity alone (a write needs no layout).
+pub(crate) fn registered_id(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: &DatasetInfo,
+) -> Result<DatasetId> {
+    let slot = slot.filter(|s| !s.is_forgotten());
+    let epoch = registrations_epoch(file)?;
+    if let Some(id) = slot.and_then(|s| s.registered_id_at(epoch)) {
+        return Ok(id);
+    }
+    Ok(check_registration(file, slot, info, epoch)?.id)
+}
+
+/// The chunk cache's registrations epoch, read before a registration check: a dataset
+/// forgotten after it changes the epoch, so what the check finds is never used then.
+fn registrations_epoch(file: &FileShared) -> Result<u64> {
+    Ok(file
+        .chunks
+        .read()
+        .map_err(|_| Error::Poisoned)?
+        .registrations_epoch())
+}
+
+/// The registration check of [`registration`] at `epoch`, remembered in `slot`.
+fn check_registration(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: &DatasetInfo,
+    epoch: u64,
+) -> Result<crate::descriptions::Registered> {
+    let id = ensure_registered(file, info)?;
+    let layout = if file.is_writable() {
+        file.state()?.chunked.get(&info.address).cloned()
+    } else {
+        None
+    };
+    let r = crate::descriptions::Registered { epoch, id, layout };
+    if let Some(s) = slot {
+        s.remember(r.clone());
+    }
+    Ok(r)
 }
 
 /// Registers the dataset's layout with the chunk cache if it is not yet.

@@ -302,8 +302,14 @@ impl FileShared {
     /// (the writer may have resized or rewritten the dataset); the next call reads it again
     /// from the object header (`None` if that fails: the caller keeps what it had).
     pub fn dataset_info(&self, address: u64) -> Option<Arc<crate::dataset::DatasetInfo>> {
-        if let Some(info) = self.descriptions.get(address) {
-            return Some(info);
+        self.dataset_slot(address).map(|s| s.info())
+    }
+
+    /// The slot (the current description, shared by every handle) of the dataset at
+    /// `address`, as [`FileShared::dataset_info`] finds its description.
+    pub fn dataset_slot(&self, address: u64) -> Option<Arc<crate::dataset::DatasetSlot>> {
+        if let Some(s) = self.descriptions.slot(address) {
+            return Some(s);
         }
         if self.is_swmr() && self.write.is_none() {
             let oh = crate::object::ObjectHeader::load(self, address).ok()?;
@@ -318,6 +324,15 @@ impl FileShared {
         &self,
         info: crate::dataset::DatasetInfo,
     ) -> Arc<crate::dataset::DatasetInfo> {
+        self.descriptions.put(info).info()
+    }
+
+    /// Records `info` as the current description of its dataset (seen by every holder of the
+    /// dataset's slot) and returns the slot, for a handle to hold.
+    pub fn set_dataset_slot(
+        &self,
+        info: crate::dataset::DatasetInfo,
+    ) -> Arc<crate::dataset::DatasetSlot> {
         self.descriptions.put(info)
     }
 

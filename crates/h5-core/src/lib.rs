@@ -21,6 +21,7 @@ pub mod buffer;
 pub mod convert;
 pub mod dataset;
 pub(crate) mod dense;
+pub mod descriptions;
 pub mod error;
 pub mod external;
 pub(crate) mod fheap;

@@ -4,7 +4,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use h5_core::dataset::DatasetInfo;
+use h5_core::dataset::{DatasetInfo, DatasetSlot};
 use h5_core::nav::{ObjectKind as CoreKind, Resolved};
 use h5_format::message::dataspace::{DataspaceKind, UNLIMITED};
 
@@ -67,6 +67,10 @@ pub struct Dataset {
     /// The description when the handle was opened: datatype, layout, filters and fill value
     /// never change; the shape is read from the file's shared descriptions instead.
     opened: Arc<DatasetInfo>,
+    /// The dataset's slot in the file, shared by every handle of it: its current description
+    /// and what writes need (registration, writable layout), reached without a lookup by
+    /// address while the file has not forgotten it.
+    slot: Arc<DatasetSlot>,
     /// `opened`'s datatype, kept in the handle: every read and write compares the memory type
     /// with it, and the shared description is cold memory when many datasets are used in turn.
     file_type: Datatype,
@@ -94,11 +98,13 @@ impl Dataset {
         let info = loc.ctx(DatasetInfo::from_header(loc.file_shared(), &r.header))?;
         // The header was just loaded from the metadata cache: its description is the current
         // one for every handle.
-        let opened = loc.file_shared().set_dataset_info(info);
+        let slot = loc.file_shared().set_dataset_slot(info);
+        let opened = slot.info();
         let file_type = opened.datatype.clone();
         Ok(Dataset {
             loc,
             opened,
+            slot,
             file_type,
         })
     }
@@ -117,9 +123,19 @@ impl Dataset {
 
     /// The dataset's current description (its shape as last resized through any handle).
     pub(crate) fn info(&self) -> Arc<DatasetInfo> {
-        self.file_shared()
-            .dataset_info(self.address())
-            .unwrap_or_else(|| Arc::clone(&self.opened))
+        match self.live_slot() {
+            Some(s) => s.info(),
+            None => self
+                .file_shared()
+                .dataset_info(self.address())
+                .unwrap_or_else(|| Arc::clone(&self.opened)),
+        }
+    }
+
+    /// The handle's slot while the file has not forgotten it (`None`: the dataset is looked up
+    /// by address at every call, as the file may hold a newer description).
+    pub(crate) fn live_slot(&self) -> Option<&DatasetSlot> {
+        Some(&*self.slot).filter(|s| !s.is_forgotten())
     }
 
     /// Reads the dataset's description (shape, storage, chunk index) again from the file now

@@ -30,12 +30,22 @@ impl Dataset {
         let file = self.file_shared();
         // Storage waiting for its first write is allocated before variable-length data is
         // encoded into the global heap (so blocks land where libhdf5 puts them).
-        let r = h5_core::write::dataset::prepare_write(file, info).and_then(|()| {
-            encode_view_for(file, &view, |bytes, _| {
-                let c = conv.as_ref().map(|c| c as &dyn Conversion);
-                h5_core::write::dataset::write(file, info, sel, None, c, bytes)
-            })
-        });
+        let r = h5_core::write::dataset::prepare_write_in(file, self.live_slot(), info).and_then(
+            |()| {
+                encode_view_for(file, &view, |bytes, _| {
+                    let c = conv.as_ref().map(|c| c as &dyn Conversion);
+                    h5_core::write::dataset::write_in(
+                        file,
+                        self.live_slot(),
+                        info,
+                        sel,
+                        None,
+                        c,
+                        bytes,
+                    )
+                })
+            },
+        );
         self.ctx(r)
     }
 
@@ -150,7 +160,12 @@ impl Dataset {
                 *w = *d as u64;
             }
             let info = self.info();
-            let r = h5_core::write::dataset::resize(self.file_shared(), info, slots);
+            let r = h5_core::write::dataset::resize_in(
+                self.file_shared(),
+                self.live_slot(),
+                info,
+                slots,
+            );
             self.ctx(r).map(|_| ())
         })
     }

@@ -828,6 +828,18 @@ pub struct ChunkCache {
     /// chunks, direct transfers, flushes): a load planned before such a write may hold old
     /// bytes and is not admitted (`read_shared` reads storage without the lock).
     raw_writes: u64,
+    /// See [`ChunkCache::registrations_epoch`].
+    registrations: u64,
+}
+
+/// The source of registration epochs: every value is handed out once per process, so an epoch
+/// seen on one cache is never seen again on it or on a cache that replaces it.
+static NEXT_REGISTRATIONS_EPOCH: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(1);
+
+/// A registration epoch never handed out before.
+fn new_registrations_epoch() -> u64 {
+    NEXT_REGISTRATIONS_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl std::fmt::Debug for ChunkCache {
@@ -909,6 +921,7 @@ impl ChunkCache {
             clock: 0,
             whole_chunk_writes: true,
             raw_writes: 0,
+            registrations: new_registrations_epoch(),
         })
     }
 
@@ -1007,11 +1020,21 @@ impl ChunkCache {
         self.datasets.contains_key(&ds)
     }
 
+    /// A value that changes whenever a dataset is forgotten, never taking a value it (or any
+    /// other cache of this process) had before, and never 0. Invariant: a dataset found
+    /// registered (with the layout it was registered with) while the epoch was `e` is still
+    /// registered with that layout while the epoch is `e`, so a caller can remember the
+    /// check instead of repeating it (a dataset handle does, once per epoch).
+    pub fn registrations_epoch(&self) -> u64 {
+        self.registrations
+    }
+
     /// Forgets a dataset after flushing and evicting its chunks (dataset close, SCC-086). On a
     /// write error the dataset stays registered and its unwritten chunks stay dirty (EC-05).
     pub fn close_dataset(&mut self, ds: DatasetId) -> Result<()> {
         self.flush_dataset(ds, true)?;
         self.datasets.remove(&ds);
+        self.registrations = new_registrations_epoch();
         self.budget.clear_min(ds);
         Ok(())
     }

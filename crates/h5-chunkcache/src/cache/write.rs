@@ -347,7 +347,7 @@ impl ChunkCache {
             let res = self.load(&want)?;
             new.extend(res.loaded);
             for key in res.missing {
-                let fill = !covered.contains(&key);
+                let fill = !covered.contains(&key) || self.covered_within_extent_only(&key)?;
                 let l = self.new_chunk(key, fill)?;
                 new.push(self.clear_outside(l, fill)?);
             }
@@ -405,6 +405,20 @@ impl ChunkCache {
     /// A chunk made without fill for a write covering every element inside the extent still has
     /// elements outside it (an edge chunk): they get the fill value, so that no unspecified
     /// bytes reach the file and growing the dataset later shows fill there (OQ-34).
+    /// Whether a new dense chunk the write covers is made filled after all: it crosses the
+    /// extent's edge (an append's last chunk), so the write covers only its part inside the
+    /// extent and the rest, often most of it, must hold the fill value. Made filled, it is
+    /// filled once by the layout (for h5's layouts, by the allocation itself); made unfilled,
+    /// the rest would be filled again by [`clear_outside`](Self::clear_outside).
+    fn covered_within_extent_only(&self, key: &ChunkKey) -> Result<bool> {
+        let st = self.state(key.dataset)?;
+        if !st.dense_chunks() {
+            return Ok(false);
+        }
+        let extent = st.extent(key.dataset)?;
+        Ok(st.partial_bound(&key.coord, &extent))
+    }
+
     fn clear_outside(&self, mut l: Loaded, filled: bool) -> Result<Loaded> {
         if filled {
             return Ok(l);

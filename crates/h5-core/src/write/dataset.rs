@@ -17,7 +17,7 @@ use h5_format::message::{Message, encode_message, kind};
 use h5_format::object_header::msg_flags;
 
 use crate::btree1::chunk::ChunkBtree;
-use crate::dataset::DatasetInfo;
+use crate::dataset::{DatasetInfo, DatasetSlot};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::write::FormatBounds;
@@ -530,11 +530,20 @@ impl FileShared {
 /// placed before their heap objects. Other datasets are allocated by [`write()`] itself, which
 /// knows whether the write overwrites every element (then no fill is written).
 pub fn prepare_write(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<()> {
+    prepare_write_in(file, None, info)
+}
+
+/// [`prepare_write`] through a handle holding the dataset's `slot`.
+pub fn prepare_write_in(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: &DatasetInfo,
+) -> Result<()> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
-    if crate::write::vlen::has_vlen(&info.datatype) {
+    if has_vlen(slot, info) {
         file.allocate_pending(info.address, false)?;
     }
     Ok(())
@@ -550,6 +559,20 @@ pub fn write(
     conv: Option<&dyn Conversion>,
     buf: &[u8],
 ) -> Result<()> {
+    write_in(file, None, info, sel, memory, conv, buf)
+}
+
+/// [`write()`] through a handle holding the dataset's `slot`: the chunk-cache registration
+/// is checked once per registrations epoch instead of per call.
+pub fn write_in(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: &DatasetInfo,
+    sel: &Selection,
+    memory: Option<&MemorySelection>,
+    conv: Option<&dyn Conversion>,
+    buf: &[u8],
+) -> Result<()> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
@@ -557,11 +580,16 @@ pub fn write(
     file.check_swmr_index(info)?;
     // A whole write needs no fill, unless variable-length elements are read back first (the
     // old values' heap objects are freed below: the new storage must read as empty ones).
-    let whole = matches!(sel, Selection::All) && !crate::write::vlen::has_vlen(&info.datatype);
+    let vlen = has_vlen(slot, info);
+    let whole = matches!(sel, Selection::All) && !vlen;
     let fresh = file.allocate_pending(info.address, whole)?;
     // The elements written over: their variable-length data is freed once the write is done.
-    let old = overwritten_vlen(file, info, sel, conv)?;
-    let id = crate::dataset::ensure_registered(file, info)?;
+    let old = if vlen {
+        overwritten_vlen(file, info, sel, conv)?
+    } else {
+        None
+    };
+    let id = crate::dataset::registered_id(file, slot, info)?;
     let mut req = WriteRequest::new(id, sel, buf);
     if whole && fresh.is_some_and(|bytes| bytes < DIRECT_WHOLE_MIN as u64) {
         // The first write of a small contiguous block, covering it: nothing of it is cached
@@ -586,6 +614,16 @@ pub fn write(
         file.free_replaced_vlen(&info.datatype, &old, Some(&info.datatype), buf)?;
     }
     Ok(())
+}
+
+/// Whether the dataset's elements hold variable-length data, from its handle's slot when
+/// there is one (the description's datatype is cold memory when many datasets are used in
+/// turn).
+fn has_vlen(slot: Option<&DatasetSlot>, info: &DatasetInfo) -> bool {
+    slot.map_or_else(
+        || crate::write::vlen::has_vlen(&info.datatype),
+        DatasetSlot::has_vlen,
+    )
 }
 
 /// The current elements of the selection `sel` of a dataset whose elements hold
@@ -620,22 +658,30 @@ pub fn resize(
     info: Arc<DatasetInfo>,
     dims: &[u64],
 ) -> Result<Arc<DatasetInfo>> {
+    resize_in(file, None, info, dims)
+}
+
+/// [`resize`] through a handle holding the dataset's `slot`: the registration and the
+/// writable layout are found once per chunk-cache registrations epoch, and the new dimensions
+/// are recorded in the slot, instead of looked up by address per call.
+pub fn resize_in(
+    file: &Arc<FileShared>,
+    slot: Option<&DatasetSlot>,
+    info: Arc<DatasetInfo>,
+    dims: &[u64],
+) -> Result<Arc<DatasetInfo>> {
     if !file.is_writable() {
         return Err(Error::ReadOnly);
     }
     file.check_usable()?;
     file.check_swmr_index(&info)?;
-    let id = crate::dataset::ensure_registered(file, &info)?;
-    let layout = file
-        .state()?
-        .chunked
-        .get(&info.address)
-        .cloned()
-        .ok_or_else(|| {
-            Error::Unsupported(
-                "resizing a dataset whose storage is not chunked with a version 1 B-tree".into(),
-            )
-        })?;
+    let registered = crate::dataset::registration(file, slot, &info)?;
+    let id = registered.id;
+    let layout = registered.layout.ok_or_else(|| {
+        Error::Unsupported(
+            "resizing a dataset whose storage is not chunked with a version 1 B-tree".into(),
+        )
+    })?;
     let old = info.dims();
     let max = info.dataspace.max_dims.as_deref().unwrap_or(old);
     if dims.len() != old.len() || dims.iter().zip(max).any(|(d, m)| *m != UNLIMITED && d > m) {
@@ -668,7 +714,7 @@ pub fn resize(
         .map_err(|_| Error::Poisoned)?
         .set_extent_notify(id, old)?;
     layout.refill_cleared(file)?;
-    Ok(file.descriptions.resized(info, dims))
+    Ok(file.descriptions.resized(slot, info, dims))
 }
 
 /// The writable chunk-cache layout of a dataset that existed before the file was opened for
