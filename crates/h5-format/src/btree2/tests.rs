@@ -591,7 +591,7 @@ fn link_heap_ids_past_the_inline_capacity_are_refused() {
         heap_id_len: InlineHeapId::CAPACITY + 1,
         ..RecordContext::new(S4)
     };
-    let bytes = vec![0u8; 8 + InlineHeapId::CAPACITY + 1];
+    let bytes = [0u8; 8 + InlineHeapId::CAPACITY + 1];
     for t in [Btree2Type::LinkName, Btree2Type::LinkCreationOrder] {
         let size = ctx.record_size(t);
         let mut r = Reader::new(&bytes[..size], "v2 B-tree record", 0);
