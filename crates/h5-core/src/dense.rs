@@ -11,7 +11,7 @@
 use std::ops::ControlFlow;
 
 use h5_format::UNDEFINED_ADDRESS;
-use h5_format::btree2::{Btree2Type, Record, RecordContext};
+use h5_format::btree2::{Btree2Type, InlineHeapId, Record, RecordContext};
 use h5_format::heap::fractal::FractalHeapParams;
 
 use crate::access::{MetaAccess, Session};
@@ -182,16 +182,18 @@ impl Dense {
         };
         let hash = h5_format::checksum::lookup3(name, 0);
         let (name_rec, order_rec) = match self.of {
-            NamedIn::Links => (
-                Record::LinkName {
-                    hash,
-                    heap_id: id.clone(),
-                },
-                Record::LinkCreationOrder {
-                    creation_order: order,
-                    heap_id: id,
-                },
-            ),
+            NamedIn::Links => {
+                let heap_id = InlineHeapId::new(&id).ok_or_else(|| {
+                    Error::Unsupported(format!("link heap ID of {} bytes", id.len()))
+                })?;
+                (
+                    Record::LinkName { hash, heap_id },
+                    Record::LinkCreationOrder {
+                        creation_order: order,
+                        heap_id,
+                    },
+                )
+            }
             NamedIn::Attributes => {
                 let heap_id: [u8; 8] = id.as_slice().try_into().map_err(|_| {
                     Error::Unsupported(format!("attribute heap ID of {} bytes", id.len()))
@@ -237,7 +239,7 @@ impl Dense {
             btree2::remove(s, &t, &OrderKey(order))?;
         }
         let id = match &rec {
-            Record::LinkName { heap_id, .. } => heap_id.clone(),
+            Record::LinkName { heap_id, .. } => heap_id.to_vec(),
             Record::AttributeName { heap_id, .. } => heap_id.to_vec(),
             _ => Vec::new(),
         };
@@ -256,7 +258,7 @@ impl Dense {
             return Ok(false);
         };
         let id = match &rec {
-            Record::LinkName { heap_id, .. } => heap_id.clone(),
+            Record::LinkName { heap_id, .. } => heap_id.to_vec(),
             Record::AttributeName { heap_id, .. } => heap_id.to_vec(),
             _ => return Ok(false),
         };
@@ -264,6 +266,14 @@ impl Dense {
         let r = c.write(&id, body);
         c.finish()?;
         let new_id = r?;
+        if new_id.len() != id.len() {
+            // The records hold IDs of the heap's one length: `set_id` could not store it.
+            return Err(Error::Unsupported(format!(
+                "a heap ID of {} bytes replacing one of {}",
+                new_id.len(),
+                id.len()
+            )));
+        }
         if new_id != id {
             // A tiny object is its ID: the records name the new one.
             let key = NameKey::new(name, self.heap, self.of);
@@ -311,7 +321,9 @@ fn link_order(a: &dyn MetaAccess, body: &[u8]) -> Result<u64> {
 fn set_id(r: &mut Record, id: &[u8]) {
     match r {
         Record::LinkName { heap_id, .. } | Record::LinkCreationOrder { heap_id, .. } => {
-            *heap_id = id.to_vec();
+            if let Some(new) = InlineHeapId::new(id) {
+                *heap_id = new;
+            }
         }
         Record::AttributeName { heap_id, .. } | Record::AttributeCreationOrder { heap_id, .. } => {
             if let Ok(a) = id.try_into() {

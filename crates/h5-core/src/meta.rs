@@ -149,14 +149,14 @@ impl Load {
     /// decoder receives exactly the structure's bytes.
     pub fn sized<T: Any + Send + Sync>(
         guess: usize,
-        final_len: impl Fn(&[u8]) -> Result<usize, FormatError> + Send + Sync + 'static,
+        final_len: impl Fn(&[u8]) -> Result<usize, FormatError> + Clone + Send + Sync + 'static,
         decode: impl Fn(&[u8]) -> Result<T, FormatError> + Send + Sync + 'static,
     ) -> Self {
-        let final_len = Arc::new(final_len);
-        let fl = Arc::clone(&final_len);
+        // Two allocations per load (a load of a cached entry is dropped unused).
+        let fl = final_len.clone();
         Self {
             initial: guess,
-            final_len: Some(Box::new(move |b| fl(b))),
+            final_len: Some(Box::new(fl)),
             decode: Box::new(move |b| {
                 let len = final_len(b)?;
                 let image = b.get(..len).ok_or(FormatError::Truncated {
@@ -181,16 +181,17 @@ impl Load {
     /// and written back (structures a writable file changes one entry at a time).
     pub fn writable_with<T: Any + Send + Sync>(
         self,
-        encode: impl Fn(&T) -> Result<Vec<u8>, FormatError> + Send + Sync + 'static,
+        encode: impl Fn(&T) -> Result<Vec<u8>, FormatError> + Clone + Send + Sync + 'static,
     ) -> Self {
-        let enc = encoder(encode);
         let decode = self.decode;
         Self {
             initial: self.initial,
             final_len: self.final_len,
+            // The encoder is made when the structure is decoded: a load of a cached entry (most
+            // protects) is dropped unused and allocates nothing for it.
             decode: Box::new(move |b| {
                 let mut d = decode(b)?;
-                d.encode = Some(Arc::clone(&enc));
+                d.encode = Some(encoder(encode.clone()));
                 Ok(d)
             }),
         }

@@ -69,6 +69,68 @@ pub struct ObjectHeader {
     pub messages: Vec<HeaderMessage>,
 }
 
+/// The walk of one object header's messages: the continuation blocks found so far (chunk #0
+/// is not among them) and the messages decoded.
+struct HeaderWalk<'a> {
+    file: &'a FileShared,
+    addr: u64,
+    depth: usize,
+    prefix: ObjectHeaderPrefix,
+    blocks: Vec<Arc<Vec<StoredMessage>>>,
+    visited: std::collections::HashSet<u64>,
+    out: &'a mut ObjectHeader,
+}
+
+impl HeaderWalk<'_> {
+    /// Decodes `messages` (one chunk's) into the header, queueing the continuation blocks.
+    fn take_all(&mut self, messages: &[StoredMessage]) -> Result<()> {
+        messages.iter().try_for_each(|m| self.take(m))
+    }
+
+    fn take(&mut self, m: &StoredMessage) -> Result<()> {
+        let (file, addr) = (self.file, self.addr);
+        let message = decode_message(m.kind, m.flags, &m.body, file.sizes, addr)?;
+        if let Message::Continuation(c) = &message {
+            // Chunk #0 and the blocks so far, plus this one.
+            if self.blocks.len().saturating_add(2) > MAX_CHUNKS {
+                return Err(corrupt(addr, "too many continuation blocks (a loop?)"));
+            }
+            // A block reached twice (or chunk #0 reached again) is a loop.
+            if c.address == addr || !self.visited.insert(c.address) {
+                return Err(corrupt(addr, "continuation blocks form a loop"));
+            }
+            let len = usize::try_from(c.length)
+                .map_err(|_| corrupt(addr, "continuation length does not fit"))?;
+            let at = c.address;
+            let block: Arc<Vec<StoredMessage>> = file.load(
+                MetadataKind::ObjectHeaderChunk,
+                at,
+                block_load(self.prefix, at, len),
+            )?;
+            self.blocks.push(block);
+            return Ok(());
+        }
+        if matches!(message, Message::Nil) || m.kind == kind::NIL {
+            return Ok(());
+        }
+        let (message, shared_from) = match message {
+            Message::Shared { kind: k, reference } => (
+                resolve_shared(file, k, reference, self.depth)?,
+                committed_address(reference),
+            ),
+            other => (other, None),
+        };
+        self.out.messages.push(HeaderMessage {
+            kind: m.kind,
+            flags: m.flags,
+            creation_order: m.creation_order,
+            message,
+            shared_from,
+        });
+        Ok(())
+    }
+}
+
 /// The object header a shared message lives in (a committed datatype), `None` for a message
 /// in the shared-message heap.
 pub(crate) fn committed_address(reference: h5_format::message::shared::SharedRef) -> Option<u64> {
@@ -186,7 +248,6 @@ impl ObjectHeader {
                 "shared messages refer to each other in a loop",
             ));
         }
-        let sizes = file.sizes;
         let first: Arc<FirstChunkImage> =
             file.load(MetadataKind::ObjectHeader, addr, first_chunk_load(addr))?;
         let mut out = ObjectHeader {
@@ -194,52 +255,23 @@ impl ObjectHeader {
             version: first.prefix.version,
             messages: Vec::new(),
         };
-        // The messages in header order: a continuation block's go after those already known.
-        let mut pending: std::collections::VecDeque<StoredMessage> =
-            first.messages.iter().cloned().collect();
-        let mut chunks = 1usize;
-        let mut visited = std::collections::HashSet::new();
-        while let Some(m) = pending.pop_front() {
-            let message = decode_message(m.kind, m.flags, &m.body, sizes, addr)?;
-            if let Message::Continuation(c) = &message {
-                // Compared with MAX_CHUNKS each time: saturating keeps it past the limit.
-                chunks = chunks.saturating_add(1);
-                if chunks > MAX_CHUNKS {
-                    return Err(corrupt(addr, "too many continuation blocks (a loop?)"));
-                }
-                // A block reached twice (or chunk #0 reached again) is a loop.
-                if c.address == addr || !visited.insert(c.address) {
-                    return Err(corrupt(addr, "continuation blocks form a loop"));
-                }
-                let len = usize::try_from(c.length)
-                    .map_err(|_| corrupt(addr, "continuation length does not fit"))?;
-                let prefix = first.prefix;
-                let at = c.address;
-                let block: Arc<Vec<StoredMessage>> = file.load(
-                    MetadataKind::ObjectHeaderChunk,
-                    at,
-                    block_load(prefix, at, len),
-                )?;
-                pending.extend(block.iter().cloned());
-                continue;
-            }
-            if matches!(message, Message::Nil) || m.kind == kind::NIL {
-                continue;
-            }
-            let (message, shared_from) = match message {
-                Message::Shared { kind: k, reference } => (
-                    resolve_shared(file, k, reference, depth)?,
-                    committed_address(reference),
-                ),
-                other => (other, None),
-            };
-            out.messages.push(HeaderMessage {
-                kind: m.kind,
-                flags: m.flags,
-                creation_order: m.creation_order,
-                message,
-                shared_from,
-            });
+        // The messages in header order: a continuation block's go after those already known
+        // (chunk #0's, then each block's in the order the blocks were found). The messages are
+        // decoded from the cached images in place, not copied.
+        let mut walk = HeaderWalk {
+            file,
+            addr,
+            depth,
+            prefix: first.prefix,
+            blocks: Vec::new(),
+            visited: std::collections::HashSet::new(),
+            out: &mut out,
+        };
+        walk.take_all(&first.messages)?;
+        let mut next = 0usize;
+        while let Some(block) = walk.blocks.get(next).cloned() {
+            walk.take_all(&block)?;
+            next = next.saturating_add(1);
         }
         Ok(Arc::new(out))
     }

@@ -287,7 +287,8 @@ fn nested_paths_and_links_for_every_bound() {
 }
 
 /// Groups that track link creation order list their members in creation order in h5py,
-/// compact (5 links) and dense (40 links, with the creation-order index).
+/// compact (5 links) and dense (40 links, with the creation-order index; 1,500 links, whose
+/// name and creation-order indexes split and redistribute their nodes).
 #[test]
 fn creation_order_tracked_groups_list_in_creation_order() {
     for bounds in [FormatBounds::V18, FormatBounds::V110, FormatBounds::LATEST] {
@@ -302,7 +303,7 @@ fn creation_order_tracked_groups_list_in_creation_order() {
                 ..CreateOptions::default()
             };
             let f = h5::File::create_with(&path, &h5::FileAccess::default(), &options).unwrap();
-            for n in [40usize, 5] {
+            for n in [40usize, 5, 1500] {
                 let g = f
                     .create_group_with(&format!("t{n}"), &GroupOptions::tracked())
                     .unwrap();
@@ -312,8 +313,8 @@ fn creation_order_tracked_groups_list_in_creation_order() {
             }
             f.close().unwrap();
         }
-        let mut exp = Expectations::new().group_ordered("/", &["t40", "t5"]);
-        for n in [5usize, 40] {
+        let mut exp = Expectations::new().group_ordered("/", &["t40", "t5", "t1500"]);
+        for n in [5usize, 40, 1500] {
             let o = order(n);
             let o: Vec<&str> = o.iter().map(String::as_str).collect();
             let p = format!("/t{n}");
@@ -324,9 +325,12 @@ fn creation_order_tracked_groups_list_in_creation_order() {
         }
         check(&path, bounds, &exp);
         let f = h5::File::open(&path).unwrap();
-        let mut sorted = order(40);
-        sorted.sort();
-        assert_eq!(f.group("t40").unwrap().member_names().unwrap(), sorted);
+        for n in [40usize, 1500] {
+            let mut sorted = order(n);
+            sorted.sort();
+            let g = f.group(&format!("t{n}")).unwrap();
+            assert_eq!(g.member_names().unwrap(), sorted);
+        }
     }
 }
 

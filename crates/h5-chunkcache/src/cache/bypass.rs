@@ -360,15 +360,32 @@ fn slice_mut(buf: &mut [u8], start: usize, len: usize) -> Result<&mut [u8]> {
         ))
 }
 
-/// The keys in order of first appearance, each with the positions where it appears.
+/// Distinct keys [`group`] finds by a scan of those seen before it builds a map of them.
+const GROUP_SCAN_KEYS: usize = 8;
+
+/// The keys in order of first appearance, each with the positions where it appears. A call of
+/// a few chunks (a small write's one) is grouped without hashing or a map.
 fn group(keys: impl Iterator<Item = ChunkKey>) -> Vec<(ChunkKey, Vec<usize>)> {
     let mut out: Vec<(ChunkKey, Vec<usize>)> = Vec::new();
-    let mut at: HashMap<ChunkKey, usize> = HashMap::new();
+    // Built once more than GROUP_SCAN_KEYS distinct keys are seen; then it indexes all of `out`.
+    let mut at: Option<HashMap<ChunkKey, usize>> = None;
     for (i, k) in keys.enumerate() {
-        let slot = *at.entry(k).or_insert_with(|| {
-            out.push((k, Vec::new()));
-            out.len() - 1
-        });
+        let slot = match &mut at {
+            Some(map) => *map.entry(k).or_insert_with(|| {
+                out.push((k, Vec::new()));
+                out.len() - 1
+            }),
+            None => match out.iter().position(|(o, _)| *o == k) {
+                Some(p) => p,
+                None => {
+                    out.push((k, Vec::new()));
+                    if out.len() > GROUP_SCAN_KEYS {
+                        at = Some(out.iter().enumerate().map(|(j, (o, _))| (*o, j)).collect());
+                    }
+                    out.len() - 1
+                }
+            },
+        };
         if let Some((_, v)) = out.get_mut(slot) {
             v.push(i);
         }
@@ -923,5 +940,41 @@ impl ChunkCache {
             self.stats.bypassed_bytes += bytes;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    fn key(d: u64, c: u64) -> ChunkKey {
+        ChunkKey {
+            dataset: DatasetId(d),
+            coord: ChunkCoord::new(&[c]).expect("rank 1"),
+        }
+    }
+
+    /// Grouping by scan (few keys) and by map (past GROUP_SCAN_KEYS distinct keys) gives the
+    /// keys in order of first appearance with every position of each.
+    #[test]
+    fn groups_by_first_appearance_with_and_without_a_map() {
+        let few = [key(1, 0), key(2, 0), key(1, 0), key(1, 1), key(2, 0)];
+        assert_eq!(
+            group(few.into_iter()),
+            vec![
+                (key(1, 0), vec![0, 2]),
+                (key(2, 0), vec![1, 4]),
+                (key(1, 1), vec![3]),
+            ]
+        );
+        // 12 distinct keys, each twice, in the order 0..12 then 11..0.
+        let n = (GROUP_SCAN_KEYS + 4) as u64;
+        let many: Vec<ChunkKey> = (0..n).chain((0..n).rev()).map(|c| key(7, c)).collect();
+        let got = group(many.into_iter());
+        let last = 2 * n as usize - 1;
+        let want: Vec<(ChunkKey, Vec<usize>)> = (0..n as usize)
+            .map(|c| (key(7, c as u64), vec![c, last - c]))
+            .collect();
+        assert_eq!(got, want);
     }
 }

@@ -112,7 +112,9 @@ impl<'a> NameKey<'a> {
 impl Key for NameKey<'_> {
     fn cmp(&self, a: &mut dyn MetaAccess, rec: &Record) -> Result<Ordering> {
         let (hash, id, shared): (u32, &[u8], bool) = match (self.of, rec) {
-            (NamedIn::Links, Record::LinkName { hash, heap_id }) => (*hash, heap_id, false),
+            (NamedIn::Links, Record::LinkName { hash, heap_id }) => {
+                (*hash, heap_id.as_slice(), false)
+            }
             (
                 NamedIn::Attributes,
                 Record::AttributeName {

@@ -113,10 +113,19 @@ fn corrupt(address: u64, reason: impl Into<String>) -> Error {
 
 /// How to load the header at relative `addr` (writable: it carries its encoder).
 fn header_load(sizes: h5_format::Sizes, addr: u64) -> Load {
-    Load::exact(Btree2Header::encoded_len(sizes), move |b| {
-        Btree2Header::decode(b, sizes, addr)
-    })
-    .writable_with(move |h: &Btree2Header| h.encode(sizes))
+    let len = Btree2Header::encoded_len(sizes);
+    // One allocation per load (the decoder); the encoder is made only when the header is read
+    // (a cached header, the common case, needs none).
+    Load {
+        initial: len,
+        final_len: None,
+        decode: Box::new(move |b| {
+            let h = Btree2Header::decode(b, sizes, addr)?;
+            Ok(Decoded::writable(len, h, move |h: &Btree2Header| {
+                h.encode(sizes)
+            }))
+        }),
+    }
 }
 
 /// The header at `tree.addr`.
@@ -154,12 +163,17 @@ fn node_kind(depth: u16) -> K {
 /// How to load the node `ptr` points at, at `depth`, in a tree whose geometry is `geom`.
 fn node_load(geom: &Arc<Btree2Header>, ctx: RecordContext, ptr: ChildPointer, depth: u16) -> Load {
     let g = Arc::clone(geom);
-    let e = Arc::clone(geom);
-    let addr = ptr.address;
-    Load::exact(geom.node_len(), move |b| {
-        Btree2Node::decode(b, &g, depth, ptr.records, &ctx, addr)
-    })
-    .writable_with(move |n: &Btree2Node| n.encode(&e, &ctx))
+    let len = geom.node_len();
+    // One allocation per load (the decoder): protects and reads of cached nodes, most of a
+    // descent, make no encoder; a node read from the file gets its own.
+    Load {
+        initial: len,
+        final_len: None,
+        decode: Box::new(move |b| {
+            let n = Btree2Node::decode(b, &g, depth, ptr.records, &ctx, ptr.address)?;
+            Ok(node_entry(n, &g, ctx))
+        }),
+    }
 }
 
 /// Protects (holds) the node `ptr` points at, at `depth`, for a change below it.

@@ -72,7 +72,7 @@ impl Use {
             },
             Use::LinkOrder => Record::LinkCreationOrder {
                 creation_order: k,
-                heap_id: id,
+                heap_id: h5_format::btree2::InlineHeapId::new(&id).expect("7 bytes fit"),
             },
             Use::AttrOrder => Record::AttributeCreationOrder {
                 heap_id: v.to_le_bytes(),

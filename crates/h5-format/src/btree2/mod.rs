@@ -18,8 +18,10 @@
 //!   the records below a node of depth `d`; the "total records in child" field of a node at
 //!   depth `d` (present only when `d > 1`) is `enc(cum(d - 1))` bytes wide.
 
+mod heap_id;
 mod record;
 
+pub use heap_id::InlineHeapId;
 pub use record::{
     LINK_HEAP_ID_LEN, OBJECT_HEAP_ID_LEN, Record, RecordContext, SharedMessageRecord,
     chunk_size_len, filtered_chunk_size_len,

@@ -1,6 +1,7 @@
 //! The records of the v2 B-tree types, and the context their decoding needs.
 
 use super::Btree2Type;
+use super::heap_id::InlineHeapId;
 use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes};
 use crate::writer::Writer;
@@ -106,6 +107,11 @@ impl RecordContext {
                 t.as_u8()
             )));
         }
+        if matches!(t, Btree2Type::LinkName | Btree2Type::LinkCreationOrder)
+            && self.heap_id_len > InlineHeapId::CAPACITY
+        {
+            return Err(r.unsupported(format!("link heap IDs of {} bytes", self.heap_id_len)));
+        }
         if t == Btree2Type::FilteredChunks && !(1..=8).contains(&self.chunk_size_len) {
             return Err(r.unsupported(format!("chunk size width {}", self.chunk_size_len)));
         }
@@ -187,14 +193,14 @@ pub enum Record {
         /// Jenkins lookup3 hash of the link name (initial value 0).
         hash: u32,
         /// Fractal heap ID of the link message.
-        heap_id: Vec<u8>,
+        heap_id: InlineHeapId,
     },
     /// Type 6: a link of an indexed group, by creation order.
     LinkCreationOrder {
         /// Creation order of the link.
         creation_order: u64,
         /// Fractal heap ID of the link message.
-        heap_id: Vec<u8>,
+        heap_id: InlineHeapId,
     },
     /// Type 7: a shared object header message.
     SharedMessage(SharedMessageRecord),
@@ -268,11 +274,11 @@ impl Record {
             },
             Btree2Type::LinkName => Self::LinkName {
                 hash: r.u32()?,
-                heap_id: r.bytes(ctx.heap_id_len)?.to_vec(),
+                heap_id: link_heap_id(r, ctx.heap_id_len)?,
             },
             Btree2Type::LinkCreationOrder => Self::LinkCreationOrder {
                 creation_order: r.u64()?,
-                heap_id: r.bytes(ctx.heap_id_len)?.to_vec(),
+                heap_id: link_heap_id(r, ctx.heap_id_len)?,
             },
             Btree2Type::SharedMessages => Self::SharedMessage(decode_shared(r, s)?),
             Btree2Type::AttributeName => Self::AttributeName {
@@ -477,6 +483,12 @@ fn check_rank(scaled: &[u64], ctx: &RecordContext) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A link record's heap ID of `len` bytes (at most [`InlineHeapId::CAPACITY`]).
+fn link_heap_id(r: &mut Reader<'_>, len: usize) -> Result<InlineHeapId> {
+    let bytes = r.bytes(len)?;
+    InlineHeapId::new(bytes).ok_or_else(|| r.unsupported(format!("link heap IDs of {len} bytes")))
 }
 
 fn heap_id8(r: &mut Reader<'_>) -> Result<[u8; OBJECT_HEAP_ID_LEN]> {

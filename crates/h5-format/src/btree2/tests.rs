@@ -286,7 +286,7 @@ fn every_record_type_decodes() {
             cat(&[&le(0xabcd, 4), &id7]),
             Record::LinkName {
                 hash: 0xabcd,
-                heap_id: id7.clone(),
+                heap_id: InlineHeapId::new(&id7).expect("7 bytes fit"),
             },
         ),
         (
@@ -294,7 +294,7 @@ fn every_record_type_decodes() {
             cat(&[&le(42, 8), &id7]),
             Record::LinkCreationOrder {
                 creation_order: 42,
-                heap_id: id7.clone(),
+                heap_id: InlineHeapId::new(&id7).expect("7 bytes fit"),
             },
         ),
         (
@@ -495,7 +495,7 @@ fn encoders_reject_what_does_not_fit() {
     assert!(r.encode(&mut Writer::new(), &fctx).is_err());
     let id = Record::LinkName {
         hash: 1,
-        heap_id: vec![0; 6],
+        heap_id: InlineHeapId::new(&[0; 6]).expect("6 bytes fit"),
     };
     assert!(
         id.encode(&mut Writer::new(), &RecordContext::new(S4))
@@ -524,6 +524,38 @@ mod fuzz {
             let _ = Btree2Node::decode(&b, &h, 0, n, &ctx, 0);
         }
 
+        /// Link records (types 5 and 6) hold their heap IDs inline: any record image decodes
+        /// and encodes back byte for byte, for the 7-byte IDs of libhdf5's group heaps and
+        /// other lengths up to the inline capacity.
+        #[test]
+        fn link_records_round_trip_byte_for_byte(
+            id_len in 1usize..=InlineHeapId::CAPACITY,
+            by_order in any::<bool>(),
+            image in proptest::collection::vec(any::<u8>(), 8 + InlineHeapId::CAPACITY)) {
+            let ctx = RecordContext { heap_id_len: id_len, ..RecordContext::new(S4) };
+            let t = if by_order { Btree2Type::LinkCreationOrder } else { Btree2Type::LinkName };
+            let size = ctx.record_size(t);
+            let bytes = &image[..size];
+            let mut r = Reader::new(bytes, "v2 B-tree record", 0);
+            ctx.check_record_size(&r, t, size).unwrap();
+            let rec = Record::decode(&mut r, t, &ctx).unwrap();
+            let (lead, id) = bytes.split_at(size - id_len);
+            match &rec {
+                Record::LinkName { hash, heap_id } => {
+                    prop_assert_eq!(u64::from(*hash), le_value(lead));
+                    prop_assert_eq!(heap_id.as_slice(), id);
+                }
+                Record::LinkCreationOrder { creation_order, heap_id } => {
+                    prop_assert_eq!(*creation_order, le_value(lead));
+                    prop_assert_eq!(heap_id.as_slice(), id);
+                }
+                other => prop_assert!(false, "{other:?}"),
+            }
+            let mut w = Writer::new();
+            rec.encode(&mut w, &ctx).unwrap();
+            prop_assert_eq!(w.as_slice(), bytes);
+        }
+
         #[test]
         fn chunk_leaves_round_trip(recs in proptest::collection::vec(
                                        (0..u32::MAX, any::<u64>(), any::<u64>()), 0..5)) {
@@ -543,5 +575,33 @@ mod fuzz {
             let n = recs.len() as u64;
             prop_assert_eq!(Btree2Node::decode(&b, &h, 0, n, &ctx, 0x300).unwrap(), node);
         }
+    }
+}
+
+/// The little-endian value of up to 8 bytes.
+fn le_value(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0, |v, &x| (v << 8) | u64::from(x))
+}
+
+/// A tree whose link records would hold heap IDs longer than a record keeps inline is refused
+/// with a typed error when its record size is checked, and when a record is decoded.
+#[test]
+fn link_heap_ids_past_the_inline_capacity_are_refused() {
+    let ctx = RecordContext {
+        heap_id_len: InlineHeapId::CAPACITY + 1,
+        ..RecordContext::new(S4)
+    };
+    let bytes = [0u8; 8 + InlineHeapId::CAPACITY + 1];
+    for t in [Btree2Type::LinkName, Btree2Type::LinkCreationOrder] {
+        let size = ctx.record_size(t);
+        let mut r = Reader::new(&bytes[..size], "v2 B-tree record", 0);
+        assert!(matches!(
+            ctx.check_record_size(&r, t, size),
+            Err(FormatError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            Record::decode(&mut r, t, &ctx),
+            Err(FormatError::Unsupported { .. })
+        ));
     }
 }
