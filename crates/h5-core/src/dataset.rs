@@ -347,6 +347,7 @@ pub(crate) fn build_layout(
                         unlimited,
                         chunk_bytes,
                         space: None,
+                        encoders: Default::default(),
                     })
                 }
                 IndexKind::BtreeV2 { address, .. } => Arc::new(BtreeV2Index {

@@ -441,6 +441,7 @@ impl PageBuffer {
             }
         };
         let inner_len = st.inner_len;
+        let mut grown = 0;
         if let Some(e) = st.entries.get_mut(&key) {
             let end = (offset + data.len() as u64 - key * ps) as usize;
             if e.mpmde && end > e.image.len() {
@@ -448,24 +449,22 @@ impl PageBuffer {
                 // entry holds that page): the entry grows over it, the new bytes read from
                 // the file first.
                 let old = e.image.len();
-                let grown = (end - old) as u64;
+                grown = (end - old) as u64;
                 e.image.resize(end, 0);
                 let from = key * ps + old as u64;
                 let present = inner_len.saturating_sub(from).min(grown) as usize;
                 if present > 0 {
                     self.inner.read_at(from, &mut e.image[old..old + present])?;
                 }
-                st.note_growth(key, grown);
             }
-        }
-        if let Some(e) = st.entries.get_mut(&key) {
             copy_into_image(key * ps, &mut e.image, offset, data);
         }
-        st.set_dirty(key, true);
-        // A page is what was last written into it (space freed as one kind may come back as
-        // the other).
-        st.set_kind(key, kind);
-        st.touch(key);
+        if grown > 0 {
+            st.note_growth(key, grown);
+        }
+        // Dirty, of the kind written last (space freed as one kind may come back as the
+        // other), at the LRU head: one lookup of the page.
+        st.note_write(key, kind);
         if kind == PageKind::Metadata {
             st.mark_modified(key);
         }

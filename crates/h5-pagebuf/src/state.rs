@@ -317,12 +317,19 @@ impl State {
         }
     }
 
-    /// Makes `key` a metadata page (a metadata write on a page first seen as raw data).
-    pub(crate) fn set_kind(&mut self, key: u64, kind: PageKind) {
-        if let Some(e) = self.entries.get_mut(&key)
-            && e.kind != kind
-            && !e.mpmde
-        {
+    /// A write into the page at `key`: [`State::set_dirty`], the page made of the kind
+    /// written, and [`State::touch`], with one lookup of the page.
+    pub(crate) fn note_write(&mut self, key: u64, kind: PageKind) {
+        let head = self.next_seq;
+        let Some(e) = self.entries.get_mut(&key) else {
+            return;
+        };
+        if !e.dirty {
+            e.dirty = true;
+            self.dirty_len += 1;
+            self.dirty_size += e.image.len() as u64;
+        }
+        if e.kind != kind && !e.mpmde {
             match kind {
                 PageKind::Metadata => {
                     self.rd_pages -= 1;
@@ -334,6 +341,15 @@ impl State {
                 }
             }
             e.kind = kind;
+        }
+        if let Some(old) = e.lru_seq
+            && old != head
+        {
+            self.next_seq += 1;
+            let seq = self.next_seq;
+            e.lru_seq = Some(seq);
+            self.lru.remove(&old);
+            self.lru.insert(seq, key);
         }
     }
 

@@ -80,6 +80,8 @@ pub struct ExtensibleArrayIndex {
     pub(crate) chunk_bytes: u64,
     /// File space for new blocks and chunks (`None`: read only).
     pub(crate) space: Option<ChunkSpace>,
+    /// The structures' encoders, made at the first change.
+    pub(crate) encoders: std::sync::OnceLock<Encoders>,
 }
 
 type Header = ExtensibleArrayHeader;
@@ -303,13 +305,15 @@ impl ExtensibleArrayIndex {
         })
     }
 
-    /// Sets element `i` to what `make` returns, in place. With `create`, missing blocks are
-    /// made (and counted in the header); without (clearing an element), an element in a block
-    /// that does not exist is left alone.
-    fn set(
+    /// Sets each element `items[k]` to what `make(header, k)` returns, in place, in one
+    /// metadata-cache change: the header and index block are protected once, each block is
+    /// released (dirtied) once and the header's highest element set is raised once. With
+    /// `create`, missing blocks are made (and counted in the header); without (clearing
+    /// elements), an element in a block that does not exist is left alone.
+    fn set_many(
         &self,
-        i: u64,
-        make: impl FnOnce(&Header) -> Result<ChunkEntry>,
+        items: &[u64],
+        make: impl Fn(&Header, usize) -> Result<ChunkEntry>,
         create: bool,
     ) -> Result<()> {
         let sizes = self.meta.sizes;
@@ -320,103 +324,104 @@ impl ExtensibleArrayIndex {
             self.header,
             &header_load(sizes, self.header),
         )?;
-        let entry = make(&hdr)?;
-        let slot = hdr.locate(i).ok_or_else(|| {
-            Error::Unsupported(format!("chunk {i} beyond the extensible array's range"))
-        })?;
-        if hdr.index_block_address == UNDEFINED_ADDRESS {
-            if !create {
-                return txn.finish();
+        // One past the highest element set by this batch.
+        let mut max_set = 0u64;
+        let enc = self.encoders.get_or_init(|| Encoders::new(&hdr, sizes));
+        for (k, &i) in items.iter().enumerate() {
+            let entry = make(&hdr, k)?;
+            let slot = hdr.locate(i).ok_or_else(|| {
+                Error::Unsupported(format!("chunk {i} beyond the extensible array's range"))
+            })?;
+            if hdr.index_block_address == UNDEFINED_ADDRESS {
+                if !create {
+                    continue;
+                }
+                let len = hdr.index_block_len(sizes);
+                let at = space.meta_allocate(len)?;
+                let empty = empty_element(&hdr.format);
+                let ib = ExtensibleArrayIndexBlock {
+                    address: at,
+                    elements: vec![empty; usize::from(hdr.index_block_elements)],
+                    data_block_addresses: vec![UNDEFINED_ADDRESS; hdr.index_block_data_blocks],
+                    super_block_addresses: vec![
+                        UNDEFINED_ADDRESS;
+                        hdr.index_block_super_block_addresses
+                    ],
+                };
+                txn.put(
+                    K::ExtensibleArrayIndexBlock,
+                    at,
+                    Decoded {
+                        len: usize_of(len)?,
+                        value: Arc::new(ib),
+                        encode: Some(Arc::clone(&enc.index_block)),
+                    },
+                )?;
+                hdr = txn
+                    .change(hs, &enc.header, |h: &mut Header| {
+                        h.index_block_address = at;
+                        h.stats.elements_realized = h
+                            .stats
+                            .elements_realized
+                            .saturating_add(u64::from(h.index_block_elements));
+                    })?
+                    .1;
             }
-            let len = hdr.index_block_len(sizes);
-            let at = space.meta_allocate(len)?;
-            let empty = empty_element(&hdr.format);
-            let ib = ExtensibleArrayIndexBlock {
-                address: at,
-                elements: vec![empty; usize::from(hdr.index_block_elements)],
-                data_block_addresses: vec![UNDEFINED_ADDRESS; hdr.index_block_data_blocks],
-                super_block_addresses: vec![
-                    UNDEFINED_ADDRESS;
-                    hdr.index_block_super_block_addresses
-                ],
-            };
-            txn.put(
+            let (is, ib) = txn.protect::<ExtensibleArrayIndexBlock>(
                 K::ExtensibleArrayIndexBlock,
-                at,
-                Decoded {
-                    len: usize_of(len)?,
-                    value: Arc::new(ib),
-                    encode: Some(index_block_encoder(&hdr, sizes)),
-                },
+                hdr.index_block_address,
+                &index_block_load(&hdr, sizes)?,
             )?;
-            hdr = txn
-                .change(hs, &header_encoder(sizes), |h: &mut Header| {
-                    h.index_block_address = at;
-                    h.stats.elements_realized = h
-                        .stats
-                        .elements_realized
-                        .saturating_add(u64::from(h.index_block_elements));
-                })?
-                .1;
-        }
-        let (is, ib) = txn.protect::<ExtensibleArrayIndexBlock>(
-            K::ExtensibleArrayIndexBlock,
-            hdr.index_block_address,
-            &index_block_load(&hdr, sizes)?,
-        )?;
-        txn.depend(hs, hdr.index_block_address)?;
-        let done = match slot {
-            ExtensibleArraySlot::IndexBlock { element } => {
-                txn.change(
-                    is,
-                    &index_block_encoder(&hdr, sizes),
-                    |b: &mut ExtensibleArrayIndexBlock| {
+            txn.depend(hs, hdr.index_block_address)?;
+            let done = match slot {
+                ExtensibleArraySlot::IndexBlock { element } => {
+                    // The index block's value is not shared while it changes (no copy).
+                    drop(ib);
+                    txn.change(is, &enc.index_block, |b: &mut ExtensibleArrayIndexBlock| {
                         if let Some(e) = b.elements.get_mut(element) {
                             *e = entry;
                         }
-                    },
-                )?;
-                true
-            }
-            ExtensibleArraySlot::DataBlock {
-                super_block,
-                parent,
-                data_block_elements,
-                block_offset,
-                element,
-                page,
-            } => {
-                let at = DataBlockAt {
-                    parent,
+                    })?;
+                    true
+                }
+                ExtensibleArraySlot::DataBlock {
                     super_block,
-                    elements: data_block_elements,
+                    parent,
+                    data_block_elements,
                     block_offset,
-                };
-                let mut cx = Change {
-                    txn: &mut txn,
-                    space,
-                    sizes,
-                    hs,
-                    hdr: Arc::clone(&hdr),
-                    create,
-                };
-                cx.set_in_data_block((is, &ib), &at, element, page, entry)?
-            }
-        };
-        if done && create {
-            let (_, h) = txn.protect::<Header>(
-                K::ExtensibleArrayHeader,
-                self.header,
-                &header_load(sizes, self.header),
-            )?;
-            if i >= h.stats.max_index_set {
-                let max_index_set = i
+                    element,
+                    page,
+                } => {
+                    let at = DataBlockAt {
+                        parent,
+                        super_block,
+                        elements: data_block_elements,
+                        block_offset,
+                    };
+                    let mut cx = Change {
+                        txn: &mut txn,
+                        space,
+                        sizes,
+                        hs,
+                        hdr: Arc::clone(&hdr),
+                        create,
+                        enc,
+                    };
+                    cx.set_in_data_block((is, ib), &at, element, page, entry)?
+                }
+            };
+            if done && create {
+                let next = i
                     .checked_add(1)
                     .ok_or_else(|| geometry_overflow(HEADER, self.header))?;
-                txn.change(hs, &header_encoder(sizes), |h: &mut Header| {
-                    h.stats.max_index_set = max_index_set;
-                })?;
+                max_set = max_set.max(next);
             }
+        }
+        if max_set > txn.value::<Header>(hs)?.stats.max_index_set {
+            drop(hdr);
+            txn.change(hs, &enc.header, |h: &mut Header| {
+                h.stats.max_index_set = max_set;
+            })?;
         }
         txn.finish()
     }
@@ -574,24 +579,70 @@ struct Change<'t, 'a> {
     hs: Slot,
     hdr: Arc<Header>,
     create: bool,
+    enc: &'t Encoders,
+}
+
+/// The encoders of an array's structures, made once per index: each captures the header's
+/// geometry (a copy of the header taken once), which no change alters.
+pub(crate) struct Encoders {
+    hdr: Arc<Header>,
+    sizes: Sizes,
+    header: EncodeFn,
+    index_block: EncodeFn,
+    super_block: EncodeFn,
+    page: EncodeFn,
+    /// Data block encoders by super block index (their element count).
+    data_blocks: Vec<std::sync::OnceLock<EncodeFn>>,
+}
+
+impl std::fmt::Debug for Encoders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoders").finish_non_exhaustive()
+    }
+}
+
+impl Encoders {
+    fn new(hdr: &Header, sizes: Sizes) -> Self {
+        Encoders {
+            hdr: Arc::new(hdr.clone()),
+            sizes,
+            header: header_encoder(sizes),
+            index_block: index_block_encoder(hdr, sizes),
+            super_block: super_block_encoder(hdr, sizes),
+            page: page_encoder(hdr, sizes),
+            data_blocks: hdr
+                .super_blocks
+                .iter()
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
+        }
+    }
+
+    /// The encoder of the data blocks of super block `s`, of `n` elements.
+    fn data_block(&self, s: usize, n: u64) -> EncodeFn {
+        let make = || data_block_encoder(&self.hdr, self.sizes, n);
+        match self.data_blocks.get(s) {
+            Some(e) => Arc::clone(e.get_or_init(make)),
+            None => make(),
+        }
+    }
 }
 
 impl Change<'_, '_> {
     /// Adds `f`'s change to the header's statistics.
     fn count(&mut self, f: impl FnOnce(&mut ExtensibleArrayStats)) -> Result<()> {
         self.txn
-            .change(self.hs, &header_encoder(self.sizes), |h: &mut Header| {
-                f(&mut h.stats)
-            })?;
+            .change(self.hs, &self.enc.header, |h: &mut Header| f(&mut h.stats))?;
         Ok(())
     }
 
     /// Sets `entry` at `element` of the data block `at` (under the index block protected at
     /// `ib`); returns whether the element was set (false: clearing an element of a block that
-    /// does not exist).
+    /// does not exist). Values are dropped before their entries change, so that no change
+    /// copies a block.
     fn set_in_data_block(
         &mut self,
-        ib: (Slot, &ExtensibleArrayIndexBlock),
+        ib: (Slot, Arc<ExtensibleArrayIndexBlock>),
         at: &DataBlockAt,
         element: u64,
         page: Option<PageSlot>,
@@ -600,18 +651,18 @@ impl Change<'_, '_> {
         let (is, ib) = ib;
         let sizes = self.sizes;
         let hdr = Arc::clone(&self.hdr);
-        // The data block's parent (protected) and the block's address in it.
-        let (parent, sb, db_addr) = match at.parent {
+        let geometry = || Error::Invalid("extensible array index block geometry".into());
+        // The data block's parent (protected), the block's address in it and, under a super
+        // block, whether the element's page exists.
+        let (parent, db_addr, initialised) = match at.parent {
             DataBlockParent::IndexBlock { slot } => {
-                let a = *ib.data_block_addresses.get(slot).ok_or_else(|| {
-                    Error::Invalid("extensible array index block geometry".into())
-                })?;
-                (is, None, a)
+                let a = *ib.data_block_addresses.get(slot).ok_or_else(geometry)?;
+                drop(ib);
+                (is, a, true)
             }
             DataBlockParent::SuperBlock { slot, data_block } => {
-                let mut sb_at = *ib.super_block_addresses.get(slot).ok_or_else(|| {
-                    Error::Invalid("extensible array index block geometry".into())
-                })?;
+                let mut sb_at = *ib.super_block_addresses.get(slot).ok_or_else(geometry)?;
+                drop(ib);
                 if sb_at == UNDEFINED_ADDRESS {
                     if !self.create {
                         return Ok(false);
@@ -627,7 +678,13 @@ impl Change<'_, '_> {
                 let a = *sb.data_block_addresses.get(data_block).ok_or_else(|| {
                     Error::Invalid("extensible array super block geometry".into())
                 })?;
-                (ss, Some((sb, data_block)), a)
+                // A page of a super block's data block exists once its bit is set; the pages
+                // of the index block's (paged) data blocks were all made with their block.
+                let initialised = match page.and_then(|p| p.bitmap_bit) {
+                    Some(bit) => sb.page_initialized(bit),
+                    None => true,
+                };
+                (ss, a, initialised)
             }
         };
         let db_addr = if db_addr == UNDEFINED_ADDRESS {
@@ -647,37 +704,25 @@ impl Change<'_, '_> {
             )?;
             self.txn.depend(parent, db_addr)?;
             let element = usize_of(element)?;
-            self.txn.change(
-                ds,
-                &data_block_encoder(&hdr, sizes, n),
-                |b: &mut ExtensibleArrayDataBlock| {
+            let encode = self.enc.data_block(at.super_block, n);
+            self.txn
+                .change(ds, &encode, |b: &mut ExtensibleArrayDataBlock| {
                     if let Some(e) = b.elements.get_mut(element) {
                         *e = entry;
                     }
-                },
-            )?;
+                })?;
             return Ok(true);
         };
         let page_at = hdr.page_address(sizes, db_addr, p.page);
-        // A page of a super block's data block exists once its bit is set; the pages of the
-        // index block's (paged) data blocks were all made with their block.
-        let (sb_slot, sb) = match &sb {
-            Some((sb, _)) => (parent, Some(sb)),
-            None => (parent, None),
-        };
-        let initialised = match (p.bitmap_bit, sb) {
-            (Some(bit), Some(sb)) => sb.page_initialized(bit),
-            _ => true,
-        };
         if initialised {
             let (ps, _) = self.txn.protect::<Vec<ChunkEntry>>(
                 K::ExtensibleArrayDataBlockPage,
                 page_at,
                 &page_load(&hdr, sizes, page_at)?,
             )?;
-            self.txn.depend(sb_slot, page_at)?;
+            self.txn.depend(parent, page_at)?;
             self.txn
-                .change(ps, &page_encoder(&hdr, sizes), |e: &mut Vec<ChunkEntry>| {
+                .change(ps, &self.enc.page, |e: &mut Vec<ChunkEntry>| {
                     if let Some(x) = e.get_mut(p.element) {
                         *x = entry;
                     }
@@ -694,12 +739,12 @@ impl Change<'_, '_> {
         self.insert_page(page_at, entries)?;
         if let Some(bit) = p.bitmap_bit {
             self.txn.change(
-                sb_slot,
-                &super_block_encoder(&hdr, sizes),
+                parent,
+                &self.enc.super_block,
                 |b: &mut ExtensibleArraySuperBlock| set_bit(&mut b.page_bitmap, bit),
             )?;
         }
-        self.txn.depend(sb_slot, page_at)?;
+        self.txn.depend(parent, page_at)?;
         Ok(true)
     }
 
@@ -710,7 +755,7 @@ impl Change<'_, '_> {
             Decoded {
                 len: usize_of(self.hdr.page_len())?,
                 value: Arc::new(entries),
-                encode: Some(page_encoder(&self.hdr, self.sizes)),
+                encode: Some(Arc::clone(&self.enc.page)),
             },
         )
     }
@@ -742,12 +787,12 @@ impl Change<'_, '_> {
             Decoded {
                 len: usize_of(len)?,
                 value: Arc::new(sb),
-                encode: Some(super_block_encoder(&hdr, sizes)),
+                encode: Some(Arc::clone(&self.enc.super_block)),
             },
         )?;
         self.txn.change(
             is,
-            &index_block_encoder(&hdr, sizes),
+            &self.enc.index_block,
             |b: &mut ExtensibleArrayIndexBlock| {
                 if let Some(a) = b.super_block_addresses.get_mut(slot) {
                     *a = at;
@@ -784,14 +829,14 @@ impl Change<'_, '_> {
             Decoded {
                 len: usize_of(hdr.data_block_len(sizes, n))?,
                 value: Arc::new(block),
-                encode: Some(data_block_encoder(&hdr, sizes, n)),
+                encode: Some(self.enc.data_block(at.super_block, n)),
             },
         )?;
         match at.parent {
             DataBlockParent::IndexBlock { slot } => {
                 self.txn.change(
                     parent,
-                    &index_block_encoder(&hdr, sizes),
+                    &self.enc.index_block,
                     |b: &mut ExtensibleArrayIndexBlock| {
                         if let Some(a) = b.data_block_addresses.get_mut(slot) {
                             *a = addr;
@@ -809,7 +854,7 @@ impl Change<'_, '_> {
             DataBlockParent::SuperBlock { data_block, .. } => {
                 self.txn.change(
                     parent,
-                    &super_block_encoder(&hdr, sizes),
+                    &self.enc.super_block,
                     |b: &mut ExtensibleArraySuperBlock| {
                         if let Some(a) = b.data_block_addresses.get_mut(data_block) {
                             *a = addr;
@@ -847,12 +892,27 @@ impl WritableChunkIndex for ExtensibleArrayIndex {
 
     fn insert(&self, scaled: &[u64], r: ChunkRecord) -> Result<()> {
         let i = self.index_of(scaled)?;
-        self.set(i, |h| element(&self.meta, &h.format, &r), true)
+        self.set_many(&[i], |h, _| element(&self.meta, &h.format, &r), true)
+    }
+
+    fn insert_many(&self, records: &[(ChunkCoord, ChunkRecord)]) -> Result<()> {
+        let items = records
+            .iter()
+            .map(|(c, _)| self.index_of(c.as_slice()))
+            .collect::<Result<Vec<u64>>>()?;
+        self.set_many(
+            &items,
+            |h, k| match records.get(k) {
+                Some((_, r)) => element(&self.meta, &h.format, r),
+                None => Err(Error::Unsupported("a batch insert past its records".into())),
+            },
+            true,
+        )
     }
 
     fn remove(&self, scaled: &[u64]) -> Result<()> {
         let i = self.index_of(scaled)?;
-        self.set(i, |h| Ok(empty_element(&h.format)), false)
+        self.set_many(&[i], |h, _| Ok(empty_element(&h.format)), false)
     }
 
     fn free(&self, _file: &FileShared) -> Result<()> {

@@ -208,12 +208,14 @@ impl FixedArrayIndex {
         Ok(out)
     }
 
-    /// Sets element `i` to `entry` in place. With `create`, missing blocks are made; without
-    /// (clearing an element), an element in a block that does not exist is left alone.
-    fn set(
+    /// Sets each element `items[k]` to what `make(header, k)` returns, in place, in one
+    /// metadata-cache change (each block protected and released once for the batch). With
+    /// `create`, missing blocks are made; without (clearing elements), an element in a block
+    /// that does not exist is left alone.
+    fn set_many(
         &self,
-        i: u64,
-        make: impl FnOnce(&FixedArrayHeader) -> Result<ChunkEntry>,
+        items: &[u64],
+        make: impl Fn(&FixedArrayHeader, usize) -> Result<ChunkEntry>,
         create: bool,
     ) -> Result<()> {
         let sizes = self.meta.sizes;
@@ -224,97 +226,106 @@ impl FixedArrayIndex {
             self.header,
             &header_load(sizes, self.header),
         )?;
-        let entry = make(&hdr)?;
-        if i >= hdr.num_elements {
-            return Err(Error::Invalid(format!("chunk {i} outside the fixed array")));
-        }
-        if hdr.data_block_address == UNDEFINED_ADDRESS {
-            if !create {
-                return txn.finish();
-            }
-            let at = space.meta_allocate(block_space(&hdr, sizes)?)?;
-            let block = FixedArrayDataBlock {
-                address: at,
-                header_address: self.header,
-                page_bitmap: vec![0; usize_of(hdr.bitmap_len())?],
-                elements: if hdr.is_paged() {
-                    Vec::new()
-                } else {
-                    vec![empty_element(&hdr.format); usize_of(hdr.num_elements)?]
-                },
-            };
-            let encode = block_encoder(&hdr, sizes);
-            txn.put(
-                K::FixedArrayDataBlock,
-                at,
-                Decoded {
-                    len: usize_of(hdr.data_block_len(sizes))?,
-                    value: Arc::new(block),
-                    encode: Some(encode),
-                },
-            )?;
-            hdr = txn
-                .change(hs, &header_encoder(sizes), |h: &mut FixedArrayHeader| {
-                    h.data_block_address = at;
-                })?
-                .1;
-        }
-        // Page addresses follow the data block's.
-        let slot = hdr
-            .locate(sizes, i)
-            .ok_or_else(|| Error::Invalid(format!("chunk {i} outside the fixed array")))?;
-        let (ds, db) = txn.protect::<FixedArrayDataBlock>(
-            K::FixedArrayDataBlock,
-            hdr.data_block_address,
-            &block_load(&hdr, sizes)?,
-        )?;
-        txn.depend(hs, hdr.data_block_address)?;
+        // Made once per batch (each copies the header's geometry).
         let block_enc = block_encoder(&hdr, sizes);
-        match slot {
-            FixedArraySlot::DataBlock { element } => {
-                txn.change(ds, &block_enc, |b: &mut FixedArrayDataBlock| {
-                    if let Some(e) = b.elements.get_mut(element) {
-                        *e = entry;
-                    }
-                })?;
+        let page_enc = page_encoder(&hdr, sizes);
+        for (k, &i) in items.iter().enumerate() {
+            let entry = make(&hdr, k)?;
+            if i >= hdr.num_elements {
+                return Err(Error::Invalid(format!("chunk {i} outside the fixed array")));
             }
-            FixedArraySlot::Page {
-                page,
-                element,
-                address,
-                len,
-                elements,
-            } => {
-                if db.page_initialized(page) {
-                    let (ps, _) = txn.protect::<Vec<ChunkEntry>>(
-                        K::FixedArrayDataBlockPage,
-                        address,
-                        &page_load(&hdr, sizes, slot),
-                    )?;
-                    txn.depend(ds, address)?;
-                    txn.change(ps, &page_encoder(&hdr, sizes), |p: &mut Vec<ChunkEntry>| {
-                        if let Some(e) = p.get_mut(element) {
+            if hdr.data_block_address == UNDEFINED_ADDRESS {
+                if !create {
+                    continue;
+                }
+                let at = space.meta_allocate(block_space(&hdr, sizes)?)?;
+                let block = FixedArrayDataBlock {
+                    address: at,
+                    header_address: self.header,
+                    page_bitmap: vec![0; usize_of(hdr.bitmap_len())?],
+                    elements: if hdr.is_paged() {
+                        Vec::new()
+                    } else {
+                        vec![empty_element(&hdr.format); usize_of(hdr.num_elements)?]
+                    },
+                };
+                txn.put(
+                    K::FixedArrayDataBlock,
+                    at,
+                    Decoded {
+                        len: usize_of(hdr.data_block_len(sizes))?,
+                        value: Arc::new(block),
+                        encode: Some(Arc::clone(&block_enc)),
+                    },
+                )?;
+                hdr = txn
+                    .change(hs, &header_encoder(sizes), |h: &mut FixedArrayHeader| {
+                        h.data_block_address = at;
+                    })?
+                    .1;
+            }
+            // Page addresses follow the data block's.
+            let slot = hdr
+                .locate(sizes, i)
+                .ok_or_else(|| Error::Invalid(format!("chunk {i} outside the fixed array")))?;
+            let (ds, db) = txn.protect::<FixedArrayDataBlock>(
+                K::FixedArrayDataBlock,
+                hdr.data_block_address,
+                &block_load(&hdr, sizes)?,
+            )?;
+            txn.depend(hs, hdr.data_block_address)?;
+            // Read what is needed, then drop the value so that a change does not copy it.
+            let initialised = match slot {
+                FixedArraySlot::Page { page, .. } => db.page_initialized(page),
+                FixedArraySlot::DataBlock { .. } => true,
+            };
+            drop(db);
+            match slot {
+                FixedArraySlot::DataBlock { element } => {
+                    txn.change(ds, &block_enc, |b: &mut FixedArrayDataBlock| {
+                        if let Some(e) = b.elements.get_mut(element) {
                             *e = entry;
                         }
                     })?;
-                } else if create {
-                    let mut entries = vec![empty_element(&hdr.format); usize_of(elements)?];
-                    if let Some(e) = entries.get_mut(element) {
-                        *e = entry;
+                }
+                FixedArraySlot::Page {
+                    page,
+                    element,
+                    address,
+                    len,
+                    elements,
+                } => {
+                    if initialised {
+                        let (ps, _) = txn.protect::<Vec<ChunkEntry>>(
+                            K::FixedArrayDataBlockPage,
+                            address,
+                            &page_load(&hdr, sizes, slot),
+                        )?;
+                        txn.depend(ds, address)?;
+                        txn.change(ps, &page_enc, |p: &mut Vec<ChunkEntry>| {
+                            if let Some(e) = p.get_mut(element) {
+                                *e = entry;
+                            }
+                        })?;
+                    } else if create {
+                        let mut entries = vec![empty_element(&hdr.format); usize_of(elements)?];
+                        if let Some(e) = entries.get_mut(element) {
+                            *e = entry;
+                        }
+                        txn.put(
+                            K::FixedArrayDataBlockPage,
+                            address,
+                            Decoded {
+                                len,
+                                value: Arc::new(entries),
+                                encode: Some(Arc::clone(&page_enc)),
+                            },
+                        )?;
+                        txn.change(ds, &block_enc, |b: &mut FixedArrayDataBlock| {
+                            set_bit(&mut b.page_bitmap, page);
+                        })?;
+                        txn.depend(ds, address)?;
                     }
-                    txn.put(
-                        K::FixedArrayDataBlockPage,
-                        address,
-                        Decoded {
-                            len,
-                            value: Arc::new(entries),
-                            encode: Some(page_encoder(&hdr, sizes)),
-                        },
-                    )?;
-                    txn.change(ds, &block_enc, |b: &mut FixedArrayDataBlock| {
-                        set_bit(&mut b.page_bitmap, page);
-                    })?;
-                    txn.depend(ds, address)?;
                 }
             }
         }
@@ -404,12 +415,27 @@ impl WritableChunkIndex for FixedArrayIndex {
 
     fn insert(&self, scaled: &[u64], r: ChunkRecord) -> Result<()> {
         let i = self.index_of(scaled)?;
-        self.set(i, |h| element(&self.meta, &h.format, &r), true)
+        self.set_many(&[i], |h, _| element(&self.meta, &h.format, &r), true)
+    }
+
+    fn insert_many(&self, records: &[(ChunkCoord, ChunkRecord)]) -> Result<()> {
+        let items = records
+            .iter()
+            .map(|(c, _)| self.index_of(c.as_slice()))
+            .collect::<Result<Vec<u64>>>()?;
+        self.set_many(
+            &items,
+            |h, k| match records.get(k) {
+                Some((_, r)) => element(&self.meta, &h.format, r),
+                None => Err(Error::Unsupported("a batch insert past its records".into())),
+            },
+            true,
+        )
     }
 
     fn remove(&self, scaled: &[u64]) -> Result<()> {
         let i = self.index_of(scaled)?;
-        self.set(i, |h| Ok(empty_element(&h.format)), false)
+        self.set_many(&[i], |h, _| Ok(empty_element(&h.format)), false)
     }
 
     fn free(&self, _file: &FileShared) -> Result<()> {

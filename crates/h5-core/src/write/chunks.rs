@@ -256,6 +256,17 @@ pub(crate) trait WritableChunkIndex: AtFlush {
     /// Sets the record of the chunk at `scaled` (inserted, or replacing the old one).
     fn insert(&self, scaled: &[u64], record: ChunkRecord) -> Result<()>;
 
+    /// Sets the records of the chunks at the given coordinates, in order, as that many
+    /// [`WritableChunkIndex::insert`] calls would (the same index afterwards). Array indexes
+    /// make it one metadata-cache change: each block protected, dirtied and released once for
+    /// the whole batch (a flush inserts all of one dataset's new chunks at once).
+    fn insert_many(&self, records: &[(ChunkCoord, ChunkRecord)]) -> Result<()> {
+        for (c, r) in records {
+            self.insert(c.as_slice(), *r)?;
+        }
+        Ok(())
+    }
+
     /// Removes the record of the chunk at `scaled` (a shrink deleted the chunk).
     fn remove(&self, scaled: &[u64]) -> Result<()>;
 
@@ -449,6 +460,8 @@ impl ChunkLayout for ChunkedWriteLayout {
         // old place is freed like any other (held or delayed max_lag ticks).
         let move_encoded = self.pipeline.is_some() && space.readers_follow()?;
         let mut out = Vec::with_capacity(reqs.len());
+        // Every chunk's space first, then all the records in one index change.
+        let mut records = Vec::with_capacity(reqs.len());
         for r in reqs.iter_mut() {
             let mask = r.udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
             let loc = match (r.old, self.index.computed(r.coord.as_slice())) {
@@ -474,17 +487,18 @@ impl ChunkLayout for ChunkedWriteLayout {
                     }
                 }
             };
-            self.index
-                .insert(
-                    r.coord.as_slice(),
-                    ChunkRecord {
-                        addr: loc.addr,
-                        size: loc.size,
-                        filter_mask: mask,
-                    },
-                )
-                .map_err(boxed)?;
+            records.push((
+                r.coord,
+                ChunkRecord {
+                    addr: loc.addr,
+                    size: loc.size,
+                    filter_mask: mask,
+                },
+            ));
             out.push(loc);
+        }
+        if !records.is_empty() {
+            self.index.insert_many(&records).map_err(boxed)?;
         }
         Ok(out)
     }

@@ -39,6 +39,23 @@ impl BoundedIndex {
         }
     }
 
+    /// Grows the box around the chunks at `coords`.
+    fn grow<'c>(&self, coords: impl Iterator<Item = &'c [u64]>) -> Result<()> {
+        let mut bound = self.bound.lock().map_err(|_| Error::Poisoned)?;
+        for scaled in coords {
+            if bound.len() == scaled.len() {
+                for (b, s) in bound.iter_mut().zip(scaled) {
+                    *b = (*b).max(s.saturating_add(1));
+                }
+            } else {
+                // Not expected (the index has one rank); stop filtering rather than guess.
+                *bound = Vec::new();
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the chunk at `scaled` lies in the box (so the index may hold it). A rank that
     /// differs from the index's is left to the index to judge.
     fn may_hold(bound: &[u64], scaled: &[u64]) -> bool {
@@ -90,18 +107,13 @@ impl WritableChunkIndex for BoundedIndex {
     fn insert(&self, scaled: &[u64], record: ChunkRecord) -> Result<()> {
         // The box grows before the index changes: a failed insert leaves it larger, never too
         // small.
-        {
-            let mut bound = self.bound.lock().map_err(|_| Error::Poisoned)?;
-            if bound.len() == scaled.len() {
-                for (b, s) in bound.iter_mut().zip(scaled) {
-                    *b = (*b).max(s.saturating_add(1));
-                }
-            } else {
-                // Not expected (the index has one rank); stop filtering rather than guess.
-                *bound = Vec::new();
-            }
-        }
+        self.grow(std::iter::once(scaled))?;
         self.inner.insert(scaled, record)
+    }
+
+    fn insert_many(&self, records: &[(ChunkCoord, ChunkRecord)]) -> Result<()> {
+        self.grow(records.iter().map(|(c, _)| c.as_slice()))?;
+        self.inner.insert_many(records)
     }
 
     fn remove(&self, scaled: &[u64]) -> Result<()> {

@@ -191,6 +191,7 @@ impl Structure {
                         unlimited: self.unlimited,
                         chunk_bytes,
                         space: Some(space),
+                        encoders: Default::default(),
                     }),
                 )
             }

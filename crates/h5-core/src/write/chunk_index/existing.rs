@@ -150,6 +150,7 @@ pub(crate) fn load(
             unlimited: max.iter().position(|m| *m == UNLIMITED).unwrap_or(0),
             chunk_bytes,
             space: Some(space),
+            encoders: Default::default(),
         }),
         ChunkIndex::BtreeV2 { address, .. } => {
             // The tree is changed in place: nothing to read.

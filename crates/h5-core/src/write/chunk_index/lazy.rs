@@ -125,6 +125,10 @@ impl WritableChunkIndex for LazyIndex {
         self.made()?.insert(scaled, record)
     }
 
+    fn insert_many(&self, records: &[(ChunkCoord, ChunkRecord)]) -> Result<()> {
+        self.made()?.insert_many(records)
+    }
+
     fn remove(&self, scaled: &[u64]) -> Result<()> {
         match self.made.get() {
             Some(i) => i.remove(scaled),
