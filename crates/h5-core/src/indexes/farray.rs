@@ -425,10 +425,7 @@ impl WritableChunkIndex for FixedArrayIndex {
             .collect::<Result<Vec<u64>>>()?;
         self.set_many(
             &items,
-            |h, k| match records.get(k) {
-                Some((_, r)) => element(&self.meta, &h.format, r),
-                None => Err(Error::Unsupported("a batch insert past its records".into())),
-            },
+            |h, k| element(&self.meta, &h.format, super::batch_record(records, k)?),
             true,
         )
     }

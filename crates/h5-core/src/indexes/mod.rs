@@ -97,6 +97,17 @@ pub(crate) fn element(
     })
 }
 
+/// The record of item `k` of a batch insert (the array indexes' `insert_many`).
+pub(crate) fn batch_record(
+    records: &[(ChunkCoord, ChunkRecord)],
+    k: usize,
+) -> crate::Result<&ChunkRecord> {
+    records
+        .get(k)
+        .map(|(_, r)| r)
+        .ok_or_else(|| crate::Error::Unsupported("a batch insert past its records".into()))
+}
+
 /// The unallocated element of an array of `format`.
 pub(crate) fn empty_element(format: &ElementFormat) -> ChunkEntry {
     ChunkEntry {
