@@ -141,11 +141,9 @@ impl ChunkCache {
     /// On an error, elements already copied into the buffers may be present (EC-36).
     pub fn read(&mut self, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
         if let [r] = reqs
-            && let Some(slabs) = self.read_slabs(r)?
+            && let Some((slabs, scan)) = self.read_slabs(r)?
         {
             let mut report = IoReport::default();
-            // The slabs of a dataset larger than the limit are one scan.
-            let scan = r.buf.len() > self.budget.limit();
             for (sel, bytes) in &slabs {
                 let rep = self.read_call(&mut [slab_request(r, sel, bytes.clone())?], scan)?;
                 merge_modes(&mut report, &rep);
@@ -156,18 +154,19 @@ impl ChunkCache {
     }
 
     /// The slabs a single request for every element of a large dataset is read in (see
-    /// `row_slabs`).
-    fn read_slabs(&self, r: &ReadRequest<'_>) -> Result<Option<Vec<super::Slab>>> {
+    /// `row_slabs`), and whether they are one scan (the dataset is larger than the limit).
+    fn read_slabs(&self, r: &ReadRequest<'_>) -> Result<Option<(Vec<super::Slab>, bool)>> {
         if r.skip_io {
             return Ok(None);
         }
-        self.row_slabs(
+        let slabs = self.row_slabs(
             r.dataset,
             r.selection,
             r.memory.is_some(),
             r.buf.len(),
             r.conversion.map(|c| c.dst_size()),
-        )
+        )?;
+        Ok(slabs.map(|s| (s, r.buf.len() > self.budget.limit())))
     }
 
     /// [`read`](Self::read) of the requests as given; `scan`: they are part of a scan (see
@@ -206,12 +205,8 @@ impl ChunkCache {
     pub fn read_shared(cache: &SharedChunkCache, reqs: &mut [ReadRequest<'_>]) -> Result<IoReport> {
         let poisoned = || ChunkCacheError::Internal("chunk cache lock poisoned");
         if let [r] = reqs {
-            let (slabs, limit) = {
-                let c = cache.read().map_err(|_| poisoned())?;
-                (c.read_slabs(r)?, c.budget.limit())
-            };
-            if let Some(slabs) = slabs {
-                let scan = r.buf.len() > limit;
+            let slabs = cache.read().map_err(|_| poisoned())?.read_slabs(r)?;
+            if let Some((slabs, scan)) = slabs {
                 let mut report = IoReport::default();
                 for (sel, bytes) in &slabs {
                     let mut req = [slab_request(r, sel, bytes.clone())?];
@@ -352,10 +347,11 @@ impl ChunkCache {
         // Load in batches whose chunks fit the limit together (SCC-092), so a read touching more
         // than fits never holds more than about one limit's worth of chunks in flight; a scan
         // in smaller batches, not admitted.
-        let mut wanted_bytes = 0usize;
-        for (k, _) in &want {
-            wanted_bytes = wanted_bytes.saturating_add(self.state(k.dataset)?.chunk_bytes);
-        }
+        let sizes = want
+            .iter()
+            .map(|(k, _)| Ok(self.state(k.dataset)?.chunk_bytes))
+            .collect::<Result<Vec<usize>>>()?;
+        let wanted_bytes = sizes.iter().fold(0usize, |a, &b| a.saturating_add(b));
         let scan = scan || wanted_bytes > self.budget.limit();
         let batch_limit = if scan {
             let mut b = SCAN_BATCH_BYTES;
@@ -375,7 +371,7 @@ impl ChunkCache {
             let mut bytes = 0usize;
             let mut end = start;
             while end < want.len() {
-                let b = self.state(want[end].0.dataset)?.chunk_bytes;
+                let b = sizes[end];
                 if end > start && bytes.saturating_add(b) > batch_limit {
                     break;
                 }
