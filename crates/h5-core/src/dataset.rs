@@ -565,20 +565,30 @@ fn check_registration(
 }
 
 /// Registers the dataset's layout with the chunk cache if it is not yet.
+///
+/// Building a layout has effects in a writable file (its writable index joins the file's
+/// flush list, a late-allocated contiguous dataset gets its space), so it happens once per
+/// dataset: under the file's registration lock, after a second look.
 pub(crate) fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> Result<DatasetId> {
     let id = dataset_id(file, info)?;
-    {
-        let chunks = file.chunks.read().map_err(|_| Error::Poisoned)?;
-        if chunks.is_registered(id) {
-            return Ok(id);
-        }
+    let registered = || -> Result<bool> {
+        Ok(file
+            .chunks
+            .read()
+            .map_err(|_| Error::Poisoned)?
+            .is_registered(id))
+    };
+    if registered()? {
+        return Ok(id);
+    }
+    let _building = file.registering.lock().map_err(|_| Error::Poisoned)?;
+    if registered()? {
+        return Ok(id);
     }
     if let Some(ext) = &info.external {
         let (layout, storage) = external_layout(file, info, ext)?;
         let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
-        if !chunks.is_registered(id) {
-            chunks.register_in(id, layout, storage)?;
-        }
+        chunks.register_in(id, layout, storage)?;
         return Ok(id);
     }
     let layout = match crate::write::dataset::existing_layout(file, info)? {
@@ -586,9 +596,7 @@ pub(crate) fn ensure_registered(file: &Arc<FileShared>, info: &DatasetInfo) -> R
         None => build_layout(file, info)?,
     };
     let mut chunks = file.chunks.lock().map_err(|_| Error::Poisoned)?;
-    if !chunks.is_registered(id) {
-        chunks.register(id, layout)?;
-    }
+    chunks.register(id, layout)?;
     Ok(id)
 }
 

@@ -96,6 +96,9 @@ pub struct FileShared {
     pub(crate) legacy_swmr: crate::legacy_swmr::LegacySwmr,
     /// Flushes are made durable ([`CacheSettings::sync`]).
     pub(crate) sync: bool,
+    /// Held while a dataset's layout is built and registered with the chunk cache: two threads
+    /// registering one dataset build one layout (one writable index, one late allocation).
+    pub(crate) registering: Mutex<()>,
     /// This file's own `Arc` (set by [`FileShared::shared`]), for structures that outlive a
     /// call (layouts reaching their index, work inside `&self` methods that registers layouts).
     pub(crate) this: std::sync::OnceLock<std::sync::Weak<FileShared>>,
@@ -250,6 +253,7 @@ impl FileShared {
             swmr: Default::default(),
             legacy_swmr: Default::default(),
             sync: settings.sync,
+            registering: Mutex::new(()),
             this: std::sync::OnceLock::new(),
         };
         file.enable_page_buffer_from_file()?;

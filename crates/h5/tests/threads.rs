@@ -157,3 +157,102 @@ fn writes_from_several_threads_are_each_applied_whole() {
         ])
     );
 }
+
+/// Threads that first touch the same existing dataset at once build its layout once: a
+/// late-allocated contiguous dataset gets one place in the file (not one per thread, with the
+/// layout message naming the last), and a chunked one one writable index, whose later growth
+/// the chunk cache sees. Every thread's band is in the file after it is closed and reopened.
+#[test]
+fn first_writes_from_several_threads_to_one_existing_dataset_all_land() {
+    const DATASETS: usize = 48;
+    const BAND: usize = 8;
+    let (_d, path) = tmp("first_touch.h5");
+    {
+        let f = h5::File::create(&path).unwrap();
+        for k in 0..DATASETS {
+            f.new_dataset::<u64>()
+                .shape([THREADS * BAND])
+                .alloc_time(h5::AllocTime::Late)
+                .create(&format!("c{k}"))
+                .unwrap();
+            f.new_dataset::<u64>()
+                .shape([THREADS * BAND])
+                .max_shape([None])
+                .chunk([BAND])
+                .create(&format!("x{k}"))
+                .unwrap();
+        }
+        f.close().unwrap();
+    }
+    let want = |k: usize, i: usize| (k * 10_000 + i) as u64;
+    let file = h5::File::open_rw(&path).unwrap();
+    let start = Arc::new(Barrier::new(THREADS));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let file = file.clone();
+            let start = Arc::clone(&start);
+            thread::spawn(move || {
+                for k in 0..DATASETS {
+                    for name in [format!("c{k}"), format!("x{k}")] {
+                        let ds = file.dataset(&name).unwrap();
+                        let band: Vec<u64> =
+                            (t * BAND..(t + 1) * BAND).map(|i| want(k, i)).collect();
+                        // Every thread's first write to this dataset starts together.
+                        start.wait();
+                        ds.write_slice(band.as_slice(), s![t * BAND..(t + 1) * BAND])
+                            .unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    // The chunked datasets grow by a band after the threads' writes: the layout the chunk
+    // cache holds is the one the resize changes.
+    for k in 0..DATASETS {
+        let ds = file.dataset(&format!("x{k}")).unwrap();
+        ds.resize([(THREADS + 1) * BAND]).unwrap();
+        let band: Vec<u64> = (THREADS * BAND..(THREADS + 1) * BAND)
+            .map(|i| want(k, i))
+            .collect();
+        ds.write_slice(band.as_slice(), s![THREADS * BAND..])
+            .unwrap();
+    }
+    file.close().unwrap();
+    let file = h5::File::open(&path).unwrap();
+    for k in 0..DATASETS {
+        let c = file
+            .dataset(&format!("c{k}"))
+            .unwrap()
+            .read_vec::<u64>()
+            .unwrap();
+        assert_eq!(
+            c,
+            (0..THREADS * BAND).map(|i| want(k, i)).collect::<Vec<_>>(),
+            "c{k}"
+        );
+        let x = file
+            .dataset(&format!("x{k}"))
+            .unwrap()
+            .read_vec::<u64>()
+            .unwrap();
+        assert_eq!(
+            x,
+            (0..(THREADS + 1) * BAND)
+                .map(|i| want(k, i))
+                .collect::<Vec<_>>(),
+            "x{k}"
+        );
+    }
+    drop(file);
+    let out = run_python(
+        "import sys, h5py, numpy as np\n\
+         with h5py.File(sys.argv[1], 'r') as f:\n\
+         \x20   bad = [n for n in f if not (f[n][()] == int(n[1:]) * 10000 + np.arange(f[n].shape[0])).all()]\n\
+         \x20   print(len(f), bad)\n",
+        &[&path],
+    );
+    assert_eq!(out.trim(), format!("{} []", 2 * DATASETS));
+}

@@ -351,6 +351,7 @@ impl FileShared {
             swmr: Default::default(),
             legacy_swmr: Default::default(),
             sync: settings.sync,
+            registering: Mutex::new(()),
         };
         file.enable_page_buffer_for_new(&options.file_space)?;
         let (root, scratch) = create_group_object(&file, &options.root_group)?;
