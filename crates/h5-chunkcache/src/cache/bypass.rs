@@ -709,7 +709,9 @@ impl ChunkCache {
             list.extend(plain_pairs(t)?);
         }
         for list in &mut per_req {
-            list.sort_by_key(|&(_, pos, _)| pos);
+            // Positions in one buffer are distinct (its transfers are disjoint): no order
+            // among equals to keep.
+            list.sort_unstable_by_key(|&(_, pos, _)| pos);
         }
         let batches = batches(conv, self.conversion_capacity(conv))?;
         let mut cbuf: Vec<u8> = Vec::new();
