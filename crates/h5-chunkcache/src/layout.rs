@@ -395,6 +395,23 @@ pub trait ChunkLayout: Send + Sync + std::fmt::Debug {
         Ok(Chunk::Dense(image))
     }
 
+    /// [`decode`](Self::decode), given a buffer the cache is done with (`spare`, with an
+    /// allocation; its contents are garbage) whose allocation the layout may reuse for the
+    /// chunk. Returns the chunk and a buffer the layout no longer needs (the image, or `spare`
+    /// unused; may be empty), which the cache reuses in turn. A scan of a dataset larger than
+    /// the cache recycles its buffers so (no new pages per chunk). The default decodes and
+    /// gives `spare` back.
+    fn decode_reusing(
+        &self,
+        coord: &ChunkCoord,
+        image: Vec<u8>,
+        partial_bound: bool,
+        udata: &mut Udata,
+        spare: Vec<u8>,
+    ) -> Result<(Chunk, Vec<u8>), LayoutError> {
+        Ok((self.decode(coord, image, partial_bound, udata)?, spare))
+    }
+
     /// Optional ([`Capabilities::DECODE_DEFINED`]): decodes only the defined-element information
     /// from the first [`DefinedInfo::Bytes::len`] bytes of the image (SCC-037); the result holds
     /// no values.

@@ -559,6 +559,50 @@ fn reads_larger_than_the_limit_do_not_evict_what_is_cached() {
     assert!(st.peak_footprint <= limit);
 }
 
+/// A scan hands the buffers of the chunks it is done with to the decodes of its next loads
+/// (`decode_reusing`), in the private and the shared cache; a read that fits the limit (and is
+/// admitted) does not. The values are the written ones either way.
+#[test]
+fn scans_recycle_their_chunk_buffers_into_the_next_decodes() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let s = store();
+    let chunk = 4096u64;
+    let layout = Arc::new(MockLayout::new(1, &[400 * chunk], &[chunk], 1, &[]).with_codec());
+    let mut c = cache(&s, 1 << 30);
+    c.register(DatasetId(1), layout.clone()).unwrap();
+    let data: Vec<u8> = (0..400 * chunk).map(|i| (i * 7 % 253) as u8).collect();
+    write(&mut c, 1, &Selection::All, &data);
+    c.flush().unwrap();
+    c.destroy();
+
+    let seen = |l: &MockLayout| (l.spares.0.load(SeqCst), l.spares.1.load(SeqCst));
+    // Fits the limit: admitted, nothing recycled.
+    let mut c = cache(&s, 1 << 30);
+    c.register(DatasetId(1), layout.clone()).unwrap();
+    assert!(read(&mut c, 1, &Selection::All, data.len()) == data);
+    assert_eq!(seen(&layout), (0, 0));
+    c.destroy();
+    // A scan: 400 chunks through a 16-chunk limit.
+    let mut c = cache(&s, 16 * chunk as usize);
+    c.register(DatasetId(1), layout.clone()).unwrap();
+    assert!(read(&mut c, 1, &Selection::All, data.len()) == data);
+    let (given, reused) = seen(&layout);
+    assert!(given >= 300 && reused == given, "{given} {reused}");
+    assert_eq!(c.stats().scan_loads, 400);
+    // Through the shared cache.
+    let shared = SharedChunkCache::new(c);
+    let mut buf = vec![0u8; data.len()];
+    let sel = Selection::All;
+    ChunkCache::read_shared(
+        &shared,
+        &mut [ReadRequest::new(DatasetId(1), &sel, &mut buf)],
+    )
+    .unwrap();
+    assert!(buf == data);
+    let (again, reused) = seen(&layout);
+    assert!(again >= given + 300 && reused == again, "{again} {reused}");
+}
+
 /// The cache can move to another thread (the file holds it behind a lock).
 #[test]
 fn cache_is_send() {

@@ -169,6 +169,20 @@ impl ChunkDecoder for PipelineDecoder {
             Some(p) => Ok(p.decode(image, mask, self.elem_size, self.chunk_elems)?),
         }
     }
+
+    fn decode_reusing(
+        &self,
+        image: Vec<u8>,
+        mask: u32,
+        spare: Vec<u8>,
+    ) -> Result<(Vec<u8>, Vec<u8>), h5_chunkcache::LayoutError> {
+        match &self.pipeline {
+            None => Ok((image, spare)),
+            Some(p) => {
+                Ok(p.decode_reusing(image, mask, self.elem_size, self.chunk_elems, spare)?)
+            }
+        }
+    }
 }
 
 /// The runtime filter pipeline of a pipeline message (`None`: no filters).

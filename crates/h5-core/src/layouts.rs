@@ -136,6 +136,17 @@ pub trait ChunkDecoder: Send + Sync + std::fmt::Debug {
     fn is_identity(&self) -> bool;
     /// The chunk's bytes from its image.
     fn decode(&self, image: Vec<u8>, filter_mask: u32) -> Result<Vec<u8>, LayoutError>;
+    /// [`decode`](Self::decode) reusing `spare`'s allocation where it can; returns the bytes
+    /// and a buffer no longer needed (see [`ChunkLayout::decode_reusing`]). The default
+    /// decodes and gives `spare` back.
+    fn decode_reusing(
+        &self,
+        image: Vec<u8>,
+        filter_mask: u32,
+        spare: Vec<u8>,
+    ) -> Result<(Vec<u8>, Vec<u8>), LayoutError> {
+        Ok((self.decode(image, filter_mask)?, spare))
+    }
 }
 
 /// Chunked data: an index and a filter pipeline.
@@ -156,6 +167,19 @@ pub struct ChunkedLayout {
 }
 
 impl ChunkedLayout {
+    /// A decoded chunk, if it has the chunk's size.
+    fn checked(&self, out: Vec<u8>) -> Result<Chunk, LayoutError> {
+        if out.len() != self.chunk_bytes() {
+            return Err(format!(
+                "a decoded chunk has {} bytes, {} expected",
+                out.len(),
+                self.chunk_bytes()
+            )
+            .into());
+        }
+        Ok(Chunk::Dense(out))
+    }
+
     fn chunk_bytes(&self) -> usize {
         self.chunk_dims
             .iter()
@@ -215,16 +239,22 @@ impl ChunkLayout for ChunkedLayout {
         let mask = udata
             .downcast_ref::<ChunkRecord>()
             .map_or(0, |r| r.filter_mask);
-        let out = self.decoder.decode(image, mask)?;
-        if out.len() != self.chunk_bytes() {
-            return Err(format!(
-                "a decoded chunk has {} bytes, {} expected",
-                out.len(),
-                self.chunk_bytes()
-            )
-            .into());
-        }
-        Ok(Chunk::Dense(out))
+        self.checked(self.decoder.decode(image, mask)?)
+    }
+
+    fn decode_reusing(
+        &self,
+        _: &ChunkCoord,
+        image: Vec<u8>,
+        _: bool,
+        udata: &mut Udata,
+        spare: Vec<u8>,
+    ) -> Result<(Chunk, Vec<u8>), LayoutError> {
+        let mask = udata
+            .downcast_ref::<ChunkRecord>()
+            .map_or(0, |r| r.filter_mask);
+        let (out, leftover) = self.decoder.decode_reusing(image, mask, spare)?;
+        Ok((self.checked(out)?, leftover))
     }
 
     fn encode(

@@ -25,6 +25,13 @@ pub(crate) fn decode(buf: &[u8], ctx: &Ctx) -> Result<Vec<u8>, FilterError> {
     backend::decode(buf, ctx.limit)
 }
 
+/// Inflates `buf` into `out`'s allocation when the stream decodes to exactly `out.len()`
+/// bytes (`Ok(true)`); `Ok(false)`: it does not (or the backend cannot), and `out` holds
+/// nothing of value. A corrupt stream is an error.
+pub(crate) fn decode_into(buf: &[u8], out: &mut [u8]) -> Result<bool, FilterError> {
+    backend::decode_into(buf, out)
+}
+
 /// Deflates `buf` at the level of client data 0 (default 6, clamped to 0..=9).
 pub(crate) fn encode(buf: &[u8], cd: &[u32]) -> Result<Vec<u8>, FilterError> {
     let level = cd.first().copied().unwrap_or(6).min(9);
@@ -58,6 +65,17 @@ mod backend {
         Ok(out)
     }
 
+    /// Inflates `buf` into all of `out` (see [`super::decode_into`]).
+    pub(super) fn decode_into(buf: &[u8], out: &mut [u8]) -> Result<bool, FilterError> {
+        match Decompressor::new().zlib_decompress(buf, out) {
+            Ok(n) => Ok(n == out.len()),
+            Err(DecompressionError::InsufficientSpace) => Ok(false),
+            Err(DecompressionError::BadData) => {
+                Err(FilterError::corrupt("deflate", "bad zlib data".to_owned()))
+            }
+        }
+    }
+
     /// Compresses `buf` at `level` (0..=9, libdeflate's levels of the same numbers).
     pub(super) fn encode(buf: &[u8], level: u32) -> Result<Vec<u8>, FilterError> {
         let lvl = CompressionLvl::new(level as i32)
@@ -80,6 +98,11 @@ mod backend {
 
     pub(super) fn decode(buf: &[u8], limit: usize) -> Result<Vec<u8>, FilterError> {
         super::read_limited(flate2::read::ZlibDecoder::new(buf), limit, "deflate")
+    }
+
+    /// Not offered by this backend: the caller decodes into a new buffer.
+    pub(super) fn decode_into(_buf: &[u8], _out: &mut [u8]) -> Result<bool, FilterError> {
+        Ok(false)
     }
 
     pub(super) fn encode(buf: &[u8], level: u32) -> Result<Vec<u8>, FilterError> {

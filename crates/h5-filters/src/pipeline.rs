@@ -145,6 +145,78 @@ impl Pipeline {
         Ok(buf)
     }
 
+    /// [`decode`](Self::decode), with `spare`'s allocation (if any) reused for the decoded
+    /// bytes where the last stage to undo allows it (shuffle, deflate), so that a reader
+    /// recycling the buffers of chunks it is done with takes no new pages per chunk. Returns
+    /// the decoded bytes and a buffer no longer needed (the stored image, or the unused
+    /// spare), to recycle in turn.
+    pub fn decode_reusing(
+        &self,
+        chunk: Vec<u8>,
+        filter_mask: u32,
+        elem_size: usize,
+        chunk_elems: usize,
+        mut spare: Vec<u8>,
+    ) -> Result<(Vec<u8>, Vec<u8>), FilterError> {
+        let stages: Vec<&FilterSpec> = self
+            .filters
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(i, _)| !skipped(filter_mask, *i))
+            .map(|(_, spec)| spec)
+            .collect();
+        let reusable = |s: &&FilterSpec| matches!(s.id, FilterId::DEFLATE | FilterId::SHUFFLE);
+        if spare.capacity() == 0 || stages.is_empty() || !stages.iter().all(reusable) {
+            return Ok((
+                self.decode(chunk, filter_mask, elem_size, chunk_elems)?,
+                spare,
+            ));
+        }
+        let ctx = Self::ctx(elem_size, chunk_elems);
+        let full = elem_size.saturating_mul(chunk_elems);
+        // `current`: the output of the stages undone so far (`None`: still the image).
+        let mut current: Option<Vec<u8>> = None;
+        let last_stage = stages.len().saturating_sub(1);
+        for (k, spec) in stages.iter().enumerate() {
+            let input = current.as_deref().unwrap_or(&chunk);
+            let last = k == last_stage;
+            let out = match spec.id {
+                FilterId::SHUFFLE => {
+                    let es = shuffle::elem_size(spec.client_data.as_slice(), &ctx);
+                    if last {
+                        let mut out = std::mem::take(&mut spare);
+                        shuffle::unshuffle_into(input, es, &mut out);
+                        out
+                    } else {
+                        shuffle::unshuffle(input, es)
+                    }
+                }
+                _ if last && spare.capacity() >= full => {
+                    // A whole chunk's bytes: the stream must decode to exactly that.
+                    let mut out = std::mem::take(&mut spare);
+                    out.resize(full, 0);
+                    if deflate::decode_into(input, &mut out)? {
+                        out
+                    } else {
+                        spare = out;
+                        deflate::decode(input, &ctx)?
+                    }
+                }
+                _ => deflate::decode(input, &ctx)?,
+            };
+            current = Some(out);
+        }
+        let decoded = current.ok_or_else(|| FilterError::corrupt("pipeline", "no stage ran"))?;
+        // The image is free now; a spare left unused is given back instead when larger.
+        let leftover = if spare.capacity() > chunk.capacity() {
+            spare
+        } else {
+            chunk
+        };
+        Ok((decoded, leftover))
+    }
+
     /// Applies the pipeline to a chunk of `elem_size * chunk_elems` bytes. Returns the
     /// stored bytes and the filter mask to store with them: an optional filter that fails
     /// is skipped and its bit set; a required one that fails is an error.
@@ -273,6 +345,64 @@ mod tests {
         assert_eq!(p.decode(enc, mask, 4, 16).unwrap(), data);
         let req = Pipeline::new(vec![FilterSpec::new(FilterId::BLOSC, false, vec![])]);
         assert!(req.encode(data, 4, 16).is_err());
+    }
+
+    /// `decode_reusing` gives `decode`'s bytes whatever the pipeline (stages it can reuse a
+    /// spare for or not, skipped by the mask), the spare (none, too small, large, of another
+    /// length, full of garbage) and the chunk (a short stream falls back to a new buffer).
+    #[test]
+    fn decode_reusing_matches_decode() {
+        let shuffle4 = FilterSpec::new(FilterId::SHUFFLE, false, vec![4]);
+        let deflate = FilterSpec::new(FilterId::DEFLATE, false, vec![1]);
+        let fletcher = FilterSpec::new(FilterId::FLETCHER32, false, vec![]);
+        let pipelines = [
+            vec![shuffle4.clone(), deflate.clone()],
+            vec![deflate.clone()],
+            vec![shuffle4.clone()],
+            vec![shuffle4.clone(), deflate.clone(), fletcher.clone()],
+            vec![deflate.clone(), shuffle4.clone()],
+        ];
+        let full: Vec<u8> = (0..4096u32)
+            .flat_map(|i| ((i as f32).sin() * 1000.0).to_le_bytes())
+            .collect();
+        let short = full[..1000].to_vec();
+        for filters in pipelines {
+            let p = Pipeline::new(filters.clone());
+            for data in [&full, &short] {
+                for mask in [0u32, 0b1, 0b10] {
+                    // Skipping a stage the chunk was written without (the mask is the
+                    // writer's): encode with the same stages.
+                    let kept: Vec<FilterSpec> = filters
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !skipped(mask, *i))
+                        .map(|(_, f)| f.clone())
+                        .collect();
+                    let (image, m) = Pipeline::new(kept).encode(data.clone(), 4, 4096).unwrap();
+                    assert_eq!(m, 0);
+                    let want = p.decode(image.clone(), mask, 4, 4096).unwrap();
+                    assert_eq!(&want, data);
+                    for spare in [
+                        Vec::new(),
+                        vec![7u8; 10],
+                        vec![9u8; full.len()],
+                        Vec::with_capacity(full.len() * 2),
+                    ] {
+                        let cap = spare.capacity();
+                        let (got, leftover) = p
+                            .decode_reusing(image.clone(), mask, 4, 4096, spare)
+                            .unwrap();
+                        assert_eq!(&got, data, "{filters:?} mask {mask} spare {cap}");
+                        assert!(leftover.capacity() > 0 || cap == 0 || image.is_empty());
+                    }
+                }
+            }
+        }
+        // Corrupt streams are errors either way.
+        let p = Pipeline::new(vec![shuffle4, deflate]);
+        let bad = vec![0x78, 0x9c, 0xff, 0xff, 0xff];
+        assert!(p.decode(bad.clone(), 0, 4, 4096).is_err());
+        assert!(p.decode_reusing(bad, 0, 4, 4096, vec![0; 16384]).is_err());
     }
 
     #[test]

@@ -38,12 +38,24 @@ pub(crate) fn shuffle(data: &[u8], es: usize) -> Vec<u8> {
 
 /// Undoes [`shuffle`].
 pub(crate) fn unshuffle(data: &[u8], es: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    unshuffle_into(data, es, &mut out);
+    out
+}
+
+/// Undoes [`shuffle`] into `out`, whose allocation is reused (it is resized to `data.len()`
+/// only when its length differs: every byte is then overwritten).
+pub(crate) fn unshuffle_into(data: &[u8], es: usize, out: &mut Vec<u8>) {
+    if out.len() != data.len() {
+        out.clear();
+        out.resize(data.len(), 0);
+    }
     if es <= 1 || data.len() < es {
-        return data.to_vec();
+        out.copy_from_slice(data);
+        return;
     }
     let (n, body) = whole_elements(data.len(), es);
     let (whole, tail) = data.split_at(body);
-    let mut out = vec![0u8; data.len()];
     let (out_whole, out_tail) = out.split_at_mut(body);
     match es {
         2 => unshuffle_fixed::<2>(whole, out_whole, n),
@@ -59,7 +71,6 @@ pub(crate) fn unshuffle(data: &[u8], es: usize) -> Vec<u8> {
         }
     }
     out_tail.copy_from_slice(tail);
-    out
 }
 
 /// For `len` ≥ `es` > 1 bytes: the number `n` ≥ 1 of whole elements and their bytes `n * es`

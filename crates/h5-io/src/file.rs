@@ -609,10 +609,8 @@ impl Storage for FileStorage {
             }
         }
         // In file order (segments at one offset read the same bytes, so their order is free).
-        let mut sorted: Vec<&mut ReadSegment<'_>> = segments
-            .iter_mut()
-            .filter(|s| !s.buf.is_empty())
-            .collect();
+        let mut sorted: Vec<&mut ReadSegment<'_>> =
+            segments.iter_mut().filter(|s| !s.buf.is_empty()).collect();
         if !sorted.is_sorted_by_key(|s| s.offset) {
             sorted.sort_unstable_by_key(|s| s.offset);
         }
@@ -625,10 +623,8 @@ impl Storage for FileStorage {
             if let [only] = run {
                 self.read_exact(IoOp::ReadVectored, offset, only.buf)?;
             } else if straight_through(total, run.len()) {
-                let mut bufs: Vec<io::IoSliceMut<'_>> = run
-                    .iter_mut()
-                    .map(|s| io::IoSliceMut::new(s.buf))
-                    .collect();
+                let mut bufs: Vec<io::IoSliceMut<'_>> =
+                    run.iter_mut().map(|s| io::IoSliceMut::new(s.buf)).collect();
                 pos::read_exact_vectored_at(&self.file, &mut bufs, offset)
                     .map_err(|source| self.read_error(IoOp::ReadVectored, offset, total, source))?;
             } else {

@@ -1026,3 +1026,68 @@ with h5py.File(sys.argv[1], 'r') as f:
     assert_eq!(lines[1], "[18, 18, 18, 18, 18]");
     assert_eq!(lines[2], "[0, 0, 0, 0, 0]");
 }
+
+/// Whole reads of filtered datasets larger than the chunk cache (scans, whose decodes reuse the
+/// buffers of the chunks they are done with) give the values libhdf5 wrote: shuffle + deflate,
+/// deflate alone (decoded straight into a reused buffer), with Fletcher-32 (no reuse) and the
+/// same through a hyperslab larger than the cache; then again through h5's own files.
+#[test]
+fn scans_of_filtered_datasets_read_what_libhdf5_wrote() {
+    let (_d, theirs, ours) = tmp();
+    run_python(
+        "import sys, h5py, numpy as np\n\
+         v = (np.arange(96 * 1000, dtype=np.float32) * 0.37).reshape(96, 1000)\n\
+         with h5py.File(sys.argv[1], 'w') as f:\n\
+         \x20   f.create_dataset('sd', data=v, chunks=(16, 100), shuffle=True, compression='gzip', compression_opts=1)\n\
+         \x20   f.create_dataset('d', data=v, chunks=(16, 100), compression='gzip')\n\
+         \x20   f.create_dataset('sdf', data=v, chunks=(16, 100), shuffle=True, compression='gzip', fletcher32=True)\n",
+        &[&theirs],
+    );
+    let want: Vec<f32> = (0..96 * 1000).map(|i| i as f32 * 0.37).collect();
+    {
+        let f = create_earliest(&ours);
+        for (name, shuffle, fletcher) in [
+            ("sd", true, false),
+            ("d", false, false),
+            ("sdf", true, true),
+        ] {
+            let mut b = f.new_dataset::<f32>().shape([96, 1000]).chunk([16, 100]);
+            if shuffle {
+                b = b.shuffle();
+            }
+            b = b.deflate(1);
+            if fletcher {
+                b = b.fletcher32();
+            }
+            let values = h5::ndarray::Array2::from_shape_vec((96, 1000), want.clone()).unwrap();
+            b.create(name).unwrap().write(&values).unwrap();
+        }
+        f.close().unwrap();
+    }
+    // 64 KiB of cache: every whole read (375 KiB) is a scan in batches.
+    let small = h5::FileAccess::default().chunk_cache(h5::ChunkCacheConfig {
+        limit: 64 << 10,
+        threads: Some(2),
+        ..Default::default()
+    });
+    for path in [&theirs, &ours] {
+        let f = h5::File::open_with(path, &small).unwrap();
+        for name in ["sd", "d", "sdf"] {
+            let ds = f.dataset(name).unwrap();
+            for round in 0..2 {
+                assert_eq!(ds.read_vec::<f32>().unwrap(), want, "{name} round {round}");
+            }
+            let part = ds
+                .read_slice::<f32>(h5::ndarray::s![10..90, 50..950])
+                .unwrap();
+            assert_eq!(part.shape(), [80, 900]);
+            for (ix, v) in part.indexed_iter() {
+                let (i, j) = (ix[0] + 10, ix[1] + 50);
+                assert_eq!(*v, (i * 1000 + j) as f32 * 0.37, "{name} ({i}, {j})");
+            }
+        }
+        let st = f.chunk_cache_stats().unwrap();
+        assert!(st.scan_loads >= 3 * 2 * 60, "{}", st.scan_loads);
+        assert!(st.footprint <= 64 << 10);
+    }
+}

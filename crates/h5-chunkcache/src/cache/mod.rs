@@ -21,6 +21,7 @@ mod extent;
 mod flush;
 mod index;
 mod read;
+mod spares;
 mod whole;
 mod write;
 
@@ -752,6 +753,10 @@ struct DecodeJob {
     raw: bool,
     layout: Arc<dyn ChunkLayout>,
     partial_bound: bool,
+    /// A buffer the decode may reuse for the chunk (empty: none).
+    spare: Vec<u8>,
+    /// A buffer the decode no longer needed, to recycle (empty: none).
+    leftover: Vec<u8>,
     result: Option<(std::result::Result<Chunk, LayoutError>, Duration)>,
 }
 
@@ -830,6 +835,8 @@ pub struct ChunkCache {
     raw_writes: u64,
     /// See [`ChunkCache::registrations_epoch`].
     registrations: u64,
+    /// Buffers of the scan in progress, for its next loads (`spares.rs`).
+    spares: spares::Spares,
 }
 
 /// The source of registration epochs: every value is handed out once per process, so an epoch
@@ -922,6 +929,7 @@ impl ChunkCache {
             whole_chunk_writes: true,
             raw_writes: 0,
             registrations: new_registrations_epoch(),
+            spares: spares::Spares::default(),
         })
     }
 
@@ -1634,6 +1642,8 @@ impl ChunkCache {
         }
         let mut jobs: Vec<DecodeJob> = Vec::new();
         let mut res = LoadResult::default();
+        // Taken out while the datasets' states are borrowed; put back below.
+        let mut spares = std::mem::take(&mut self.spares);
         for (ds, coords) in &by_ds {
             let st = self.state(*ds)?;
             let layout = Arc::clone(&st.layout);
@@ -1679,7 +1689,19 @@ impl ChunkCache {
                     _ => (LoadKind::Values, loc.size, r.size_hint),
                 };
                 let size = to_usize(len)?;
-                let mut image = Vec::with_capacity(size.max(hint));
+                let mut image = Vec::new();
+                let mut spare = Vec::new();
+                if !spares.is_empty() {
+                    image = spares.take(size.max(hint));
+                    // Only the growth is zeroed: the read overwrites all of it.
+                    image.truncate(size);
+                    if kind == LoadKind::Values && !raw {
+                        spare = spares.take(st.chunk_bytes);
+                    }
+                }
+                if image.capacity() < size.max(hint) {
+                    image = Vec::with_capacity(size.max(hint));
+                }
                 image.resize(size, 0);
                 jobs.push(DecodeJob {
                     key,
@@ -1692,15 +1714,19 @@ impl ChunkCache {
                     raw,
                     partial_bound: st.partial_bound(&coord, &extent),
                     layout: Arc::clone(&layout),
+                    spare,
+                    leftover: Vec::new(),
                     result: None,
                 });
             }
         }
+        self.spares = spares;
         Ok(LoadPlan {
             jobs,
             res,
             codec: Arc::clone(&self.codec),
             raw_writes: self.raw_writes,
+            recycle: false,
         })
     }
 
@@ -1715,11 +1741,20 @@ impl ChunkCache {
 
     /// Books a load's statistics and checks its decoded chunks.
     fn load_finish(&mut self, plan: LoadPlan) -> Result<LoadResult> {
-        let LoadPlan { jobs, mut res, .. } = plan;
+        let LoadPlan {
+            jobs,
+            mut res,
+            recycle,
+            ..
+        } = plan;
         for j in &jobs {
             self.stats.bytes_read += j.read_len as u64;
         }
-        for j in jobs {
+        for mut j in jobs {
+            if recycle {
+                self.spares.put(std::mem::take(&mut j.leftover));
+                self.spares.put(std::mem::take(&mut j.spare));
+            }
             let (r, took) = j
                 .result
                 .ok_or(ChunkCacheError::Internal("a decode did not run"))?;
@@ -1751,6 +1786,8 @@ struct LoadPlan {
     codec: Arc<Codec>,
     /// The cache's count of raw writes when the plan was made (see `ChunkCache::raw_writes`).
     raw_writes: u64,
+    /// The buffers the decodes leave are kept for the next load of a scan (`spares.rs`).
+    recycle: bool,
 }
 
 impl LoadPlan {
@@ -1784,6 +1821,19 @@ impl LoadPlan {
             let t = Instant::now();
             let r = match j.kind {
                 LoadKind::Values if j.raw => Ok(Chunk::Dense(image)),
+                LoadKind::Values if j.spare.capacity() > 0 => j
+                    .layout
+                    .decode_reusing(
+                        &j.key.coord,
+                        image,
+                        j.partial_bound,
+                        &mut j.udata,
+                        std::mem::take(&mut j.spare),
+                    )
+                    .map(|(chunk, leftover)| {
+                        j.leftover = leftover;
+                        chunk
+                    }),
                 LoadKind::Values => {
                     j.layout
                         .decode(&j.key.coord, image, j.partial_bound, &mut j.udata)

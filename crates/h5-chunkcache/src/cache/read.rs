@@ -144,13 +144,24 @@ impl ChunkCache {
             && let Some((slabs, scan)) = self.read_slabs(r)?
         {
             let mut report = IoReport::default();
+            let mut result = Ok(());
             for (sel, bytes) in &slabs {
-                let rep = self.read_call(&mut [slab_request(r, sel, bytes.clone())?], scan)?;
-                merge_modes(&mut report, &rep);
+                match slab_request(r, sel, bytes.clone())
+                    .and_then(|req| self.read_call(&mut [req], scan))
+                {
+                    Ok(rep) => merge_modes(&mut report, &rep),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
             }
-            return Ok(report);
+            self.spares.clear();
+            return result.map(|()| report);
         }
-        self.read_call(reqs, false)
+        let report = self.read_call(reqs, false);
+        self.spares.clear();
+        report
     }
 
     /// The slabs a single request for every element of a large dataset is read in (see
@@ -185,6 +196,7 @@ impl ChunkCache {
         for (want, idx) in &batches {
             let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
             let mut load = self.load_plan(want, None)?;
+            load.recycle = !admit;
             load.execute()?;
             let res = self.load_finish(load)?;
             if !admit {
@@ -208,12 +220,23 @@ impl ChunkCache {
             let slabs = cache.read().map_err(|_| poisoned())?.read_slabs(r)?;
             if let Some((slabs, scan)) = slabs {
                 let mut report = IoReport::default();
+                let mut result = Ok(());
                 for (sel, bytes) in &slabs {
-                    let mut req = [slab_request(r, sel, bytes.clone())?];
-                    let rep = Self::read_shared_call(cache, &mut req, scan)?;
-                    merge_modes(&mut report, &rep);
+                    match slab_request(r, sel, bytes.clone())
+                        .and_then(|req| Self::read_shared_call(cache, &mut [req], scan))
+                    {
+                        Ok(rep) => merge_modes(&mut report, &rep),
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
                 }
-                return Ok(report);
+                if scan {
+                    // The spares are the scan's (another thread's scan loses only their reuse).
+                    cache.lock().map_err(|_| poisoned())?.spares.clear();
+                }
+                return result.map(|()| report);
             }
         }
         Self::read_shared_call(cache, reqs, false)
@@ -247,6 +270,7 @@ impl ChunkCache {
         for (want, idx) in &batches {
             let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
             let mut load = lock()?.load_plan(want, None)?;
+            load.recycle = !admit;
             // Storage reads and decoding without the lock.
             load.execute()?;
             let mut c = lock()?;
@@ -261,6 +285,10 @@ impl ChunkCache {
         }
         if !bypass.is_empty() {
             lock()?.read_bypassed(reqs, &bypass, &mut report)?;
+        }
+        if !admit && !scan {
+            // A scan of its own (a slab's spares are cleared when the last slab is read).
+            lock()?.spares.clear();
         }
         Ok(report)
     }
@@ -484,6 +512,14 @@ impl ChunkCache {
         }
         if result.is_ok() {
             result = self.scatter_misses(reqs, misses, &aside, &missing);
+        }
+        if !admit {
+            // A scan's chunks are done with: their buffers serve its next loads.
+            for (_, chunk) in aside {
+                if let Chunk::Dense(buf) = chunk {
+                    self.spares.put(buf);
+                }
+            }
         }
         for id in busy {
             self.policy.set_busy(id, false);

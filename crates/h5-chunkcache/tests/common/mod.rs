@@ -74,6 +74,8 @@ pub(crate) struct MockLayout {
     pub(crate) tweak: Option<fn(&mut LayoutInfo)>,
     /// Every encode fails while set.
     pub(crate) fail_encode: std::sync::atomic::AtomicBool,
+    /// Decodes given a spare buffer (`decode_reusing`), and those whose result reused it.
+    pub(crate) spares: (AtomicUsize, AtomicUsize),
 }
 
 impl MockLayout {
@@ -97,6 +99,7 @@ impl MockLayout {
             log: Arc::new(Mutex::new(Vec::new())),
             live: Arc::new(AtomicUsize::new(0)),
             pb_log: Mutex::new(Vec::new()),
+            spares: Default::default(),
             edge_differ: false,
             tweak: None,
             fail_encode: std::sync::atomic::AtomicBool::new(false),
@@ -213,6 +216,35 @@ impl ChunkLayout for MockLayout {
             return Err("bad length header".into());
         }
         Ok(Chunk::Dense(body.iter().map(|b| b ^ 0x5A).collect()))
+    }
+
+    fn decode_reusing(
+        &self,
+        coord: &ChunkCoord,
+        image: Vec<u8>,
+        partial_bound: bool,
+        udata: &mut Udata,
+        mut spare: Vec<u8>,
+    ) -> Result<(Chunk, Vec<u8>), LayoutError> {
+        self.spares.0.fetch_add(1, Ordering::SeqCst);
+        if !self.codec || image.len() < 4 {
+            return Ok((self.decode(coord, image, partial_bound, udata)?, spare));
+        }
+        let (chunk, leftover) = {
+            let cap = spare.as_ptr();
+            spare.clear();
+            // The toy codec's decode, into the spare's allocation.
+            let Chunk::Dense(decoded) = self.decode(coord, image.clone(), partial_bound, udata)?
+            else {
+                return Err("not dense".into());
+            };
+            spare.extend_from_slice(&decoded);
+            if spare.as_ptr() == cap {
+                self.spares.1.fetch_add(1, Ordering::SeqCst);
+            }
+            (Chunk::Dense(spare), image)
+        };
+        Ok((chunk, leftover))
     }
 
     fn new_chunk(&self, coord: &ChunkCoord, fill: bool) -> Result<(Chunk, Udata), LayoutError> {

@@ -413,6 +413,23 @@ impl ChunkLayout for ChunkedWriteLayout {
         )?))
     }
 
+    fn decode_reusing(
+        &self,
+        _: &ChunkCoord,
+        image: Vec<u8>,
+        _: bool,
+        udata: &mut Udata,
+        spare: Vec<u8>,
+    ) -> Result<(Chunk, Vec<u8>), LayoutError> {
+        let Some(p) = &self.pipeline else {
+            return Ok((Chunk::Dense(image), spare));
+        };
+        let mask = udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
+        let (out, leftover) =
+            p.decode_reusing(image, mask, self.elem_size, self.chunk_elems()?, spare)?;
+        Ok((Chunk::Dense(out), leftover))
+    }
+
     fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
         let n = self.chunk_bytes()?;
         Ok((Chunk::Dense(fill_chunk(n, &self.fill)), Box::new(Mask(0))))
