@@ -5,7 +5,9 @@
 //! sorted by non-decreasing deadline (equal deadlines in arrival order); the cached head
 //! (`HEAD_NANOS`, `HEAD_WRITER`, `LEN`) always equals the first entry's fields, so a check costs
 //! one atomic load with no SWMR file open and one clock read with some (SWMR-039): a read of the
-//! coarse clock while the head's deadline is surely ahead, else of the precise clock.
+//! coarse clock while the head's deadline is surely ahead, else (within about a millisecond of
+//! the deadline, or where no coarse clock exists) of the precise clock too. [`clock_reads`]
+//! counts them.
 //!
 //! Threads: while any VFD SWMR file is open, API calls are serialized by one process-wide
 //! re-entrant lock (OQ-11), so no end of tick can run in the middle of another thread's call.
@@ -106,6 +108,20 @@ fn check_early() -> Result<()> {
     Ok(())
 }
 
+/// Reads of the coarse and of the precise clock by [`check`] since the process started.
+static COARSE_READS: AtomicU64 = AtomicU64::new(0);
+static PRECISE_READS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times [`check`] has read the coarse and the precise monotonic clock in this
+/// process (the cost model of SWMR-039, for tests and benchmarks). The counts are updated only
+/// while a VFD SWMR file is open, when API calls are serialized anyway.
+pub fn clock_reads() -> (u64, u64) {
+    (
+        COARSE_READS.load(Ordering::Relaxed),
+        PRECISE_READS.load(Ordering::Relaxed),
+    )
+}
+
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
@@ -140,6 +156,7 @@ fn coarse_nanos() -> Option<(u64, u64)> {
             ns(clock_getres(ClockId::MonotonicCoarse)),
         )
     });
+    COARSE_READS.fetch_add(1, Ordering::Relaxed);
     Some((
         ns(clock_gettime(ClockId::MonotonicCoarse)).saturating_sub(origin),
         res,
@@ -308,6 +325,7 @@ pub fn check(exiting: bool) -> Result<()> {
     if surely_before(head) {
         return Ok(());
     }
+    PRECISE_READS.fetch_add(1, Ordering::Relaxed);
     let now = nanos(Instant::now());
     if now < head {
         return Ok(());

@@ -58,12 +58,35 @@ fn head_matches() -> bool {
     }
 }
 
-// SWMR-030, SWMR-031, SWMR-032, SWMR-033, SWMR-035, SWMR-036, SWMR-037, SWMR-038.
+// SWMR-030, SWMR-031, SWMR-032, SWMR-033, SWMR-035, SWMR-036, SWMR-037, SWMR-038, SWMR-039.
 #[test]
-fn swmr_030_to_038_queue_and_guard() {
+fn swmr_030_to_039_queue_and_guard() {
     assert!(queue::is_empty());
     assert!(queue::head().is_none());
-    queue::check(false).unwrap(); // an empty queue: nothing to do
+    // An empty queue: nothing to do, and no clock read (SWMR-039: an emptiness test only).
+    let reads = queue::clock_reads();
+    for _ in 0..10_000 {
+        queue::check(false).unwrap();
+        queue::api(|| Ok::<(), SwmrError>(())).unwrap();
+    }
+    assert_eq!(queue::clock_reads(), reads);
+    // One file whose deadline is far ahead: one read of the cheap clock per check and none of
+    // the precise one (where the platform has a coarse clock; elsewhere one precise read).
+    let far = fake(Duration::from_secs(1000), false);
+    let ifar = add(&far, true, Instant::now() + Duration::from_secs(100));
+    let (coarse, precise) = queue::clock_reads();
+    for _ in 0..1000 {
+        queue::check(false).unwrap();
+    }
+    let (coarse2, precise2) = queue::clock_reads();
+    if cfg!(target_os = "linux") {
+        assert_eq!((coarse2 - coarse, precise2 - precise), (1000, 0));
+    } else {
+        assert_eq!(precise2 - precise, 1000);
+    }
+    assert!(far.calls.lock().unwrap().is_empty());
+    queue::remove(ifar);
+    assert!(queue::is_empty());
 
     // Sorted insertion from the tail; equal deadlines in arrival order (SWMR-031).
     let base = Instant::now() + Duration::from_secs(100);
