@@ -43,13 +43,10 @@ pub(crate) fn unshuffle(data: &[u8], es: usize) -> Vec<u8> {
     out
 }
 
-/// Undoes [`shuffle`] into `out`, whose allocation is reused (it is resized to `data.len()`
-/// only when its length differs: every byte is then overwritten).
+/// Undoes [`shuffle`] into `out`, whose allocation is reused (resized to `data.len()`, which
+/// zeroes only what it grows by: every byte is overwritten below).
 pub(crate) fn unshuffle_into(data: &[u8], es: usize, out: &mut Vec<u8>) {
-    if out.len() != data.len() {
-        out.clear();
-        out.resize(data.len(), 0);
-    }
+    out.resize(data.len(), 0);
     if es <= 1 || data.len() < es {
         out.copy_from_slice(data);
         return;
