@@ -205,6 +205,12 @@ impl<'a> CacheAccess<'a> {
     ) -> Result<Arc<dyn Any + Send + Sync>> {
         let abs = self.abs(addr)?;
         let meta = &mut *self.meta;
+        if let Some(value) = meta
+            .read_hit(kind.id(), abs, |d| Arc::clone(&d.value))
+            .map_err(cache_error)?
+        {
+            return Ok(value);
+        }
         let h = meta
             .protect(kind.id(), abs, load, ProtectFlags::READ_ONLY)
             .map_err(cache_error)?;

@@ -446,6 +446,13 @@ fn load_value_from(
     load: impl FnOnce() -> Load,
 ) -> Result<Arc<dyn Any + Send + Sync>> {
     let mut meta = cache.lock().map_err(|_| Error::Poisoned)?;
+    // A cached entry (most reads): protect and unprotect in one step.
+    if let Some(value) = meta
+        .read_hit(kind.id(), abs, |d| Arc::clone(&d.value))
+        .map_err(cache_error)?
+    {
+        return Ok(value);
+    }
     let h = if meta.contains(abs) {
         meta.protect(kind.id(), abs, Load::for_hit(), ProtectFlags::READ_ONLY)
     } else {
