@@ -252,7 +252,8 @@ impl ObjectHeader {
         let mut out = ObjectHeader {
             address: addr,
             version: first.prefix.version,
-            messages: Vec::new(),
+            // Room for chunk #0's messages: most headers have no continuation block.
+            messages: Vec::with_capacity(first.messages.len()),
         };
         // The messages in header order: a continuation block's go after those already known
         // (chunk #0's, then each block's in the order the blocks were found). The messages are
