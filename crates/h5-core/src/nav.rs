@@ -102,7 +102,11 @@ pub fn join(base: &str, name: &str) -> String {
     // One allocation of the final length (no formatting machinery: every open by name makes
     // one path).
     let sep = if base.ends_with('/') { "" } else { "/" };
-    let mut out = String::with_capacity(base.len() + sep.len() + name.len());
+    let len = base
+        .len()
+        .saturating_add(sep.len())
+        .saturating_add(name.len());
+    let mut out = String::with_capacity(len);
     out.push_str(base);
     out.push_str(sep);
     out.push_str(name);
