@@ -32,23 +32,24 @@ pub(crate) trait MetaAccess {
     /// The file.
     fn file(&self) -> &FileShared;
 
-    /// The value of the structure of `kind` at relative `addr` (loaded with `load` on a miss).
+    /// The value of the structure of `kind` at relative `addr` (loaded with the loader `load`
+    /// builds, called only on a miss).
     fn load_value(
         &mut self,
         kind: MetadataKind,
         addr: u64,
-        load: Load,
+        load: &dyn Fn() -> Load,
     ) -> Result<Arc<dyn Any + Send + Sync>>;
 }
 
-/// The structure of `kind` at relative `addr` as a `T`.
+/// The structure of `kind` at relative `addr` as a `T` (`load` builds its loader on a miss).
 pub(crate) fn get<T: Any + Send + Sync>(
     a: &mut dyn MetaAccess,
     kind: MetadataKind,
     addr: u64,
-    load: Load,
+    load: impl Fn() -> Load,
 ) -> Result<Arc<T>> {
-    crate::file::downcast(a.load_value(kind, addr, load)?, kind, addr)
+    crate::file::downcast(a.load_value(kind, addr, &load)?, kind, addr)
 }
 
 /// Reads that take the cache's lock for one entry at a time (not during the load's I/O).
@@ -63,7 +64,7 @@ impl MetaAccess for Reading<'_> {
         &mut self,
         kind: MetadataKind,
         addr: u64,
-        load: Load,
+        load: &dyn Fn() -> Load,
     ) -> Result<Arc<dyn Any + Send + Sync>> {
         self.0.load_value(kind, addr, load)
     }
@@ -117,7 +118,7 @@ impl CacheHandle {
         addr: u64,
         load: Load,
     ) -> Result<Arc<T>> {
-        crate::file::load_from(&self.cache, self.abs(addr)?, kind, addr, load)
+        crate::file::load_from(&self.cache, self.abs(addr)?, kind, addr, || load)
     }
 }
 
@@ -204,6 +205,12 @@ impl<'a> CacheAccess<'a> {
     ) -> Result<Arc<dyn Any + Send + Sync>> {
         let abs = self.abs(addr)?;
         let meta = &mut *self.meta;
+        if let Some(value) = meta
+            .read_hit(kind.id(), abs, |d| Arc::clone(&d.value))
+            .map_err(cache_error)?
+        {
+            return Ok(value);
+        }
         let h = meta
             .protect(kind.id(), abs, load, ProtectFlags::READ_ONLY)
             .map_err(cache_error)?;
@@ -776,9 +783,14 @@ impl MetaAccess for Session<'_> {
         &mut self,
         kind: MetadataKind,
         addr: u64,
-        load: Load,
+        load: &dyn Fn() -> Load,
     ) -> Result<Arc<dyn Any + Send + Sync>> {
-        self.c.read_value(kind, addr, &load)
+        let cached = self.c.meta.contains(self.c.abs(addr)?);
+        if cached {
+            self.c.read_value(kind, addr, Load::for_hit())
+        } else {
+            self.c.read_value(kind, addr, &load())
+        }
     }
 }
 

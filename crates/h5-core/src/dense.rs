@@ -115,7 +115,11 @@ impl Dense {
         let t = self.names(a);
         let key = NameKey::new(name, self.heap, self.of);
         match btree2::find(a, &t, &key)? {
-            Some(r) => self.stored(a, &r).map(Some),
+            // The comparison that found the record read its message: no second heap read.
+            Some(r) => match key.take_matched() {
+                Some(body) => Self::stored_as(&r, body).map(Some),
+                None => self.stored(a, &r).map(Some),
+            },
             None => Ok(None),
         }
     }
@@ -132,22 +136,13 @@ impl Dense {
         a: &mut dyn MetaAccess,
         r: &Record,
     ) -> Result<Stored> {
-        let (id, order, flags): (&[u8], u64, u8) = match r {
-            Record::LinkName { heap_id, .. } => (heap_id, 0, 0),
-            Record::AttributeName {
-                heap_id,
-                flags,
-                creation_order,
-                ..
-            } => (heap_id, u64::from(*creation_order), *flags),
-            _ => {
-                return Err(Error::Unsupported(format!(
-                    "a type {} record in a name index",
-                    r.tree_type().as_u8()
-                )));
-            }
-        };
-        let body = heap.read(a, id)?;
+        let (id, ..) = name_record(r)?;
+        Self::stored_as(r, heap.read(a, id)?)
+    }
+
+    /// The stored message `body` that the name-index record `r` names.
+    fn stored_as(r: &Record, body: Vec<u8>) -> Result<Stored> {
+        let (_, order, flags) = name_record(r)?;
         Ok(Stored { body, order, flags })
     }
 
@@ -299,6 +294,23 @@ impl Dense {
             btree2::delete(s, &t, &mut |_, _| Ok(()))?;
         }
         fheap::delete(s, self.heap)
+    }
+}
+
+/// A name-index record's heap ID, creation order and message flags (0 for links).
+fn name_record(r: &Record) -> Result<(&[u8], u64, u8)> {
+    match r {
+        Record::LinkName { heap_id, .. } => Ok((heap_id, 0, 0)),
+        Record::AttributeName {
+            heap_id,
+            flags,
+            creation_order,
+            ..
+        } => Ok((heap_id, u64::from(*creation_order), *flags)),
+        _ => Err(Error::Unsupported(format!(
+            "a type {} record in a name index",
+            r.tree_type().as_u8()
+        ))),
     }
 }
 

@@ -378,6 +378,17 @@ impl FileShared {
         addr: u64,
         load: Load,
     ) -> Result<Arc<T>> {
+        self.load_with(kind, addr, || load)
+    }
+
+    /// [`FileShared::load`] with a loader built by `load` only on a miss (a hit allocates
+    /// nothing for it).
+    pub(crate) fn load_with<T: Any + Send + Sync>(
+        &self,
+        kind: MetadataKind,
+        addr: u64,
+        load: impl FnOnce() -> Load,
+    ) -> Result<Arc<T>> {
         downcast(self.load_value(kind, addr, load)?, kind, addr)
     }
 
@@ -398,7 +409,7 @@ impl FileShared {
         &self,
         kind: MetadataKind,
         addr: u64,
-        load: Load,
+        load: impl FnOnce() -> Load,
     ) -> Result<Arc<dyn Any + Send + Sync>> {
         self.check_open()?;
         load_value_from(&self.meta, self.abs(addr)?, kind, load)
@@ -417,7 +428,7 @@ pub(crate) fn load_from<T: Any + Send + Sync>(
     abs: u64,
     kind: MetadataKind,
     rel: u64,
-    load: Load,
+    load: impl FnOnce() -> Load,
 ) -> Result<Arc<T>> {
     downcast(load_value_from(cache, abs, kind, load)?, kind, rel)
 }
@@ -430,18 +441,28 @@ pub(crate) fn load_from<T: Any + Send + Sync>(
 /// loads of different structures by different threads overlap. The first copy of an entry to
 /// reach the cache wins (a thread that loaded the same structure meanwhile uses the cached one);
 /// hits and misses are counted as one protect each (`MetadataCache::protect_loaded`).
+///
+/// `load` builds the loader only on a miss: a hit (most reads) passes [`Load::for_hit`].
 fn load_value_from(
     cache: &Mutex<MetadataCache<Meta>>,
     abs: u64,
     kind: MetadataKind,
-    load: Load,
+    load: impl FnOnce() -> Load,
 ) -> Result<Arc<dyn Any + Send + Sync>> {
     let mut meta = cache.lock().map_err(|_| Error::Poisoned)?;
+    // A cached entry (most reads): protect and unprotect in one step.
+    if let Some(value) = meta
+        .read_hit(kind.id(), abs, |d| Arc::clone(&d.value))
+        .map_err(cache_error)?
+    {
+        return Ok(value);
+    }
     let h = if meta.contains(abs) {
-        meta.protect(kind.id(), abs, &load, ProtectFlags::READ_ONLY)
+        meta.protect(kind.id(), abs, Load::for_hit(), ProtectFlags::READ_ONLY)
     } else {
         let detached = meta.detach_load(kind.id(), abs).map_err(cache_error)?;
         drop(meta);
+        let load = load();
         let loaded = detached.run(&load).map_err(cache_error)?;
         meta = cache.lock().map_err(|_| Error::Poisoned)?;
         meta.protect_loaded(loaded, &load, ProtectFlags::READ_ONLY)

@@ -197,6 +197,14 @@ impl Load {
         }
     }
 
+    /// The load a protect of an entry found cached passes (its udata, never run): a hit builds
+    /// no loader, so it allocates nothing and clones no geometry.
+    pub fn for_hit() -> &'static Load {
+        static LOAD: std::sync::LazyLock<Load> =
+            std::sync::LazyLock::new(|| Load::cached_only("metadata entry"));
+        &LOAD
+    }
+
     /// A load for an entry known to be cached (changing or linking an entry just read or put):
     /// loading it fails.
     pub fn cached_only(what: &'static str) -> Self {

@@ -99,11 +99,18 @@ pub fn resolved_at(file: &Arc<FileShared>, address: u64, path: String) -> Result
 
 /// `name` appended to the group path `base`.
 pub fn join(base: &str, name: &str) -> String {
-    if base.ends_with('/') {
-        format!("{base}{name}")
-    } else {
-        format!("{base}/{name}")
-    }
+    // One allocation of the final length (no formatting machinery: every open by name makes
+    // one path).
+    let sep = if base.ends_with('/') { "" } else { "/" };
+    let len = base
+        .len()
+        .saturating_add(sep.len())
+        .saturating_add(name.len());
+    let mut out = String::with_capacity(len);
+    out.push_str(base);
+    out.push_str(sep);
+    out.push_str(name);
+    out
 }
 
 fn resolve_inner(
@@ -119,11 +126,8 @@ fn resolve_inner(
         (start, start_path.to_owned())
     };
     let mut file = Arc::clone(file);
-    let parts: Vec<&str> = path
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != ".")
-        .collect();
-    for (i, name) in parts.iter().enumerate() {
+    let parts = path.split('/').filter(|p| !p.is_empty() && *p != ".");
+    for name in parts {
         let oh = ObjectHeader::load(&file, addr)?;
         if ObjectKind::of(&oh) != ObjectKind::Group {
             return Err(Error::WrongKind {
@@ -134,8 +138,9 @@ fn resolve_inner(
         }
         let entry =
             find_link(&file, &oh, name)?.ok_or_else(|| Error::NotFound(join(&here, name)))?;
-        let parent = here.clone();
-        here = join(&here, name);
+        let child = join(&here, name);
+        // The group's path, kept for a soft link relative to it (a move, not a copy).
+        let parent = std::mem::replace(&mut here, child);
         match entry.value {
             LinkValue::Hard(a) => addr = a,
             LinkValue::Soft(target) => {
@@ -166,7 +171,6 @@ fn resolve_inner(
                 )));
             }
         }
-        let _ = i;
     }
     let header = ObjectHeader::load(&file, addr)?;
     Ok(Resolved {

@@ -101,12 +101,11 @@ impl HeaderWalk<'_> {
             }
             let len = usize::try_from(c.length)
                 .map_err(|_| corrupt(addr, "continuation length does not fit"))?;
-            let at = c.address;
-            let block: Arc<Vec<StoredMessage>> = file.load(
-                MetadataKind::ObjectHeaderChunk,
-                at,
-                block_load(self.prefix, at, len),
-            )?;
+            let (at, prefix) = (c.address, self.prefix);
+            let block: Arc<Vec<StoredMessage>> =
+                file.load_with(MetadataKind::ObjectHeaderChunk, at, || {
+                    block_load(prefix, at, len)
+                })?;
             self.blocks.push(block);
             return Ok(());
         }
@@ -249,11 +248,12 @@ impl ObjectHeader {
             ));
         }
         let first: Arc<FirstChunkImage> =
-            file.load(MetadataKind::ObjectHeader, addr, first_chunk_load(addr))?;
+            file.load_with(MetadataKind::ObjectHeader, addr, || first_chunk_load(addr))?;
         let mut out = ObjectHeader {
             address: addr,
             version: first.prefix.version,
-            messages: Vec::new(),
+            // Room for chunk #0's messages: most headers have no continuation block.
+            messages: Vec::with_capacity(first.messages.len()),
         };
         // The messages in header order: a continuation block's go after those already known
         // (chunk #0's, then each block's in the order the blocks were found). The messages are

@@ -377,6 +377,76 @@ impl<T: CacheTypes> MetadataCache<T> {
             .ok_or_else(|| CacheError::EntryBusy { addr: h.addr })
     }
 
+    /// A read-only protect of the cached entry at `addr` and its unprotect in one call: `read`
+    /// sees the entry's object and its result is returned. The entry, the counters and the
+    /// statistics end as after [`protect`](Self::protect) with `READ_ONLY` and
+    /// [`unprotect`](Self::unprotect) without flags on a hit (one more access, a hit, the
+    /// entry at the head of its list), without the handle and the second lookup.
+    ///
+    /// `Ok(None)`, with nothing changed, when the call cannot be a plain hit: the entry is not
+    /// cached, is of another class, protected or busy, or a trace is being written (whose
+    /// records are the protect and the unprotect). The caller then protects and unprotects,
+    /// which loads the entry or reports what is wrong.
+    pub fn read_hit<R>(
+        &mut self,
+        class: u8,
+        addr: u64,
+        read: impl FnOnce(&T::Icr) -> R,
+    ) -> Result<Option<R>> {
+        if self.tracer.is_some() {
+            return Ok(None);
+        }
+        let Some(slot) = self.lookup(addr) else {
+            return Ok(None);
+        };
+        {
+            let e = self.slab.entry(slot);
+            if e.class != class || e.busy() || e.place == Place::Protected || e.icr.is_none() {
+                return Ok(None);
+            }
+        }
+        {
+            let e = self.slab.entry_mut(slot);
+            e.dirtied = false;
+            e.life.accesses += 1;
+        }
+        self.cache_accesses += 1;
+        self.cache_hits += 1;
+        self.stats.protect(class, true, true, 1);
+        // A protect's own upkeep runs while the entry is protected (never its own victim).
+        let shrink = self.size_decreased && self.config.evictions_enabled;
+        let epoch = self.derived.resize_enabled && self.cache_accesses >= self.config.epoch_length;
+        let mut upkeep = Ok(());
+        if shrink || epoch {
+            self.unlink(slot);
+            self.link(slot, Place::Protected);
+            {
+                let e = self.slab.entry_mut(slot);
+                e.read_only = true;
+                e.ro_refs = 1;
+            }
+            let write_ok = self.write_ok();
+            if shrink {
+                self.size_decreased = false;
+                upkeep = self.make_space(0, write_ok);
+            }
+            if upkeep.is_ok() && epoch {
+                upkeep = self.end_of_epoch(write_ok);
+            }
+            let e = self.slab.entry_mut(slot);
+            e.read_only = false;
+            e.ro_refs = 0;
+        }
+        let out = self.slab.entry(slot).icr.as_ref().map(read);
+        // The unprotect: back to the head of its list.
+        self.unlink(slot);
+        let place = self.resting_place(slot);
+        self.link(slot, place);
+        self.after_op();
+        upkeep?;
+        Ok(out)
+    }
+
     // ----- unprotect (MDC-047 .. MDC-056) -----
 
     /// End a protection. Returns the object when `DELETED | TAKE_OWNERSHIP` hands it back.

@@ -2027,3 +2027,122 @@ fn detached_copies_belong_to_their_cache() {
     );
     assert!(!a.cache.contains(0x100));
 }
+
+/// Two caches with the same entries (0x1000..=0x6000 of class 0, the third pinned when `pin`,
+/// 0x9000 of class 1), 0x3000 read in the first by a read-only protect and its unprotect, in
+/// the second by `read_hit`: both reads see the same object.
+fn hit_both_ways(config: CacheConfig, pin: bool) -> (Harness, Harness) {
+    let build = || {
+        let mut h = harness(2, config.clone());
+        for i in 0..6u64 {
+            let flags = if pin && i == 2 {
+                InsertFlags::PIN
+            } else {
+                InsertFlags::NONE
+            };
+            insert_flags(&mut h, 0, 0x1000 * (i + 1), 64, flags);
+        }
+        h.insert(1, 0x9000, 64);
+        h
+    };
+    let (mut a, mut b) = (build(), build());
+    let handle = protect_ro(&mut a, 0, 0x3000, 64);
+    let via_protect = a.cache.icr(&handle).unwrap().clone();
+    unprotect(&mut a, handle, UnprotectFlags::NONE);
+    let via_hit = b
+        .cache
+        .read_hit(0, 0x3000, |e: &MockEntry| e.clone())
+        .unwrap()
+        .expect("a cached, unprotected entry is a plain hit");
+    assert_eq!(via_hit, via_protect);
+    (a, b)
+}
+
+/// MDC-030, MDC-031, MDC-032: `read_hit` on a cached entry leaves the cache as a read-only
+/// protect and its unprotect do: the LRU order, the entry's status, the hit and access
+/// counters and the class statistics (also for a pinned entry, which stays on its list).
+#[test]
+fn read_hit_is_a_read_only_protect_and_unprotect() {
+    for pin in [false, true] {
+        let (mut a, mut b) = hit_both_ways(fixed(64 * KIB, 0.0), pin);
+        assert_eq!(a.cache.lru_addrs(), b.cache.lru_addrs(), "pin {pin}");
+        if !pin {
+            assert_eq!(b.cache.lru_addrs().first(), Some(&0x3000));
+        }
+        assert_eq!(st(&mut a, 0x3000), st(&mut b, 0x3000));
+        assert!(!st(&mut b, 0x3000).protected);
+        assert_eq!(a.cache.hit_rate_counters(), b.cache.hit_rate_counters());
+        assert_eq!(b.cache.hit_rate_counters(), (1, 1));
+        assert_eq!(class_stats(&a, 0), class_stats(&b, 0));
+        assert_eq!(class_stats(&b, 0).hits, 1);
+        assert_eq!(class_stats(&b, 0).read_protects, 1);
+        a.check();
+        b.check();
+    }
+}
+
+/// `read_hit` is not a hit, and changes nothing, for an entry absent (no load), of another
+/// class, or protected; the protect then made reports the class mismatch.
+#[test]
+fn read_hit_leaves_what_is_not_a_plain_hit_unchanged() {
+    let mut h = harness(2, fixed(64 * KIB, 0.0));
+    h.insert(0, 0x1000, 64);
+    h.insert(1, 0x2000, 64);
+    h.clear_io();
+    let before = (h.cache.hit_rate_counters(), h.cache.lru_addrs());
+    assert!(h.cache.read_hit(0, 0x5000, |_| ()).unwrap().is_none());
+    assert!(reads(&h).is_empty());
+    assert!(h.cache.read_hit(0, 0x2000, |_| ()).unwrap().is_none());
+    assert!(
+        h.cache
+            .protect(0, 0x2000, &64, ProtectFlags::READ_ONLY)
+            .is_err()
+    );
+    let held = protect(&mut h, 0, 0x1000, 64);
+    let counters = h.cache.hit_rate_counters();
+    assert!(h.cache.read_hit(0, 0x1000, |_| ()).unwrap().is_none());
+    assert_eq!(h.cache.hit_rate_counters(), counters);
+    assert!(st(&mut h, 0x1000).protected);
+    unprotect(&mut h, held, UnprotectFlags::NONE);
+    assert_eq!(before.1, vec![0x2000, 0x1000]);
+    h.check();
+}
+
+/// MDC-097 through `read_hit`: an access that ends an epoch (100 accesses) runs the epoch's
+/// upkeep as a protect does: the same counters, markers and resize reports as protects and
+/// unprotects of the same entries.
+#[test]
+fn read_hit_ends_epochs_as_protects_do() {
+    let config = CacheConfig {
+        epoch_length: 100,
+        rpt_fcn_enabled: true,
+        ..CacheConfig::default_serial()
+    };
+    let build = || {
+        let mut h = harness(1, config.clone());
+        for i in 0..10u64 {
+            h.insert(0, 0x1000 * (i + 1), 256);
+        }
+        h
+    };
+    let (mut a, mut b) = (build(), build());
+    for n in 0..250u64 {
+        let addr = 0x1000 * (n % 10 + 1);
+        h_touch_ro(&mut a, addr);
+        assert!(b.cache.read_hit(0, addr, |_| ()).unwrap().is_some());
+    }
+    assert_eq!(b.cache.epochs_completed(), 2);
+    assert_eq!(a.cache.epochs_completed(), b.cache.epochs_completed());
+    assert_eq!(a.cache.hit_rate_counters(), b.cache.hit_rate_counters());
+    assert_eq!(a.cache.take_resize_reports(), b.cache.take_resize_reports());
+    assert_eq!(a.cache.totals(), b.cache.totals());
+    assert_eq!(a.cache.lru_addrs(), b.cache.lru_addrs());
+    a.check();
+    b.check();
+}
+
+/// A read-only protect and its unprotect of the class-0 entry at `addr`.
+fn h_touch_ro(h: &mut Harness, addr: u64) {
+    let handle = protect_ro(h, 0, addr, 256);
+    unprotect(h, handle, UnprotectFlags::NONE);
+}

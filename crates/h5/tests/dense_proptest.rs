@@ -209,6 +209,13 @@ fn run(ops: &[Op]) {
     let mut names = m.links.clone();
     names.sort();
     assert_eq!(g.member_names().unwrap(), names);
+    // Each link found by name through the name index (every one a soft link to `/d`), and a
+    // name never added not found.
+    let d = file.root().unwrap().dataset("d").unwrap().address();
+    for name in &m.links {
+        assert_eq!(g.dataset(name).unwrap().address(), d, "{name}");
+    }
+    assert!(!g.link_exists("never added").unwrap());
     for (k, v) in &m.attrs {
         assert_eq!(
             g.attr(k)

@@ -86,6 +86,10 @@ pub(crate) enum NamedIn {
 /// Links or attributes by name (types 5 and 8): the lookup3 hash of the name first, then, on a
 /// tie, the name itself, read from the message in the fractal heap at `heap` (byte order, as
 /// libhdf5's `strcmp`).
+///
+/// Invariant: after a comparison found the sought name equal to a record's, `matched` holds
+/// that record's message as read from the heap (a lookup hands it over instead of reading the
+/// heap a second time).
 pub(crate) struct NameKey<'a> {
     /// The name sought.
     pub(crate) name: &'a [u8],
@@ -95,6 +99,8 @@ pub(crate) struct NameKey<'a> {
     pub(crate) heap: u64,
     /// Link or attribute messages.
     pub(crate) of: NamedIn,
+    /// The encoded message of the record last found equal (see the invariant).
+    matched: std::cell::RefCell<Option<Vec<u8>>>,
 }
 
 impl<'a> NameKey<'a> {
@@ -105,7 +111,13 @@ impl<'a> NameKey<'a> {
             hash: h5_format::checksum::lookup3(name, 0),
             heap,
             of,
+            matched: std::cell::RefCell::new(None),
         }
+    }
+
+    /// The encoded message of the record a comparison last found equal to this key, taken.
+    pub(crate) fn take_matched(&self) -> Option<Vec<u8>> {
+        self.matched.borrow_mut().take()
     }
 }
 
@@ -153,7 +165,11 @@ impl Key for NameKey<'_> {
                 ));
             }
         };
-        Ok(self.name.cmp(stored.as_slice()))
+        let order = self.name.cmp(stored.as_slice());
+        if order == Ordering::Equal {
+            *self.matched.borrow_mut() = Some(bytes);
+        }
+        Ok(order)
     }
 }
 

@@ -131,12 +131,9 @@ fn header_load(sizes: h5_format::Sizes, addr: u64) -> Load {
 /// The header at `tree.addr`.
 pub(crate) fn header(a: &mut dyn MetaAccess, tree: &Tree) -> Result<Arc<Btree2Header>> {
     let sizes = a.file().sizes;
-    let h: Arc<Btree2Header> = crate::access::get(
-        a,
-        K::BTreeV2Header,
-        tree.addr,
-        header_load(sizes, tree.addr),
-    )?;
+    let h: Arc<Btree2Header> = crate::access::get(a, K::BTreeV2Header, tree.addr, || {
+        header_load(sizes, tree.addr)
+    })?;
     if usize::from(h.record_size) != tree.ctx.record_size(h.tree_type) {
         return Err(corrupt(
             tree.addr,
@@ -218,12 +215,9 @@ fn node(
     ptr: ChildPointer,
     depth: u16,
 ) -> Result<Arc<Btree2Node>> {
-    let n: Arc<Btree2Node> = crate::access::get(
-        a,
-        node_kind(depth),
-        ptr.address,
-        node_load(geom, ctx, ptr, depth),
-    )?;
+    let n: Arc<Btree2Node> = crate::access::get(a, node_kind(depth), ptr.address, || {
+        node_load(geom, ctx, ptr, depth)
+    })?;
     check_node(&n, ptr, depth)?;
     Ok(n)
 }

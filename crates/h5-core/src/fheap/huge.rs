@@ -38,14 +38,23 @@ fn direct_ids(hdr: &FractalHeapHeader) -> bool {
 }
 
 fn block_load(addr: u64, len: u64) -> Result<Load> {
-    let n = usize::try_from(len).map_err(|_| corrupt(addr, "huge object too large"))?;
-    Ok(Load::exact(n, |b| Ok(HugeObject(b.to_vec())))
-        .writable_with(|h: &HugeObject| Ok(h.0.clone())))
+    block_len(addr, len).map(loader)
+}
+
+/// A huge object's `len` as a length in memory.
+fn block_len(addr: u64, len: u64) -> Result<usize> {
+    usize::try_from(len).map_err(|_| corrupt(addr, "huge object too large"))
+}
+
+/// How to load a huge object of `n` bytes.
+fn loader(n: usize) -> Load {
+    Load::exact(n, |b| Ok(HugeObject(b.to_vec()))).writable_with(|h: &HugeObject| Ok(h.0.clone()))
 }
 
 fn block(a: &mut dyn MetaAccess, addr: u64, len: u64) -> Result<Vec<u8>> {
+    let n = block_len(addr, len)?;
     let h: std::sync::Arc<HugeObject> =
-        crate::access::get(a, K::FractalHeapDirectBlock, addr, block_load(addr, len)?)?;
+        crate::access::get(a, K::FractalHeapDirectBlock, addr, || loader(n))?;
     Ok(h.0.clone())
 }
 

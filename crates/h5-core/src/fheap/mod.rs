@@ -71,18 +71,25 @@ fn header_load(sizes: h5_format::Sizes, addr: u64) -> Load {
 /// The header at relative `addr`.
 pub(crate) fn header(a: &mut dyn MetaAccess, addr: u64) -> Result<Arc<FractalHeapHeader>> {
     let sizes = a.file().sizes;
-    crate::access::get(a, K::FractalHeapHeader, addr, header_load(sizes, addr))
+    crate::access::get(a, K::FractalHeapHeader, addr, || header_load(sizes, addr))
 }
 
 /// How to load the direct block at relative `addr` of `size` bytes (writable; `geom` is the
 /// heap's header, whose geometry never changes).
 fn dblock_load(geom: &Arc<FractalHeapHeader>, addr: u64, size: u64) -> Result<Load> {
-    let len = usize::try_from(size).map_err(|_| corrupt(addr, "direct block too large"))?;
+    Ok(dblock_loader(geom, addr, size, dblock_len(addr, size)?))
+}
+
+/// [`dblock_load`] for a block whose size is `len` bytes in memory.
+fn dblock_loader(geom: &Arc<FractalHeapHeader>, addr: u64, size: u64, len: usize) -> Load {
     let (g, e) = (Arc::clone(geom), Arc::clone(geom));
-    Ok(
-        Load::exact(len, move |b| FractalDirectBlock::decode(b, &g, addr, size))
-            .writable_with(move |b: &FractalDirectBlock| b.encode(&e)),
-    )
+    Load::exact(len, move |b| FractalDirectBlock::decode(b, &g, addr, size))
+        .writable_with(move |b: &FractalDirectBlock| b.encode(&e))
+}
+
+/// A direct block's `size` as a length in memory.
+fn dblock_len(addr: u64, size: u64) -> Result<usize> {
+    usize::try_from(size).map_err(|_| corrupt(addr, "direct block too large"))
 }
 
 /// How to load the indirect block at relative `addr` of `rows` rows (writable).
@@ -219,12 +226,10 @@ fn iblock(
     geom: &Arc<FractalHeapHeader>,
     at: IblockAt,
 ) -> Result<Arc<FractalIndirectBlock>> {
-    let b: Arc<FractalIndirectBlock> = crate::access::get(
-        a,
-        K::FractalHeapIndirectBlock,
-        at.addr,
-        iblock_load(geom, at.addr, at.rows),
-    )?;
+    let b: Arc<FractalIndirectBlock> =
+        crate::access::get(a, K::FractalHeapIndirectBlock, at.addr, || {
+            iblock_load(geom, at.addr, at.rows)
+        })?;
     if b.rows != at.rows || b.block_offset != at.block_offset {
         return Err(corrupt(
             at.addr,
@@ -242,12 +247,11 @@ fn dblock(
     geom: &Arc<FractalHeapHeader>,
     at: &DirectAt,
 ) -> Result<Arc<FractalDirectBlock>> {
-    let b: Arc<FractalDirectBlock> = crate::access::get(
-        a,
-        K::FractalHeapDirectBlock,
-        at.addr,
-        dblock_load(geom, at.addr, at.size)?,
-    )?;
+    let len = dblock_len(at.addr, at.size)?;
+    let b: Arc<FractalDirectBlock> =
+        crate::access::get(a, K::FractalHeapDirectBlock, at.addr, || {
+            dblock_loader(geom, at.addr, at.size, len)
+        })?;
     if b.block_offset != at.block_offset {
         return Err(corrupt(
             at.addr,

@@ -268,14 +268,11 @@ fn manager_header(
 ) -> Result<Arc<FreeSpaceHeader>> {
     let sizes = a.file().sizes;
     let at = geom.free_space_manager_address;
-    let h: Arc<FreeSpaceHeader> = crate::access::get(
-        a,
-        K::FreeSpaceHeader,
-        at,
+    let h: Arc<FreeSpaceHeader> = crate::access::get(a, K::FreeSpaceHeader, at, || {
         Load::exact(FreeSpaceHeader::encoded_len(sizes), move |b| {
             FreeSpaceHeader::decode(b, sizes, at)
-        }),
-    )?;
+        })
+    })?;
     if h.client != h5_format::free_space::FreeSpaceClient::FractalHeap {
         return Err(corrupt(
             geom.address,
@@ -301,15 +298,12 @@ fn manager_sections(
     let format = SectionFormat::FractalHeap {
         heap_offset_len: geom.heap_offset_size() as u8,
     };
-    let h = Arc::clone(&fs);
-    let list: Arc<FreeSpaceSections> = crate::access::get(
-        a,
-        K::FreeSpaceSections,
-        at,
+    let list: Arc<FreeSpaceSections> = crate::access::get(a, K::FreeSpaceSections, at, || {
+        let h = Arc::clone(&fs);
         Load::exact(len, move |b| {
             FreeSpaceSections::decode(b, &h, sizes, at, format)
-        }),
-    )?;
+        })
+    })?;
     Ok(list.iter().collect())
 }
 
