@@ -614,8 +614,7 @@ impl Storage for FileStorage {
         if !sorted.is_sorted_by_key(|s| s.offset) {
             sorted.sort_unstable_by_key(|s| s.offset);
         }
-        let identity: Vec<usize> = (0..sorted.len()).collect();
-        let runs = adjacent_runs(&identity, |k| (sorted[k].offset, sorted[k].buf.len()));
+        let runs = adjacent_runs(sorted.len(), |k| (sorted[k].offset, sorted[k].buf.len()));
         for run in runs {
             let run = &mut sorted[run];
             let offset = run[0].offset;
@@ -658,7 +657,7 @@ impl Storage for FileStorage {
             return Ok(());
         }
         let extent = |i: usize| (segments[i].offset, segments[i].data.len());
-        for run in adjacent_runs(&order, extent) {
+        for run in adjacent_runs(order.len(), |k| extent(order[k])) {
             let run = &order[run];
             let offset = segments[run[0]].offset;
             if let [only] = run {
@@ -734,22 +733,22 @@ fn file_order(extents: impl Iterator<Item = (u64, usize)>) -> Vec<usize> {
     order.into_iter().map(|(_, i)| i).collect()
 }
 
-/// Split `order` (segment indices sorted by offset; `extent(i)` is segment
-/// `i`'s `(offset, len)`, whose end does not overflow) into runs to transfer
-/// with one system call each: maximal runs where every segment starts exactly
-/// where the previous one ends, cut so that a run of several segments holds at
-/// most [`MERGE_LIMIT`] bytes; a segment of [`ALONE_MIN`] bytes or more is a
-/// run of its own.
-fn adjacent_runs(order: &[usize], extent: impl Fn(usize) -> (u64, usize)) -> Vec<Range<usize>> {
+/// Split `count` segments in file order (`extent(k)` is the `k`-th one's
+/// `(offset, len)`, sorted by offset, whose end does not overflow) into runs of
+/// positions to transfer with one system call each: maximal runs where every
+/// segment starts exactly where the previous one ends, cut so that a run of
+/// several segments holds at most [`MERGE_LIMIT`] bytes; a segment of
+/// [`ALONE_MIN`] bytes or more is a run of its own.
+fn adjacent_runs(count: usize, extent: impl Fn(usize) -> (u64, usize)) -> Vec<Range<usize>> {
     let mut runs = Vec::new();
     let mut start = 0;
-    while start < order.len() {
-        let (offset, len) = extent(order[start]);
+    while start < count {
+        let (offset, len) = extent(start);
         let mut run_end = offset + len_u64(len);
         let mut total = len;
         let mut end = start + 1;
-        while let Some(&next) = order.get(end) {
-            let (offset, next_len) = extent(next);
+        while end < count {
+            let (offset, next_len) = extent(end);
             if len >= ALONE_MIN
                 || next_len >= ALONE_MIN
                 || offset != run_end
@@ -1179,7 +1178,7 @@ mod tests {
         ];
         let order = file_order(extents.iter().copied());
         assert_eq!(order, [1, 2, 0, 4, 5, 6, 7, 8]);
-        let runs: Vec<Vec<usize>> = adjacent_runs(&order, |i| extents[i])
+        let runs: Vec<Vec<usize>> = adjacent_runs(order.len(), |k| extents[order[k]])
             .into_iter()
             .map(|r| order[r].to_vec())
             .collect();
@@ -1194,7 +1193,7 @@ mod tests {
         let extents: Vec<(u64, usize)> = (0..17u64).map(|i| (i * small as u64, small)).collect();
         assert!(16 * small <= MERGE_LIMIT && 17 * small > MERGE_LIMIT);
         let order = file_order(extents.iter().copied());
-        let runs: Vec<usize> = adjacent_runs(&order, |i| extents[i])
+        let runs: Vec<usize> = adjacent_runs(order.len(), |k| extents[order[k]])
             .into_iter()
             .map(|r| r.len())
             .collect();
