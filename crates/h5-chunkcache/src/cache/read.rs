@@ -143,21 +143,9 @@ impl ChunkCache {
         if let [r] = reqs
             && let Some((slabs, scan)) = self.read_slabs(r)?
         {
-            let mut report = IoReport::default();
-            let mut result = Ok(());
-            for (sel, bytes) in &slabs {
-                match slab_request(r, sel, bytes.clone())
-                    .and_then(|req| self.read_call(&mut [req], scan))
-                {
-                    Ok(rep) => merge_modes(&mut report, &rep),
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
+            let report = read_by_slabs(r, &slabs, |req| self.read_call(req, scan));
             self.spares.clear();
-            return result.map(|()| report);
+            return report;
         }
         let report = self.read_call(reqs, false);
         self.spares.clear();
@@ -219,24 +207,13 @@ impl ChunkCache {
         if let [r] = reqs {
             let slabs = cache.read().map_err(|_| poisoned())?.read_slabs(r)?;
             if let Some((slabs, scan)) = slabs {
-                let mut report = IoReport::default();
-                let mut result = Ok(());
-                for (sel, bytes) in &slabs {
-                    match slab_request(r, sel, bytes.clone())
-                        .and_then(|req| Self::read_shared_call(cache, &mut [req], scan))
-                    {
-                        Ok(rep) => merge_modes(&mut report, &rep),
-                        Err(e) => {
-                            result = Err(e);
-                            break;
-                        }
-                    }
-                }
+                let report =
+                    read_by_slabs(r, &slabs, |req| Self::read_shared_call(cache, req, scan));
                 if scan {
                     // The spares are the scan's (another thread's scan loses only their reuse).
                     cache.lock().map_err(|_| poisoned())?.spares.clear();
                 }
-                return result.map(|()| report);
+                return report;
             }
         }
         Self::read_shared_call(cache, reqs, false)
@@ -566,6 +543,21 @@ impl ChunkCache {
 }
 
 /// The part of request `r` that reads the slab `sel` into bytes `bytes` of its buffer.
+/// Reads the request `r` slab by slab, each slab a request of its own given to `call`; merges
+/// their reports and stops at the first error.
+fn read_by_slabs(
+    r: &mut ReadRequest<'_>,
+    slabs: &[super::Slab],
+    mut call: impl FnMut(&mut [ReadRequest<'_>]) -> Result<IoReport>,
+) -> Result<IoReport> {
+    let mut report = IoReport::default();
+    for (sel, bytes) in slabs {
+        let rep = call(&mut [slab_request(r, sel, bytes.clone())?])?;
+        merge_modes(&mut report, &rep);
+    }
+    Ok(report)
+}
+
 fn slab_request<'a>(
     r: &'a mut ReadRequest<'_>,
     sel: &'a Selection,
