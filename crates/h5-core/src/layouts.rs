@@ -231,15 +231,14 @@ impl ChunkLayout for ChunkedLayout {
 
     fn decode(
         &self,
-        _: &ChunkCoord,
+        coord: &ChunkCoord,
         image: Vec<u8>,
-        _: bool,
+        partial_bound: bool,
         udata: &mut Udata,
     ) -> Result<Chunk, LayoutError> {
-        let mask = udata
-            .downcast_ref::<ChunkRecord>()
-            .map_or(0, |r| r.filter_mask);
-        self.checked(self.decoder.decode(image, mask)?)
+        // Without a spare, the decoder's plain decode.
+        self.decode_reusing(coord, image, partial_bound, udata, Vec::new())
+            .map(|(chunk, _)| chunk)
     }
 
     fn decode_reusing(

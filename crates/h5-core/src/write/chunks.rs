@@ -396,21 +396,14 @@ impl ChunkLayout for ChunkedWriteLayout {
 
     fn decode(
         &self,
-        _: &ChunkCoord,
+        coord: &ChunkCoord,
         image: Vec<u8>,
-        _: bool,
+        partial_bound: bool,
         udata: &mut Udata,
     ) -> Result<Chunk, LayoutError> {
-        let Some(p) = &self.pipeline else {
-            return Ok(Chunk::Dense(image));
-        };
-        let mask = udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
-        Ok(Chunk::Dense(p.decode(
-            image,
-            mask,
-            self.elem_size,
-            self.chunk_elems()?,
-        )?))
+        // Without a spare, the pipeline's plain decode.
+        self.decode_reusing(coord, image, partial_bound, udata, Vec::new())
+            .map(|(chunk, _)| chunk)
     }
 
     fn decode_reusing(
