@@ -356,6 +356,11 @@ impl PageBuffer {
         if writer && kind == PageKind::Raw {
             st.note_raw_over_index(offset / ps, (end - 1) / ps);
         }
+        if len < ps && offset / ps == (end - 1) / ps {
+            // Inside one page and shorter than it: one piece, neither split nor bypassed
+            // (what both paths below would make of it, without their piece lists).
+            return self.write_piece(&mut st, kind, offset, data);
+        }
         if writer && kind == PageKind::Metadata {
             if offset.is_multiple_of(ps) && len > ps {
                 return self.write_mpmde(&mut st, offset, data);
@@ -440,6 +445,9 @@ impl PageBuffer {
                 }
             }
         };
+        if st.write_in_place(key, kind, offset, data) {
+            return Ok(());
+        }
         let inner_len = st.inner_len;
         let mut grown = 0;
         if let Some(e) = st.entries.get_mut(&key) {
@@ -463,7 +471,7 @@ impl PageBuffer {
             st.note_growth(key, grown);
         }
         // Dirty, of the kind written last (space freed as one kind may come back as the
-        // other), at the LRU head: one lookup of the page.
+        // other), at the LRU head.
         st.note_write(key, kind);
         if kind == PageKind::Metadata {
             st.mark_modified(key);
@@ -847,7 +855,7 @@ fn stat_kind(kind: PageKind) -> StatKind {
 
 /// Copies the part of `data` (at file offset `offset`) that falls in an image starting at
 /// `image_start`.
-fn copy_into_image(image_start: u64, image: &mut [u8], offset: u64, data: &[u8]) {
+pub(crate) fn copy_into_image(image_start: u64, image: &mut [u8], offset: u64, data: &[u8]) {
     let image_end = image_start + image.len() as u64;
     let end = offset + data.len() as u64;
     let lo = offset.max(image_start);

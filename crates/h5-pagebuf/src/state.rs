@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use h5_io::{Storage, WriteSegment};
 
+use crate::buffer::copy_into_image;
 use crate::config::Geometry;
 use crate::stats::{PageBufferStats, StatKind};
 
@@ -351,6 +352,48 @@ impl State {
             self.lru.remove(&old);
             self.lru.insert(seq, key);
         }
+    }
+
+    /// The common write: `data` (within the entry `key`, not past its end) copied into an
+    /// entry that is already dirty, of `kind`, and (for metadata in writer mode) already on the
+    /// tick list, so that only the copy and the LRU position change: one lookup of the entry,
+    /// where [`State::note_write`] and [`State::mark_modified`] would take two more. Returns
+    /// false, changing nothing, when the write is not of that kind (the caller then takes the
+    /// general path).
+    pub(crate) fn write_in_place(
+        &mut self,
+        key: u64,
+        kind: PageKind,
+        offset: u64,
+        data: &[u8],
+    ) -> bool {
+        let ps = self.page_size();
+        let head = self.next_seq;
+        let writer = matches!(self.mode, Mode::Writer(_));
+        let Some(e) = self.entries.get_mut(&key) else {
+            return false;
+        };
+        let end = (offset + data.len() as u64).saturating_sub(key * ps);
+        let settled = e.dirty
+            && (e.kind == kind || e.mpmde)
+            && end <= e.image.len() as u64
+            && (kind == PageKind::Raw || !writer || e.modified_this_tick);
+        if !settled {
+            return false;
+        }
+        copy_into_image(key * ps, &mut e.image, offset, data);
+        if let Some(old) = e.lru_seq
+            && old != head
+        {
+            self.next_seq += 1;
+            e.lru_seq = Some(self.next_seq);
+            self.lru.remove(&old);
+            self.lru.insert(self.next_seq, key);
+        }
+        if kind == PageKind::Metadata && writer {
+            self.high_water();
+        }
+        true
     }
 
     /// Writes a dirty entry to the underlying storage (clipped at the logical end of file) and
