@@ -621,7 +621,7 @@ impl ExtensibleArrayIndexBlock {
                 return Err(count_error(name, what, got, want));
             }
         }
-        let mut w = Writer::new();
+        let mut w = Writer::with_capacity(usize::try_from(header.index_block_len(sizes)).unwrap_or(0));
         encode_prefix(&mut w, b"EAIB", header, sizes);
         header.format.encode_many(&mut w, sizes, &self.elements)?;
         for &a in self
@@ -792,7 +792,8 @@ impl ExtensibleArrayDataBlock {
         if self.elements.len() as u64 != want {
             return Err(count_error(name, "elements", self.elements.len(), want));
         }
-        let mut w = Writer::new();
+        let mut w =
+            Writer::with_capacity(usize::try_from(header.data_block_len(sizes, want)).unwrap_or(0));
         encode_prefix(&mut w, b"EADB", header, sizes);
         encode_block_offset(&mut w, header, self.block_offset, name)?;
         header.format.encode_many(&mut w, sizes, &self.elements)?;

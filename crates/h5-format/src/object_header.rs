@@ -536,7 +536,8 @@ pub fn encode_first_chunk(
     prefix: &ObjectHeaderPrefix,
     messages: &[MessageSpec<'_>],
 ) -> Result<Vec<u8>> {
-    let mut w = Writer::new();
+    // The capacity only saves regrowth; a damaged size cannot make it large.
+    let mut w = Writer::with_capacity(prefix.first_chunk_len().unwrap_or(0).min(1 << 16));
     w.bytes(&prefix.encode()?);
     write_messages(&mut w, prefix, messages, prefix.chunk0_size, NAME)?;
     if prefix.version >= 2 {

@@ -48,7 +48,7 @@ impl Writer {
 
     /// `n` zero bytes.
     pub fn zeros(&mut self, n: usize) {
-        self.buf.extend(std::iter::repeat_n(0, n));
+        self.buf.resize(self.buf.len() + n, 0);
     }
 
     /// Zero bytes up to the next multiple of `n` (`n` > 0) from the start.
@@ -91,7 +91,7 @@ impl Writer {
     pub fn offset(&mut self, sizes: Sizes, addr: u64) {
         let n = usize::from(sizes.offset);
         if addr == UNDEFINED_ADDRESS {
-            self.buf.extend(std::iter::repeat_n(0xff, n));
+            self.buf.extend_from_slice(&[0xff; 8][..n.min(8)]);
         } else {
             self.uint(addr, n);
         }
