@@ -152,6 +152,28 @@ struct HeldEntry {
     dirtied: bool,
 }
 
+/// What an entry's value is while [`CacheAccess::change`] has it out: one shared unit value,
+/// so that a change allocates nothing for it.
+fn placeholder() -> Arc<dyn Any + Send + Sync> {
+    static UNIT: std::sync::OnceLock<Arc<dyn Any + Send + Sync>> = std::sync::OnceLock::new();
+    Arc::clone(UNIT.get_or_init(|| Arc::new(())))
+}
+
+/// The loader passed for an entry known to be cached, where a protect hits and never loads
+/// (the cache is locked between the check and the protect).
+fn unused_load() -> &'static Load {
+    static UNUSED: std::sync::OnceLock<Load> = std::sync::OnceLock::new();
+    UNUSED.get_or_init(|| {
+        Load::exact(0, |_| -> std::result::Result<(), FormatError> {
+            Err(FormatError::Unsupported {
+                structure: "metadata entry",
+                address: u64::MAX,
+                what: "a load of an entry that was cached when protected".into(),
+            })
+        })
+    })
+}
+
 /// The error for a slot whose protection was released.
 fn released() -> Error {
     Error::Unsupported("a released metadata protection".into())
@@ -497,6 +519,23 @@ impl<'a> CacheAccess<'a> {
         Ok((slot, self.value_arc(slot)?))
     }
 
+    /// [`CacheAccess::protect`] with the loader made by `load` only when the entry is not
+    /// cached (a hit never loads, and making a loader allocates).
+    pub(crate) fn protect_lazy<T: Any + Send + Sync>(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: impl FnOnce() -> Result<Load>,
+    ) -> Result<(Slot, Arc<T>)> {
+        let abs = self.abs(addr)?;
+        let slot = if self.meta.contains(abs) {
+            self.hold(kind, addr, unused_load())?
+        } else {
+            self.hold(kind, addr, &load()?)?
+        };
+        Ok((slot, self.value_arc(slot)?))
+    }
+
     fn held(&self, slot: Slot) -> Result<&HeldEntry> {
         self.held
             .get(slot.0)
@@ -582,8 +621,7 @@ impl<'a> CacheAccess<'a> {
             .and_then(|h| h.handle.as_ref())
             .ok_or_else(|| Error::Unsupported("a released metadata protection".into()))?;
         let icr = self.meta.icr_mut(h)?;
-        let placeholder: Arc<dyn Any + Send + Sync> = Arc::new(());
-        let value = std::mem::replace(&mut icr.value, placeholder);
+        let value = std::mem::replace(&mut icr.value, placeholder());
         let mut typed = match value.downcast::<T>() {
             Ok(t) => t,
             Err(v) => {
@@ -645,10 +683,11 @@ impl<'a> CacheAccess<'a> {
             Error::Unsupported("a flush dependency on a released protection".into())
         })?;
         let c = self.abs(child)?;
-        if !self.meta.contains(c) || self.meta.flush_dependency_parents(c).contains(&p) {
-            return Ok(());
+        match self.meta.has_flush_dependency(p, c) {
+            // Not cached, or already a child of `p`.
+            None | Some(true) => Ok(()),
+            Some(false) => self.meta.create_flush_dependency(p, c).map_err(cache_error),
         }
-        self.meta.create_flush_dependency(p, c).map_err(cache_error)
     }
 
     /// Releases one held entry now (so that it can be expunged or evicted), dirtied if it was
@@ -701,10 +740,7 @@ impl<'a> CacheAccess<'a> {
         child: u64,
     ) -> Result<()> {
         let (p, c) = (self.abs(parent)?, self.abs(child)?);
-        if !self.meta.contains(p)
-            || !self.meta.contains(c)
-            || self.meta.flush_dependency_parents(c).contains(&p)
-        {
+        if !self.meta.contains(p) || self.meta.has_flush_dependency(p, c) != Some(false) {
             return Ok(());
         }
         let h = self
@@ -726,7 +762,7 @@ impl<'a> CacheAccess<'a> {
     /// Removes the flush dependency of `child` on `parent` (relative addresses), if it exists.
     pub(crate) fn undepend(&mut self, parent: u64, child: u64) -> Result<()> {
         let (p, c) = (self.abs(parent)?, self.abs(child)?);
-        if self.meta.contains(c) && self.meta.flush_dependency_parents(c).contains(&p) {
+        if self.meta.has_flush_dependency(p, c) == Some(true) {
             self.meta
                 .destroy_flush_dependency(p, c)
                 .map_err(cache_error)?;

@@ -268,7 +268,7 @@ impl FileShared {
             };
             let (parent, child) = (self.abs(oh)?, self.abs(top)?);
             let mut meta = self.meta.lock().map_err(|_| Error::Poisoned)?;
-            if meta.contains(child) && !meta.flush_dependency_parents(child).contains(&parent) {
+            if meta.has_flush_dependency(parent, child) == Some(false) {
                 meta.create_flush_dependency(parent, child)
                     .map_err(cache_error)?;
             }

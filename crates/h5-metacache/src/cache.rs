@@ -498,6 +498,7 @@ impl<T: CacheTypes> CacheBuilder<T> {
             removals: 0,
             image_writes: 0,
             spare_image: Vec::new(),
+            spare_runs: Vec::new(),
             write_permitted: self.write_permitted,
             check_write_permitted: self.check_write_permitted,
             log_flush: self.log_flush,
@@ -572,6 +573,8 @@ pub struct MetadataCache<T: CacheTypes> {
     /// A buffer left over from the last write that compared images (the replaced on-disk
     /// image), reused for the next serialization so that writes do not allocate.
     pub(crate) spare_image: Vec<u8>,
+    /// The changed-run list of the last diff write, kept for its allocation.
+    pub(crate) spare_runs: Vec<(usize, usize)>,
     pub(crate) write_permitted: bool,
     pub(crate) check_write_permitted: Option<Box<dyn FnMut() -> bool + Send>>,
     pub(crate) log_flush: Option<Box<dyn FnMut(LogFlushEvent) + Send>>,

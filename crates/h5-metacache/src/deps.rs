@@ -171,6 +171,20 @@ impl<T: CacheTypes> MetadataCache<T> {
         self.peek(addr).map(|s| self.height_of(s))
     }
 
+    /// Whether the entry at `child` has the entry at `parent` as a flush-dependency parent
+    /// (`None`: `child` is not cached). Allocates nothing, unlike
+    /// [`MetadataCache::flush_dependency_parents`].
+    pub fn has_flush_dependency(&self, parent: u64, child: u64) -> Option<bool> {
+        let s = self.peek(child)?;
+        Some(
+            self.slab
+                .entry(s)
+                .parents
+                .iter()
+                .any(|&p| self.slab.entry(p).addr == parent),
+        )
+    }
+
     /// Parents of the entry at `addr`.
     pub fn flush_dependency_parents(&self, addr: u64) -> Vec<u64> {
         self.peek(addr)

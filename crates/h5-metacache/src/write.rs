@@ -36,8 +36,16 @@ fn equal_prefix(a: &[u8], b: &[u8]) -> usize {
 
 /// The byte ranges `[start, end)` where `new` differs from `old` (same length), runs closer
 /// than [`DIFF_WRITE_GAP`] merged. Bytes of `new` past the end of `old` count as changed.
+#[cfg(test)]
 fn changed_runs(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
-    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut runs = Vec::new();
+    changed_runs_into(old, new, &mut runs);
+    runs
+}
+
+/// [`changed_runs`] into `runs` (cleared first), whose allocation a flush reuses.
+fn changed_runs_into(old: &[u8], new: &[u8], runs: &mut Vec<(usize, usize)>) {
+    runs.clear();
     let mut i = 0;
     while i < new.len() {
         i += equal_prefix(
@@ -56,7 +64,6 @@ fn changed_runs(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
             _ => runs.push((start, i)),
         }
     }
-    runs
 }
 
 /// What a write observed, for the flush loop's restart rule (MDC-076).
@@ -180,27 +187,38 @@ impl<T: CacheTypes> MetadataCache<T> {
             });
         }
         if !(info_flags.skip_writes() || info_flags.no_io()) {
-            let runs = match &on_disk {
-                Some(old) => changed_runs(old, &buf),
-                None => vec![(0, len)],
-            };
-            let segments: Vec<h5_io::WriteSegment<'_>> = runs
-                .iter()
-                .filter_map(|&(start, end)| {
-                    buf.get(start..end).map(|data| h5_io::WriteSegment {
-                        offset: addr + start as u64,
-                        data,
-                    })
-                })
-                .collect();
-            let written: usize = segments.iter().map(|s| s.data.len()).sum();
+            let mut runs = std::mem::take(&mut self.spare_runs);
+            match &on_disk {
+                Some(old) => changed_runs_into(old, &buf, &mut runs),
+                None => {
+                    runs.clear();
+                    runs.push((0, len));
+                }
+            }
+            let written: usize = runs.iter().map(|&(start, end)| end - start).sum();
             // Counted before the write: a detached load racing it must not be installed.
             self.image_writes += 1;
-            let r = match segments.as_slice() {
+            // One run (the common case) is written without a segment list.
+            let r = match runs.as_slice() {
                 [] => Ok(()),
-                [one] => self.storage.write_at(one.offset, one.data),
-                many => self.storage.write_vectored(many),
+                &[(start, end)] => match buf.get(start..end) {
+                    Some(data) => self.storage.write_at(addr + start as u64, data),
+                    None => Ok(()),
+                },
+                many => {
+                    let segments: Vec<h5_io::WriteSegment<'_>> = many
+                        .iter()
+                        .filter_map(|&(start, end)| {
+                            buf.get(start..end).map(|data| h5_io::WriteSegment {
+                                offset: addr + start as u64,
+                                data,
+                            })
+                        })
+                        .collect();
+                    self.storage.write_vectored(&segments)
+                }
             };
+            self.spare_runs = runs;
             if let Err(e) = r {
                 let entry = self.slab.entry_mut(slot);
                 entry.image = buf;

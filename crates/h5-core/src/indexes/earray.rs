@@ -319,11 +319,10 @@ impl ExtensibleArrayIndex {
         let sizes = self.meta.sizes;
         let space = self.space.as_ref().ok_or(Error::ReadOnly)?;
         let mut txn = self.meta.lock()?;
-        let (hs, mut hdr) = txn.protect::<Header>(
-            K::ExtensibleArrayHeader,
-            self.header,
-            &header_load(sizes, self.header),
-        )?;
+        let (hs, mut hdr) =
+            txn.protect_lazy::<Header>(K::ExtensibleArrayHeader, self.header, || {
+                Ok(header_load(sizes, self.header))
+            })?;
         // One past the highest element set by this batch.
         let mut max_set = 0u64;
         let enc = self.encoders.get_or_init(|| Encoders::new(&hdr, sizes));
@@ -367,10 +366,10 @@ impl ExtensibleArrayIndex {
                     })?
                     .1;
             }
-            let (is, ib) = txn.protect::<ExtensibleArrayIndexBlock>(
+            let (is, ib) = txn.protect_lazy::<ExtensibleArrayIndexBlock>(
                 K::ExtensibleArrayIndexBlock,
                 hdr.index_block_address,
-                &index_block_load(&hdr, sizes)?,
+                || index_block_load(&hdr, sizes),
             )?;
             txn.depend(hs, hdr.index_block_address)?;
             let done = match slot {
@@ -697,10 +696,10 @@ impl Change<'_, '_> {
         };
         let n = at.elements;
         let Some(p) = page else {
-            let (ds, _) = self.txn.protect::<ExtensibleArrayDataBlock>(
+            let (ds, _) = self.txn.protect_lazy::<ExtensibleArrayDataBlock>(
                 K::ExtensibleArrayDataBlock,
                 db_addr,
-                &data_block_load(&hdr, sizes, n, db_addr)?,
+                || data_block_load(&hdr, sizes, n, db_addr),
             )?;
             self.txn.depend(parent, db_addr)?;
             let element = usize_of(element)?;
