@@ -99,22 +99,33 @@ impl WriterIndex {
     ) -> (Option<WriterEntry>, Vec<WriterEntry>) {
         let first = entry.hdf5_page;
         let last = first + entry.pages(page_size);
+        // Entries are sorted and never overlap, so those the new one meets are one run: at most
+        // one starting before `first` (reaching into it), then every one starting below `last`
+        // (or at `first`). Found by binary search: an upsert costs the log of the index, not
+        // its length (a tick upserts every page it changed).
+        let mut lo = self.entries.partition_point(|e| e.hdf5_page < first);
+        while let Some(prev) = lo.checked_sub(1).and_then(|i| self.entries.get(i))
+            && prev.hdf5_page + prev.pages(page_size) > first
+        {
+            lo -= 1;
+        }
+        let bound = last.max(first + 1);
+        let hi = lo
+            + self
+                .entries
+                .get(lo..)
+                .unwrap_or_default()
+                .partition_point(|e| e.hdf5_page < bound);
         let mut overlapped = Vec::new();
         let mut replaced = None;
-        self.entries.retain(|e| {
-            let (a, b) = (e.hdf5_page, e.hdf5_page + e.pages(page_size));
-            if a == first {
-                replaced = Some(*e);
-                false
-            } else if a < last && b > first {
-                overlapped.push(*e);
-                false
+        for e in self.entries.drain(lo..hi) {
+            if e.hdf5_page == first {
+                replaced = Some(e);
             } else {
-                true
+                overlapped.push(e);
             }
-        });
-        let at = self.entries.partition_point(|e| e.hdf5_page < first);
-        self.entries.insert(at, entry);
+        }
+        self.entries.insert(lo, entry);
         (replaced, overlapped)
     }
 
@@ -177,6 +188,56 @@ mod tests {
             tick_of_last_flush: 0,
             delayed_flush: 0,
             moved_to_hdf5_file: false,
+        }
+    }
+
+    /// The scan over the whole index `upsert` replaced: the definition its binary search must
+    /// agree with.
+    fn upsert_by_scan(
+        entries: &mut Vec<WriterEntry>,
+        entry: WriterEntry,
+        page_size: u64,
+    ) -> (Option<WriterEntry>, Vec<WriterEntry>) {
+        let first = entry.hdf5_page;
+        let last = first + entry.pages(page_size);
+        let mut overlapped = Vec::new();
+        let mut replaced = None;
+        entries.retain(|e| {
+            let (a, b) = (e.hdf5_page, e.hdf5_page + e.pages(page_size));
+            if a == first {
+                replaced = Some(*e);
+                false
+            } else if a < last && b > first {
+                overlapped.push(*e);
+                false
+            } else {
+                true
+            }
+        });
+        let at = entries.partition_point(|e| e.hdf5_page < first);
+        entries.insert(at, entry);
+        (replaced, overlapped)
+    }
+
+    proptest::proptest! {
+        /// Any sequence of upserts (pages and multi-page entries, overlapping anywhere) gives
+        /// the same index and the same replaced and overlapped entries as the full scan, and
+        /// the index stays ordered and non-overlapping.
+        #[test]
+        fn upsert_equals_the_full_scan(
+            ops in proptest::collection::vec((0u64..60, 1u32..5), 1..80),
+        ) {
+            let ps = 4096u64;
+            let mut ix = WriterIndex::default();
+            let mut model: Vec<WriterEntry> = Vec::new();
+            for (page, pages) in ops {
+                let new = e(page, pages * ps as u32);
+                let got = ix.upsert(new, ps);
+                let want = upsert_by_scan(&mut model, new, ps);
+                proptest::prop_assert_eq!(got, want);
+                proptest::prop_assert_eq!(ix.entries(), model.as_slice());
+                proptest::prop_assert!(ix.check(ps).is_ok());
+            }
         }
     }
 
