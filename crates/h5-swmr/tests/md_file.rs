@@ -588,6 +588,37 @@ fn swmr_089_strict_lag() {
     assert_eq!(lax.read_vec(0, 4).unwrap(), vec![1; 4]);
 }
 
+// SWMR-135: a reader that stalls (keeps the index it loaded while the writer goes on for many
+// more than max_lag ticks, changing the page it indexes every tick) is not protected: once the
+// metadata file space of its image is reused, its next read of the page fails with a clear
+// checksum error that names the likely cause. It never returns another tick's bytes as that
+// page, and nothing retries behind the caller's back.
+#[test]
+fn swmr_135_a_stalled_reader_fails_with_a_clear_error() {
+    let mut r = rig(1, false);
+    let meta = r.pb.metadata();
+    meta.write_at(PS, &[1; 64]).unwrap();
+    r.w.end_of_tick(&r.pb).unwrap();
+    let mut rd = MdReader::new(Some(r.md.clone()), "md".into(), reader_params(1), None);
+    rd.load().unwrap();
+    let stalled = ReaderStorage::new(r.hdf5.clone() as Arc<dyn Storage>, rd);
+    for t in 0..4 * MAX_LAG {
+        meta.write_at(PS, &[t as u8 + 2; 64]).unwrap();
+        r.w.end_of_tick(&r.pb).unwrap();
+    }
+    let reads_before = r.md.snapshot();
+    let err = stalled.read_vec(PS, 4).unwrap_err().to_string();
+    assert!(
+        err.contains("checksum mismatch") && err.contains("fallen"),
+        "{err}"
+    );
+    assert_eq!(
+        r.md.snapshot().since(&reads_before).reads,
+        1,
+        "one read of the image, no retries"
+    );
+}
+
 // SWMR-115: an updater file is built whole in memory, every offset decided and inside the
 // image, before any file exists; publishing it is then one write and a rename.
 #[test]
