@@ -68,23 +68,30 @@ impl Writer {
 
     /// A little-endian u16.
     pub fn u16(&mut self, v: u16) {
-        self.uint(u64::from(v), 2);
+        self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
     /// A little-endian u32.
     pub fn u32(&mut self, v: u32) {
-        self.uint(u64::from(v), 4);
+        self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
     /// A little-endian u64.
     pub fn u64(&mut self, v: u64) {
-        self.uint(v, 8);
+        self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
     /// The low `n` bytes (0..=8) of `v`, little-endian.
     pub fn uint(&mut self, v: u64, n: usize) {
-        self.buf
-            .extend_from_slice(v.to_le_bytes().get(..n.min(8)).unwrap_or_default());
+        // The common widths as fixed-size copies (a store, not a call to memcpy).
+        match n {
+            8 => self.u64(v),
+            4 => self.u32(v as u32),
+            2 => self.u16(v as u16),
+            _ => self
+                .buf
+                .extend_from_slice(v.to_le_bytes().get(..n.min(8)).unwrap_or_default()),
+        }
     }
 
     /// A file address of `sizes.offset` bytes; [`UNDEFINED_ADDRESS`] is written as all ones.

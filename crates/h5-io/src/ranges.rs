@@ -57,19 +57,22 @@ impl RangeSet {
             return;
         }
         let (mut start, mut end) = (r.start, r.end);
-        // The range starting at or before `start` may touch it.
+        // The range starting at or before `start` may touch it: it grows in place.
         if let Some((&s, &e)) = self.map.range(..=start).next_back()
             && e >= start
         {
             start = s;
             end = end.max(e);
         }
-        // Every range starting inside [start, end] merges.
-        let touching: Vec<u64> = self.map.range(start..=end).map(|(&s, _)| s).collect();
-        for s in touching {
-            if let Some(e) = self.map.remove(&s) {
-                end = end.max(e);
-            }
+        // Every range starting after `start` and inside `end` merges (none, when the insert
+        // extends the last range, as allocations in order do).
+        while let Some((&s, &e)) = self
+            .map
+            .range((std::ops::Bound::Excluded(start), std::ops::Bound::Included(end)))
+            .next()
+        {
+            self.map.remove(&s);
+            end = end.max(e);
         }
         self.map.insert(start, end);
     }
