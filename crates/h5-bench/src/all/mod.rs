@@ -70,6 +70,11 @@ pub(crate) struct AllOptions {
     /// fsyncs), h5py and the C side fsync the file after closing it, inside the timed region.
     #[arg(long)]
     pub(crate) sync: bool,
+    /// Time every run of h5 and of the C side in a fresh process of its own (this program
+    /// again), so that no run inherits the heap or the pending writeback another system's runs
+    /// left in this process. h5py's runs are in their own process either way.
+    #[arg(long)]
+    pub(crate) fresh: bool,
 }
 
 /// Whether workload `id` is selected by `only`: by its id or by the id without its trailing
@@ -507,20 +512,30 @@ fn mem_child(workloads: &mut [Workload<'_>], id: &str, side: &str) -> BenchResul
     }
     let out = run()?;
     keep_best(&out);
-    let peaks: Vec<Option<u64>> = match out {
+    let (peaks, secs, size): (Vec<Option<u64>>, Vec<f64>, Option<u64>) = match out {
         RunOut::Done {
-            phases, checksum, ..
+            phases,
+            checksum,
+            size,
+            ..
         } => {
             if checksum != expected {
                 return Err(format!(
-                    "the memory run of W{id} read checksum {checksum}, expected {expected}"
+                    "the fresh-process run of W{id} read checksum {checksum}, expected {expected}"
                 ));
             }
-            phases.iter().map(|s| s.peak).collect()
+            (
+                phases.iter().map(|s| s.peak).collect(),
+                phases.iter().map(|s| s.secs).collect(),
+                size,
+            )
         }
-        RunOut::NotAvailable(_) => Vec::new(),
+        RunOut::NotAvailable(_) => (Vec::new(), Vec::new(), None),
     };
-    println!("{}", json!({ "peaks": peaks, "best_secs": best }));
+    println!(
+        "{}",
+        json!({ "peaks": peaks, "best_secs": best, "secs": secs, "checksum": expected, "size": size })
+    );
     Ok(true)
 }
 
@@ -531,12 +546,49 @@ struct Fresh<'a> {
     quick: bool,
     sync: bool,
     side: usize,
+    /// `--fresh`: the timed runs of h5 and the C side too.
+    timing: bool,
 }
 
 impl Fresh<'_> {
     /// The peaks per phase of h5 or the C side (`side` = `h5` or `c`): this program again,
     /// running the workload's side once.
     fn child(&self, id: &str, side: &str) -> BenchResult<Vec<Option<u64>>> {
+        let v = self.spawn(id, side)?;
+        Ok(v["peaks"]
+            .as_array()
+            .map(|a| a.iter().map(Value::as_u64).collect())
+            .unwrap_or_default())
+    }
+
+    /// One timed run of h5 or the C side in a fresh process (`--fresh`): its phases (time
+    /// and peak), checksum (checked by the child) and file size.
+    fn timed(&self, id: &str, side: &str) -> BenchResult<RunOut> {
+        let v = self.spawn(id, side)?;
+        let secs: Vec<f64> = v["secs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        let peaks: Vec<Option<u64>> = v["peaks"]
+            .as_array()
+            .map(|a| a.iter().map(Value::as_u64).collect())
+            .unwrap_or_default();
+        let phases = secs
+            .iter()
+            .enumerate()
+            .map(|(i, &secs)| Sample {
+                secs,
+                peak: peaks.get(i).copied().flatten(),
+            })
+            .collect();
+        let checksum = v["checksum"]
+            .as_u64()
+            .ok_or_else(|| format!("no checksum from the fresh-process run of W{id}"))?;
+        Ok(RunOut::done(phases, checksum, v["size"].as_u64()))
+    }
+
+    /// Runs this program again on one side of workload `id` once and returns its JSON line.
+    fn spawn(&self, id: &str, side: &str) -> BenchResult<Value> {
         let exe = std::env::current_exe().map_err(crate::common::err)?;
         let mut cmd = std::process::Command::new(exe);
         cmd.arg("all").arg("--dir").arg(self.dir).args([
@@ -557,17 +609,13 @@ impl Fresh<'_> {
         let out = cmd.output().map_err(crate::common::err)?;
         if !out.status.success() {
             return Err(format!(
-                "the memory run of W{id} failed: {}",
+                "the fresh-process run of W{id} failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
         let text = String::from_utf8_lossy(&out.stdout);
-        let v: Value = serde_json::from_str(text.lines().last().unwrap_or(""))
-            .map_err(|e| format!("bad answer from the memory run of W{id}: {e}"))?;
-        Ok(v["peaks"]
-            .as_array()
-            .map(|a| a.iter().map(Value::as_u64).collect())
-            .unwrap_or_default())
+        serde_json::from_str(text.lines().last().unwrap_or(""))
+            .map_err(|e| format!("bad answer from the fresh-process run of W{id}: {e}"))
     }
 
     /// h5py's peaks per phase: a new helper process running the workload's command once (its
@@ -676,7 +724,11 @@ fn measure(
             if series[slot(sys)].na.is_some() {
                 continue;
             }
-            let out = run_on(w, py, sys)?;
+            let out = match sys {
+                System::H5 if fresh.timing => fresh.timed(w.id, "h5")?,
+                System::C if fresh.timing => fresh.timed(w.id, "c")?,
+                _ => run_on(w, py, sys)?,
+            };
             let cs = series[slot(sys)].add(out);
             mismatch(system_name(sys), cs, &mut ok);
         }
@@ -844,6 +896,14 @@ fn print_header(
         "  peak memory: one extra untimed run per workload and system in a fresh process; RSS \
          growth during each phase (VmHWM after resetting it via /proc/self/clear_refs, minus \
          VmRSS at the phase's start); the ratio counts growths below 1 MiB as 1 MiB"
+    );
+    println!(
+        "  timed runs: {}",
+        if opts.fresh {
+            "--fresh: every run of h5 and of the C side in a fresh process of its own"
+        } else {
+            "h5 and the C side alternate in this process (h5py in its own)"
+        }
     );
     println!("  load average at start: {}", loadavg());
     println!("  files in {}", dir.display());
@@ -1241,6 +1301,7 @@ pub(crate) fn run(opts: &AllOptions) -> BenchResult<bool> {
         quick: opts.common.quick,
         sync,
         side: p.side,
+        timing: opts.fresh,
     };
     println!();
     let mut rows = Vec::new();
