@@ -98,6 +98,16 @@ enum Command {
         #[arg(default_value_t = 0)]
         retry_ms: u64,
     },
+    /// The reader process of the perf tests' latency runs (started by `swmr`).
+    #[command(hide = true)]
+    SwmrWatchLen {
+        /// The file.
+        path: PathBuf,
+        /// The dataset to watch.
+        dataset: String,
+        /// The first-dimension length to wait for.
+        len: usize,
+    },
     /// Reads of cached data from one thread and from several threads sharing the file.
     Threads {
         /// Random 64x64 block reads per repetition (split evenly between the threads).
@@ -147,6 +157,12 @@ fn main() {
         } => {
             if let Err(e) = swmr::w7_read(&path, n, tick_len, retry_ms) {
                 eprintln!("h5-bench swmr-read: {e}");
+                std::process::exit(2);
+            }
+        }
+        Command::SwmrWatchLen { path, dataset, len } => {
+            if let Err(e) = swmr::watch_len(&path, &dataset, len) {
+                eprintln!("h5-bench swmr-watch-len: {e}");
                 std::process::exit(2);
             }
         }

@@ -463,6 +463,35 @@ fn legacy(dir: &Path, python: &Path, n: usize) -> Result<(Vec<f64>, f64), String
     Ok((lat, v["rate"].as_f64().unwrap_or(f64::NAN)))
 }
 
+/// What a perf test's traced run records (SWMR-148, SWMR-149): the create and append phases'
+/// wall seconds, and when the first dataset reached each length (its first dimension, UNIX
+/// seconds after the write returned).
+#[derive(Debug, Default)]
+struct Trace {
+    create_secs: f64,
+    append_secs: f64,
+    first_dataset: Vec<(usize, f64)>,
+    /// The reader process: the writer keeps ending ticks until it has seen everything and
+    /// exited, as a writer that stays open would (a run shorter than a tick publishes nothing
+    /// before its close removes the metadata file).
+    reader: Option<std::process::Child>,
+}
+
+impl Trace {
+    /// Before the traced writer closes `f`: end ticks until the reader has exited.
+    fn hold_open(&mut self, f: &h5::File) -> Result<(), String> {
+        let Some(r) = self.reader.as_mut() else {
+            return Ok(());
+        };
+        let stop = Instant::now() + Duration::from_secs(600);
+        while r.try_wait().map_err(e)?.is_none() && Instant::now() < stop {
+            f.end_tick().map_err(e)?;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+}
+
 /// Perf test 1: `datasets` extensible 1-d datasets, `rounds` round-robin passes appending 10
 /// values to each. Returns the ticks published.
 fn perf1(
@@ -472,8 +501,21 @@ fn perf1(
     swmr: bool,
     ticks: &mut ExplicitTicks,
 ) -> Result<u64, String> {
+    perf1_traced(path, datasets, rounds, swmr, ticks, None)
+}
+
+/// [`perf1`], recording its phases and the first dataset's writes in `trace`.
+fn perf1_traced(
+    path: &Path,
+    datasets: usize,
+    rounds: usize,
+    swmr: bool,
+    ticks: &mut ExplicitTicks,
+    mut trace: Option<&mut Trace>,
+) -> Result<u64, String> {
     let tick_len = if ticks.every.is_some() { 600 } else { 1 };
     let cfg = swmr.then(|| writer_cfg(tick_len));
+    let start = Instant::now();
     let f = h5::File::create_with(path, &access(cfg), &paged()).map_err(e)?;
     let mut ds = Vec::with_capacity(datasets);
     for j in 0..datasets {
@@ -488,8 +530,12 @@ fn perf1(
                 .map_err(e)?,
         );
     }
+    let appends = Instant::now();
+    if let Some(t) = trace.as_deref_mut() {
+        t.create_secs = start.elapsed().as_secs_f64();
+    }
     for r in 0..rounds {
-        for d in &mut ds {
+        for (j, d) in ds.iter_mut().enumerate() {
             d.resize([(r + 1) * 10]).map_err(e)?;
             d.write_slice(
                 &[r as i32; 10],
@@ -500,12 +546,21 @@ fn perf1(
                 }],
             )
             .map_err(e)?;
+            if j == 0
+                && let Some(t) = trace.as_deref_mut()
+            {
+                t.first_dataset.push(((r + 1) * 10, now_secs()));
+            }
         }
         if swmr && ticks.every.is_some_and(|n| (r + 1) % n.max(1) == 0) {
             let t0 = thread_cpu_secs().unwrap_or(f64::NAN);
             f.end_tick().map_err(e)?;
             ticks.eot_cpu += thread_cpu_secs().unwrap_or(f64::NAN) - t0;
         }
+    }
+    if let Some(t) = trace {
+        t.append_secs = appends.elapsed().as_secs_f64();
+        t.hold_open(&f)?;
     }
     close_counting_ticks(f)
 }
@@ -524,7 +579,19 @@ fn close_counting_ticks(f: h5::File) -> Result<u64, String> {
 /// Perf test 2: ten int32 datasets n × side × side, chunks 1 × side × side, one plane per
 /// dataset per round. Returns the ticks published.
 fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<u64, String> {
+    perf2_traced(path, side, planes, swmr, None)
+}
+
+/// [`perf2`], recording its phases and the first dataset's planes in `trace`.
+fn perf2_traced(
+    path: &Path,
+    side: usize,
+    planes: usize,
+    swmr: bool,
+    mut trace: Option<&mut Trace>,
+) -> Result<u64, String> {
     let cfg = swmr.then(|| writer_cfg(1));
+    let start = Instant::now();
     let f = h5::File::create_with(path, &access(cfg), &paged()).map_err(e)?;
     let mut ds = Vec::new();
     for j in 0..10 {
@@ -545,8 +612,12 @@ fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<u64, Str
         end: None,
         step: 1,
     };
+    let appends = Instant::now();
+    if let Some(t) = trace.as_deref_mut() {
+        t.create_secs = start.elapsed().as_secs_f64();
+    }
     for r in 0..planes {
-        for d in &mut ds {
+        for (j, d) in ds.iter_mut().enumerate() {
             d.resize([r + 1, side, side]).map_err(e)?;
             d.write_slice(
                 &plane,
@@ -561,9 +632,137 @@ fn perf2(path: &Path, side: usize, planes: usize, swmr: bool) -> Result<u64, Str
                 ],
             )
             .map_err(e)?;
+            if j == 0
+                && let Some(t) = trace.as_deref_mut()
+            {
+                t.first_dataset.push((r + 1, now_secs()));
+            }
         }
     }
+    if let Some(t) = trace {
+        t.append_secs = appends.elapsed().as_secs_f64();
+        t.hold_open(&f)?;
+    }
     close_counting_ticks(f)
+}
+
+/// The reader process of the perf tests' latency runs (`swmr-watch-len`): polls `dataset`'s
+/// first dimension until it reaches `len`; prints every growth it saw as JSON
+/// `[[length, UNIX seconds], ...]`.
+pub(crate) fn watch_len(path: &Path, dataset: &str, len: usize) -> Result<(), String> {
+    let cfg = SwmrConfig {
+        tick_len: 1,
+        max_lag: 7,
+        presume_posix_semantics: false,
+        open_timeout: Some(Duration::from_secs(60)),
+        ..SwmrConfig::reader()
+    };
+    let f = h5::File::open_with(path, &access(Some(cfg))).map_err(e)?;
+    let stop = Instant::now() + Duration::from_secs(600);
+    let mut seen: Vec<(usize, f64)> = Vec::new();
+    let mut last = 0usize;
+    while last < len && Instant::now() < stop {
+        // Opening the dataset is an API call: it runs the reader's end of tick once its tick
+        // (0.1 s) has expired. Before the writer's first tick after creating it, it is absent.
+        if let Ok(d) = f.dataset(dataset) {
+            let n = d.shape().first().copied().unwrap_or(0);
+            if n > last {
+                seen.push((n, now_secs()));
+                last = n;
+            }
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    println!("{}", serde_json::to_string(&seen).map_err(e)?);
+    f.close().map_err(e)
+}
+
+/// Write-to-visible latencies (seconds): for each write `(length, time)`, the first time the
+/// reader saw the dataset at least that long, minus the write's time.
+fn latencies(writes: &[(usize, f64)], seen: &[(usize, f64)]) -> Vec<f64> {
+    writes
+        .iter()
+        .filter_map(|&(len, at)| {
+            seen.iter()
+                .find(|&&(n, _)| n >= len)
+                .map(|&(_, t)| (t - at).max(0.0))
+        })
+        .collect()
+}
+
+/// A traced SWMR run of a perf test with a reader process watching its first dataset: the
+/// phases and the write-to-visible latencies of that dataset's writes.
+fn traced_with_reader(
+    path: &Path,
+    dataset: &str,
+    len: usize,
+    run: impl FnOnce(&mut Trace) -> Result<u64, String>,
+) -> Result<(Trace, Vec<f64>), String> {
+    let exe = std::env::current_exe().map_err(e)?;
+    let reader = Command::new(exe)
+        .args([
+            "swmr-watch-len",
+            &path.display().to_string(),
+            dataset,
+            &len.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(e)?;
+    let mut trace = Trace {
+        reader: Some(reader),
+        ..Trace::default()
+    };
+    run(&mut trace)?;
+    let reader = trace.reader.take().ok_or("the reader process was lost")?;
+    let out = reader.wait_with_output().map_err(e)?;
+    if !out.status.success() {
+        return Err(format!("the perf tests' reader failed: {}", out.status));
+    }
+    let seen: Vec<(usize, f64)> = serde_json::from_slice(&out.stdout).map_err(e)?;
+    let lat = latencies(&trace.first_dataset, &seen);
+    if lat.len() != trace.first_dataset.len() {
+        return Err(format!(
+            "the reader saw {} of {} writes",
+            lat.len(),
+            trace.first_dataset.len()
+        ));
+    }
+    Ok((trace, lat))
+}
+
+/// Reports a traced run (SWMR-148, SWMR-149): phases, per-object times and latencies.
+fn report_traced(
+    rep: &mut Report,
+    what: &str,
+    objects: usize,
+    writes: usize,
+    t: &Trace,
+    lat: &[f64],
+) {
+    rep.add(
+        &format!("{what}: SWMR create / append phases (reader attached)"),
+        format!("{:.3} s / {:.3} s", t.create_secs, t.append_secs),
+    );
+    rep.add(
+        &format!("{what}: per-dataset create / per-write time"),
+        format!(
+            "{:.1} µs / {:.1} µs",
+            1e6 * t.create_secs / objects.max(1) as f64,
+            1e6 * t.append_secs / writes.max(1) as f64
+        ),
+    );
+    let (min, max) = lat.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| {
+        (lo.min(x), hi.max(x))
+    });
+    let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
+    rep.add(
+        &format!(
+            "{what}: write-to-visible latency min / mean / max ({} writes of the first dataset)",
+            lat.len()
+        ),
+        format!("{} / {} / {}", ms(min), ms(mean), ms(max)),
+    );
 }
 
 /// Cost of the API guard per call: (no SWMR file open, one open), in nanoseconds.
@@ -688,6 +887,21 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
         })?;
         let what = format!("perf test 1 ({datasets} datasets x {rounds} rounds)");
         report_perf(&mut rep, &what, o.runs, sides);
+        if o.side != Sides::Plain {
+            let p = dir.join("p1_traced.h5");
+            let (t, lat) = traced_with_reader(&p, "d0", rounds * 10, |t| {
+                perf1_traced(
+                    &p,
+                    datasets,
+                    rounds,
+                    true,
+                    &mut ExplicitTicks::default(),
+                    Some(t),
+                )
+            })?;
+            let _ = std::fs::remove_file(&p);
+            report_traced(&mut rep, &what, datasets, datasets * rounds, &t, &lat);
+        }
         if o.tick_every.is_some() && eot_best.is_finite() {
             rep.add(
                 &format!("{what}: end_tick CPU per explicit tick (best run)"),
@@ -702,12 +916,16 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
             let _ = std::fs::remove_file(&p);
             r
         })?;
-        report_perf(
-            &mut rep,
-            &format!("perf test 2 (10 x {planes} planes of {side}^2 int32)"),
-            o.runs,
-            sides,
-        );
+        let what = format!("perf test 2 (10 x {planes} planes of {side}^2 int32)");
+        report_perf(&mut rep, &what, o.runs, sides);
+        if o.side != Sides::Plain {
+            let p = dir.join("p2_traced.h5");
+            let (t, lat) = traced_with_reader(&p, "p0", planes, |t| {
+                perf2_traced(&p, side, planes, true, Some(t))
+            })?;
+            let _ = std::fs::remove_file(&p);
+            report_traced(&mut rep, &what, 10, 10 * planes, &t, &lat);
+        }
     }
     if selected(&o.only, "guard") {
         let (none, one) = guard_cost(&dir)?;

@@ -7,12 +7,24 @@ use std::process::Command;
 fn fresh_timed_runs_report_measured_rows_with_checked_values() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_h5-bench"))
-        .args(["all", "--quick", "--only", "4", "--reps", "2", "--skip-h5py", "--fresh"])
+        .args([
+            "all",
+            "--quick",
+            "--only",
+            "4",
+            "--reps",
+            "2",
+            "--skip-h5py",
+            "--fresh",
+        ])
         .arg("--dir")
         .arg(dir.path())
         // The workspace's venv with h5py (scripts/setup-tools makes it), which checks h5's files.
         .arg("--python")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv/bin/python"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../.venv/bin/python"
+        ))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -621,7 +621,8 @@ impl ExtensibleArrayIndexBlock {
                 return Err(count_error(name, what, got, want));
             }
         }
-        let mut w = Writer::with_capacity(usize::try_from(header.index_block_len(sizes)).unwrap_or(0));
+        let mut w =
+            Writer::with_capacity(usize::try_from(header.index_block_len(sizes)).unwrap_or(0));
         encode_prefix(&mut w, b"EAIB", header, sizes);
         header.format.encode_many(&mut w, sizes, &self.elements)?;
         for &a in self

@@ -48,7 +48,7 @@ impl Writer {
 
     /// `n` zero bytes.
     pub fn zeros(&mut self, n: usize) {
-        self.buf.resize(self.buf.len() + n, 0);
+        self.buf.resize(self.buf.len().saturating_add(n), 0);
     }
 
     /// Zero bytes up to the next multiple of `n` (`n` > 0) from the start.
@@ -98,7 +98,8 @@ impl Writer {
     pub fn offset(&mut self, sizes: Sizes, addr: u64) {
         let n = usize::from(sizes.offset);
         if addr == UNDEFINED_ADDRESS {
-            self.buf.extend_from_slice(&[0xff; 8][..n.min(8)]);
+            self.buf
+                .extend_from_slice([0xff; 8].get(..n.min(8)).unwrap_or_default());
         } else {
             self.uint(addr, n);
         }

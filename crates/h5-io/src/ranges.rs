@@ -68,7 +68,10 @@ impl RangeSet {
         // extends the last range, as allocations in order do).
         while let Some((&s, &e)) = self
             .map
-            .range((std::ops::Bound::Excluded(start), std::ops::Bound::Included(end)))
+            .range((
+                std::ops::Bound::Excluded(start),
+                std::ops::Bound::Included(end),
+            ))
             .next()
         {
             self.map.remove(&s);

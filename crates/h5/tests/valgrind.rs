@@ -56,7 +56,12 @@ fn a_vfd_swmr_writer_runs_under_valgrind_memcheck() {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let out = Command::new("valgrind")
-        .args(["--tool=memcheck", "--error-exitcode=99", "--leak-check=no", "-q"])
+        .args([
+            "--tool=memcheck",
+            "--error-exitcode=99",
+            "--leak-check=no",
+            "-q",
+        ])
         .arg(&exe)
         .args(["--exact", TEST_NAME, "--test-threads=1", "--nocapture"])
         .env(CHILD_DIR, dir.path())
