@@ -76,7 +76,7 @@ impl FileShared {
         match self.file_space_info()? {
             Some(info) if info.strategy == FileSpaceStrategy::Page => {
                 pb.enable(info.page_size)?;
-                Ok(())
+                self.check_pages_if_swmr_writer(pb, info.page_size)
             }
             _ => Err(not_paged()),
         }
@@ -94,6 +94,18 @@ impl FileShared {
             return Err(not_paged());
         }
         pb.enable(options.page_size())?;
+        self.check_pages_if_swmr_writer(pb, options.page_size())
+    }
+
+    /// A VFD SWMR writer's metadata cache refuses entries misaligned across pages, other than
+    /// array data block pages (SWMR-074).
+    fn check_pages_if_swmr_writer(&self, pb: &PageBuffer, page_size: u64) -> Result<()> {
+        if pb.tick().is_some() {
+            self.meta
+                .lock()
+                .map_err(|_| Error::Poisoned)?
+                .set_page_check(Some(page_size));
+        }
         Ok(())
     }
 }

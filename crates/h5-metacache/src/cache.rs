@@ -498,6 +498,7 @@ impl<T: CacheTypes> CacheBuilder<T> {
             removals: 0,
             image_writes: 0,
             spare_image: Vec::new(),
+            page_check: None,
             spare_runs: Vec::new(),
             write_permitted: self.write_permitted,
             check_write_permitted: self.check_write_permitted,
@@ -573,6 +574,8 @@ pub struct MetadataCache<T: CacheTypes> {
     /// A buffer left over from the last write that compared images (the replaced on-disk
     /// image), reused for the next serialization so that writes do not allocate.
     pub(crate) spare_image: Vec<u8>,
+    /// VFD SWMR writer: the page size misaligned writes are checked against (SWMR-074).
+    pub(crate) page_check: Option<u64>,
     /// The changed-run list of the last diff write, kept for its allocation.
     pub(crate) spare_runs: Vec<(usize, usize)>,
     pub(crate) write_permitted: bool,
@@ -1199,6 +1202,15 @@ impl<T: CacheTypes> MetadataCache<T> {
             .collect();
         v.sort_unstable();
         v
+    }
+
+    /// Turns the VFD SWMR writer's page check on (`Some(page size)`) or off (SWMR-074): an
+    /// entry written across a page boundary without starting on one is then refused with
+    /// [`CacheError::MisalignedWrite`], unless it is a fixed or extensible array data block
+    /// page (the only structures whose pages the format places inside a larger block). The page
+    /// buffer splits and logs the writes it allows.
+    pub fn set_page_check(&mut self, page_size: Option<u64>) {
+        self.page_check = page_size.filter(|&p| p > 0);
     }
 
     /// The file context.

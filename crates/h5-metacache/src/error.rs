@@ -172,6 +172,24 @@ pub enum CacheError {
         /// End of allocation.
         eoa: u64,
     },
+    /// SWMR-074: with the VFD SWMR page check on, an entry that is not a fixed or extensible
+    /// array data block page would be written across a page boundary without starting on one
+    /// (an internal error: the file-space manager keeps every other entry inside a page or
+    /// page-aligned).
+    #[error(
+        "{class} at {addr:#x} ({len} bytes) crosses a {page_size}-byte page boundary without \
+         starting on one; only array data block pages may"
+    )]
+    MisalignedWrite {
+        /// The entry's class.
+        class: &'static str,
+        /// Its address.
+        addr: u64,
+        /// Its length.
+        len: usize,
+        /// The page size.
+        page_size: u64,
+    },
     /// A speculative load still reported a larger size after its second attempt, or a compressed
     /// entry's actual size is above its bound.
     #[error("the entry at {addr:#x} reported size {reported}, larger than the {bound} bytes read")]

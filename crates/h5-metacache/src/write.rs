@@ -66,6 +66,20 @@ fn changed_runs_into(old: &[u8], new: &[u8], runs: &mut Vec<(usize, usize)>) {
     }
 }
 
+/// Whether `[addr, addr + len)` crosses a boundary of `page_size`-byte pages without starting
+/// on one.
+fn crosses_page_unaligned(addr: u64, len: usize, page_size: u64) -> bool {
+    let last = addr.saturating_add((len as u64).saturating_sub(1));
+    len > 0 && !addr.is_multiple_of(page_size) && addr / page_size != last / page_size
+}
+
+/// Whether entries of `class` may be written across a page boundary without starting on one
+/// (SWMR-074): fixed and extensible array data block pages only.
+fn splits_allowed(class: u8) -> bool {
+    use crate::class::MetadataKind as K;
+    class == K::ExtensibleArrayDataBlockPage.id() || class == K::FixedArrayDataBlockPage.id()
+}
+
 /// What a write observed, for the flush loop's restart rule (MDC-076).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct WriteOutcome {
@@ -184,6 +198,18 @@ impl<T: CacheTypes> MetadataCache<T> {
                 addr,
                 len,
                 eoa,
+            });
+        }
+        if let Some(ps) = self.page_check
+            && crosses_page_unaligned(addr, len, ps)
+            && !splits_allowed(class)
+        {
+            self.keep_unwritten(slot, on_disk, buf);
+            return Err(CacheError::MisalignedWrite {
+                class: self.class_name(class),
+                addr,
+                len,
+                page_size: ps,
             });
         }
         if !(info_flags.skip_writes() || info_flags.no_io()) {
