@@ -336,7 +336,11 @@ impl ChunkCache {
                     }
                 }
             }
-            let new = self.bring_in(&want)?;
+            // At most four keys: a scan is the set.
+            let new = self.bring_in(&want, |key| {
+                want.iter()
+                    .any(|(k, kind)| k == key && *kind == LoadKind::Locate)
+            })?;
             self.admit_and_gather(new, &busy, |cache, _| {
                 ended = cache.gather_slots(r, first, slots)?;
                 Ok(())
@@ -419,7 +423,7 @@ impl ChunkCache {
         let new = if want.is_empty() {
             Vec::new()
         } else {
-            self.bring_in(&want)?
+            self.bring_in(&want, |k| covered.contains(k))?
         };
         // Resident chunks this call writes must not be evicted to make room for the new ones.
         let mut busy = Vec::new();
@@ -442,14 +446,18 @@ impl ChunkCache {
     /// with [`LoadKind::Locate`] is one the write covers, made without reading (its old
     /// location kept for insert, SCC-063, EC-35); a missing chunk is made, filled unless the
     /// write covers it inside the extent only (SCC-065, OQ-34).
-    fn bring_in(&mut self, want: &[(ChunkKey, LoadKind)]) -> Result<Vec<Loaded>> {
+    ///
+    /// The load reports a missing chunk without its kind: `covered` says whether the write
+    /// covers it (asked for with [`LoadKind::Locate`]).
+    fn bring_in(
+        &mut self,
+        want: &[(ChunkKey, LoadKind)],
+        covered: impl Fn(&ChunkKey) -> bool,
+    ) -> Result<Vec<Loaded>> {
         let res = self.load(want)?;
         let mut new = res.loaded;
         for key in res.missing {
-            let covered = want
-                .iter()
-                .any(|(k, kind)| *k == key && *kind == LoadKind::Locate);
-            let fill = !covered || self.covered_within_extent_only(&key)?;
+            let fill = !covered(&key) || self.covered_within_extent_only(&key)?;
             let l = self.new_chunk(key, fill)?;
             new.push(self.clear_outside(l, fill)?);
         }
