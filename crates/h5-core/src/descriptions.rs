@@ -282,11 +282,13 @@ mod tests {
         }
     }
 
+    /// Not over-aligned (the allocator's plain path), and with the `Arc`'s two counts no
+    /// larger than a cache line.
     #[test]
-    fn a_slot_fills_one_cache_line() {
-        assert_eq!(std::mem::size_of::<DatasetSlot>(), 64);
+    fn a_slot_is_small_and_not_over_aligned() {
+        assert!(std::mem::align_of::<DatasetSlot>() <= 16);
+        assert!(std::mem::size_of::<DatasetSlot>() + 16 <= 64);
         assert!(!Descriptions::default().put(info(1, 0)).has_vlen());
-        assert_eq!(std::mem::align_of::<DatasetSlot>(), 64);
     }
 
     #[test]
