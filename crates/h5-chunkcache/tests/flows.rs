@@ -1194,6 +1194,111 @@ fn scc_064_partial_write_reads_first() {
     );
 }
 
+/// Grows the mock's extent to `new` and notifies the cache (an append's resize).
+fn grow(c: &mut ChunkCache, m: &MockLayout, new: u64) {
+    let old = m.extent();
+    m.set_extent(&[new]);
+    c.set_extent_notify(DatasetId(1), &old).unwrap();
+}
+
+/// Appends (a resize, then a run of consecutive elements ending at the extent) take the
+/// resident-run path also when they start a chunk: the new chunk is looked up once and made as
+/// the general flow makes it (SCC-065: filled, since the run covers only its part inside the
+/// extent), a chunk the run covers whole is made without fill (SCC-063), and a partly written
+/// chunk on disk is read first (SCC-064). Values checked after flush, in a fresh cache.
+#[test]
+fn appends_bring_in_chunks_as_the_general_flow() {
+    let s = store();
+    let m = Arc::new(MockLayout::new(1, &[0], &[8], 1, &[7]).with_codec());
+    let mut c = cache(&s, 1 << 20);
+    c.register(DatasetId(1), m.clone()).unwrap();
+    let value = |i: u64| (i + 10) as u8;
+    for k in 0..6u64 {
+        grow(&mut c, &m, (k + 1) * 3);
+        let run: Vec<u8> = (k * 3..(k + 1) * 3).map(value).collect();
+        write(&mut c, 1, &slab(&[k * 3], &[3]), &run);
+    }
+    let ev = m.take_events();
+    let new: Vec<&Event> = ev
+        .iter()
+        .filter(|e| matches!(e, Event::NewChunk(..)))
+        .collect();
+    assert_eq!(
+        new,
+        [
+            &Event::NewChunk(1, vec![0], true),
+            &Event::NewChunk(1, vec![1], true),
+            &Event::NewChunk(1, vec![2], true),
+        ]
+    );
+    assert_eq!(
+        count(
+            &ev,
+            |e| matches!(e, Event::Lookup(1, coords, 0) if coords.len() == 1)
+        ),
+        3,
+        "one lookup per new chunk, none for resident ones: {ev:?}"
+    );
+    // Elements 16 and 17 are written; the rest of chunk 2 holds the fill value once the
+    // extent covers it.
+    grow(&mut c, &m, 24);
+    let mut want: Vec<u8> = (0..18).map(value).collect();
+    want.extend([7; 6]);
+    assert_eq!(read(&mut c, 1, &slab(&[0], &[24]), 24), want);
+    // A run covering a whole absent chunk: made without fill.
+    grow(&mut c, &m, 32);
+    let run: Vec<u8> = (24..32).map(value).collect();
+    write(&mut c, 1, &slab(&[24], &[8]), &run);
+    assert!(
+        m.take_events()
+            .contains(&Event::NewChunk(1, vec![3], false))
+    );
+    want.extend(&run);
+    c.flush().unwrap();
+    c.destroy();
+
+    // Chunks on disk, not in the cache, partly written by the next appends: read, then written.
+    let mut c = cache(&s, 1 << 20);
+    c.register(DatasetId(1), m.clone()).unwrap();
+    grow(&mut c, &m, 35);
+    m.take_events();
+    let run: Vec<u8> = (32..35).map(value).collect();
+    write(&mut c, 1, &slab(&[32], &[3]), &run);
+    let ev = m.take_events();
+    assert!(ev.contains(&Event::NewChunk(1, vec![4], true)), "{ev:?}");
+    grow(&mut c, &m, 38);
+    let before = s.snapshot();
+    write(&mut c, 1, &slab(&[35], &[3]), &[1, 2, 3]);
+    assert_eq!(
+        s.snapshot().since(&before).read_vectors,
+        0,
+        "chunk 4 resident"
+    );
+    c.flush().unwrap();
+    c.destroy();
+    let mut c = cache(&s, 1 << 20);
+    c.register(DatasetId(1), m.clone()).unwrap();
+    grow(&mut c, &m, 42);
+    m.take_events();
+    write(&mut c, 1, &slab(&[38], &[4]), &[4, 5, 6, 8]);
+    // Chunk 4 read, chunk 5 (elements 40 and 41) made filled; both looked up in one batch.
+    assert_eq!(
+        m.take_events(),
+        [
+            Event::Lookup(1, vec![vec![4], vec![5]], 1),
+            Event::Decode(1, vec![4]),
+            Event::NewChunk(1, vec![5], true),
+        ]
+    );
+    c.flush().unwrap();
+    c.destroy();
+    want.extend(&run);
+    want.extend([1, 2, 3, 4, 5, 6, 8]);
+    let mut c = cache(&s, 1 << 20);
+    c.register(DatasetId(1), m.clone()).unwrap();
+    assert_eq!(read(&mut c, 1, &slab(&[0], &[42]), 42), want);
+}
+
 /// SCC-066: a partial write touching 6 chunks on disk looks them up in one batch and reads them
 /// with one vectored read of 6 segments.
 #[test]

@@ -84,6 +84,8 @@ pub struct FileShared {
     /// The current description of every dataset opened, by object header address: what every
     /// handle of the dataset reads its shape from (see [`crate::dataset::Descriptions`]).
     pub(crate) descriptions: crate::dataset::Descriptions,
+    /// The group header last decoded on a path walk (read-only files).
+    pub(crate) group_header_memo: crate::object::HeaderMemo,
     /// The space allocator of a writable file (`None`: read-only).
     pub(crate) alloc: Option<Arc<Mutex<crate::write::alloc::FileAlloc>>>,
     /// What a writable file keeps besides the caches (`None`: read-only).
@@ -247,6 +249,7 @@ impl FileShared {
             sohm: Mutex::new(None),
             path: OnceLock::new(),
             descriptions: Default::default(),
+            group_header_memo: Default::default(),
             alloc: None,
             write: None,
             pagebuf,

@@ -128,7 +128,7 @@ fn resolve_inner(
     let mut file = Arc::clone(file);
     let parts = path.split('/').filter(|p| !p.is_empty() && *p != ".");
     for name in parts {
-        let oh = ObjectHeader::load(&file, addr)?;
+        let oh = ObjectHeader::load_group(&file, addr)?;
         if ObjectKind::of(&oh) != ObjectKind::Group {
             return Err(Error::WrongKind {
                 path: here,

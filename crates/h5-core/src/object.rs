@@ -1,7 +1,7 @@
 //! Object headers: the first chunk and every continuation block are metadata-cache entries; the
 //! messages of all chunks, decoded, make an [`ObjectHeader`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use h5_format::FormatError;
 use h5_format::message::{Message, decode_message, kind};
@@ -13,6 +13,34 @@ use h5_metacache::MetadataKind;
 use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::meta::Load;
+
+/// The last group header decoded on a read-only file's path walks, with the chunk #0 image
+/// it was decoded from (held, so that no other image can take its place in memory). The
+/// metadata cache never changes a cached value another holder shares (`Decoded::value_mut`
+/// copies it), so while the cache returns this very image for the address, decoding it again
+/// would give this header: kept only for headers chunk #0 makes alone (no continuation block,
+/// no shared message, whose own images could change apart from it).
+#[derive(Debug, Default)]
+pub(crate) struct HeaderMemo(Mutex<Option<(Arc<FirstChunkImage>, Arc<ObjectHeader>)>>);
+
+impl HeaderMemo {
+    fn lock(&self) -> MutexGuard<'_, Option<(Arc<FirstChunkImage>, Arc<ObjectHeader>)>> {
+        // Every change replaces the whole value: a panic while it was held left it whole.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The header at `addr` decoded from `image`, if it is the one kept.
+    fn get(&self, addr: u64, image: &Arc<FirstChunkImage>) -> Option<Arc<ObjectHeader>> {
+        match &*self.lock() {
+            Some((kept, h)) if h.address == addr && Arc::ptr_eq(kept, image) => Some(Arc::clone(h)),
+            _ => None,
+        }
+    }
+
+    fn set(&self, image: &Arc<FirstChunkImage>, header: &Arc<ObjectHeader>) {
+        *self.lock() = Some((Arc::clone(image), Arc::clone(header)));
+    }
+}
 
 /// One stored message, owned.
 #[derive(Clone, Debug)]
@@ -78,6 +106,8 @@ struct HeaderWalk<'a> {
     prefix: ObjectHeaderPrefix,
     blocks: Vec<Arc<Vec<StoredMessage>>>,
     visited: std::collections::HashSet<u64>,
+    /// Whether a message was resolved from elsewhere (a shared message).
+    shared: bool,
     out: &'a mut ObjectHeader,
 }
 
@@ -113,10 +143,13 @@ impl HeaderWalk<'_> {
             return Ok(());
         }
         let (message, shared_from) = match message {
-            Message::Shared { kind: k, reference } => (
-                resolve_shared(file, k, reference, self.depth)?,
-                committed_address(reference),
-            ),
+            Message::Shared { kind: k, reference } => {
+                self.shared = true;
+                (
+                    resolve_shared(file, k, reference, self.depth)?,
+                    committed_address(reference),
+                )
+            }
             other => (other, None),
         };
         self.out.messages.push(HeaderMessage {
@@ -249,6 +282,34 @@ impl ObjectHeader {
         }
         let first: Arc<FirstChunkImage> =
             file.load_with(MetadataKind::ObjectHeader, addr, || first_chunk_load(addr))?;
+        Ok(Self::decode_from(file, addr, depth, &first)?.0)
+    }
+
+    /// [`load`](Self::load) of a group header being walked through by a path (every open by
+    /// name reads its group's): a header decoded from the very image the metadata cache holds
+    /// now is not decoded again (see [`HeaderMemo`]).
+    pub(crate) fn load_group(file: &FileShared, addr: u64) -> Result<Arc<ObjectHeader>> {
+        let first: Arc<FirstChunkImage> =
+            file.load_with(MetadataKind::ObjectHeader, addr, || first_chunk_load(addr))?;
+        if let Some(h) = file.group_header_memo.get(addr, &first) {
+            return Ok(h);
+        }
+        let (h, standalone) = Self::decode_from(file, addr, 0, &first)?;
+        if standalone && !file.is_writable() {
+            file.group_header_memo.set(&first, &h);
+        }
+        Ok(h)
+    }
+
+    /// Decodes the header whose chunk #0 is `first`, loading its continuation blocks and
+    /// resolving its shared messages; also says whether `first` alone made it (no continuation
+    /// block, no shared message).
+    fn decode_from(
+        file: &FileShared,
+        addr: u64,
+        depth: usize,
+        first: &FirstChunkImage,
+    ) -> Result<(Arc<ObjectHeader>, bool)> {
         let mut out = ObjectHeader {
             address: addr,
             version: first.prefix.version,
@@ -265,6 +326,7 @@ impl ObjectHeader {
             prefix: first.prefix,
             blocks: Vec::new(),
             visited: std::collections::HashSet::new(),
+            shared: false,
             out: &mut out,
         };
         walk.take_all(&first.messages)?;
@@ -273,7 +335,8 @@ impl ObjectHeader {
             walk.take_all(&block)?;
             next = next.saturating_add(1);
         }
-        Ok(Arc::new(out))
+        let standalone = walk.blocks.is_empty() && !walk.shared;
+        Ok((Arc::new(out), standalone))
     }
 
     /// The relative address of the committed datatype this object's datatype message refers to
@@ -314,4 +377,50 @@ fn corrupt(addr: u64, reason: &str) -> Error {
         address: addr,
         reason: reason.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::ObjectHeader;
+    use crate::file::FileShared;
+    use crate::nav::resolve;
+    use crate::testutil::{new_file, settings};
+
+    /// A read-only file's group header is decoded once while the metadata cache holds the same
+    /// image, and again once the image is replaced; a writable file's is decoded every time. The
+    /// members found through it are right either way.
+    #[test]
+    fn group_headers_are_decoded_once_per_cached_image() {
+        let (storage, file) = new_file(false);
+        let g = file.create_group(file.root_address(), "g").unwrap();
+        let members: Vec<u64> = (0..3)
+            .map(|i| file.create_group(g, &format!("m{i}")).unwrap())
+            .collect();
+        let a = ObjectHeader::load_group(&file, g).unwrap();
+        let b = ObjectHeader::load_group(&file, g).unwrap();
+        assert!(!Arc::ptr_eq(&a, &b), "writable: decoded each time");
+        file.close().unwrap();
+        drop(file);
+
+        let file = FileShared::open(storage, &settings(false), None).unwrap();
+        let a = ObjectHeader::load_group(&file, g).unwrap();
+        let b = ObjectHeader::load_group(&file, g).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "read-only, same image: kept");
+        assert_eq!(
+            a.messages.len(),
+            ObjectHeader::load(&file, g).unwrap().messages.len()
+        );
+        for (i, &m) in members.iter().enumerate() {
+            let r = resolve(&file, g, "/g", &format!("m{i}")).unwrap();
+            assert_eq!(r.header.address, m);
+        }
+        // Another header walked through replaces the kept one; the group's is decoded again.
+        let root = file.root_address();
+        ObjectHeader::load_group(&file, root).unwrap();
+        let c = ObjectHeader::load_group(&file, g).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(a.messages.len(), c.messages.len());
+    }
 }

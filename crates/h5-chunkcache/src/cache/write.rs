@@ -197,12 +197,16 @@ impl ChunkCache {
         Ok(report)
     }
 
-    /// The steady append (a run of consecutive elements of a one-dimensional dataset, every
-    /// chunk it touches resident): gathered straight into the entries, with no decomposition
-    /// built. `false` (nothing done) for any other request, which takes the general flow: other
-    /// ranks or selections, memory selections, conversions, a run past the extent or of another
-    /// length than the buffer (the general flow reports the error), a chunk not resident, or a
-    /// clean chunk the run covers whole (it may be written whole, around the cache).
+    /// The steady append (a run of consecutive elements of a one-dimensional dataset):
+    /// gathered straight into the entries, with no decomposition built. A chunk it touches that
+    /// is not in the cache (an append starting a chunk) is brought in as the general flow brings
+    /// it ([`bring_in`](Self::bring_in): looked up, then read, or made filled or not as the
+    /// write covers it). `false` (nothing done) for any other request, which takes the general
+    /// flow: other ranks or selections, memory selections, conversions, a run past the extent or
+    /// of another length than the buffer (the general flow reports the error), a resident chunk
+    /// without its values, a clean resident chunk the run covers whole (it may be written whole,
+    /// around the cache), or chunks not in the cache that the general flow would write around
+    /// it or in several batches.
     fn write_resident_run(&mut self, r: &WriteRequest<'_>) -> Result<bool> {
         /// Chunks one run may touch on this path (an append into the last chunk and the next).
         const MAX_CHUNKS: usize = 4;
@@ -251,50 +255,96 @@ impl ChunkCache {
             buf_offset: 0,
             len: 0,
         };
-        let mut found = [(EntryId(0), none); MAX_CHUNKS];
+        // Per chunk: its resident entry (`None`: not in the cache), the run, whether the run
+        // covers every element of it inside the extent.
+        let mut found = [(None, none, false); MAX_CHUNKS];
+        let mut absent = 0usize;
         for (slot, c) in found.iter_mut().zip(first..=last) {
-            let hinted = hint.filter(|&id| {
-                self.entry(id)
-                    .is_some_and(|e| e.dataset == r.dataset && e.coord.as_slice() == [c])
-            });
-            let id = match hinted {
-                Some(id) => id,
-                None => {
-                    let Some(coord) = ChunkCoord::new(&[c]) else {
-                        return Ok(false);
-                    };
-                    let key = ChunkKey {
-                        dataset: r.dataset,
-                        coord,
-                    };
-                    let Some(id) = self.lookup_id(&key) else {
-                        return Ok(false);
-                    };
-                    id
-                }
-            };
-            let Some(e) = self.entry(id).filter(|e| e.has_values) else {
-                return Ok(false);
-            };
             let lo = start.max(c * cdim);
             let hi = end.min((c + 1).saturating_mul(cdim));
             // Elements of this chunk inside the extent: all written means a whole chunk.
             let inside = ext.min((c + 1).saturating_mul(cdim)) - c * cdim;
-            if hi - lo == inside && !e.dirty {
-                return Ok(false);
-            }
+            let covers = hi - lo == inside;
             let run = CopyRun {
                 chunk_offset: lo - c * cdim,
                 buf_offset: lo - start,
                 len: hi - lo,
             };
-            *slot = (id, run);
+            let hinted = hint.filter(|&id| {
+                self.entry(id)
+                    .is_some_and(|e| e.dataset == r.dataset && e.coord.as_slice() == [c])
+            });
+            let id = match hinted {
+                Some(id) => Some(id),
+                None => {
+                    let Some(coord) = ChunkCoord::new(&[c]) else {
+                        return Ok(false);
+                    };
+                    self.lookup_id(&ChunkKey {
+                        dataset: r.dataset,
+                        coord,
+                    })
+                }
+            };
+            match id.and_then(|id| self.entry(id)) {
+                Some(e) if !e.has_values || (covers && !e.dirty) => return Ok(false),
+                Some(_) => *slot = (id, run, covers),
+                None => {
+                    absent += 1;
+                    *slot = (None, run, covers);
+                }
+            }
         }
+        let slots = &found[..=(last - first) as usize];
         let mut ended = None;
-        for ((id, run), c) in found.iter().zip(first..=last) {
-            let coord = ChunkCoord::new(&[c]).ok_or(ChunkCacheError::Internal("rank 1"))?;
-            self.gather_runs_into(*id, &coord, std::slice::from_ref(run), r)?;
-            ended = Some(*id);
+        if absent == 0 {
+            ended = self.gather_slots(r, first, slots)?;
+        } else {
+            // New chunks (an append past the last chunk): brought in as the general flow does,
+            // unless it would write them around the cache or in several batches.
+            let bytes = self
+                .state(r.dataset)?
+                .chunk_bytes
+                .saturating_mul(slots.len());
+            let covers_absent = slots.iter().any(|(id, _, covers)| id.is_none() && *covers);
+            if self.bypasses(r.dataset, r.bypass)?
+                || (covers_absent && r.bypass == Bypass::Auto && self.writes_whole(r.dataset)?)
+                || bytes > self.budget.limit()
+            {
+                return Ok(false);
+            }
+            let mut want = Vec::with_capacity(absent);
+            let mut busy = Vec::with_capacity(slots.len() - absent);
+            for (&(id, _, covers), c) in slots.iter().zip(first..) {
+                match id {
+                    Some(id) => busy.push(id),
+                    None => {
+                        let coord =
+                            ChunkCoord::new(&[c]).ok_or(ChunkCacheError::Internal("rank 1"))?;
+                        let kind = if covers {
+                            LoadKind::Locate
+                        } else {
+                            LoadKind::Values
+                        };
+                        want.push((
+                            ChunkKey {
+                                dataset: r.dataset,
+                                coord,
+                            },
+                            kind,
+                        ));
+                    }
+                }
+            }
+            // At most four keys: a scan is the set.
+            let new = self.bring_in(&want, |key| {
+                want.iter()
+                    .any(|(k, kind)| k == key && *kind == LoadKind::Locate)
+            })?;
+            self.admit_and_gather(new, &busy, |cache, _| {
+                ended = cache.gather_slots(r, first, slots)?;
+                Ok(())
+            })?;
         }
         if let Some(st) = self.datasets.get_mut(&r.dataset) {
             st.last_run_entry = ended;
@@ -302,6 +352,34 @@ impl ChunkCache {
         self.make_room(0)?;
         self.maybe_preencode()?;
         Ok(true)
+    }
+
+    /// Gathers the resident-run `slots` (chunk `first` onwards, their entries or `None` for
+    /// one admitted since, found by key) into their chunks in order; returns the last entry.
+    fn gather_slots(
+        &mut self,
+        r: &WriteRequest<'_>,
+        first: u64,
+        slots: &[(Option<EntryId>, CopyRun, bool)],
+    ) -> Result<Option<EntryId>> {
+        let mut ended = None;
+        for ((id, run, _), c) in slots.iter().zip(first..) {
+            let coord = ChunkCoord::new(&[c]).ok_or(ChunkCacheError::Internal("rank 1"))?;
+            let id = match id {
+                Some(id) => *id,
+                None => self
+                    .lookup_id(&ChunkKey {
+                        dataset: r.dataset,
+                        coord,
+                    })
+                    .ok_or(ChunkCacheError::Internal(
+                        "a chunk being written left the cache",
+                    ))?,
+            };
+            self.gather_runs_into(id, &coord, std::slice::from_ref(run), r)?;
+            ended = Some(id);
+        }
+        Ok(ended)
     }
 
     /// Writes pieces through the cache.
@@ -342,22 +420,11 @@ impl ChunkCache {
             };
             want.push((key, kind));
         }
-        let mut new: Vec<Loaded> = Vec::new();
-        if !want.is_empty() {
-            let res = self.load(&want)?;
-            new.extend(res.loaded);
-            for key in res.missing {
-                let fill = !covered.contains(&key) || self.covered_within_extent_only(&key)?;
-                let l = self.new_chunk(key, fill)?;
-                new.push(self.clear_outside(l, fill)?);
-            }
-            for (key, loc) in res.located {
-                // A defined-only entry being fully overwritten keeps its location (EC-35).
-                let mut l = self.new_chunk(key, false)?;
-                l.location = Some(loc);
-                new.push(self.clear_outside(l, false)?);
-            }
-        }
+        let new = if want.is_empty() {
+            Vec::new()
+        } else {
+            self.bring_in(&want, |k| covered.contains(k))?
+        };
         // Resident chunks this call writes must not be evicted to make room for the new ones.
         let mut busy = Vec::new();
         for w in all {
@@ -368,12 +435,56 @@ impl ChunkCache {
             if let Some(id) = self.lookup_id(&key)
                 && self.entry(id).is_some_and(|e| e.has_values)
             {
-                self.policy.set_busy(id, true);
                 busy.push(id);
             }
         }
+        self.admit_and_gather(new, &busy, |cache, _| cache.gather_all(reqs, all))?;
+        self.make_room(0)
+    }
+
+    /// Reads or makes the chunks of `want` a write brings in (none resident): a chunk asked for
+    /// with [`LoadKind::Locate`] is one the write covers, made without reading (its old
+    /// location kept for insert, SCC-063, EC-35); a missing chunk is made, filled unless the
+    /// write covers it inside the extent only (SCC-065, OQ-34).
+    ///
+    /// The load reports a missing chunk without its kind: `covered` says whether the write
+    /// covers it (asked for with [`LoadKind::Locate`]).
+    fn bring_in(
+        &mut self,
+        want: &[(ChunkKey, LoadKind)],
+        covered: impl Fn(&ChunkKey) -> bool,
+    ) -> Result<Vec<Loaded>> {
+        let res = self.load(want)?;
+        let mut new = res.loaded;
+        for key in res.missing {
+            let fill = !covered(&key) || self.covered_within_extent_only(&key)?;
+            let l = self.new_chunk(key, fill)?;
+            new.push(self.clear_outside(l, fill)?);
+        }
+        for (key, loc) in res.located {
+            // A defined-only entry being fully overwritten keeps its location (EC-35).
+            let mut l = self.new_chunk(key, false)?;
+            l.location = Some(loc);
+            new.push(self.clear_outside(l, false)?);
+        }
+        Ok(new)
+    }
+
+    /// Admits the chunks a write brought in, then runs `gather` (given the admitted entries) with
+    /// them and the resident entries `busy` held against eviction. On an error, a chunk admitted
+    /// here but never written (a new chunk without fill holds unspecified bytes) is removed, so
+    /// that it does not stay behind looking like file contents.
+    fn admit_and_gather(
+        &mut self,
+        new: Vec<Loaded>,
+        busy: &[EntryId],
+        gather: impl FnOnce(&mut Self, &[EntryId]) -> Result<()>,
+    ) -> Result<()> {
+        for &id in busy {
+            self.policy.set_busy(id, true);
+        }
         let mut result = Ok(());
-        let mut admitted = Vec::new();
+        let mut admitted = Vec::with_capacity(new.len());
         for l in new {
             match self.admit(l, true) {
                 Ok(id) => admitted.push(id),
@@ -384,22 +495,19 @@ impl ChunkCache {
             }
         }
         if result.is_ok() {
-            result = self.gather_all(reqs, all);
+            result = gather(self, &admitted);
         }
         for &id in busy.iter().chain(&admitted) {
             self.policy.set_busy(id, false);
         }
         if result.is_err() {
-            // A chunk created for this call but never written (a new chunk without fill holds
-            // unspecified bytes) must not stay behind looking like file contents.
             for id in admitted {
                 if self.entry(id).is_some_and(|e| !e.dirty) {
                     self.remove(id);
                 }
             }
         }
-        result?;
-        self.make_room(0)
+        result
     }
 
     /// A chunk made without fill for a write covering every element inside the extent still has

@@ -340,6 +340,7 @@ impl FileShared {
             sohm: Mutex::new(Some(None)),
             path: std::sync::OnceLock::new(),
             descriptions: Default::default(),
+            group_header_memo: Default::default(),
             this: std::sync::OnceLock::new(),
             alloc: Some(alloc),
             write: Some(Mutex::new(WriteState {
