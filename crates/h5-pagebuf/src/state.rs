@@ -197,19 +197,8 @@ impl State {
     /// Moves the entry to the head of the LRU (if it is on the LRU). An entry already at the
     /// head stays where it is (requests in address order touch one page many times in a row).
     pub(crate) fn touch(&mut self, key: u64) {
-        let head = self.next_seq;
-        let Some(e) = self.entries.get_mut(&key) else {
-            return;
-        };
-        match e.lru_seq {
-            Some(old) if old != head => {
-                self.next_seq += 1;
-                let seq = self.next_seq;
-                self.lru.remove(&old);
-                e.lru_seq = Some(seq);
-                self.lru.insert(seq, key);
-            }
-            _ => {}
+        if let Some(e) = self.entries.get_mut(&key) {
+            touch_lru(&mut self.lru, &mut self.next_seq, e, key);
         }
     }
 
@@ -321,7 +310,6 @@ impl State {
     /// A write into the page at `key`: [`State::set_dirty`], the page made of the kind
     /// written, and [`State::touch`], with one lookup of the page.
     pub(crate) fn note_write(&mut self, key: u64, kind: PageKind) {
-        let head = self.next_seq;
         let Some(e) = self.entries.get_mut(&key) else {
             return;
         };
@@ -343,15 +331,7 @@ impl State {
             }
             e.kind = kind;
         }
-        if let Some(old) = e.lru_seq
-            && old != head
-        {
-            self.next_seq += 1;
-            let seq = self.next_seq;
-            e.lru_seq = Some(seq);
-            self.lru.remove(&old);
-            self.lru.insert(seq, key);
-        }
+        touch_lru(&mut self.lru, &mut self.next_seq, e, key);
     }
 
     /// The common write: `data` (within the entry `key`, not past its end) copied into an
@@ -368,7 +348,6 @@ impl State {
         data: &[u8],
     ) -> bool {
         let ps = self.page_size();
-        let head = self.next_seq;
         let writer = matches!(self.mode, Mode::Writer(_));
         let Some(e) = self.entries.get_mut(&key) else {
             return false;
@@ -382,14 +361,7 @@ impl State {
             return false;
         }
         copy_into_image(key * ps, &mut e.image, offset, data);
-        if let Some(old) = e.lru_seq
-            && old != head
-        {
-            self.next_seq += 1;
-            e.lru_seq = Some(self.next_seq);
-            self.lru.remove(&old);
-            self.lru.insert(self.next_seq, key);
-        }
+        touch_lru(&mut self.lru, &mut self.next_seq, e, key);
         if kind == PageKind::Metadata && writer {
             self.high_water();
         }
@@ -785,5 +757,19 @@ impl State {
             .values()
             .filter(|e| e.mpmde && e.modified_this_tick && e.delay_write_until == 0)
             .count()
+    }
+}
+
+/// Moves the entry `e` (at `key`), if it is on the LRU and not already its head, to the head:
+/// a new sequence number past `next_seq` (the head's). Touching the head is a no-op: requests
+/// in address order touch one page many times in a row.
+fn touch_lru(lru: &mut BTreeMap<u64, u64>, next_seq: &mut u64, e: &mut Entry, key: u64) {
+    if let Some(old) = e.lru_seq
+        && old != *next_seq
+    {
+        *next_seq += 1;
+        e.lru_seq = Some(*next_seq);
+        lru.remove(&old);
+        lru.insert(*next_seq, key);
     }
 }
