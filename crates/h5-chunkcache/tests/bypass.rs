@@ -1476,3 +1476,113 @@ fn scc_072_cached_then_bypassed_write_in_one_call() {
         [1, 0, 2, 2, 2, 2, 4, 0]
     );
 }
+
+/// A whole write of a dataset stored as one chunk, asked to skip the cache (a new small
+/// dataset's first write takes this shortcut of the bypass flow): the same lookup, the same
+/// planner calls in the same order and the same single vectored write as the general bypass
+/// flow gives a multi-chunk write (SCC-069 above), for each planner configuration; nothing is
+/// admitted. A resident chunk is updated in the cache instead (SCC-072), and a chunk never
+/// stored goes through the cache and is written at once (as in the general flow).
+#[test]
+fn scc_069_single_chunk_whole_write_bypasses_like_the_general_flow() {
+    for (name, caps) in configs() {
+        let s = store();
+        let m = Arc::new(DMock::new(1, &[8], &[8], 2, &[7, 0]).caps(caps));
+        populate(&s, 1, &m, &u16s(8, 10));
+        m.events();
+        let mut c = cache_with(&s, cfg(1 << 20), &[(1, m.clone())]);
+        let before = s.snapshot();
+        let rep = c
+            .write(&[
+                WriteRequest::new(DatasetId(1), &Selection::All, &u16s(8, 300))
+                    .with_bypass(Bypass::Always),
+            ])
+            .unwrap();
+        let mut want = vec![Ev::Lookup(1, vec![vec![0]], 1)];
+        match name {
+            "both" | "selection" => want.push(plan(1, "sel-write", &[0], "none", "selection")),
+            "vector" => want.push(plan(1, "vec-write", &[0], "none", "segments")),
+            _ => want.extend([
+                Ev::Lookup(1, vec![vec![0]], 1),
+                Ev::NewChunk(1, vec![0], false),
+                Ev::Insert(1, 1),
+            ]),
+        }
+        assert_eq!(m.events(), want, "{name}");
+        let d = s.snapshot().since(&before);
+        assert_eq!((d.writes, d.write_vectors, d.reads), (0, 1, 0), "{name}");
+        assert_eq!(rep.mode.selection, matches!(name, "both" | "selection"));
+        assert_eq!(rep.mode.vector, name == "vector");
+        assert_eq!(c.stats().entries, 0, "{name}");
+        assert_eq!(m.live(), 0);
+        let mut fresh = cache_with(&s, cfg(1 << 20), &[(1, m.clone())]);
+        assert_eq!(
+            read_as(&mut fresh, 1, &Selection::All, 16, Bypass::Never),
+            u16s(8, 300),
+            "{name}"
+        );
+    }
+
+    // A resident dirty chunk: the whole write lands in the cache, storage untouched.
+    let s = store();
+    let m = Arc::new(DMock::new(1, &[8], &[8], 2, &[]));
+    populate(&s, 1, &m, &u16s(8, 10));
+    let mut c = cache_with(&s, cfg(1 << 20), &[(1, m.clone())]);
+    c.write(&[
+        WriteRequest::new(DatasetId(1), &slab(&[1], &[1]), &[9, 9]).with_bypass(Bypass::Never)
+    ])
+    .unwrap();
+    let before = s.snapshot();
+    c.write(&[
+        WriteRequest::new(DatasetId(1), &Selection::All, &u16s(8, 40)).with_bypass(Bypass::Always),
+    ])
+    .unwrap();
+    let d = s.snapshot().since(&before);
+    assert_eq!(d.reads + d.read_vectors + d.writes + d.write_vectors, 0);
+    assert!(c.entry_stats(DatasetId(1), &[0]).unwrap().dirty);
+    assert_eq!(
+        read_as(&mut c, 1, &Selection::All, 16, Bypass::Never),
+        u16s(8, 40)
+    );
+
+    // A chunk never stored: through the cache, written and dropped within the call.
+    let s = store();
+    let m = Arc::new(DMock::new(1, &[8], &[8], 2, &[]));
+    let mut c = cache_with(&s, cfg(1 << 20), &[(1, m.clone())]);
+    let before = s.snapshot();
+    c.write(&[
+        WriteRequest::new(DatasetId(1), &Selection::All, &u16s(8, 70)).with_bypass(Bypass::Always),
+    ])
+    .unwrap();
+    assert!(s.snapshot().since(&before).write_vectors + s.snapshot().since(&before).writes > 0);
+    assert_eq!(c.stats().entries, 0);
+    let mut fresh = cache_with(&s, cfg(1 << 20), &[(1, m.clone())]);
+    assert_eq!(
+        read_as(&mut fresh, 1, &Selection::All, 16, Bypass::Never),
+        u16s(8, 70)
+    );
+
+    // A wrong buffer size is refused before anything is looked up or written.
+    let s = store();
+    let m = Arc::new(DMock::new(1, &[8], &[8], 2, &[]));
+    populate(&s, 1, &m, &u16s(8, 10));
+    m.events();
+    let mut c = cache_with(&s, cfg(1 << 20), &[(1, m.clone())]);
+    let err = c
+        .write(&[
+            WriteRequest::new(DatasetId(1), &Selection::All, &u16s(7, 0))
+                .with_bypass(Bypass::Always),
+        ])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ChunkCacheError::BufferSize {
+                needed: 16,
+                got: 14
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(m.events().is_empty());
+}

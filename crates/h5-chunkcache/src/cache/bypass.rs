@@ -17,6 +17,10 @@
 //! the defined-only form (or the whole chunk when the layout keeps no separate defined section),
 //! keeps it aside for this call and asks once more with it; a second such answer is an error.
 //!
+//! A write of every element of a dataset stored as one chunk, with nothing of it in the cache,
+//! takes a shortcut of the same steps (one lookup, the same planners in the same order, one
+//! vectored write) without the call-wide maps: a new small dataset's first write.
+//!
 //! Every direct transfer of the call (all chunks, all datasets) is issued at the end as one
 //! vectored read or write. Without a conversion the caller's buffer goes straight to storage.
 //! With one, the data passes through one conversion buffer allocated per call (at most
@@ -41,8 +45,8 @@ use crate::layout::{
     Capabilities, Chunk, ChunkLayout, DirectPlan, DiskLocation, LayoutError, Lookup, Segment, Udata,
 };
 use crate::policy::EntryId;
-use crate::selection::{CopyRun, SelectionError};
-use crate::{ChunkCoord, ChunkKey, DatasetId};
+use crate::selection::{CopyRun, Selection, SelectionError};
+use crate::{ChunkCoord, ChunkKey, DatasetId, MAX_RANK};
 
 /// Smallest chunk that a whole-chunk read of raw images sends straight to the caller's buffer:
 /// smaller chunks are cached (re-reading them then costs no I/O), larger ones would be copied
@@ -881,6 +885,114 @@ impl ChunkCache {
             }
         }
         Ok(())
+    }
+
+    /// One request that asks to skip the cache and writes every element of a dataset stored as
+    /// exactly one chunk (a contiguous or compact block, or one chunk as large as the extent),
+    /// without conversion or memory selection: the chunk is looked up and planned as in
+    /// [`write_bypassed`](Self::write_bypassed), without the call-wide key maps a general call
+    /// needs (a new small dataset's first write, once per dataset). `Ok(None)`: not this case,
+    /// or a case the general flow must decide (an entry of the chunk in the cache, a chunk not
+    /// yet stored, no planner able to write it); nothing was written then.
+    pub(super) fn write_single_bypassed(
+        &mut self,
+        r: &WriteRequest<'_>,
+    ) -> Result<Option<IoReport>> {
+        if r.skip_io
+            || r.bypass != Bypass::Always
+            || r.memory.is_some()
+            || r.conversion.is_some()
+            || !matches!(r.selection, Selection::All)
+            || !self.bypasses(r.dataset, r.bypass)?
+        {
+            return Ok(None);
+        }
+        let st = self.state(r.dataset)?;
+        let extent = st.extent(r.dataset)?;
+        if !st.info.uses_cache || *extent != st.info.chunk_dims[..] {
+            return Ok(None);
+        }
+        let caps = st.info.capabilities;
+        if !caps.contains(Capabilities::SELECTION_WRITE)
+            && !caps.contains(Capabilities::VECTOR_WRITE)
+        {
+            return Ok(None);
+        }
+        let es = st.info.elem_size;
+        let layout = Arc::clone(&st.layout);
+        let elems = extent
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .ok_or_else(overflow)?;
+        if elems == 0 {
+            return Ok(None);
+        }
+        let needed = to_usize(mul(elems, es)?)?;
+        if needed != r.buf.len() {
+            return Err(ChunkCacheError::BufferSize {
+                needed,
+                got: r.buf.len(),
+            });
+        }
+        let origin = [0u64; MAX_RANK];
+        let coord = origin.get(..extent.len()).and_then(ChunkCoord::new).ok_or(
+            ChunkCacheError::Internal("an extent above the largest rank"),
+        )?;
+        let key = ChunkKey {
+            dataset: r.dataset,
+            coord,
+        };
+        if self.lookup_id(&key).is_some() {
+            return Ok(None);
+        }
+        let mut found = layout
+            .lookup(std::slice::from_ref(&key.coord))
+            .map_err(layout_err(r.dataset, None, "lookup"))?;
+        let got = found.len();
+        let (Some(f), 1) = (found.first_mut(), got) else {
+            return Err(ChunkCacheError::InvalidLayoutSizes {
+                dataset: r.dataset,
+                callback: "lookup",
+                expected: 1,
+                got,
+            });
+        };
+        let Some(loc) = f.location else {
+            return Ok(None);
+        };
+        let runs = [CopyRun {
+            chunk_offset: 0,
+            buf_offset: 0,
+            len: elems,
+        }];
+        let mut aside = HashMap::new();
+        let Some((answer, p)) = self.plan_piece(
+            key,
+            f,
+            &runs,
+            &[Planner::SelectionWrite, Planner::VectorWrite],
+            &mut aside,
+        )?
+        else {
+            return Ok(None);
+        };
+        drop(aside);
+        let mut report = IoReport::default();
+        if matches!(answer, DirectPlan::Segments(_)) {
+            report.mode.vector = true;
+        } else {
+            report.mode.selection = true;
+        }
+        let t = transfer_from(answer, p, &key, 0, loc, &runs, es, es, elems)?;
+        self.stats.bypassed += 1;
+        self.run_direct_writes(std::slice::from_ref(r), std::slice::from_ref(&t), &[])?;
+        // A defined-only form of the chunk is out of date now (as in `write_bypassed`).
+        if let Some(id) = self.lookup_id(&key)
+            && self.entry(id).is_some_and(|e| !e.has_values && !e.dirty)
+        {
+            self.remove(id);
+        }
+        Ok(Some(report))
     }
 
     /// Issues the direct writes of one call: unconverted transfers straight from the callers'

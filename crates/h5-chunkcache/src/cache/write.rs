@@ -58,10 +58,14 @@ impl ChunkCache {
 
     /// [`write`](Self::write) of the requests as given.
     fn write_call(&mut self, reqs: &[WriteRequest<'_>]) -> Result<IoReport> {
-        if let [r] = reqs
-            && self.write_resident_run(r)?
-        {
-            return Ok(IoReport::default());
+        if let [r] = reqs {
+            if self.write_resident_run(r)? {
+                return Ok(IoReport::default());
+            }
+            if let Some(report) = self.write_single_bypassed(r)? {
+                self.maybe_preencode()?;
+                return Ok(report);
+            }
         }
         let mut report = IoReport::default();
         let mut all: Vec<WritePiece> = Vec::new();
