@@ -14,12 +14,13 @@ use crate::error::{Error, Result};
 use crate::file::FileShared;
 use crate::meta::Load;
 
-/// The last group header decoded on a read-only file's path walks, with the chunk #0 image
-/// it was decoded from (held, so that no other image can take its place in memory). The
-/// metadata cache never changes a cached value another holder shares (`Decoded::value_mut`
-/// copies it), so while the cache returns this very image for the address, decoding it again
-/// would give this header: kept only for headers chunk #0 makes alone (no continuation block,
-/// no shared message, whose own images could change apart from it).
+/// The last group header decoded on path walks and link inserts, with the chunk #0 image it
+/// was decoded from (held, so that no other image can take its place in memory). The metadata
+/// cache never changes a cached value another holder shares (`Decoded::value_mut` copies it,
+/// and this memo is such a holder), so while the cache returns this very image for the
+/// address, decoding it again would give this header, in a file being written as in a
+/// read-only one: kept only for headers chunk #0 makes alone (no continuation block, no shared
+/// message, whose own images could change apart from it).
 #[derive(Debug, Default)]
 pub(crate) struct HeaderMemo(Mutex<Option<(Arc<FirstChunkImage>, Arc<ObjectHeader>)>>);
 
@@ -295,7 +296,7 @@ impl ObjectHeader {
             return Ok(h);
         }
         let (h, standalone) = Self::decode_from(file, addr, 0, &first)?;
-        if standalone && !file.is_writable() {
+        if standalone {
             file.group_header_memo.set(&first, &h);
         }
         Ok(h)
@@ -388,19 +389,36 @@ mod tests {
     use crate::nav::resolve;
     use crate::testutil::{new_file, settings};
 
-    /// A read-only file's group header is decoded once while the metadata cache holds the same
-    /// image, and again once the image is replaced; a writable file's is decoded every time. The
-    /// members found through it are right either way.
+    /// A group header is decoded once while the metadata cache holds the same image, and again
+    /// once the image is changed or replaced, in a file being written as in a read-only one.
+    /// The members found through it are right either way.
     #[test]
     fn group_headers_are_decoded_once_per_cached_image() {
         let (storage, file) = new_file(false);
         let g = file.create_group(file.root_address(), "g").unwrap();
-        let members: Vec<u64> = (0..3)
+        let mut members: Vec<u64> = (0..2)
             .map(|i| file.create_group(g, &format!("m{i}")).unwrap())
             .collect();
         let a = ObjectHeader::load_group(&file, g).unwrap();
         let b = ObjectHeader::load_group(&file, g).unwrap();
-        assert!(!Arc::ptr_eq(&a, &b), "writable: decoded each time");
+        assert!(Arc::ptr_eq(&a, &b), "writable, same image: kept");
+        // A third link changes the group's header (links are kept in it while few): the image
+        // the memo holds is copied before the change, so the next read decodes the new one.
+        members.push(file.create_group(g, "m2").unwrap());
+        let c = ObjectHeader::load_group(&file, g).unwrap();
+        assert!(
+            !Arc::ptr_eq(&a, &c),
+            "writable, changed image: decoded again"
+        );
+        assert_eq!(c.messages.len(), a.messages.len() + 1);
+        assert_eq!(
+            c.messages.len(),
+            ObjectHeader::load(&file, g).unwrap().messages.len()
+        );
+        for (i, &m) in members.iter().enumerate() {
+            let r = resolve(&file, g, "/g", &format!("m{i}")).unwrap();
+            assert_eq!(r.header.address, m);
+        }
         file.close().unwrap();
         drop(file);
 

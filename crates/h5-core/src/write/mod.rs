@@ -601,7 +601,7 @@ impl FileShared {
     /// without reading the header or looking the name up again.
     pub(crate) fn new_link_place(&self, parent: u64, name: &str) -> Result<LinkPlace> {
         check_name(name)?;
-        let oh = crate::object::ObjectHeader::load(self, parent)?;
+        let oh = crate::object::ObjectHeader::load_group(self, parent)?;
         if let Some(st) = SymbolTable::of(&oh) {
             if st
                 .find(&mut self.cache()?, self.group_ks(), name.as_bytes())?
