@@ -490,7 +490,7 @@ impl ChunkCache {
         let st = self.state(ds)?;
         let layout = Arc::clone(&st.layout);
         let caps = st.info.capabilities;
-        let pb = st.partial_bound(&key.coord, &layout.extent());
+        let pb = st.partial_bound(&key.coord, &st.extent(ds)?);
         let loc = found.location.ok_or(ChunkCacheError::Internal(
             "planning a chunk that does not exist",
         ))?;

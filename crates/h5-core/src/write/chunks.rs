@@ -157,6 +157,11 @@ impl ChunkLayout for ContiguousLayout {
         self.dims.clone()
     }
 
+    fn extent_into(&self, out: &mut [u64; h5_chunkcache::MAX_RANK]) -> Option<usize> {
+        out.get_mut(..self.dims.len())?.copy_from_slice(&self.dims);
+        Some(self.dims.len())
+    }
+
     fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
         let location = self.location()?;
         Ok(coords

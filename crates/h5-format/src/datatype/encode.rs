@@ -153,7 +153,8 @@ impl Datatype {
     /// Fails on values the format cannot hold (a count or tag too long, a name with a NUL, a
     /// version-1 compound member array of more than 4 dimensions, …).
     pub fn encode(&self, version: u8) -> Result<Vec<u8>> {
-        let mut w = Writer::new();
+        // Room for every atomic type (a floating-point one is 20 bytes): one allocation.
+        let mut w = Writer::with_capacity(24);
         self.encode_into(&mut w, version, 0)?;
         Ok(w.into_bytes())
     }

@@ -175,7 +175,8 @@ impl Layout {
         if !(3..=WIDE_CHUNK_SIZES_VERSION).contains(&v) {
             return Err(unrepresentable(format!("layout message version {v}")));
         }
-        let mut w = Writer::new();
+        // Room for every layout but compact data and high-rank chunks (one allocation).
+        let mut w = Writer::with_capacity(48);
         w.u8(v);
         match &self.class {
             LayoutClass::Compact { data } => {
