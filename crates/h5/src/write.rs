@@ -556,6 +556,10 @@ impl<T: H5Type> DatasetBuilder<T> {
 
     /// Creates the dataset `name` with the shape of `data` (an array of any dimensions and
     /// memory layout, or a slice) and writes it (hdf5-metno's `with_data(..).create(..)`).
+    ///
+    /// All or nothing: when the write fails (variable-length data under VFD SWMR, a filter
+    /// refusing the data, a storage error), the new dataset is unlinked again and the write's
+    /// error returned.
     pub fn create_with_data<'a, D: Dimension>(
         self,
         name: &str,
@@ -566,8 +570,15 @@ impl<T: H5Type> DatasetBuilder<T> {
     {
         crate::swmr::api(|| {
             let data = data.into();
+            let group = self.group.clone();
             let ds = self.shape(data.shape()).create(name)?;
-            ds.write(data)?;
+            if let Err(e) = ds.write(data) {
+                drop(ds);
+                // Best effort: a file that can no longer change keeps the link, and the
+                // write's error is the one that says why.
+                let _ = group.unlink(name);
+                return Err(e);
+            }
             Ok(ds)
         })
     }

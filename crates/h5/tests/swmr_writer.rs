@@ -394,6 +394,18 @@ fn swmr_137_vlen_data_is_refused() {
             .contains("variable-length data unsupported under VFD SWMR"),
         "{e2}"
     );
+    // `create_with_data` is all or nothing: its refused write leaves no dataset behind.
+    let e3 = f
+        .root()
+        .unwrap()
+        .new_dataset::<String>()
+        .create_with_data("vl_with_data", &["y".to_string()])
+        .unwrap_err();
+    assert!(
+        e3.to_string().contains("unsupported under VFD SWMR"),
+        "{e3}"
+    );
+    assert_eq!(f.member_names().unwrap(), ["vl"]);
     f.close().unwrap();
 }
 
