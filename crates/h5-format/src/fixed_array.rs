@@ -174,7 +174,9 @@ impl ElementFormat {
     ) -> Result<()> {
         if self.client == ArrayClient::Chunks
             && sizes.offset == 8
-            && elements.iter().all(|e| e.size.is_none() && e.filter_mask == 0)
+            && elements
+                .iter()
+                .all(|e| e.size.is_none() && e.filter_mask == 0)
         {
             // Unfiltered chunks with 8-byte addresses: each element is its address, written
             // as it is (the undefined address is all ones either way). What `encode` makes of
@@ -725,7 +727,11 @@ mod tests {
             size: None,
             filter_mask: 0,
         };
-        let elements = [entry(0x1234_5678_9abc), entry(crate::UNDEFINED_ADDRESS), entry(0)];
+        let elements = [
+            entry(0x1234_5678_9abc),
+            entry(crate::UNDEFINED_ADDRESS),
+            entry(0),
+        ];
         let mut many = Writer::new();
         f.encode_many(&mut many, s8, &elements).unwrap();
         let mut one_by_one = Writer::new();

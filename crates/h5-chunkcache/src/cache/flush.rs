@@ -11,9 +11,9 @@ use h5_io::WriteSegment;
 use super::{ChunkCache, Entry, layout_err, partial_bound};
 use crate::DatasetId;
 use crate::error::{ChunkCacheError, Result};
+use crate::layout::DiskLocation;
 use crate::layout::{Chunk, Encoded, InsertRequest, LayoutError, Udata};
 use crate::policy::EntryId;
-use crate::layout::DiskLocation;
 
 /// One encode of a flush or pre-encode batch: the entry, then the result.
 struct EncodeJob<'a> {
