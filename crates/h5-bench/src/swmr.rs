@@ -65,6 +65,10 @@ pub(crate) struct SwmrOptions {
     /// work however loaded the machine is (by default ticks follow the wall clock).
     #[arg(long)]
     pub(crate) tick_every: Option<usize>,
+    /// Skip the traced SWMR run (with a reader process) that follows the timed runs of each
+    /// perf test: a profiler's run then holds only the timed runs (and ends sooner).
+    #[arg(long)]
+    pub(crate) no_trace: bool,
 }
 
 /// The sides of the perf tests that run.
@@ -887,7 +891,7 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
         })?;
         let what = format!("perf test 1 ({datasets} datasets x {rounds} rounds)");
         report_perf(&mut rep, &what, o.runs, sides);
-        if o.side != Sides::Plain {
+        if o.side != Sides::Plain && !o.no_trace {
             let p = dir.join("p1_traced.h5");
             let (t, lat) = traced_with_reader(&p, "d0", rounds * 10, |t| {
                 perf1_traced(
@@ -918,7 +922,7 @@ pub(crate) fn run(o: &SwmrOptions, python: Option<&Path>) -> Result<Report, Stri
         })?;
         let what = format!("perf test 2 (10 x {planes} planes of {side}^2 int32)");
         report_perf(&mut rep, &what, o.runs, sides);
-        if o.side != Sides::Plain {
+        if o.side != Sides::Plain && !o.no_trace {
             let p = dir.join("p2_traced.h5");
             let (t, lat) = traced_with_reader(&p, "p0", planes, |t| {
                 perf2_traced(&p, side, planes, true, Some(t))

@@ -279,8 +279,8 @@ pub enum Encoded {
 
 /// One chunk to allocate and index in [`ChunkLayout::insert`].
 pub struct InsertRequest<'a> {
-    /// The chunk.
-    pub coord: ChunkCoord,
+    /// The chunk (lent from the cache's entry: a flush copies no coordinates).
+    pub coord: &'a ChunkCoord,
     /// Its previous location, if it had one (the layout may reuse or free it).
     pub old: Option<DiskLocation>,
     /// Size of the new encoded image in bytes.

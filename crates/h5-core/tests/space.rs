@@ -473,6 +473,23 @@ fn page_small_never_crosses_boundary() {
 }
 
 #[test]
+fn page_small_blocks_are_carved_from_the_front_of_one_section() {
+    let mut s = manager(SpaceStrategy::Page, 4096);
+    // A fresh raw page: the first block takes its front, the rest is one small raw section
+    // that each later block shrinks from the front, until the last takes it whole.
+    assert_eq!(alloc(&mut s, RawData, 256), 4096);
+    for k in 1..15u64 {
+        assert_eq!(alloc(&mut s, RawData, 256), 4096 + 256 * k);
+        let next = 4096 + 256 * (k + 1);
+        assert_eq!(sections(&s), vec![(FreeList::RawData, next, 8192 - next)]);
+    }
+    assert_eq!(alloc(&mut s, RawData, 256), 4096 + 256 * 15);
+    assert_eq!(sections(&s), vec![]);
+    assert_eq!(alloc(&mut s, RawData, 256), 8192);
+    assert_eq!(s.eoa(), 12288);
+}
+
+#[test]
 fn page_small_sections_do_not_merge_across_pages() {
     let mut s = manager(SpaceStrategy::Page, 4096);
     assert_eq!(alloc(&mut s, BTree, 4000), 4096); // 96 left at the end of page 1

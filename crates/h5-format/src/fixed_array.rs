@@ -172,6 +172,20 @@ impl ElementFormat {
         sizes: Sizes,
         elements: &[ChunkEntry],
     ) -> Result<()> {
+        if self.client == ArrayClient::Chunks
+            && sizes.offset == 8
+            && elements
+                .iter()
+                .all(|e| e.size.is_none() && e.filter_mask == 0)
+        {
+            // Unfiltered chunks with 8-byte addresses: each element is its address, written
+            // as it is (the undefined address is all ones either way). What `encode` makes of
+            // each, without its per-element dispatch.
+            for e in elements {
+                w.u64(e.address);
+            }
+            return Ok(());
+        }
         elements.iter().try_for_each(|e| self.encode(w, sizes, e))
     }
 
@@ -699,6 +713,45 @@ mod tests {
         seal(&mut db);
         assert!(FixedArrayDataBlock::decode(&db, &h, S4, 0).is_err());
         assert!(decode_page(&db, &h.format, S4, u64::MAX, 0).is_err());
+    }
+
+    #[test]
+    fn unfiltered_8_byte_elements_encode_as_each_alone_and_still_refuse_a_size() {
+        let s8 = Sizes {
+            offset: 8,
+            length: 8,
+        };
+        let f = ElementFormat::for_client(ArrayClient::Chunks, s8, 0).unwrap();
+        let entry = |address| ChunkEntry {
+            address,
+            size: None,
+            filter_mask: 0,
+        };
+        let elements = [
+            entry(0x1234_5678_9abc),
+            entry(crate::UNDEFINED_ADDRESS),
+            entry(0),
+        ];
+        let mut many = Writer::new();
+        f.encode_many(&mut many, s8, &elements).unwrap();
+        let mut one_by_one = Writer::new();
+        for e in &elements {
+            f.encode(&mut one_by_one, s8, e).unwrap();
+        }
+        assert_eq!(many.as_slice(), one_by_one.as_slice());
+        let mut expected = 0x1234_5678_9abcu64.to_le_bytes().to_vec();
+        expected.extend([0xff; 8]);
+        expected.extend([0; 8]);
+        assert_eq!(many.as_slice(), expected.as_slice());
+        let sized = [
+            entry(1),
+            ChunkEntry {
+                address: 2,
+                size: Some(256),
+                filter_mask: 0,
+            },
+        ];
+        assert!(f.encode_many(&mut Writer::new(), s8, &sized).is_err());
     }
 
     #[test]

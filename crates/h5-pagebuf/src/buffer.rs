@@ -9,7 +9,7 @@ use crate::config::{Geometry, PageBufferConfig};
 use crate::error::PageBufferError;
 use crate::face::Face;
 use crate::split::{per_page, split_at_pages};
-use crate::state::{Entry, Mode, PageKind, State, WriterMode};
+use crate::state::{Entry, InPlace, Mode, PageKind, State, WriterMode};
 use crate::stats::{PageBufferStats, StatKind};
 
 /// A page buffer over one file's storage.
@@ -416,12 +416,16 @@ impl PageBuffer {
         let ps = st.page_size();
         let page = offset / ps;
         let sk = stat_kind(kind);
-        let key = match st.find(page) {
-            Some(k) => {
+        let key = match st.write_in_place(page, kind, offset, data) {
+            InPlace::Written => {
+                st.stats.hits.bump(sk);
+                return Ok(());
+            }
+            InPlace::Found(k) => {
                 st.stats.hits.bump(sk);
                 k
             }
-            None => {
+            InPlace::Missing => {
                 st.stats.misses.bump(sk);
                 st.make_space(&*self.inner)?;
                 if data.len() as u64 == ps {
@@ -445,9 +449,7 @@ impl PageBuffer {
                 }
             }
         };
-        if st.write_in_place(key, kind, offset, data) {
-            return Ok(());
-        }
+        // A page just made is clean, so the write takes the general path.
         let inner_len = st.inner_len;
         let mut grown = 0;
         if let Some(e) = st.entries.get_mut(&key) {

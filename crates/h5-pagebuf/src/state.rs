@@ -123,6 +123,17 @@ pub(crate) struct State {
     pub(crate) split_log: Option<Vec<(u64, u64)>>,
 }
 
+/// What [`State::write_in_place`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InPlace {
+    /// The bytes were copied into a settled entry.
+    Written,
+    /// The entry holding the page (its key) needs the general write path.
+    Found(u64),
+    /// No entry holds the page.
+    Missing,
+}
+
 impl State {
     pub(crate) fn new(inner_len: u64) -> State {
         State {
@@ -334,38 +345,44 @@ impl State {
         touch_lru(&mut self.lru, &mut self.next_seq, e, key);
     }
 
-    /// The common write: `data` (within the entry `key`, not past its end) copied into an
-    /// entry that is already dirty, of `kind`, and (for metadata in writer mode) already on the
-    /// tick list, so that only the copy and the LRU position change: one lookup of the entry,
-    /// where [`State::note_write`] and [`State::mark_modified`] would take two more. Returns
-    /// false, changing nothing, when the write is not of that kind (the caller then takes the
-    /// general path).
+    /// The common write, with one search of the entries: `data` (inside `page`) copied into
+    /// the entry holding `page` when that entry is already dirty, of `kind`, covers the whole
+    /// write and (for metadata in writer mode) is already on the tick list, so that only the
+    /// copy and the LRU position change; [`State::note_write`] and [`State::mark_modified`]
+    /// would look the entry up twice more. Counts the search as [`State::find`] does.
     pub(crate) fn write_in_place(
         &mut self,
-        key: u64,
+        page: u64,
         kind: PageKind,
         offset: u64,
         data: &[u8],
-    ) -> bool {
+    ) -> InPlace {
         let ps = self.page_size();
         let writer = matches!(self.mode, Mode::Writer(_));
-        let Some(e) = self.entries.get_mut(&key) else {
-            return false;
+        let found = self
+            .entries
+            .range_mut(..=page)
+            .next_back()
+            .filter(|(k, e)| **k == page || **k * ps + e.image.len() as u64 > page * ps);
+        let Some((&key, e)) = found else {
+            self.stats.failed_searches += 1;
+            return InPlace::Missing;
         };
+        self.stats.successful_searches += 1;
         let end = (offset + data.len() as u64).saturating_sub(key * ps);
         let settled = e.dirty
             && (e.kind == kind || e.mpmde)
             && end <= e.image.len() as u64
             && (kind == PageKind::Raw || !writer || e.modified_this_tick);
         if !settled {
-            return false;
+            return InPlace::Found(key);
         }
         copy_into_image(key * ps, &mut e.image, offset, data);
         touch_lru(&mut self.lru, &mut self.next_seq, e, key);
         if kind == PageKind::Metadata && writer {
             self.high_water();
         }
-        true
+        InPlace::Written
     }
 
     /// Writes a dirty entry to the underlying storage (clipped at the logical end of file) and

@@ -82,7 +82,7 @@ impl ChunkCache {
         let layout = Arc::clone(&self.state(ds)?.layout);
         let mut found = lookup_one(&layout, ds, &key.coord)?;
         let mut reqs = [InsertRequest {
-            coord: key.coord,
+            coord: &key.coord,
             old: found.location,
             new_size: bytes.len() as u64,
             udata: &mut found.udata,

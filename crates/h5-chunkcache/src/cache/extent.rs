@@ -699,7 +699,7 @@ impl ChunkCache {
                 let mut reqs: Vec<InsertRequest<'_>> = todo
                     .iter_mut()
                     .map(|(coord, udata, at)| InsertRequest {
-                        coord: *coord,
+                        coord,
                         old: None,
                         new_size: images.get(*at).map_or(0, |v| v.len() as u64),
                         udata,

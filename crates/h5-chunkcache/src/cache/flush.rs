@@ -11,9 +11,9 @@ use h5_io::WriteSegment;
 use super::{ChunkCache, Entry, layout_err, partial_bound};
 use crate::DatasetId;
 use crate::error::{ChunkCacheError, Result};
+use crate::layout::DiskLocation;
 use crate::layout::{Chunk, Encoded, InsertRequest, LayoutError, Udata};
 use crate::policy::EntryId;
-use crate::{ChunkCoord, layout::DiskLocation};
 
 /// One encode of a flush or pre-encode batch: the entry, then the result.
 struct EncodeJob<'a> {
@@ -68,14 +68,18 @@ impl ChunkCache {
 
     fn flush_sets(&mut self, sets: &[DatasetId]) -> Result<()> {
         let mut plan: Vec<(Image, DiskLocation)> = Vec::new();
+        // One list of dirty ids for all the datasets (a flush of many datasets allocates it
+        // once).
+        let mut ids: Vec<u32> = Vec::new();
         for &ds in sets {
             let st = self.state(ds)?;
-            let ids: Vec<u32> = st
-                .members
-                .iter()
-                .copied()
-                .filter(|&i| self.entry(EntryId(i)).is_some_and(|e| e.dirty))
-                .collect();
+            ids.clear();
+            ids.extend(
+                st.members
+                    .iter()
+                    .copied()
+                    .filter(|&i| self.entry(EntryId(i)).is_some_and(|e| e.dirty)),
+            );
             if ids.is_empty() {
                 continue;
             }
@@ -200,29 +204,34 @@ impl ChunkCache {
             return Err(err);
         }
         images.sort_by_key(|im| im.id);
-        // Take the udata out to lend them all to one insert call.
-        let mut taken: Vec<(u32, ChunkCoord, Option<DiskLocation>, Udata)> = images
+        // Take the udata out to lend them all to one insert call; the coordinates are lent
+        // from the entries themselves.
+        let mut taken: Vec<(u32, Option<DiskLocation>, Udata)> = images
             .iter()
             .filter_map(|im| {
                 let e = self.entries.get_mut(im.id as usize)?.as_mut()?;
                 let u = std::mem::replace(&mut e.udata, Box::new(()));
-                Some((im.id, e.coord, e.location, u))
+                Some((im.id, e.location, u))
             })
             .collect();
         let locs = {
+            let entries = &self.entries;
             let mut reqs: Vec<InsertRequest<'_>> = taken
                 .iter_mut()
                 .zip(&images)
-                .map(|((_, coord, old, u), im)| InsertRequest {
-                    coord: *coord,
-                    old: *old,
-                    new_size: im.len,
-                    udata: u,
+                .filter_map(|((id, old, u), im)| {
+                    let e = entries.get(*id as usize)?.as_ref()?;
+                    Some(InsertRequest {
+                        coord: &e.coord,
+                        old: *old,
+                        new_size: im.len,
+                        udata: u,
+                    })
                 })
                 .collect();
             layout.insert(&mut reqs)
         };
-        for (i, _, _, u) in taken {
+        for (i, _, u) in taken {
             if let Some(e) = self.entries.get_mut(i as usize).and_then(Option::as_mut) {
                 e.udata = u;
             }

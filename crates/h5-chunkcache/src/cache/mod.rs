@@ -1571,7 +1571,7 @@ impl ChunkCache {
     ) -> Result<()> {
         let coord = e.coord;
         let mut reqs = [InsertRequest {
-            coord,
+            coord: &coord,
             old: e.location,
             new_size: image.len() as u64,
             udata: &mut e.udata,

@@ -367,7 +367,7 @@ impl ChunkCache {
                 let mut reqs: Vec<InsertRequest<'_>> = mine
                     .iter_mut()
                     .map(|(i, k, l)| InsertRequest {
-                        coord: k.coord,
+                        coord: &k.coord,
                         old: l.location,
                         new_size: sizes[*i],
                         udata: &mut l.udata,

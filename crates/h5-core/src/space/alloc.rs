@@ -1,6 +1,7 @@
 //! Handing out space: a fitting free section first, then the aggregators (non-paged) or pages
 //! (paged), and finally the end of allocation.
 
+use super::free::Class;
 use super::{FreeList, SpaceKind, SpaceManager, SpaceStrategy};
 use crate::space::error::{Result, SpaceError};
 
@@ -43,9 +44,23 @@ impl SpaceManager {
                 clippy::arithmetic_side_effects,
                 reason = "len < size, inside the section"
             )]
-            self.add_section(list, kind, addr + len, size - len);
+            self.link_rest(list, kind, addr + len, size - len);
         }
         Some(addr)
+    }
+
+    /// Links the rest `addr..addr + len` of a section whose front was just taken. A small
+    /// section's rest is linked as it is: it cannot merge with the section before it (the
+    /// block just taken lies between them), it merges with the one after it only if the whole
+    /// section did (both lie in the same page, and the list keeps no two mergeable sections
+    /// apart), and small sections never shrink the container. Other classes go through
+    /// [`SpaceManager::add_section`]'s merging and shrinking.
+    fn link_rest(&mut self, list: FreeList, kind: SpaceKind, addr: u64, len: u64) {
+        if self.class(list) == Class::Small {
+            self.lists[list].insert(addr, len);
+        } else {
+            self.add_section(list, kind, addr, len);
+        }
     }
 
     /// Grows the end of allocation by `len`, returning where the new space starts.

@@ -503,7 +503,7 @@ impl ChunkLayout for ChunkedWriteLayout {
                 }
             };
             records.push((
-                r.coord,
+                *r.coord,
                 ChunkRecord {
                     addr: loc.addr,
                     size: loc.size,
