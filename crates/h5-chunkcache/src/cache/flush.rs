@@ -129,7 +129,7 @@ impl ChunkCache {
                 });
                 continue;
             }
-            let pb = partial_bound(&dims, &e.coord, &extent);
+            let pb = partial_bound(&dims, &e.coord.get(), &extent);
             if raw && let Chunk::Dense(v) = &e.chunk {
                 // The cache form is the image (SCC-006): no encode.
                 images.push(Image {
@@ -150,7 +150,7 @@ impl ChunkCache {
         self.codec.for_each(&mut jobs, |j| {
             let e = &mut *j.entry;
             let t = Instant::now();
-            let r = layout.encode(&e.coord, &e.chunk, j.partial_bound, &mut e.udata);
+            let r = layout.encode(&e.coord.get(), &e.chunk, j.partial_bound, &mut e.udata);
             j.result = Some((r, t.elapsed()));
         });
         let mut first_err = None;
@@ -162,8 +162,9 @@ impl ChunkCache {
             let enc = match r {
                 Ok(enc) => enc,
                 Err(err) => {
-                    first_err
-                        .get_or_insert_with(|| layout_err(ds, Some(&j.entry.coord), "encode")(err));
+                    first_err.get_or_insert_with(|| {
+                        layout_err(ds, Some(&j.entry.coord.get()), "encode")(err)
+                    });
                     continue;
                 }
             };
@@ -206,7 +207,7 @@ impl ChunkCache {
             .filter_map(|im| {
                 let e = self.entries.get_mut(im.id as usize)?.as_mut()?;
                 let u = std::mem::replace(&mut e.udata, Box::new(()));
-                Some((im.id, e.coord, e.location, u))
+                Some((im.id, e.coord.get(), e.location, u))
             })
             .collect();
         let locs = {
@@ -352,7 +353,7 @@ impl ChunkCache {
             let Some(st) = self.datasets.get(&e.dataset) else {
                 continue;
             };
-            let pb = st.partial_bound(&e.coord, &st.layout.extent());
+            let pb = st.partial_bound(&e.coord.get(), &st.layout.extent());
             let layout = Arc::clone(&st.layout);
             jobs.push((
                 EncodeJob {
@@ -367,7 +368,7 @@ impl ChunkCache {
         self.codec.for_each(&mut jobs, |(j, layout)| {
             let e = &mut *j.entry;
             let t = Instant::now();
-            let r = layout.encode(&e.coord, &e.chunk, j.partial_bound, &mut e.udata);
+            let r = layout.encode(&e.coord.get(), &e.chunk, j.partial_bound, &mut e.udata);
             j.result = Some((r, t.elapsed()));
         });
         let mut done = Vec::new();
@@ -384,7 +385,7 @@ impl ChunkCache {
                 Ok(Encoded::SameAsCache) => {}
                 Err(err) => {
                     first_err.get_or_insert_with(|| {
-                        layout_err(j.entry.dataset, Some(&j.entry.coord), "encode")(err)
+                        layout_err(j.entry.dataset, Some(&j.entry.coord.get()), "encode")(err)
                     });
                 }
             }
