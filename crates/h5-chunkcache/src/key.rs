@@ -72,6 +72,62 @@ impl ChunkCoord {
     }
 }
 
+/// Largest rank a [`CompactCoord`] keeps inline.
+const COMPACT_RANK: usize = 4;
+
+/// [`ChunkCoord`] in the room its rank needs, for what the cache keeps per entry: inline up to
+/// rank 4 (nearly every dataset), boxed above. A `ChunkCoord` has room for rank 32 (264 bytes),
+/// which was more than half of every cache entry (W4 keeps 10,000 entries of 4 KiB chunks).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) enum CompactCoord {
+    /// Rank at most [`COMPACT_RANK`]. Invariant: coordinates past the rank are zero.
+    Inline {
+        /// Rank.
+        rank: u8,
+        /// The scaled coordinates, zero past the rank.
+        coords: [u64; COMPACT_RANK],
+    },
+    /// A larger rank.
+    Boxed(Box<ChunkCoord>),
+}
+
+impl From<&ChunkCoord> for CompactCoord {
+    fn from(c: &ChunkCoord) -> Self {
+        match c.coords.first_chunk::<COMPACT_RANK>() {
+            Some(head) if c.rank() <= COMPACT_RANK => CompactCoord::Inline {
+                rank: c.rank,
+                coords: *head,
+            },
+            _ => CompactCoord::Boxed(Box::new(*c)),
+        }
+    }
+}
+
+impl CompactCoord {
+    /// The full coordinates.
+    pub(crate) fn get(&self) -> ChunkCoord {
+        match self {
+            CompactCoord::Inline { rank, coords } => {
+                let mut full = [0u64; MAX_RANK];
+                full[..COMPACT_RANK].copy_from_slice(coords);
+                ChunkCoord {
+                    rank: *rank,
+                    coords: full,
+                }
+            }
+            CompactCoord::Boxed(c) => **c,
+        }
+    }
+
+    /// The scaled coordinates.
+    pub(crate) fn as_slice(&self) -> &[u64] {
+        match self {
+            CompactCoord::Inline { rank, coords } => &coords[..usize::from(*rank)],
+            CompactCoord::Boxed(c) => c.as_slice(),
+        }
+    }
+}
+
 /// The key of one cached chunk.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct ChunkKey {
@@ -100,6 +156,25 @@ mod tests {
         assert!(ChunkCoord::of_element(&[1, 2], &[1]).is_none());
         assert!(ChunkCoord::of_element(&[1], &[0]).is_none());
         assert!(ChunkCoord::new(&[0; MAX_RANK + 1]).is_none());
+    }
+
+    /// The compact form gives back the coordinates it was made from, at every rank, inline up
+    /// to rank 4 and boxed above.
+    #[test]
+    fn compact_coordinates_round_trip() {
+        for rank in 0..=MAX_RANK {
+            let scaled: Vec<u64> = (0..rank as u64).map(|i| i * 7 + 1).collect();
+            let c = ChunkCoord::new(&scaled).unwrap();
+            let compact = CompactCoord::from(&c);
+            assert_eq!(compact.get(), c, "rank {rank}");
+            assert_eq!(compact.as_slice(), scaled.as_slice(), "rank {rank}");
+            assert_eq!(
+                matches!(compact, CompactCoord::Inline { .. }),
+                rank <= COMPACT_RANK,
+                "rank {rank}"
+            );
+        }
+        assert!(std::mem::size_of::<CompactCoord>() <= 40);
     }
 
     proptest! {

@@ -210,7 +210,7 @@ impl ChunkCache {
         if !e.has_values {
             return Err(ChunkCacheError::Internal("erase on a defined-only entry"));
         }
-        let coord = e.coord;
+        let coord = e.coord.get();
         let erased = layout.erase_values(&mut e.chunk, runs).map_err(layout_err(
             ds,
             Some(&coord),

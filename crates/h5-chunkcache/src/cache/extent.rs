@@ -288,7 +288,7 @@ impl ChunkCache {
         for idx in members {
             let id = EntryId(idx);
             let Some(e) = self.entry(id) else { continue };
-            let coord = e.coord;
+            let coord = e.coord.get();
             let key = e.key();
             if g.outside(&coord, &g.new) {
                 handled.insert(coord);

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use h5_io::WriteSegment;
 
 use super::{ChunkCache, Entry, layout_err, partial_bound};
-use crate::DatasetId;
 use crate::error::{ChunkCacheError, Result};
 use crate::layout::DiskLocation;
 use crate::layout::{Chunk, Encoded, InsertRequest, LayoutError, Udata};
 use crate::policy::EntryId;
+use crate::{ChunkCoord, DatasetId};
 
 /// One encode of a flush or pre-encode batch: the entry, then the result.
 struct EncodeJob<'a> {
@@ -133,7 +133,7 @@ impl ChunkCache {
                 });
                 continue;
             }
-            let pb = partial_bound(&dims, &e.coord, &extent);
+            let pb = partial_bound(&dims, &e.coord.get(), &extent);
             if raw && let Chunk::Dense(v) = &e.chunk {
                 // The cache form is the image (SCC-006): no encode.
                 images.push(Image {
@@ -154,7 +154,7 @@ impl ChunkCache {
         self.codec.for_each(&mut jobs, |j| {
             let e = &mut *j.entry;
             let t = Instant::now();
-            let r = layout.encode(&e.coord, &e.chunk, j.partial_bound, &mut e.udata);
+            let r = layout.encode(&e.coord.get(), &e.chunk, j.partial_bound, &mut e.udata);
             j.result = Some((r, t.elapsed()));
         });
         let mut first_err = None;
@@ -166,8 +166,9 @@ impl ChunkCache {
             let enc = match r {
                 Ok(enc) => enc,
                 Err(err) => {
-                    first_err
-                        .get_or_insert_with(|| layout_err(ds, Some(&j.entry.coord), "encode")(err));
+                    first_err.get_or_insert_with(|| {
+                        layout_err(ds, Some(&j.entry.coord.get()), "encode")(err)
+                    });
                     continue;
                 }
             };
@@ -204,34 +205,30 @@ impl ChunkCache {
             return Err(err);
         }
         images.sort_by_key(|im| im.id);
-        // Take the udata out to lend them all to one insert call; the coordinates are lent
-        // from the entries themselves.
-        let mut taken: Vec<(u32, Option<DiskLocation>, Udata)> = images
+        // Take the udata out to lend them all to one insert call, with each entry's coordinates
+        // expanded once from their compact form.
+        let mut taken: Vec<(u32, ChunkCoord, Option<DiskLocation>, Udata)> = images
             .iter()
             .filter_map(|im| {
                 let e = self.entries.get_mut(im.id as usize)?.as_mut()?;
                 let u = std::mem::replace(&mut e.udata, Box::new(()));
-                Some((im.id, e.location, u))
+                Some((im.id, e.coord.get(), e.location, u))
             })
             .collect();
         let locs = {
-            let entries = &self.entries;
             let mut reqs: Vec<InsertRequest<'_>> = taken
                 .iter_mut()
                 .zip(&images)
-                .filter_map(|((id, old, u), im)| {
-                    let e = entries.get(*id as usize)?.as_ref()?;
-                    Some(InsertRequest {
-                        coord: &e.coord,
-                        old: *old,
-                        new_size: im.len,
-                        udata: u,
-                    })
+                .map(|((_, coord, old, u), im)| InsertRequest {
+                    coord: &*coord,
+                    old: *old,
+                    new_size: im.len,
+                    udata: u,
                 })
                 .collect();
             layout.insert(&mut reqs)
         };
-        for (i, _, u) in taken {
+        for (i, _, _, u) in taken {
             if let Some(e) = self.entries.get_mut(i as usize).and_then(Option::as_mut) {
                 e.udata = u;
             }
@@ -361,7 +358,7 @@ impl ChunkCache {
             let Some(st) = self.datasets.get(&e.dataset) else {
                 continue;
             };
-            let pb = st.partial_bound(&e.coord, &st.layout.extent());
+            let pb = st.partial_bound(&e.coord.get(), &st.layout.extent());
             let layout = Arc::clone(&st.layout);
             jobs.push((
                 EncodeJob {
@@ -376,7 +373,7 @@ impl ChunkCache {
         self.codec.for_each(&mut jobs, |(j, layout)| {
             let e = &mut *j.entry;
             let t = Instant::now();
-            let r = layout.encode(&e.coord, &e.chunk, j.partial_bound, &mut e.udata);
+            let r = layout.encode(&e.coord.get(), &e.chunk, j.partial_bound, &mut e.udata);
             j.result = Some((r, t.elapsed()));
         });
         let mut done = Vec::new();
@@ -393,7 +390,7 @@ impl ChunkCache {
                 Ok(Encoded::SameAsCache) => {}
                 Err(err) => {
                     first_err.get_or_insert_with(|| {
-                        layout_err(j.entry.dataset, Some(&j.entry.coord), "encode")(err)
+                        layout_err(j.entry.dataset, Some(&j.entry.coord.get()), "encode")(err)
                     });
                 }
             }

@@ -35,6 +35,7 @@ use rayon::prelude::*;
 
 use crate::MAX_RANK;
 use crate::error::{ChunkCacheError, Result};
+use crate::key::CompactCoord;
 use crate::layout::{
     Capabilities, Chunk, ChunkLayout, Conversion, DefinedInfo, DiskLocation, InsertRequest,
     LayoutError, LayoutInfo, MemUsage, Udata,
@@ -525,7 +526,7 @@ fn delinearize(mut off: u64, dims: &[u64]) -> [u64; crate::MAX_RANK] {
 }
 
 struct Entry {
-    coord: ChunkCoord,
+    coord: CompactCoord,
     dataset: DatasetId,
     chunk: Chunk,
     /// The values are resident (false: the chunk holds only its defined set, SCC-009).
@@ -566,7 +567,7 @@ impl Entry {
     fn key(&self) -> ChunkKey {
         ChunkKey {
             dataset: self.dataset,
-            coord: self.coord,
+            coord: self.coord.get(),
         }
     }
 }
@@ -1330,7 +1331,7 @@ impl ChunkCache {
         let was_full = e.full;
         if !was_full {
             e.coverage.add_runs(runs, &st.info.chunk_dims);
-            let inside = st.inside_dims(&e.coord, &st.layout.extent());
+            let inside = st.inside_dims(&e.coord.get(), &st.layout.extent());
             e.full = e.coverage.fraction(&inside) >= threshold;
         }
         let info = e.info();
@@ -1361,7 +1362,7 @@ impl ChunkCache {
             partial_bound_on_disk,
         } = loaded;
         let entry = Entry {
-            coord: key.coord,
+            coord: CompactCoord::from(&key.coord),
             dataset: key.dataset,
             chunk,
             has_values,
@@ -1433,7 +1434,7 @@ impl ChunkCache {
             if let Some(e) = self.entry_mut(id) {
                 let u = layout.condense(&mut e.chunk).map_err(layout_err(
                     ds,
-                    Some(&e.coord),
+                    Some(&e.coord.get()),
                     "condense",
                 ))?;
                 check_usage(ds, "condense", u)?;
@@ -1456,7 +1457,7 @@ impl ChunkCache {
             if let Some(e) = self.entry_mut(id) {
                 let u = layout.drop_values(&mut e.chunk).map_err(layout_err(
                     ds,
-                    Some(&e.coord),
+                    Some(&e.coord.get()),
                     "drop_values",
                 ))?;
                 check_usage(ds, "drop_values", u)?;
@@ -1492,8 +1493,8 @@ impl ChunkCache {
         let st = self.state(ds)?;
         let layout = Arc::clone(&st.layout);
         let extent = layout.extent();
-        let pb = st.partial_bound(&e.coord, &extent);
-        let coord = e.coord;
+        let pb = st.partial_bound(&e.coord.get(), &extent);
+        let coord = e.coord.get();
         let raw = st.raw_images() && matches!(e.chunk, Chunk::Dense(_));
         let (image, pb) = match e.image.take() {
             Some((image, image_pb)) => {
@@ -1569,7 +1570,7 @@ impl ChunkCache {
         e: &mut Entry,
         image: &[u8],
     ) -> Result<()> {
-        let coord = e.coord;
+        let coord = e.coord.get();
         let mut reqs = [InsertRequest {
             coord: &coord,
             old: e.location,

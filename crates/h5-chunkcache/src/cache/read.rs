@@ -127,7 +127,10 @@ struct ReadPlan {
 /// more than the limit: admitting them would only evict its own earlier chunks and everything
 /// else cached, so it loads, uses and drops them in batches of about this size, and the cache
 /// keeps what it held (scan resistance; libhdf5 does not cache a chunk larger than its cache).
-pub(super) const SCAN_BATCH_BYTES: usize = 8 << 20;
+/// What a scan holds beyond its result is about two batches (the decoded chunks and their stored
+/// images, recycled): 8 MiB batches put W2b's whole read 12–16 MiB above its result, 1 MiB
+/// batches 2 MiB.
+pub(super) const SCAN_BATCH_BYTES: usize = 1 << 20;
 
 /// A piece of request `req` that was not resident.
 pub(super) struct Miss {

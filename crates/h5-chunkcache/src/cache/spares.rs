@@ -9,10 +9,10 @@
 //! reads and decodes ([`crate::ChunkLayout::decode_reusing`]). The set is bounded and emptied
 //! when the read ends: it is memory of the read in progress, not of the cache.
 
-use super::read::SCAN_BATCH_BYTES;
-
-/// The most bytes the spares hold: two batches' worth.
-const MAX_BYTES: usize = 2 * SCAN_BATCH_BYTES;
+/// The most bytes the spares hold. A scan's batches are about `read::SCAN_BATCH_BYTES` (more
+/// for large chunks: two per codec thread) and only their buffers circulate, so this bound
+/// only limits scans of very large chunks.
+const MAX_BYTES: usize = 16 << 20;
 
 /// Spare buffers (their capacity is what counts; their contents are garbage).
 #[derive(Debug, Default)]

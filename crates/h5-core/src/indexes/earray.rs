@@ -128,23 +128,23 @@ fn header_encoder(sizes: Sizes) -> EncodeFn {
     encoder(move |h: &Header| Ok(h.encode(sizes)))
 }
 
-fn index_block_encoder(hdr: &Header, sizes: Sizes) -> EncodeFn {
-    let h = hdr.clone();
+fn index_block_encoder(hdr: &Arc<Header>, sizes: Sizes) -> EncodeFn {
+    let h = Arc::clone(hdr);
     encoder(move |b: &ExtensibleArrayIndexBlock| b.encode(&h, sizes))
 }
 
-fn super_block_encoder(hdr: &Header, sizes: Sizes) -> EncodeFn {
-    let h = hdr.clone();
+fn super_block_encoder(hdr: &Arc<Header>, sizes: Sizes) -> EncodeFn {
+    let h = Arc::clone(hdr);
     encoder(move |b: &ExtensibleArraySuperBlock| b.encode(&h, sizes))
 }
 
-fn data_block_encoder(hdr: &Header, sizes: Sizes, n: u64) -> EncodeFn {
-    let h = hdr.clone();
+fn data_block_encoder(hdr: &Arc<Header>, sizes: Sizes, n: u64) -> EncodeFn {
+    let h = Arc::clone(hdr);
     encoder(move |b: &ExtensibleArrayDataBlock| b.encode(&h, sizes, n))
 }
 
-fn page_encoder(hdr: &Header, sizes: Sizes) -> EncodeFn {
-    let h = hdr.clone();
+fn page_encoder(hdr: &Arc<Header>, sizes: Sizes) -> EncodeFn {
+    let h = Arc::clone(hdr);
     encoder(move |e: &Vec<ChunkEntry>| encode_page(&h, sizes, e))
 }
 
@@ -582,7 +582,7 @@ struct Change<'t, 'a> {
 }
 
 /// The encoders of an array's structures, made once per index: each captures the header's
-/// geometry (a copy of the header taken once), which no change alters.
+/// geometry (one copy of the header, taken once and shared by all), which no change alters.
 pub(crate) struct Encoders {
     hdr: Arc<Header>,
     sizes: Sizes,
@@ -602,18 +602,21 @@ impl std::fmt::Debug for Encoders {
 
 impl Encoders {
     fn new(hdr: &Header, sizes: Sizes) -> Self {
+        // One copy shared by every encoder: a header's super block table is about 1 KiB, and
+        // W4 (latest bounds) keeps the encoders of 1,000 datasets.
+        let shared = Arc::new(hdr.clone());
         Encoders {
-            hdr: Arc::new(hdr.clone()),
             sizes,
             header: header_encoder(sizes),
-            index_block: index_block_encoder(hdr, sizes),
-            super_block: super_block_encoder(hdr, sizes),
-            page: page_encoder(hdr, sizes),
+            index_block: index_block_encoder(&shared, sizes),
+            super_block: super_block_encoder(&shared, sizes),
+            page: page_encoder(&shared, sizes),
             data_blocks: hdr
                 .super_blocks
                 .iter()
                 .map(|_| std::sync::OnceLock::new())
                 .collect(),
+            hdr: shared,
         }
     }
 
