@@ -6,7 +6,7 @@ mod swmr_common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -15,39 +15,12 @@ use swmr_common::*;
 const ROLE: &str = "H5_SWMR_ROLE";
 const ARG: &str = "H5_SWMR_ARG";
 
-/// Starts `role` with `arg` in a child process.
 fn spawn(role: &str, arg: &Value) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_process_role",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ])
-        .env(ROLE, role)
-        .env(ARG, arg.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    spawn_role(ROLE, ARG, role, arg)
 }
 
-/// Waits for a child and returns the JSON object it printed on its `RESULT` line.
 fn result_of(child: Child) -> Value {
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
-        .unwrap_or_else(|| {
-            panic!(
-                "child printed no result (status {}):\n{stdout}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).unwrap()
+    child_result(child)
 }
 
 fn emit(v: Value) {

@@ -17,7 +17,7 @@ mod swmr_common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use h5::{ChunkIndexKind, FixedAscii, H5Type};
@@ -441,36 +441,11 @@ fn view(f: &h5::File) -> (u64, Result<(), String>) {
 // ---------------------------------------------------------------------------------------------
 
 fn spawn(role: &str, arg: &Value) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_process_role",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-            "-q",
-        ])
-        .env(ROLE, role)
-        .env(ARG, arg.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    spawn_role(ROLE, ARG, role, arg)
 }
 
 fn result_of(child: Child) -> Value {
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
-        .unwrap_or_else(|| {
-            panic!(
-                "child printed no result (status {}):\n{stdout}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    serde_json::from_str(line).unwrap()
+    child_result(child)
 }
 
 #[test]

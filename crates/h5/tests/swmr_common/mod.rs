@@ -102,3 +102,46 @@ pub fn published(path: &Path) -> (h5_swmr::format::MdHeader, h5_swmr::format::Md
         h5_swmr::format::MdIndex::decode(ib, u64::from(h.page_size)).unwrap(),
     )
 }
+
+/// Starts this test binary again in a child process running only the test
+/// `child_process_role`, with `role` in the environment variable `role_var` and `arg` (JSON) in
+/// `arg_var`; its output is piped for [`child_result`].
+pub fn spawn_role(
+    role_var: &str,
+    arg_var: &str,
+    role: &str,
+    arg: &serde_json::Value,
+) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child_process_role",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env(role_var, role)
+        .env(arg_var, arg.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a child of [`spawn_role`] and returns the JSON object it printed on its `RESULT`
+/// line (panics with its output when there is none).
+pub fn child_result(child: std::process::Child) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| {
+            panic!(
+                "child printed no result (status {}):\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    serde_json::from_str(line).unwrap()
+}
