@@ -145,6 +145,11 @@ struct Batch {
     bytes: usize,
 }
 
+/// Whether a layout with `caps` has a direct-write planner.
+fn writes_directly(caps: Capabilities) -> bool {
+    caps.contains(Capabilities::SELECTION_WRITE) || caps.contains(Capabilities::VECTOR_WRITE)
+}
+
 fn overflow() -> ChunkCacheError {
     SelectionError::Overflow.into()
 }
@@ -801,8 +806,7 @@ impl ChunkCache {
                 "a bypassed chunk was not looked up",
             ))?;
             let caps = self.state(key.dataset)?.info.capabilities;
-            let can_direct = caps.contains(Capabilities::SELECTION_WRITE)
-                || caps.contains(Capabilities::VECTOR_WRITE);
+            let can_direct = writes_directly(caps);
             // An earlier request of this call may have brought the chunk in: then it is
             // updated in the cache (and written out below) so that request order holds.
             let resident = self
@@ -876,13 +880,8 @@ impl ChunkCache {
         }
         drop(aside);
         self.run_direct_writes(reqs, &plain, &conv)?;
-        // A defined-only form of a chunk written directly is out of date now.
         for key in direct_keys {
-            if let Some(id) = self.lookup_id(&key)
-                && self.entry(id).is_some_and(|e| !e.has_values && !e.dirty)
-            {
-                self.remove(id);
-            }
+            self.drop_defined_form(&key);
         }
         Ok(())
     }
@@ -912,18 +911,12 @@ impl ChunkCache {
         if !st.info.uses_cache || *extent != st.info.chunk_dims[..] {
             return Ok(None);
         }
-        let caps = st.info.capabilities;
-        if !caps.contains(Capabilities::SELECTION_WRITE)
-            && !caps.contains(Capabilities::VECTOR_WRITE)
-        {
+        if !writes_directly(st.info.capabilities) {
             return Ok(None);
         }
         let es = st.info.elem_size;
         let layout = Arc::clone(&st.layout);
-        let elems = extent
-            .iter()
-            .try_fold(1u64, |n, &d| n.checked_mul(d))
-            .ok_or_else(overflow)?;
+        let elems = r.selection.num_elements(&extent)?;
         if elems == 0 {
             return Ok(None);
         }
@@ -986,13 +979,18 @@ impl ChunkCache {
         let t = transfer_from(answer, p, &key, 0, loc, &runs, es, es, elems)?;
         self.stats.bypassed += 1;
         self.run_direct_writes(std::slice::from_ref(r), std::slice::from_ref(&t), &[])?;
-        // A defined-only form of the chunk is out of date now (as in `write_bypassed`).
-        if let Some(id) = self.lookup_id(&key)
+        self.drop_defined_form(&key);
+        Ok(Some(report))
+    }
+
+    /// Drops the defined-only form of `key` cached by a planner's request, if any: a chunk
+    /// written directly made it out of date.
+    fn drop_defined_form(&mut self, key: &ChunkKey) {
+        if let Some(id) = self.lookup_id(key)
             && self.entry(id).is_some_and(|e| !e.has_values && !e.dirty)
         {
             self.remove(id);
         }
-        Ok(Some(report))
     }
 
     /// Issues the direct writes of one call: unconverted transfers straight from the callers'
