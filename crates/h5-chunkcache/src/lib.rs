@@ -38,8 +38,9 @@ pub mod selection;
 pub mod sparse;
 
 pub use cache::{
-    Bypass, ChunkCache, ChunkCacheConfig, ChunkCacheStats, DIRECT_WHOLE_MIN, EntryStats, IoReport,
-    KeyHashing, ReadRequest, SelectionIoMode, SharedChunkCache, WHOLE_WRITE_BATCH, WriteRequest,
+    Bypass, CLOSE_BATCH_BYTES, ChunkCache, ChunkCacheConfig, ChunkCacheStats, DIRECT_WHOLE_MIN,
+    EntryStats, IoReport, KeyHashing, ReadRequest, SelectionIoMode, SharedChunkCache,
+    WHOLE_WRITE_BATCH, WriteRequest,
 };
 pub use error::ChunkCacheError;
 pub use key::{ChunkCoord, ChunkKey, DatasetId, MAX_RANK};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use common::{Event, MockLayout};
 use h5_chunkcache::selection::{Hyperslab, Selection};
 use h5_chunkcache::{
-    ChunkCache, ChunkCacheConfig, ChunkCacheError, DatasetId, ReadRequest, SharedChunkCache,
-    WriteRequest,
+    CLOSE_BATCH_BYTES, ChunkCache, ChunkCacheConfig, ChunkCacheError, DatasetId, ReadRequest,
+    SharedChunkCache, WriteRequest,
 };
 use h5_io::{MemoryStorage, Metrics, Storage};
 
@@ -193,6 +193,78 @@ fn scc_021_flush_one_dataset_with_evict() {
     assert_eq!(a.index.lock().unwrap().len(), 2);
     assert_eq!(b.index.lock().unwrap().len(), 0);
     assert_eq!(read(&mut c, 1, &Selection::All, 4), [1; 4]);
+}
+
+/// A file's close (`flush_and_evict_all`) places and writes every chunk as `flush` does (the
+/// same callbacks in the same order, the same locations and bytes), in batches of at least
+/// `CLOSE_BATCH_BYTES`, and leaves no entry. A half-written dataset keeps its fill.
+#[test]
+fn flush_and_evict_all_writes_what_flush_writes_a_batch_at_a_time() {
+    const CHUNK: u64 = 16 << 10;
+    const PER_DATASET: u64 = 96 * CHUNK; // 1.5 MiB: three datasets pass one batch
+    let run = |evict: bool| {
+        let s = store();
+        let first = Arc::new(MockLayout::new(1, &[PER_DATASET], &[CHUNK], 1, &[9]));
+        let mut layouts = vec![Arc::clone(&first)];
+        for tag in 2..=5 {
+            layouts.push(Arc::new(
+                MockLayout::new(tag, &[PER_DATASET], &[CHUNK], 1, &[9]).sharing(&first),
+            ));
+        }
+        let mut c = cache(&s, 64 << 20);
+        for (m, tag) in layouts.iter().zip(1u64..) {
+            c.register(DatasetId(tag), m.clone()).unwrap();
+            // Dataset 5 gets its first half only.
+            let n = if tag == 5 {
+                PER_DATASET / 2
+            } else {
+                PER_DATASET
+            };
+            let data: Vec<u8> = (0..n).map(|i| (i % 251) as u8 ^ tag as u8).collect();
+            write(&mut c, tag, &slab(&[0], &[n]), &data);
+        }
+        first.take_events();
+        let before = s.snapshot();
+        if evict {
+            c.flush_and_evict_all().unwrap();
+        } else {
+            c.flush().unwrap();
+        }
+        let writes = s.snapshot().since(&before);
+        let indexes: Vec<_> = layouts
+            .iter()
+            .map(|m| {
+                let mut v: Vec<_> = m.index.lock().unwrap().clone().into_iter().collect();
+                v.sort_by_key(|(k, _)| k.clone());
+                v
+            })
+            .collect();
+        let st = c.stats();
+        (
+            first.take_events(),
+            indexes,
+            s.inner().snapshot(),
+            writes,
+            (st.entries, st.dirty_entries),
+        )
+    };
+    let (kept_events, kept_index, kept_bytes, kept_writes, kept_entries) = run(false);
+    let (evicted_events, evicted_index, evicted_bytes, evicted_writes, evicted_entries) = run(true);
+    assert_eq!(evicted_events, kept_events);
+    assert_eq!(evicted_index, kept_index);
+    assert_eq!(evicted_bytes, kept_bytes);
+    let chunks = 4 * 96 + 48;
+    assert_eq!(kept_index.iter().map(Vec::len).sum::<usize>(), chunks);
+    assert_eq!(kept_writes.write_segments, chunks as u64);
+    assert_eq!(evicted_writes.write_segments, chunks as u64);
+    assert_eq!(kept_writes.bytes_written, 4 * PER_DATASET + PER_DATASET / 2);
+    assert_eq!(evicted_writes.bytes_written, kept_writes.bytes_written);
+    // 7 MiB in batches of at least 4 MiB: datasets 1-3, then 4-5; `flush` writes once.
+    assert!(CLOSE_BATCH_BYTES <= 3 * PER_DATASET && CLOSE_BATCH_BYTES > 2 * PER_DATASET);
+    assert_eq!(kept_writes.write_vectors, 1);
+    assert_eq!(evicted_writes.write_vectors, 2);
+    assert_eq!(kept_entries, (chunks, 0));
+    assert_eq!(evicted_entries, (0, 0));
 }
 
 /// SCC-017: destroy drops every entry, dirty ones included, and writes nothing.

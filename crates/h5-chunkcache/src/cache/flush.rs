@@ -15,6 +15,11 @@ use crate::layout::{Chunk, Encoded, InsertRequest, LayoutError, Udata};
 use crate::policy::EntryId;
 use crate::{ChunkCoord, DatasetId};
 
+/// The bytes [`ChunkCache::flush_and_evict_all`] writes at least before it removes what it
+/// wrote: 4 MiB, as a whole-chunk write's batch ([`crate::WHOLE_WRITE_BATCH`]). A close of
+/// many datasets writes a few such batches instead of one vectored write.
+pub const CLOSE_BATCH_BYTES: u64 = 4 << 20;
+
 /// One encode of a flush or pre-encode batch: the entry, then the result.
 struct EncodeJob<'a> {
     id: u32,
@@ -42,20 +47,72 @@ impl ChunkCache {
         self.flush_sets(&ds)
     }
 
+    /// Writes every dirty chunk and removes every entry, for a file's close: datasets in the
+    /// order [`ChunkCache::flush`] takes them (so the layouts see the same insert calls and
+    /// place the chunks where a flush would), written a batch of at least
+    /// [`CLOSE_BATCH_BYTES`] at a time, each batch's entries removed once written. The memory
+    /// of a written batch then serves what the next batch's inserts build (chunk indexes
+    /// created at close, for one), instead of all the chunks and all those structures being
+    /// held at once. On an error the chunks not written stay resident and dirty.
+    pub fn flush_and_evict_all(&mut self) -> Result<()> {
+        let mut ds: Vec<DatasetId> = self.datasets.keys().copied().collect();
+        ds.sort_unstable();
+        let mut plan: Vec<(Image, DiskLocation)> = Vec::new();
+        let mut planned = 0u64;
+        let mut batch_from = 0usize;
+        let mut ids: Vec<u32> = Vec::new();
+        for (i, &d) in ds.iter().enumerate() {
+            self.dirty_members_into(d, &mut ids)?;
+            if !ids.is_empty() {
+                let part = self.encode_and_insert(d, &ids)?;
+                planned += part.iter().map(|(im, _)| im.len).sum::<u64>();
+                plan.extend(part);
+            }
+            let last = i + 1 == ds.len();
+            if planned >= CLOSE_BATCH_BYTES || last {
+                self.write_plan(std::mem::take(&mut plan))?;
+                planned = 0;
+                for &done in ds.get(batch_from..=i).unwrap_or_default() {
+                    self.remove_members(done);
+                }
+                batch_from = i + 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces `ids` with the dirty entries of `ds`, ascending.
+    fn dirty_members_into(&self, ds: DatasetId, ids: &mut Vec<u32>) -> Result<()> {
+        let st = self.state(ds)?;
+        ids.clear();
+        ids.extend(
+            st.members
+                .iter()
+                .copied()
+                .filter(|&i| self.entry(EntryId(i)).is_some_and(|e| e.dirty)),
+        );
+        Ok(())
+    }
+
+    /// Removes every entry of `ds` (written or clean: the caller has flushed them).
+    fn remove_members(&mut self, ds: DatasetId) {
+        let ids: Vec<u32> = self
+            .datasets
+            .get(&ds)
+            .map(|s| s.members.iter().copied().collect())
+            .unwrap_or_default();
+        for id in ids {
+            self.remove(EntryId(id));
+        }
+    }
+
     /// Writes one dataset's dirty chunks, then, if `evict`, removes all its entries (dataset
     /// close uses the evicting form). Touches only that dataset's entries (SCC-013).
     pub fn flush_dataset(&mut self, ds: DatasetId, evict: bool) -> Result<()> {
         self.state(ds)?;
         self.flush_sets(&[ds])?;
         if evict {
-            let ids: Vec<u32> = self
-                .datasets
-                .get(&ds)
-                .map(|s| s.members.iter().copied().collect())
-                .unwrap_or_default();
-            for id in ids {
-                self.remove(EntryId(id));
-            }
+            self.remove_members(ds);
         }
         Ok(())
     }
@@ -72,14 +129,7 @@ impl ChunkCache {
         // once).
         let mut ids: Vec<u32> = Vec::new();
         for &ds in sets {
-            let st = self.state(ds)?;
-            ids.clear();
-            ids.extend(
-                st.members
-                    .iter()
-                    .copied()
-                    .filter(|&i| self.entry(EntryId(i)).is_some_and(|e| e.dirty)),
-            );
+            self.dirty_members_into(ds, &mut ids)?;
             if ids.is_empty() {
                 continue;
             }

@@ -48,6 +48,7 @@ use crate::selection::{ChunkPiece, CopyRun, MemorySelection, Selection, decompos
 use crate::{ChunkCoord, ChunkKey, DatasetId};
 
 pub use bypass::{Bypass, DIRECT_WHOLE_MIN};
+pub use flush::CLOSE_BATCH_BYTES;
 pub use read::SharedChunkCache;
 pub use whole::WHOLE_WRITE_BATCH;
 
@@ -451,16 +452,18 @@ impl<'a> WriteRequest<'a> {
 request_options!(WriteRequest, "memory to file");
 
 /// Bounding box of the elements read or written in a chunk (OQ-35), in chunk-local element
-/// coordinates, `hi` exclusive. Empty when `lo` is empty.
+/// coordinates: `lo` then `hi` (exclusive) in one allocation of twice the rank, `None` while
+/// nothing was accessed or once the chunk is full (a full chunk stays full, its box is not
+/// needed: every resident chunk of a large write keeps one allocation fewer).
 #[derive(Clone, Debug, Default)]
 struct Coverage {
-    lo: Vec<u64>,
-    hi: Vec<u64>,
+    bounds: Option<Box<[u64]>>,
 }
 
 impl Coverage {
     /// Widens the box by the elements of `runs` (chunk-local linear offsets over `dims`).
-    /// Allocation-free (it runs for every hit): the runs' box is built on the stack first.
+    /// Allocation-free once the box exists (it runs for every hit): the runs' box is built on
+    /// the stack first.
     fn add_runs(&mut self, runs: &[CopyRun], dims: &[u64]) {
         let rank = dims.len();
         if rank == 0 || rank > crate::MAX_RANK {
@@ -487,29 +490,36 @@ impl Coverage {
         if !any {
             return;
         }
-        if self.lo.is_empty() {
-            self.lo = lo[..rank].to_vec();
-            self.hi = hi[..rank].to_vec();
-        } else {
-            for d in 0..rank {
-                self.lo[d] = self.lo[d].min(lo[d]);
-                self.hi[d] = self.hi[d].max(hi[d]);
+        match &mut self.bounds {
+            Some(b) if b.len() == 2 * rank => {
+                let (blo, bhi) = b.split_at_mut(rank);
+                for d in 0..rank {
+                    blo[d] = blo[d].min(lo[d]);
+                    bhi[d] = bhi[d].max(hi[d]);
+                }
             }
+            _ => self.bounds = Some(lo[..rank].iter().chain(&hi[..rank]).copied().collect()),
         }
     }
 
     /// The fraction of the chunk's inside-extent box that the bounding box covers.
     fn fraction(&self, inside: &[u64]) -> f64 {
-        if self.lo.is_empty() {
+        let Some(b) = &self.bounds else {
             return 0.0;
-        }
+        };
+        let (lo, hi) = b.split_at(b.len() / 2);
         let mut covered = 1.0;
         let mut total = 1.0;
-        for ((&n, &lo), &hi) in inside.iter().zip(&self.lo).zip(&self.hi) {
+        for ((&n, &lo), &hi) in inside.iter().zip(lo).zip(hi) {
             covered *= hi.min(n).saturating_sub(lo) as f64;
             total *= n as f64;
         }
         if total == 0.0 { 0.0 } else { covered / total }
+    }
+
+    /// Forgets the box (the chunk became full).
+    fn clear(&mut self) {
+        self.bounds = None;
     }
 }
 
@@ -1333,6 +1343,9 @@ impl ChunkCache {
             e.coverage.add_runs(runs, &st.info.chunk_dims);
             let inside = st.inside_dims(&e.coord.get(), &st.layout.extent());
             e.full = e.coverage.fraction(&inside) >= threshold;
+            if e.full {
+                e.coverage.clear();
+            }
         }
         let info = e.info();
         self.policy.touched(id);

@@ -266,6 +266,16 @@ pub(crate) fn drop_entry(file: &FileShared, kind: MetadataKind, addr: u64, len: 
     file.free(SpaceKind::Meta, addr, len)
 }
 
+/// What a flush does with the chunk cache's entries once their chunks are written.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ChunkFlush {
+    /// They stay resident, clean (a flush while the file stays open).
+    Keep,
+    /// They are removed, a batch at a time ([`h5_chunkcache::ChunkCache::flush_and_evict_all`]):
+    /// the file's closing flush.
+    EvictAll,
+}
+
 impl FileShared {
     /// Creates a new, empty HDF5 file in `storage` (which is truncated) with a root group.
     pub fn create(
@@ -994,7 +1004,10 @@ impl FileShared {
                     }
                     self.end_swmr_write()?;
                     self.reuse_at_once_if_journaled()?;
-                    let released = self.flush_all()?;
+                    // The closing flush also empties the chunk cache as it goes: no chunk is
+                    // read again, and the memory of written chunks serves the structures the
+                    // flush builds after them.
+                    let released = self.flush_all_with(ChunkFlush::EvictAll)?;
                     if released {
                         self.flush_all()?;
                     }
@@ -1025,7 +1038,12 @@ impl FileShared {
 
     /// The flush itself; returns whether committed space freed before it was released.
     fn flush_all(&self) -> Result<bool> {
-        let eoa = self.flush_into_storage()?;
+        self.flush_all_with(ChunkFlush::Keep)
+    }
+
+    /// [`FileShared::flush_all`] with the chunk cache's entries kept or removed.
+    fn flush_all_with(&self, chunks: ChunkFlush) -> Result<bool> {
+        let eoa = self.flush_into_storage_with(chunks)?;
         self.finish_flush(eoa)
     }
 
@@ -1034,7 +1052,18 @@ impl FileShared {
     /// allocation. The file's final length, durability and the commit are
     /// [`FileShared::finish_flush`]'s.
     pub(crate) fn flush_into_storage(&self) -> Result<u64> {
-        self.chunks.lock().map_err(|_| Error::Poisoned)?.flush()?;
+        self.flush_into_storage_with(ChunkFlush::Keep)
+    }
+
+    /// [`FileShared::flush_into_storage`] with the chunk cache's entries kept or removed.
+    fn flush_into_storage_with(&self, chunks: ChunkFlush) -> Result<u64> {
+        {
+            let mut cache = self.chunks.lock().map_err(|_| Error::Poisoned)?;
+            match chunks {
+                ChunkFlush::Keep => cache.flush()?,
+                ChunkFlush::EvictAll => cache.flush_and_evict_all()?,
+            }
+        }
         let indexes = self.state()?.indexes.clone();
         for ix in indexes {
             ix.flush(self)?;
