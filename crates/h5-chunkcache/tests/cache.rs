@@ -260,7 +260,7 @@ fn flush_and_evict_all_writes_what_flush_writes_a_batch_at_a_time() {
     assert_eq!(kept_writes.bytes_written, 4 * PER_DATASET + PER_DATASET / 2);
     assert_eq!(evicted_writes.bytes_written, kept_writes.bytes_written);
     // 7 MiB in batches of at least 4 MiB: datasets 1-3, then 4-5; `flush` writes once.
-    assert!(CLOSE_BATCH_BYTES <= 3 * PER_DATASET && CLOSE_BATCH_BYTES > 2 * PER_DATASET);
+    const { assert!(CLOSE_BATCH_BYTES <= 3 * PER_DATASET && CLOSE_BATCH_BYTES > 2 * PER_DATASET) };
     assert_eq!(kept_writes.write_vectors, 1);
     assert_eq!(evicted_writes.write_vectors, 2);
     assert_eq!(kept_entries, (chunks, 0));
