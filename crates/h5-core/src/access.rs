@@ -743,6 +743,10 @@ impl<'a> CacheAccess<'a> {
         if !self.meta.contains(p) || self.meta.has_flush_dependency(p, c) != Some(false) {
             return Ok(());
         }
+        // A parent this access holds cannot be protected again.
+        if let Some(i) = self.held.iter().position(|h| h.abs == p) {
+            return self.depend(Slot(i), child);
+        }
         let h = self
             .meta
             .protect(
