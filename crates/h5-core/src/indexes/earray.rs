@@ -89,14 +89,13 @@ pub struct ExtensibleArrayIndex {
 }
 
 /// Where an existing, unpaged data block is: its place in the array's geometry (the super
-/// block index and the first element it holds), its address and its flush-dependency parent.
+/// block index and the first element it holds), its address and its flush-dependency parent's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct KnownDataBlock {
     super_block: usize,
     block_offset: u64,
     elements: u64,
     address: u64,
-    parent_kind: K,
     parent: u64,
 }
 
@@ -372,7 +371,10 @@ impl ExtensibleArrayIndex {
             let slot = hdr.locate(i).ok_or_else(|| {
                 Error::Unsupported(format!("chunk {i} beyond the extensible array's range"))
             })?;
-            if let Some((db, element)) = known.and_then(|b| Some((b, b.element_of(&slot)?))) {
+            let remembered = known.and_then(|b| Some((b, b.element_of(&slot)?)));
+            if let Some((db, element)) = remembered
+                && txn.depends(db.parent, db.address)?
+            {
                 let mut cx = Change {
                     txn: &mut txn,
                     space,
@@ -727,9 +729,8 @@ impl Change<'_, '_> {
         let (parent, parent_at, db_addr, initialised) = match at.parent {
             DataBlockParent::IndexBlock { slot } => {
                 let a = *ib.data_block_addresses.get(slot).ok_or_else(geometry)?;
-                let ib_at = (K::ExtensibleArrayIndexBlock, hdr.index_block_address);
                 drop(ib);
-                (is, ib_at, a, true)
+                (is, hdr.index_block_address, a, true)
             }
             DataBlockParent::SuperBlock { slot, data_block } => {
                 let mut sb_at = *ib.super_block_addresses.get(slot).ok_or_else(geometry)?;
@@ -755,7 +756,7 @@ impl Change<'_, '_> {
                     Some(bit) => sb.page_initialized(bit),
                     None => true,
                 };
-                (ss, (K::ExtensibleArraySuperBlock, sb_at), a, initialised)
+                (ss, sb_at, a, initialised)
             }
         };
         let db_addr = if db_addr == UNDEFINED_ADDRESS {
@@ -787,8 +788,7 @@ impl Change<'_, '_> {
                 block_offset: at.block_offset,
                 elements: n,
                 address: db_addr,
-                parent_kind: parent_at.0,
-                parent: parent_at.1,
+                parent: parent_at,
             });
             return Ok(true);
         };
@@ -828,8 +828,9 @@ impl Change<'_, '_> {
     }
 
     /// Sets `entry` at `element` of the existing, unpaged data block `db` without protecting
-    /// its parent: the block's address is known, and the flush dependency on the parent is
-    /// made again only if the block was evicted and reloaded since (it went with the block).
+    /// its parent. The caller checked that the block is cached as a flush-dependency child of
+    /// its parent (a block evicted and reloaded, or loaded by a lookup, is not: it takes the
+    /// path through its parent, which makes the dependency again).
     fn set_in_known_data_block(
         &mut self,
         db: &KnownDataBlock,
@@ -842,7 +843,6 @@ impl Change<'_, '_> {
             db.address,
             || data_block_load(&hdr, sizes, db.elements, db.address),
         )?;
-        self.txn.depend_at(db.parent_kind, db.parent, db.address)?;
         let element = usize_of(element)?;
         let encode = self.enc.data_block(db.super_block, db.elements);
         self.txn
