@@ -690,6 +690,13 @@ impl<'a> CacheAccess<'a> {
         }
     }
 
+    /// Whether the entry at relative `child` is cached as a flush-dependency child of the entry
+    /// at relative `parent`.
+    pub(crate) fn depends(&self, parent: u64, child: u64) -> Result<bool> {
+        let (p, c) = (self.abs(parent)?, self.abs(child)?);
+        Ok(self.meta.has_flush_dependency(p, c) == Some(true))
+    }
+
     /// Releases one held entry now (so that it can be expunged or evicted), dirtied if it was
     /// changed.
     pub(crate) fn release(&mut self, slot: Slot) -> Result<()> {

@@ -362,6 +362,7 @@ pub(crate) fn build_layout(
                         chunk_bytes,
                         space: None,
                         encoders: Default::default(),
+                        last_data_block: Default::default(),
                     })
                 }
                 IndexKind::BtreeV2 { address, .. } => Arc::new(BtreeV2Index {

@@ -8,6 +8,7 @@
 //! 5. an entry is pinned exactly when the client pinned it or it has flush-dependency children;
 //! 6. a parent's dirty-children count equals the number of its children whose subtree is dirty.
 
+#[cfg(debug_assertions)]
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -76,6 +77,8 @@ pub(crate) struct Entry<I> {
     pub(crate) parents: Vec<u32>,
     pub(crate) children: Vec<u32>,
     pub(crate) ndirty_children: u32,
+    /// The entry's position in the slist while it is dirty.
+    pub(crate) slist_pos: u32,
     pub(crate) tag: Option<u64>,
     pub(crate) life: EntryLifeStats,
 }
@@ -97,6 +100,7 @@ impl<I> Entry<I> {
             dirtied: false,
             pinned_client: false,
             flush_marker: false,
+            slist_pos: 0,
             flush_last: false,
             collective: false,
             flush_in_progress: false,
@@ -477,7 +481,8 @@ impl<T: CacheTypes> CacheBuilder<T> {
             dlru: List::default(),
             pl: List::default(),
             pel: List::default(),
-            slist: BTreeMap::new(),
+            slist: Vec::new(),
+            slist_joined: None,
             #[cfg(debug_assertions)]
             by_addr: BTreeMap::new(),
             slist_size: 0,
@@ -547,7 +552,12 @@ pub struct MetadataCache<T: CacheTypes> {
     pub(crate) dlru: List,
     pub(crate) pl: List,
     pub(crate) pel: List,
-    pub(crate) slist: BTreeMap<u64, u32>,
+    /// The dirty entries' slots, in no order (a flush sorts them by address once, see
+    /// [`MetadataCache::sorted_slist`]); each dirty entry's `slist_pos` is its index here.
+    pub(crate) slist: Vec<u32>,
+    /// While a flush runs: the slots that joined the slist since the flush last looked, so that
+    /// it adds them to its sorted copy instead of sorting the slist again.
+    pub(crate) slist_joined: Option<Vec<u32>>,
     /// Every entry by address, kept in debug builds for the overlap check (MDC-001).
     #[cfg(debug_assertions)]
     pub(crate) by_addr: BTreeMap<u64, u32>,
@@ -751,23 +761,42 @@ impl<T: CacheTypes> MetadataCache<T> {
     }
 
     fn slist_insert(&mut self, slot: u32) {
-        let (addr, size) = {
-            let e = self.slab.entry(slot);
-            (e.addr, e.size)
-        };
-        self.slist.insert(addr, slot);
+        let pos = self.slist.len() as u32;
+        let e = self.slab.entry_mut(slot);
+        e.slist_pos = pos;
+        let size = e.size;
+        self.slist.push(slot);
+        if let Some(joined) = self.slist_joined.as_mut() {
+            joined.push(slot);
+        }
         self.slist_size += size;
         self.slist_changed = true;
     }
 
     fn slist_remove(&mut self, slot: u32) {
-        let (addr, size) = {
+        let (pos, size) = {
             let e = self.slab.entry(slot);
-            (e.addr, e.size)
+            (e.slist_pos as usize, e.size)
         };
-        self.slist.remove(&addr);
+        if self.slist.get(pos) == Some(&slot) {
+            self.slist.swap_remove(pos);
+            if let Some(&moved) = self.slist.get(pos) {
+                self.slab.entry_mut(moved).slist_pos = pos as u32;
+            }
+        }
         self.slist_size -= size;
         self.slist_changed = true;
+    }
+
+    /// The dirty entries as `(address, slot)`, ascending by address.
+    pub(crate) fn sorted_slist(&self) -> Vec<(u64, u32)> {
+        let mut v: Vec<(u64, u32)> = self
+            .slist
+            .iter()
+            .map(|&slot| (self.slab.entry(slot).addr, slot))
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     // ----- list placement (MDC-013 .. MDC-015) -----
@@ -1189,7 +1218,7 @@ impl<T: CacheTypes> MetadataCache<T> {
 
     /// Dirty addresses in ascending order (the slist).
     pub fn dirty_addrs(&self) -> Vec<u64> {
-        self.slist.keys().copied().collect()
+        self.sorted_slist().into_iter().map(|(a, _)| a).collect()
     }
 
     /// Addresses of every cached entry, ascending.

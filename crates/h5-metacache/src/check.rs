@@ -36,6 +36,7 @@ impl<T: CacheTypes> MetadataCache<T> {
     pub fn check_invariants(&self) -> Result<()> {
         let fail = |what: &'static str| Err(CacheError::Invariant(what));
         let mut n_entries = 0usize;
+        let mut n_dirty = 0usize;
         let (mut total, mut clean, mut dirty, mut last) = (0usize, 0usize, 0usize, 0usize);
         for (slot, node) in self.slab.nodes.iter().enumerate() {
             let Some(e) = &node.entry else { continue };
@@ -44,14 +45,12 @@ impl<T: CacheTypes> MetadataCache<T> {
             total += e.size;
             if e.dirty {
                 dirty += e.size;
-                if self.slist.get(&e.addr) != Some(&slot) {
+                n_dirty += 1;
+                if self.slist.get(e.slist_pos as usize) != Some(&slot) {
                     return fail("dirty entry missing from the slist");
                 }
             } else {
                 clean += e.size;
-                if self.slist.contains_key(&e.addr) {
-                    return fail("clean entry in the slist");
-                }
             }
             if e.flush_last {
                 last += 1;
@@ -97,7 +96,10 @@ impl<T: CacheTypes> MetadataCache<T> {
         if clean != self.clean_size || dirty != self.dirty_size || clean + dirty != total {
             return fail("clean and dirty totals do not add up");
         }
-        if self.slist.len() != self.slist.values().collect::<HashSet<_>>().len()
+        // Every dirty entry's position points back at it, so with as many positions as dirty
+        // entries (and no slot twice) the slist holds no clean or missing entry.
+        if self.slist.len() != n_dirty
+            || self.slist.len() != self.slist.iter().collect::<HashSet<_>>().len()
             || self.slist_size != dirty
         {
             return fail("slist size does not equal the dirty total");

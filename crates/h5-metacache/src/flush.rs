@@ -120,12 +120,14 @@ impl<T: CacheTypes> MetadataCache<T> {
         if !self.write_ok() {
             return Err(CacheError::WriteNotPermitted);
         }
-        for last_phase in [false, true] {
-            while self.flush_pass(marked_only, last_phase)? > 0 {}
-        }
+        let mut sorted = self.sorted_slist();
+        self.slist_joined = Some(Vec::new());
+        let r = self.flush_phases(marked_only, &mut sorted);
+        self.slist_joined = None;
+        r?;
         let mut protected = 0;
         let mut stuck = 0;
-        for &slot in self.slist.values() {
+        for &slot in &self.slist {
             let e = self.slab.entry(slot);
             if marked_only && !e.flush_marker {
                 continue;
@@ -145,16 +147,37 @@ impl<T: CacheTypes> MetadataCache<T> {
         Ok(())
     }
 
+    /// The normal phase's passes, then the last phase's, each repeated while it writes.
+    fn flush_phases(&mut self, marked_only: bool, sorted: &mut Vec<(u64, u32)>) -> Result<()> {
+        for last_phase in [false, true] {
+            while self.flush_pass(marked_only, last_phase, sorted)? > 0 {}
+        }
+        Ok(())
+    }
+
     /// One ascending pass over the slist; returns how many entries it wrote. The normal phase writes
     /// entries that are not flush-last; the last phase writes flush-last entries and any entry that
     /// had to wait for a flush-last descendant (dependency order outranks flush-last, MDC-078).
-    fn flush_pass(&mut self, marked_only: bool, last_phase: bool) -> Result<usize> {
+    fn flush_pass(
+        &mut self,
+        marked_only: bool,
+        last_phase: bool,
+        sorted: &mut Vec<(u64, u32)>,
+    ) -> Result<usize> {
         let mut cursor = 0u64;
         let mut wrote = 0;
+        // Entries written by earlier passes leave the sorted copy.
+        sorted.retain(|&(addr, slot)| self.in_slist_at(slot, addr));
         loop {
+            self.add_joined(sorted);
+            let sorted = &*sorted;
             // `blocking`: only flush-last entries that some parent waits for.
             let find = |from: u64, want_last: bool, blocking: bool| {
-                self.slist.range(from..).find_map(|(&addr, &slot)| {
+                let start = sorted.partition_point(|&(a, _)| a < from);
+                sorted.iter().skip(start).find_map(|&(addr, slot)| {
+                    if !self.in_slist_at(slot, addr) {
+                        return None;
+                    }
                     let e = self.slab.entry(slot);
                     let eligible = e.place != Place::Protected
                         && !e.busy()
@@ -188,6 +211,48 @@ impl<T: CacheTypes> MetadataCache<T> {
             };
         }
         Ok(wrote)
+    }
+
+    /// Adds the entries that joined the slist since the last call to `sorted`, the flush's copy
+    /// of the slist in ascending address order. With it, the copy holds every dirty entry
+    /// (entries that left the slist are skipped as they come), so a search of the copy from an
+    /// address finds what a search of the slist would.
+    fn add_joined(&mut self, sorted: &mut Vec<(u64, u32)>) {
+        let Some(joined) = self.slist_joined.as_mut().filter(|j| !j.is_empty()) else {
+            return;
+        };
+        let joined = std::mem::take(joined);
+        for &slot in &joined {
+            let Some(e) = self
+                .slab
+                .nodes
+                .get(slot as usize)
+                .and_then(|n| n.entry.as_ref())
+            else {
+                continue;
+            };
+            if !e.dirty {
+                continue;
+            }
+            let key = (e.addr, slot);
+            if let Err(at) = sorted.binary_search(&key) {
+                sorted.insert(at, key);
+            }
+        }
+        if let Some(j) = self.slist_joined.as_mut() {
+            *j = joined;
+            j.clear();
+        }
+    }
+
+    /// Whether the entry in `slot` is dirty at `addr` (an entry of a sorted copy of the slist
+    /// that is still in the slist there).
+    fn in_slist_at(&self, slot: u32, addr: u64) -> bool {
+        self.slab
+            .nodes
+            .get(slot as usize)
+            .and_then(|n| n.entry.as_ref())
+            .is_some_and(|e| e.dirty && e.addr == addr)
     }
 
     /// Write everything, then evict everything, repeating while progress is made (MDC-080, Q-06).

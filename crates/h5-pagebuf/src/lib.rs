@@ -46,6 +46,7 @@ mod buffer;
 mod config;
 mod error;
 mod face;
+mod lru;
 mod split;
 mod state;
 mod stats;

@@ -15,6 +15,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::lru::LruQueue;
+
 use h5_io::{Storage, WriteSegment};
 
 use crate::buffer::copy_into_image;
@@ -105,7 +107,7 @@ pub(crate) struct State {
     pub(crate) geo: Option<Geometry>,
     pub(crate) entries: BTreeMap<u64, Entry>,
     /// seq → key; the largest seq is the most recently used (the seed's LRU head).
-    pub(crate) lru: BTreeMap<u64, u64>,
+    pub(crate) lru: LruQueue,
     pub(crate) next_seq: u64,
     pub(crate) md_pages: usize,
     pub(crate) rd_pages: usize,
@@ -139,7 +141,7 @@ impl State {
         State {
             geo: None,
             entries: BTreeMap::new(),
-            lru: BTreeMap::new(),
+            lru: LruQueue::default(),
             next_seq: 0,
             md_pages: 0,
             rd_pages: 0,
@@ -211,24 +213,33 @@ impl State {
         if let Some(e) = self.entries.get_mut(&key) {
             touch_lru(&mut self.lru, &mut self.next_seq, e, key);
         }
+        self.compact_lru_if_stale();
+    }
+
+    /// Drops the LRU's stale positions once they outnumber the live ones.
+    fn compact_lru_if_stale(&mut self) {
+        if self.lru.wants_compaction() {
+            let entries = &self.entries;
+            self.lru
+                .compact(|seq, key| entries.get(&key).is_some_and(|e| e.lru_seq == Some(seq)));
+        }
     }
 
     /// Puts the entry at the LRU head.
     pub(crate) fn put_on_lru(&mut self, key: u64) {
         let seq = self.bump_seq();
         if let Some(e) = self.entries.get_mut(&key) {
-            if let Some(old) = e.lru_seq.replace(seq) {
-                self.lru.remove(&old);
-            }
-            self.lru.insert(seq, key);
+            let moved = e.lru_seq.replace(seq).is_some();
+            self.lru.push(seq, key, moved);
         }
+        self.compact_lru_if_stale();
     }
 
     fn take_off_lru(&mut self, key: u64) {
         if let Some(e) = self.entries.get_mut(&key)
-            && let Some(old) = e.lru_seq.take()
+            && e.lru_seq.take().is_some()
         {
-            self.lru.remove(&old);
+            self.lru.left();
         }
     }
 
@@ -379,6 +390,7 @@ impl State {
         }
         copy_into_image(key * ps, &mut e.image, offset, data);
         touch_lru(&mut self.lru, &mut self.next_seq, e, key);
+        self.compact_lru_if_stale();
         if kind == PageKind::Metadata && writer {
             self.high_water();
         }
@@ -485,8 +497,12 @@ impl State {
             // moved to the head during the pass gets a position past `end`); it stops as soon
             // as there is room, so it costs what it evicts and skips, not the LRU's length.
             let end = self.next_seq + 1;
+            let entries = &self.entries;
+            self.lru.drop_stale_oldest(|seq, key| {
+                entries.get(&key).is_some_and(|e| e.lru_seq == Some(seq))
+            });
             let mut from = 0;
-            while let Some((&seq, &key)) = self.lru.range(from..end).next() {
+            while let Some((seq, key)) = self.next_on_lru(from, end) {
                 from = seq + 1;
                 if self.md_pages + self.rd_pages < geo.max_pages {
                     return Ok(());
@@ -521,6 +537,15 @@ impl State {
             }
         }
         Ok(())
+    }
+
+    /// The least recently used entry on the LRU whose position is in `from..end`.
+    fn next_on_lru(&self, from: u64, end: u64) -> Option<(u64, u64)> {
+        self.lru.range(from, end).find(|&(seq, key)| {
+            self.entries
+                .get(&key)
+                .is_some_and(|e| e.lru_seq == Some(seq))
+        })
     }
 
     /// Whether the HDF5 file holds a version of `page` that a reader may read: in writer
@@ -700,7 +725,7 @@ impl State {
             let delayed = e.delay_write_until != 0;
             if let Some(seq) = e.lru_seq {
                 on_lru += 1;
-                if self.lru.get(&seq) != Some(&k) {
+                if self.lru.key_at(seq) != Some(k) {
                     return Err(format!("entry {k}: LRU position {seq} does not point back"));
                 }
                 if e.mpmde {
@@ -780,13 +805,12 @@ impl State {
 /// Moves the entry `e` (at `key`), if it is on the LRU and not already its head, to the head:
 /// a new sequence number past `next_seq` (the head's). Touching the head is a no-op: requests
 /// in address order touch one page many times in a row.
-fn touch_lru(lru: &mut BTreeMap<u64, u64>, next_seq: &mut u64, e: &mut Entry, key: u64) {
+fn touch_lru(lru: &mut LruQueue, next_seq: &mut u64, e: &mut Entry, key: u64) {
     if let Some(old) = e.lru_seq
         && old != *next_seq
     {
         *next_seq += 1;
         e.lru_seq = Some(*next_seq);
-        lru.remove(&old);
-        lru.insert(*next_seq, key);
+        lru.push(*next_seq, key, true);
     }
 }

@@ -82,6 +82,39 @@ pub struct ExtensibleArrayIndex {
     pub(crate) space: Option<ChunkSpace>,
     /// The structures' encoders, made at the first change.
     pub(crate) encoders: std::sync::OnceLock<Encoders>,
+    /// The unpaged data block the last change set an element of, so that the next change into
+    /// it protects that block alone (not the index block or super block holding its address).
+    /// A data block never moves while its array exists; [`WritableChunkIndex::free`] forgets it.
+    pub(crate) last_data_block: std::sync::Mutex<Option<KnownDataBlock>>,
+}
+
+/// Where an existing, unpaged data block is: its place in the array's geometry (the super
+/// block index and the first element it holds), its address and its flush-dependency parent's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KnownDataBlock {
+    super_block: usize,
+    block_offset: u64,
+    elements: u64,
+    address: u64,
+    parent: u64,
+}
+
+impl KnownDataBlock {
+    /// The element of this (unpaged) data block that `slot` is, if it is one of them.
+    fn element_of(&self, slot: &ExtensibleArraySlot) -> Option<u64> {
+        match *slot {
+            ExtensibleArraySlot::DataBlock {
+                super_block,
+                block_offset,
+                element,
+                page: None,
+                ..
+            } if super_block == self.super_block && block_offset == self.block_offset => {
+                Some(element)
+            }
+            _ => None,
+        }
+    }
 }
 
 type Header = ExtensibleArrayHeader;
@@ -299,6 +332,12 @@ impl ExtensibleArrayIndex {
         Ok(out)
     }
 
+    /// Forgets the remembered data block (its array is going away).
+    fn forget_known_data_block(&self) -> Result<()> {
+        *self.last_data_block.lock().map_err(|_| Error::Poisoned)? = None;
+        Ok(())
+    }
+
     fn index_of(&self, scaled: &[u64]) -> Result<u64> {
         linear(scaled, &self.counts, Some(self.unlimited)).ok_or_else(|| {
             Error::Invalid(format!("chunk {scaled:?} outside the maximum dimensions"))
@@ -318,6 +357,7 @@ impl ExtensibleArrayIndex {
     ) -> Result<()> {
         let sizes = self.meta.sizes;
         let space = self.space.as_ref().ok_or(Error::ReadOnly)?;
+        let mut known = *self.last_data_block.lock().map_err(|_| Error::Poisoned)?;
         let mut txn = self.meta.lock()?;
         let (hs, mut hdr) =
             txn.protect_lazy::<Header>(K::ExtensibleArrayHeader, self.header, || {
@@ -331,6 +371,26 @@ impl ExtensibleArrayIndex {
             let slot = hdr.locate(i).ok_or_else(|| {
                 Error::Unsupported(format!("chunk {i} beyond the extensible array's range"))
             })?;
+            let remembered = known.and_then(|b| Some((b, b.element_of(&slot)?)));
+            if let Some((db, element)) = remembered
+                && txn.depends(db.parent, db.address)?
+            {
+                let mut cx = Change {
+                    txn: &mut txn,
+                    space,
+                    sizes,
+                    hs,
+                    hdr: Arc::clone(&hdr),
+                    create,
+                    enc,
+                    found: None,
+                };
+                cx.set_in_known_data_block(&db, element, entry)?;
+                if create {
+                    max_set = max_set.max(one_past(i, self.header)?);
+                }
+                continue;
+            }
             if hdr.index_block_address == UNDEFINED_ADDRESS {
                 if !create {
                     continue;
@@ -405,15 +465,15 @@ impl ExtensibleArrayIndex {
                         hdr: Arc::clone(&hdr),
                         create,
                         enc,
+                        found: None,
                     };
-                    cx.set_in_data_block((is, ib), &at, element, page, entry)?
+                    let done = cx.set_in_data_block((is, ib), &at, element, page, entry)?;
+                    known = cx.found.or(known);
+                    done
                 }
             };
             if done && create {
-                let next = i
-                    .checked_add(1)
-                    .ok_or_else(|| geometry_overflow(HEADER, self.header))?;
-                max_set = max_set.max(next);
+                max_set = max_set.max(one_past(i, self.header)?);
             }
         }
         if max_set > txn.value::<Header>(hs)?.stats.max_index_set {
@@ -422,7 +482,9 @@ impl ExtensibleArrayIndex {
                 h.stats.max_index_set = max_set;
             })?;
         }
-        txn.finish()
+        txn.finish()?;
+        *self.last_data_block.lock().map_err(|_| Error::Poisoned)? = known;
+        Ok(())
     }
 
     /// Every allocated element's record, and every block below the header to remove:
@@ -569,6 +631,12 @@ impl ExtensibleArrayIndex {
     }
 }
 
+/// One past element `i` of the array whose header is at `header`.
+fn one_past(i: u64, header: u64) -> Result<u64> {
+    i.checked_add(1)
+        .ok_or_else(|| geometry_overflow(HEADER, header))
+}
+
 /// One in-place change below the index block: the transaction, the header's slot and value,
 /// and whether missing blocks are created.
 struct Change<'t, 'a> {
@@ -579,6 +647,8 @@ struct Change<'t, 'a> {
     hdr: Arc<Header>,
     create: bool,
     enc: &'t Encoders,
+    /// The unpaged data block the change set an element of, once it has.
+    found: Option<KnownDataBlock>,
 }
 
 /// The encoders of an array's structures, made once per index: each captures the header's
@@ -656,11 +726,11 @@ impl Change<'_, '_> {
         let geometry = || Error::Invalid("extensible array index block geometry".into());
         // The data block's parent (protected), the block's address in it and, under a super
         // block, whether the element's page exists.
-        let (parent, db_addr, initialised) = match at.parent {
+        let (parent, parent_at, db_addr, initialised) = match at.parent {
             DataBlockParent::IndexBlock { slot } => {
                 let a = *ib.data_block_addresses.get(slot).ok_or_else(geometry)?;
                 drop(ib);
-                (is, a, true)
+                (is, hdr.index_block_address, a, true)
             }
             DataBlockParent::SuperBlock { slot, data_block } => {
                 let mut sb_at = *ib.super_block_addresses.get(slot).ok_or_else(geometry)?;
@@ -686,7 +756,7 @@ impl Change<'_, '_> {
                     Some(bit) => sb.page_initialized(bit),
                     None => true,
                 };
-                (ss, a, initialised)
+                (ss, sb_at, a, initialised)
             }
         };
         let db_addr = if db_addr == UNDEFINED_ADDRESS {
@@ -713,6 +783,13 @@ impl Change<'_, '_> {
                         *e = entry;
                     }
                 })?;
+            self.found = Some(KnownDataBlock {
+                super_block: at.super_block,
+                block_offset: at.block_offset,
+                elements: n,
+                address: db_addr,
+                parent: parent_at,
+            });
             return Ok(true);
         };
         let page_at = hdr.page_address(sizes, db_addr, p.page);
@@ -748,6 +825,33 @@ impl Change<'_, '_> {
         }
         self.txn.depend(parent, page_at)?;
         Ok(true)
+    }
+
+    /// Sets `entry` at `element` of the existing, unpaged data block `db` without protecting
+    /// its parent. The caller checked that the block is cached as a flush-dependency child of
+    /// its parent (a block evicted and reloaded, or loaded by a lookup, is not: it takes the
+    /// path through its parent, which makes the dependency again).
+    fn set_in_known_data_block(
+        &mut self,
+        db: &KnownDataBlock,
+        element: u64,
+        entry: ChunkEntry,
+    ) -> Result<()> {
+        let (sizes, hdr) = (self.sizes, Arc::clone(&self.hdr));
+        let (ds, _) = self.txn.protect_lazy::<ExtensibleArrayDataBlock>(
+            K::ExtensibleArrayDataBlock,
+            db.address,
+            || data_block_load(&hdr, sizes, db.elements, db.address),
+        )?;
+        let element = usize_of(element)?;
+        let encode = self.enc.data_block(db.super_block, db.elements);
+        self.txn
+            .change(ds, &encode, |b: &mut ExtensibleArrayDataBlock| {
+                if let Some(e) = b.elements.get_mut(element) {
+                    *e = entry;
+                }
+            })?;
+        Ok(())
     }
 
     fn insert_page(&mut self, at: u64, entries: Vec<ChunkEntry>) -> Result<()> {
@@ -915,6 +1019,7 @@ impl WritableChunkIndex for ExtensibleArrayIndex {
     }
 
     fn free(&self, _file: &FileShared) -> Result<()> {
+        self.forget_known_data_block()?;
         let sizes = self.meta.sizes;
         let space = self.space.as_ref().ok_or(Error::ReadOnly)?;
         let mut txn = self.meta.lock()?;

@@ -192,6 +192,7 @@ impl Structure {
                         chunk_bytes,
                         space: Some(space),
                         encoders: Default::default(),
+                        last_data_block: Default::default(),
                     }),
                 )
             }

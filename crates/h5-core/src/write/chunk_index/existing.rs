@@ -151,6 +151,7 @@ pub(crate) fn load(
             chunk_bytes,
             space: Some(space),
             encoders: Default::default(),
+            last_data_block: Default::default(),
         }),
         ChunkIndex::BtreeV2 { address, .. } => {
             // The tree is changed in place: nothing to read.
