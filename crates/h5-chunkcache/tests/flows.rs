@@ -199,8 +199,8 @@ fn scc_003_cache_issues_all_raw_io() {
     assert_eq!(snap.bytes_read, st.bytes_read);
 }
 
-/// SCC-004: the cache core depends on nothing but the storage layer, the error derive and the
-/// thread pool: no filter, codec or format crate.
+/// SCC-004: the cache core depends on nothing but the storage layer, the error derive, the
+/// thread pool and concurrency primitives (the sharded lock): no filter, codec or format crate.
 #[test]
 fn scc_004_core_is_layout_agnostic() {
     let toml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
@@ -217,7 +217,7 @@ fn scc_004_core_is_layout_agnostic() {
         }
     }
     deps.sort();
-    assert_eq!(deps, ["h5-io", "rayon", "thiserror"]);
+    assert_eq!(deps, ["crossbeam-utils", "h5-io", "rayon", "thiserror"]);
 }
 
 // ---------------------------------------------------------------------------------------------

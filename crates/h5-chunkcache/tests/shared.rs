@@ -140,7 +140,9 @@ impl ChunkLayout for MeetingLayout {
         _: bool,
         _: &mut Udata,
     ) -> Result<Chunk, LayoutError> {
-        self.meeting.meet();
+        if self.at == MeetAt::Decode {
+            self.meeting.meet();
+        }
         Ok(Chunk::Dense(image))
     }
     fn scatter(
@@ -332,4 +334,120 @@ fn readers_see_whole_chunks_while_a_writer_changes_them() {
         8 * 2000 * 2 + 1,
         "every read above, and the last one"
     );
+}
+
+#[test]
+fn hits_from_more_threads_than_stripes_are_all_counted() {
+    // Twenty readers (more than the cache's stripes of pending hits, so some share one) of two
+    // resident chunks, enough hits each that readers record pending hits themselves: the
+    // counters and every entry's access count are exact afterwards.
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let layout = Arc::new(MeetingLayout::new(MeetAt::Scatter));
+    let cache = SharedChunkCache::new(
+        ChunkCache::new(Arc::clone(&storage), ChunkCacheConfig::default()).unwrap(),
+    );
+    {
+        let mut c = cache.lock().unwrap();
+        c.register(DatasetId(1), layout.clone()).unwrap();
+        let all = Selection::All;
+        c.write(&[WriteRequest::new(
+            DatasetId(1),
+            &all,
+            &[1, 2, 3, 4, 5, 6, 7, 8],
+        )])
+        .unwrap();
+    }
+    const THREADS: u64 = 20;
+    const ROUNDS: u64 = 700;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let cache = &cache;
+            s.spawn(move || {
+                for i in 0..ROUNDS {
+                    let start = 4 * ((t + i) % 2);
+                    let want: Vec<u8> = (start as u8 + 1..start as u8 + 5).collect();
+                    assert_eq!(read4(cache, start), want);
+                }
+            });
+        }
+    });
+    let st = cache.lock().unwrap().stats();
+    assert_eq!((st.hits, st.misses), (THREADS * ROUNDS, 0));
+    for chunk in [0u64, 1] {
+        let e = cache
+            .read()
+            .unwrap()
+            .entry_stats(DatasetId(1), &[chunk])
+            .expect("resident");
+        assert_eq!(
+            e.access_count,
+            1 + THREADS * ROUNDS / 2,
+            "chunk {chunk}: its write and half of the reads"
+        );
+    }
+}
+
+#[test]
+fn no_dirty_chunk_is_lost_while_readers_hit_and_the_writer_evicts() {
+    // A cache holding one 4-byte chunk: the writer's writes alternate between the two chunks,
+    // each evicting the other one dirty, while eight readers hit and miss. Readers see whole
+    // chunks whose values never go back; afterwards the file holds the last value written to
+    // each chunk.
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let layout = Arc::new(MeetingLayout::new(MeetAt::Scatter));
+    let one_chunk = ChunkCacheConfig {
+        limit: 6,
+        bypass_fraction: 1.0,
+        ..ChunkCacheConfig::default()
+    };
+    let cache =
+        SharedChunkCache::new(ChunkCache::new(Arc::clone(&storage), one_chunk.clone()).unwrap());
+    cache
+        .lock()
+        .unwrap()
+        .register(DatasetId(1), layout.clone())
+        .unwrap();
+    let write_chunk = |chunk: u64, v: u8| {
+        let sel = Selection::Hyperslab(Hyperslab::contiguous(&[4 * chunk], &[4]).unwrap());
+        cache
+            .lock()
+            .unwrap()
+            .write(&[WriteRequest::new(DatasetId(1), &sel, &[v; 4])])
+            .unwrap();
+    };
+    write_chunk(0, 0);
+    write_chunk(1, 0);
+    const LAST: u8 = 201;
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                let mut last = [0u8; 2];
+                for _ in 0..300 {
+                    for (k, start) in [0u64, 4].into_iter().enumerate() {
+                        let b = read4(&cache, start);
+                        assert!(b.iter().all(|&x| x == b[0]), "a torn chunk: {b:?}");
+                        assert!(b[0] >= last[k], "went back from {} to {}", last[k], b[0]);
+                        last[k] = b[0];
+                    }
+                }
+            });
+        }
+        s.spawn(|| {
+            for v in 1..=LAST {
+                write_chunk(u64::from(v % 2), v);
+            }
+        });
+    });
+    let st = cache.lock().unwrap().stats();
+    assert!(st.evictions_dirty > 0, "dirty chunks were evicted: {st:?}");
+    assert_eq!(st.hits + st.misses, 8 * 300 * 2, "every read counted once");
+    cache.lock().unwrap().flush().unwrap();
+    let fresh = SharedChunkCache::new(ChunkCache::new(Arc::clone(&storage), one_chunk).unwrap());
+    fresh
+        .lock()
+        .unwrap()
+        .register(DatasetId(1), layout.clone())
+        .unwrap();
+    assert_eq!(read4(&fresh, 0), [LAST - 1; 4]);
+    assert_eq!(read4(&fresh, 4), [LAST; 4]);
 }

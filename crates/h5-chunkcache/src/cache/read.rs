@@ -8,10 +8,13 @@
 //! records their accesses (replacement policy, coverage, statistics) under the exclusive lock
 //! afterwards.
 
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::{
-    LockResult, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
-};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LockResult, Mutex, PoisonError, TryLockError};
+
+use crossbeam_utils::CachePadded;
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 
 use super::{ChunkCache, IoReport, LoadKind, LoadResult, ReadRequest};
 use crate::ChunkKey;
@@ -24,30 +27,35 @@ use crate::selection::{ChunkPiece, CopyRun, Selection};
 /// from resident chunks run in parallel ([`ChunkCache::read_shared`]) while every change (and
 /// every load) takes the cache exclusively.
 ///
+/// The lock is sharded (a reader takes only its thread's shard, a writer takes them all), so
+/// readers on different cores do not write to one shared lock word.
+///
 /// The accesses of hits (replacement policy, coverage, counters) need the cache exclusively;
-/// readers leave them in `pending` (a short critical section), and whoever takes the cache
-/// exclusively next records them first ([`SharedChunkCache::lock`]); a reader that finds
-/// 1024 of them waiting records them itself if the cache is free. So a hit never
-/// waits for another reader, and the policy sees every access before its next decision.
+/// readers leave them in `pending`, one list per thread stripe (a short critical section no
+/// other reader usually shares), and whoever takes the cache exclusively next records every
+/// stripe's first ([`SharedChunkCache::lock`]); a reader whose stripe holds
+/// [`PENDING_MAX`] of them records them all itself if the cache is free. So a hit never waits
+/// for another reader, no hit goes uncounted, and the policy sees every access before its
+/// next decision.
 #[derive(Debug)]
 pub struct SharedChunkCache {
-    cache: RwLock<ChunkCache>,
-    /// Hits served but not yet recorded (see the type's documentation).
-    pending: Mutex<Vec<Hit>>,
+    cache: ShardedLock<ChunkCache>,
+    /// Hits served but not yet recorded, by stripe (see the type's documentation).
+    pending: [CachePadded<Mutex<Vec<Hit>>>; PENDING_STRIPES],
 }
 
 impl SharedChunkCache {
     /// Shares `cache`.
     pub fn new(cache: ChunkCache) -> Self {
         Self {
-            cache: RwLock::new(cache),
-            pending: Mutex::new(Vec::new()),
+            cache: ShardedLock::new(cache),
+            pending: std::array::from_fn(|_| CachePadded::new(Mutex::new(Vec::new()))),
         }
     }
 
     /// Exclusive access (writes, flushes, loads, configuration, statistics), after recording
     /// the hits other readers left pending.
-    pub fn lock(&self) -> LockResult<RwLockWriteGuard<'_, ChunkCache>> {
+    pub fn lock(&self) -> LockResult<ShardedLockWriteGuard<'_, ChunkCache>> {
         match self.cache.write() {
             Ok(mut c) => {
                 self.record_pending(&mut c);
@@ -59,23 +67,26 @@ impl SharedChunkCache {
 
     /// Shared access (serving hits; queries that change nothing). Hits left pending are not
     /// counted yet in what it shows.
-    pub fn read(&self) -> LockResult<RwLockReadGuard<'_, ChunkCache>> {
+    pub fn read(&self) -> LockResult<ShardedLockReadGuard<'_, ChunkCache>> {
         self.cache.read()
     }
 
+    /// Records the hits of every stripe (the caller holds the cache exclusively).
     fn record_pending(&self, c: &mut ChunkCache) {
-        let hits =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
-        if !hits.is_empty() {
-            c.record_hits(hits, 0);
+        for stripe in self.pending.iter() {
+            let hits = std::mem::take(&mut *stripe.lock().unwrap_or_else(PoisonError::into_inner));
+            if !hits.is_empty() {
+                c.record_hits(hits, 0);
+            }
         }
     }
 
-    /// Leaves `hits` for the next exclusive holder; records every pending hit now when there
-    /// are `PENDING_MAX` of them and the cache is free.
+    /// Leaves `hits` in this thread's stripe for the next exclusive holder; records every
+    /// pending hit now when the stripe holds `PENDING_MAX` of them and the cache is free.
     fn record_or_defer(&self, hits: Vec<Hit>) {
+        let stripe = &self.pending[stripe_of_thread()];
         let waiting = {
-            let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut p = stripe.lock().unwrap_or_else(PoisonError::into_inner);
             p.extend(hits);
             p.len()
         };
@@ -90,8 +101,31 @@ impl SharedChunkCache {
     }
 }
 
-/// Hits left pending from which a reader records them itself (when the cache is free).
-const PENDING_MAX: usize = 1024;
+/// Stripes of pending hits: threads share one only beyond this many.
+const PENDING_STRIPES: usize = 8;
+
+/// Hits left pending in one stripe from which a reader records them itself (when the cache is
+/// free).
+const PENDING_MAX: usize = 256;
+
+/// The next stripe handed to a thread (round robin).
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's stripe of pending hits, chosen at its first hit.
+    static STRIPE: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// This thread's stripe, below [`PENDING_STRIPES`].
+fn stripe_of_thread() -> usize {
+    STRIPE.with(|s| {
+        s.get().unwrap_or_else(|| {
+            let i = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % PENDING_STRIPES;
+            s.set(Some(i));
+            i
+        })
+    })
+}
 
 /// A piece served from a resident entry under shared access, whose access is recorded later
 /// (if the entry is still the same chunk by then).
@@ -99,6 +133,8 @@ const PENDING_MAX: usize = 1024;
 struct Hit {
     id: EntryId,
     key: ChunkKey,
+    /// The runs copied, for the entry's coverage; empty when the entry was full (see
+    /// [`ChunkCache::touch`]: a full entry stays full).
     runs: Vec<CopyRun>,
 }
 
@@ -331,14 +367,14 @@ impl ChunkCache {
                     coord: p.coord,
                 };
                 if let Some(id) = self.lookup_id(&key)
-                    && self.entry(id).is_some_and(|e| e.has_values)
+                    && let Some(e) = self.entry(id).filter(|e| e.has_values)
                 {
+                    let full = e.full;
                     self.scatter_entry(id, &p, req)?;
-                    hits.push(Hit {
-                        id,
-                        key,
-                        runs: p.runs,
-                    });
+                    // A full entry's coverage is no longer tracked: its runs are freed here,
+                    // by the thread that made them.
+                    let runs = if full { Vec::new() } else { p.runs };
+                    hits.push(Hit { id, key, runs });
                     continue;
                 }
                 missed += 1;
