@@ -547,10 +547,13 @@ impl<T: H5Type> DatasetBuilder<T> {
                 fill_time: self.fill_time,
             };
             let r = file.create_dataset(self.group.address(), name, &spec);
-            let address = self.group.ctx(r)?;
-            let path = h5_core::nav::join(self.group.path(), name);
-            let r = h5_core::nav::resolved_at(file, address, path);
-            Dataset::from_resolved(self.group.ctx(r)?)
+            let created = self.group.ctx(r)?;
+            // The creator's header is the one a load would decode: not read back.
+            Dataset::from_resolved(h5_core::nav::Resolved {
+                file: Arc::clone(file),
+                header: created.header,
+                path: h5_core::nav::join(self.group.path(), name),
+            })
         })
     }
 

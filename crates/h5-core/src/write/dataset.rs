@@ -20,6 +20,7 @@ use crate::btree1::chunk::ChunkBtree;
 use crate::dataset::{DatasetInfo, DatasetSlot};
 use crate::error::{Error, Result};
 use crate::file::FileShared;
+use crate::object::{HeaderMessage, ObjectHeader};
 use crate::write::FormatBounds;
 use crate::write::alloc::SpaceKind;
 use crate::write::alloc_time::{Pending, initialises};
@@ -70,6 +71,58 @@ pub struct NewDataset {
     pub fill_time: Option<FillTime>,
 }
 
+/// A dataset just made by [`FileShared::create_dataset`].
+#[derive(Clone, Debug)]
+pub struct CreatedDataset {
+    /// The relative address of its object header.
+    pub address: u64,
+    /// Its object header as a load from the file decodes it now.
+    pub header: Arc<ObjectHeader>,
+}
+
+/// Whether a new dataset's `messages` decode from the file exactly as they were built, so that
+/// the creator can hand over its header without reading it back: integer and floating-point
+/// types encode every field; a fill value of no bytes is stored as "user-defined, size 0" and
+/// decodes as the default; a filter's name is not stored in every pipeline version.
+fn decodes_as_written(messages: &[Message]) -> bool {
+    messages.iter().all(|m| match m {
+        Message::Datatype(t) => matches!(t, Datatype::FixedPoint(_) | Datatype::Float(_)),
+        Message::FillValue(f) => f.value.as_ref().is_none_or(|v| !v.is_empty()),
+        Message::FilterPipeline(p) => p.filters.iter().all(|f| f.name.is_none()),
+        _ => true,
+    })
+}
+
+/// The decoded form of a new header of `version` at `addr` whose messages are `messages`
+/// (flags as [`msg`] writes them; a new header tracks no creation order).
+fn new_header(addr: u64, version: u8, messages: Vec<Message>) -> ObjectHeader {
+    let messages = messages
+        .into_iter()
+        .map(|message| HeaderMessage {
+            kind: h5_format::message::message_kind(&message),
+            flags: message_flags(&message),
+            creation_order: None,
+            message,
+            shared_from: None,
+        })
+        .collect();
+    ObjectHeader {
+        address: addr,
+        version,
+        messages,
+    }
+}
+
+/// The header flags a new dataset's message is written with: the datatype and the fill value
+/// never change.
+fn message_flags(m: &Message) -> u8 {
+    if matches!(m, Message::Datatype(_) | Message::FillValue(_)) {
+        msg_flags::CONSTANT
+    } else {
+        0
+    }
+}
+
 fn msg(
     m: &Message,
     sizes: h5_format::Sizes,
@@ -81,23 +134,20 @@ fn msg(
     };
     Ok(ohdr::message(
         h5_format::message::message_kind(m),
-        if matches!(m, Message::Datatype(_) | Message::FillValue(_)) {
-            msg_flags::CONSTANT
-        } else {
-            0
-        },
+        message_flags(m),
         body,
     ))
 }
 
 impl FileShared {
-    /// Creates a dataset named `name` in the group at `parent`; returns its header address.
+    /// Creates a dataset named `name` in the group at `parent`; returns its header's address
+    /// and decoded form.
     pub fn create_dataset(
         self: &Arc<Self>,
         parent: u64,
         name: &str,
         spec: &NewDataset,
-    ) -> Result<u64> {
+    ) -> Result<CreatedDataset> {
         self.check_usable()?;
         self.check_structure_change("creating a dataset")?;
         let place = self.new_link_place(parent, name)?;
@@ -253,15 +303,7 @@ impl FileShared {
             },
             value: spec.fill.clone(),
         };
-        let mut messages = vec![
-            msg(&Message::Dataspace(dataspace), sizes, bounds)?,
-            msg(&Message::Datatype(spec.datatype.clone()), sizes, bounds)?,
-            msg(&Message::FillValue(fill_msg), sizes, bounds)?,
-        ];
         let pipeline_present = pipeline.is_some();
-        if let Some(p) = pipeline {
-            messages.push(msg(&Message::FilterPipeline(p), sizes, bounds)?);
-        }
         let mut layout_msg = Layout {
             version: 3,
             class: layout_class,
@@ -271,8 +313,19 @@ impl FileShared {
             &layout_msg.class,
             pipeline_present,
         );
-        messages.push(msg(&Message::Layout(layout_msg), sizes, bounds)?);
-        let addr = ohdr::create(self, bounds.object_header_version(), messages)?;
+        let mut decoded = vec![
+            Message::Dataspace(dataspace),
+            Message::Datatype(spec.datatype.clone()),
+            Message::FillValue(fill_msg),
+        ];
+        decoded.extend(pipeline.map(Message::FilterPipeline));
+        decoded.push(Message::Layout(layout_msg));
+        let messages = decoded
+            .iter()
+            .map(|m| msg(m, sizes, bounds))
+            .collect::<Result<Vec<_>>>()?;
+        let version = bounds.object_header_version();
+        let addr = ohdr::create(self, version, messages)?;
         if let Some(s) = &needs_header {
             s.set_header(addr)?;
         }
@@ -291,7 +344,15 @@ impl FileShared {
             self.state()?.pending.insert(addr, p);
         }
         self.link_new(place, parent, name, addr)?;
-        Ok(addr)
+        let header = if decodes_as_written(&decoded) {
+            Arc::new(new_header(addr, version, decoded))
+        } else {
+            ObjectHeader::load(self, addr)?
+        };
+        Ok(CreatedDataset {
+            address: addr,
+            header,
+        })
     }
 
     /// Fills `bytes` of newly allocated raw data at relative `addr` with `fill` when the space
