@@ -34,7 +34,7 @@ use crate::selection::{ChunkPiece, CopyRun, Selection};
 /// readers leave them in `pending`, one list per thread stripe (a short critical section no
 /// other reader usually shares), and whoever takes the cache exclusively next records every
 /// stripe's first ([`SharedChunkCache::lock`]); a reader whose stripe holds
-/// [`PENDING_MAX`] of them records them all itself if the cache is free. So a hit never waits
+/// `PENDING_MAX` (256) of them records them all itself if the cache is free. So a hit never waits
 /// for another reader, no hit goes uncounted, and the policy sees every access before its
 /// next decision.
 #[derive(Debug)]
