@@ -85,18 +85,6 @@ pub fn resolve(
     resolve_inner(file, start, start_path, path, &mut budget)
 }
 
-/// The object whose header is at `address` in `file`, reached at the absolute `path` (a
-/// member the caller has just created there, so that no lookup by name is needed).
-pub fn resolved_at(file: &Arc<FileShared>, address: u64, path: String) -> Result<Resolved> {
-    file.check_open()?;
-    let header = ObjectHeader::load(file, address)?;
-    Ok(Resolved {
-        file: Arc::clone(file),
-        header,
-        path,
-    })
-}
-
 /// `name` appended to the group path `base`.
 pub fn join(base: &str, name: &str) -> String {
     // One allocation of the final length (no formatting machinery: every open by name makes

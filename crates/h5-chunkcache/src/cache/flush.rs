@@ -57,28 +57,7 @@ impl ChunkCache {
     pub fn flush_and_evict_all(&mut self) -> Result<()> {
         let mut ds: Vec<DatasetId> = self.datasets.keys().copied().collect();
         ds.sort_unstable();
-        let mut plan: Vec<(Image, DiskLocation)> = Vec::new();
-        let mut planned = 0u64;
-        let mut batch_from = 0usize;
-        let mut ids: Vec<u32> = Vec::new();
-        for (i, &d) in ds.iter().enumerate() {
-            self.dirty_members_into(d, &mut ids)?;
-            if !ids.is_empty() {
-                let part = self.encode_and_insert(d, &ids)?;
-                planned += part.iter().map(|(im, _)| im.len).sum::<u64>();
-                plan.extend(part);
-            }
-            let last = i + 1 == ds.len();
-            if planned >= CLOSE_BATCH_BYTES || last {
-                self.write_plan(std::mem::take(&mut plan))?;
-                planned = 0;
-                for &done in ds.get(batch_from..=i).unwrap_or_default() {
-                    self.remove_members(done);
-                }
-                batch_from = i + 1;
-            }
-        }
-        Ok(())
+        self.flush_in_batches(&ds, CLOSE_BATCH_BYTES, true)
     }
 
     /// Replaces `ids` with the dirty entries of `ds`, ascending.
@@ -110,11 +89,7 @@ impl ChunkCache {
     /// close uses the evicting form). Touches only that dataset's entries (SCC-013).
     pub fn flush_dataset(&mut self, ds: DatasetId, evict: bool) -> Result<()> {
         self.state(ds)?;
-        self.flush_sets(&[ds])?;
-        if evict {
-            self.remove_members(ds);
-        }
-        Ok(())
+        self.flush_in_batches(&[ds], u64::MAX, evict)
     }
 
     /// Flushes the given entries of one dataset only (used by direct chunk read and bypass).
@@ -124,18 +99,43 @@ impl ChunkCache {
     }
 
     fn flush_sets(&mut self, sets: &[DatasetId]) -> Result<()> {
+        self.flush_in_batches(sets, u64::MAX, false)
+    }
+
+    /// Encodes and inserts the dirty chunks of `sets`, one dataset after another, and writes
+    /// them once at least `batch_bytes` are planned (and after the last dataset); if `evict`,
+    /// each written batch's datasets lose all their entries. `u64::MAX`: one write in all.
+    fn flush_in_batches(
+        &mut self,
+        sets: &[DatasetId],
+        batch_bytes: u64,
+        evict: bool,
+    ) -> Result<()> {
         let mut plan: Vec<(Image, DiskLocation)> = Vec::new();
+        let mut planned = 0u64;
+        let mut batch_from = 0usize;
         // One list of dirty ids for all the datasets (a flush of many datasets allocates it
         // once).
         let mut ids: Vec<u32> = Vec::new();
-        for &ds in sets {
+        for (i, &ds) in sets.iter().enumerate() {
             self.dirty_members_into(ds, &mut ids)?;
-            if ids.is_empty() {
-                continue;
+            if !ids.is_empty() {
+                let part = self.encode_and_insert(ds, &ids)?;
+                planned += part.iter().map(|(im, _)| im.len).sum::<u64>();
+                plan.extend(part);
             }
-            plan.extend(self.encode_and_insert(ds, &ids)?);
+            if planned >= batch_bytes || i + 1 == sets.len() {
+                self.write_plan(std::mem::take(&mut plan))?;
+                planned = 0;
+                if evict {
+                    for &done in sets.get(batch_from..=i).unwrap_or_default() {
+                        self.remove_members(done);
+                    }
+                }
+                batch_from = i + 1;
+            }
         }
-        self.write_plan(plan)
+        Ok(())
     }
 
     /// Encodes the dirty entries `ids` (ascending) of `ds` in parallel and inserts them in one
