@@ -17,7 +17,8 @@
 //! compose: [`Metrics`] counts calls and bytes and can log the exact op
 //! sequence, [`FaultInjection`] fails chosen calls or tears writes,
 //! [`Logging`] writes a text line per call, [`Sticky`] refuses all work
-//! after a failed write, and [`Journaled`] keeps a rollback journal so that a
+//! after a failed write, [`Coalescing`] holds small writes and sends them down
+//! merged with their neighbours, and [`Journaled`] keeps a rollback journal so that a
 //! crash at any instant comes back to the last [`Storage::commit`] ([`recover`]). `Arc<S>`, `Box<S>` and `&S` are storages too, so
 //! `Metrics<Arc<dyn Storage>>` works.
 //!
@@ -50,6 +51,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod buffer;
+mod coalesce;
 mod error;
 mod fault;
 #[cfg(any(unix, windows))]
@@ -65,6 +67,7 @@ mod storage;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+pub use coalesce::{CoalesceLimits, Coalescing};
 pub use error::{Error, IoOp, Result};
 pub use fault::{FaultInjection, FaultPlan, FaultRule};
 #[cfg(any(unix, windows))]

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use h5_io::testkit::run_conformance;
 use h5_io::{
-    FaultInjection, FileOptions, FileStorage, Locking, Logging, MemoryStorage, Metrics, OpenMode,
-    Sticky, Storage, WriteSegment,
+    CoalesceLimits, Coalescing, FaultInjection, FileOptions, FileStorage, Locking, Logging,
+    MemoryStorage, Metrics, OpenMode, Sticky, Storage, WriteSegment,
 };
 
 /// The seven required `Storage` methods, forwarded to field `.0`.
@@ -226,4 +226,17 @@ fn suite_catches_a_broken_storage() {
         }
     }
     run_conformance(&|| Box::new(Broken::default()));
+}
+
+#[test]
+fn coalescing() {
+    run_conformance(&|| Box::new(Coalescing::new(MemoryStorage::new())));
+    // Limits small enough that the suite's writes pass through and pass the limits too.
+    let limits = CoalesceLimits {
+        pass_through: 8,
+        max_held: 16,
+        max_runs: 2,
+    };
+    run_conformance(&|| Box::new(Coalescing::with_limits(MemoryStorage::new(), limits)));
+    run_conformance(&|| Box::new(Coalescing::new(RequiredOnly::default())));
 }

@@ -2,7 +2,8 @@
 //! plain `Vec<u8>` model.
 
 use h5_io::{
-    Error, FileStorage, MemoryStorage, OpenMode, ReadSegment, Storage, StorageExt, WriteSegment,
+    CoalesceLimits, Coalescing, Error, FileStorage, MemoryStorage, OpenMode, ReadSegment, Storage,
+    StorageExt, WriteSegment,
 };
 use proptest::prelude::*;
 
@@ -165,5 +166,25 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let f = FileStorage::open(dir.path().join("m.bin"), OpenMode::Create).unwrap();
         check_against_model(&f, &ops);
+    }
+
+    /// Held writes (small limits, so that the limits are passed and writes pass through too)
+    /// are invisible: the decorator behaves as the storage below it, and that storage ends with
+    /// the model's bytes once everything is sent down.
+    #[test]
+    fn coalescing_matches_model(ops in proptest::collection::vec(op(), 0..40)) {
+        let limits = CoalesceLimits { pass_through: 48, max_held: 200, max_runs: 3 };
+        let s = Coalescing::with_limits(MemoryStorage::new(), limits);
+        check_against_model(&s, &ops);
+        s.sync().unwrap();
+        prop_assert_eq!(s.held_bytes(), 0);
+        prop_assert_eq!(s.inner().len().unwrap(), s.len().unwrap());
+    }
+
+    #[test]
+    fn coalescing_file_matches_model(ops in proptest::collection::vec(op(), 0..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let f = FileStorage::open(dir.path().join("m.bin"), OpenMode::Create).unwrap();
+        check_against_model(&Coalescing::new(f), &ops);
     }
 }

@@ -9,8 +9,8 @@ use h5_core::guard::OnClose;
 use h5_core::legacy_swmr::SwmrWriteHook;
 use h5_core::write::IN_PLACE_MARKER;
 use h5_io::{
-    FileOptions, FileStorage, JournalOptions, Journaled, LockMode, Locking, OpenMode, Storage,
-    StorageExt,
+    Coalescing, FileOptions, FileStorage, JournalOptions, Journaled, LockMode, Locking, OpenMode,
+    Storage, StorageExt,
 };
 
 use crate::{Error, FileAccess, Result};
@@ -70,7 +70,7 @@ pub(crate) fn open_path(path: &Path, mode: Mode, access: &FileAccess) -> Result<
         Mode::ReadWrite => {
             let data =
                 FileStorage::open_with(path, OpenMode::ReadWrite, locked(LockMode::Exclusive))?;
-            for_writing(path, Arc::new(data), access, false)
+            for_writing(path, Arc::new(data), access, false).map(|o| hold_small_writes(o, access))
         }
         Mode::SwmrReadWrite => {
             let data = FileStorage::open_with(path, OpenMode::ReadWrite, locked(LockMode::Shared))?;
@@ -78,8 +78,34 @@ pub(crate) fn open_path(path: &Path, mode: Mode, access: &FileAccess) -> Result<
         }
         Mode::Create => {
             let data = FileStorage::open_with(path, OpenMode::Create, locked(LockMode::Exclusive))?;
-            for_writing(path, Arc::new(data), access, true)
+            for_writing(path, Arc::new(data), access, true).map(|o| hold_small_writes(o, access))
         }
+    }
+}
+
+/// A plain writer's storage holds its small writes and sends them down merged with their
+/// neighbours ([`Coalescing`]): one system call for many evicted metadata entries or tiny
+/// datasets' data. Every flush sends everything down (its commit), so a flushed file is whole on
+/// disk. Not for a page buffer (which already writes whole pages) nor for either SWMR writer:
+/// VFD SWMR's readers read the HDF5 file at the end of a tick, and legacy SWMR's readers rely on
+/// the order of the writes, so entering legacy SWMR-writing mode stops the holding first.
+fn hold_small_writes(opened: Opened, access: &FileAccess) -> Opened {
+    let settings = access.settings();
+    if settings.page_buffer.is_some() || settings.swmr.is_some() || access.is_swmr_write() {
+        return opened;
+    }
+    let coalescing = Arc::new(Coalescing::new(opened.storage));
+    let swmr_write = opened.swmr_write.map(|enter| {
+        let coalescing = Arc::clone(&coalescing);
+        Box::new(move || {
+            coalescing.stop_holding()?;
+            enter()
+        }) as SwmrWriteHook
+    });
+    Opened {
+        storage: coalescing,
+        on_close: opened.on_close,
+        swmr_write,
     }
 }
 
