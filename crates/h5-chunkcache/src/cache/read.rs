@@ -42,6 +42,10 @@ pub struct SharedChunkCache {
     cache: ShardedLock<ChunkCache>,
     /// Hits served but not yet recorded, by stripe (see the type's documentation).
     pending: [CachePadded<Mutex<Vec<Hit>>>; PENDING_STRIPES],
+    /// How many hits the stripes hold (changed only under a stripe's lock), so that an
+    /// exclusive access with none pending — every write of a single-threaded writer — skips
+    /// locking the stripes.
+    pending_hits: AtomicUsize,
 }
 
 impl SharedChunkCache {
@@ -50,6 +54,7 @@ impl SharedChunkCache {
         Self {
             cache: ShardedLock::new(cache),
             pending: std::array::from_fn(|_| CachePadded::new(Mutex::new(Vec::new()))),
+            pending_hits: AtomicUsize::new(0),
         }
     }
 
@@ -73,8 +78,17 @@ impl SharedChunkCache {
 
     /// Records the hits of every stripe (the caller holds the cache exclusively).
     fn record_pending(&self, c: &mut ChunkCache) {
+        // A hit whose count is not visible yet was left after this pass began: the next
+        // exclusive holder records it, as it would a hit left a moment later.
+        if self.pending_hits.load(Ordering::Acquire) == 0 {
+            return;
+        }
         for stripe in self.pending.iter() {
-            let hits = std::mem::take(&mut *stripe.lock().unwrap_or_else(PoisonError::into_inner));
+            let hits = {
+                let mut p = stripe.lock().unwrap_or_else(PoisonError::into_inner);
+                self.pending_hits.fetch_sub(p.len(), Ordering::AcqRel);
+                std::mem::take(&mut *p)
+            };
             if !hits.is_empty() {
                 c.record_hits(hits, 0);
             }
@@ -87,6 +101,7 @@ impl SharedChunkCache {
         let stripe = &self.pending[stripe_of_thread()];
         let waiting = {
             let mut p = stripe.lock().unwrap_or_else(PoisonError::into_inner);
+            self.pending_hits.fetch_add(hits.len(), Ordering::AcqRel);
             p.extend(hits);
             p.len()
         };
