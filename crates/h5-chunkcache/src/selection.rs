@@ -1234,24 +1234,49 @@ fn hyperslab_piece(
     let mut cbase = [0u64; MAX_RANK + 1];
     let mut bbase = [0u64; MAX_RANK + 1];
     let mut refresh_from = 0usize;
-    loop {
-        for e in refresh_from..r {
-            let s = segs[e][seg_at[e]];
-            cbase[e + 1] = cbase[e] + (s.local + within[e]) * cstride[e];
-            bbase[e + 1] = bbase[e] + (s.rank + within[e]) * bstride[e];
-        }
-        let (c0, b0) = (cbase[r], bbase[r]);
+    // The last walked dimension `q` (if any) is walked in a tight loop for each position of the
+    // dimensions before it (an odometer, last fastest): the same rows in the same order as an
+    // odometer over all of `0..r`, without its per-row bookkeeping.
+    let Some(q) = r.checked_sub(1) else {
         for s in segs[r] {
             push_run(
                 &mut runs,
                 CopyRun {
-                    chunk_offset: c0 + s.local * cstride[r],
-                    buf_offset: b0 + s.rank * bstride[r],
+                    chunk_offset: s.local * cstride[r],
+                    buf_offset: s.rank * bstride[r],
                     len: s.len * inner,
                 },
             );
         }
-        let mut d = r;
+        return Ok(ChunkPiece {
+            coord,
+            runs,
+            elements,
+        });
+    };
+    loop {
+        for e in refresh_from..q {
+            let s = segs[e][seg_at[e]];
+            cbase[e + 1] = cbase[e] + (s.local + within[e]) * cstride[e];
+            bbase[e + 1] = bbase[e] + (s.rank + within[e]) * bstride[e];
+        }
+        for sq in segs[q] {
+            for w in 0..sq.len {
+                let c0 = cbase[q] + (sq.local + w) * cstride[q];
+                let b0 = bbase[q] + (sq.rank + w) * bstride[q];
+                for s in segs[r] {
+                    push_run(
+                        &mut runs,
+                        CopyRun {
+                            chunk_offset: c0 + s.local * cstride[r],
+                            buf_offset: b0 + s.rank * bstride[r],
+                            len: s.len * inner,
+                        },
+                    );
+                }
+            }
+        }
+        let mut d = q;
         loop {
             if d == 0 {
                 return Ok(ChunkPiece {
