@@ -375,16 +375,7 @@ impl ExtensibleArrayIndex {
             if let Some((db, element)) = remembered
                 && txn.depends(db.parent, db.address)?
             {
-                let mut cx = Change {
-                    txn: &mut txn,
-                    space,
-                    sizes,
-                    hs,
-                    hdr: Arc::clone(&hdr),
-                    create,
-                    enc,
-                    found: None,
-                };
+                let mut cx = Change::new(&mut txn, space, sizes, hs, &hdr, create, enc);
                 cx.set_in_known_data_block(&db, element, entry)?;
                 if create {
                     max_set = max_set.max(one_past(i, self.header)?);
@@ -457,16 +448,7 @@ impl ExtensibleArrayIndex {
                         elements: data_block_elements,
                         block_offset,
                     };
-                    let mut cx = Change {
-                        txn: &mut txn,
-                        space,
-                        sizes,
-                        hs,
-                        hdr: Arc::clone(&hdr),
-                        create,
-                        enc,
-                        found: None,
-                    };
+                    let mut cx = Change::new(&mut txn, space, sizes, hs, &hdr, create, enc);
                     let done = cx.set_in_data_block((is, ib), &at, element, page, entry)?;
                     known = cx.found.or(known);
                     done
@@ -649,6 +631,30 @@ struct Change<'t, 'a> {
     enc: &'t Encoders,
     /// The unpaged data block the change set an element of, once it has.
     found: Option<KnownDataBlock>,
+}
+
+impl<'t, 'a> Change<'t, 'a> {
+    /// A change of the array whose header is `hdr` (in slot `hs`), nothing found yet.
+    fn new(
+        txn: &'t mut CacheAccess<'a>,
+        space: &'t ChunkSpace,
+        sizes: Sizes,
+        hs: Slot,
+        hdr: &Arc<Header>,
+        create: bool,
+        enc: &'t Encoders,
+    ) -> Self {
+        Change {
+            txn,
+            space,
+            sizes,
+            hs,
+            hdr: Arc::clone(hdr),
+            create,
+            enc,
+            found: None,
+        }
+    }
 }
 
 /// The encoders of an array's structures, made once per index: each captures the header's
