@@ -1586,3 +1586,55 @@ fn scc_069_single_chunk_whole_write_bypasses_like_the_general_flow() {
     );
     assert!(m.events().is_empty());
 }
+
+/// A single request writing the whole of a one-chunk dataset whose chunk is stored, with
+/// bypass forced (a new small dataset's first write): one planner call, one vectored write of
+/// one segment from the caller's buffer, nothing admitted, whichever planner answers (the
+/// selection planner's "runs unchanged" is written without building a transfer); the stored
+/// bytes are the buffer's.
+#[test]
+fn a_whole_single_chunk_write_goes_straight_to_its_location() {
+    for (name, caps) in configs().into_iter().take(3) {
+        let s = store();
+        let m = Arc::new(DMock::new(1, &[6], &[6], 2, &[0, 0]).caps(caps));
+        populate(&s, 1, &m, &u16s(6, 100));
+        m.events();
+        let mut c = cache_with(&s, cfg(1 << 20), &[(1, m.clone())]);
+        let before = s.snapshot();
+        let data = u16s(6, 500);
+        let rep = c
+            .write(&[
+                WriteRequest::new(DatasetId(1), &Selection::All, &data).with_bypass(Bypass::Always)
+            ])
+            .unwrap();
+        let answer = if name == "vector" {
+            plan(1, "vec-write", &[0], "none", "segments")
+        } else {
+            plan(1, "sel-write", &[0], "none", "selection")
+        };
+        assert_eq!(plans(&m.events()), [answer], "{name}");
+        assert_eq!(rep.mode.vector, name == "vector", "{name}");
+        let d = s.snapshot().since(&before);
+        assert_eq!(
+            (d.write_vectors, d.write_segments, d.writes),
+            (1, 1, 0),
+            "{name}"
+        );
+        assert_eq!(d.bytes_written, 12, "{name}");
+        let st = c.stats();
+        assert_eq!(
+            (st.entries, st.bypassed, st.bypassed_bytes),
+            (0, 1, 12),
+            "{name}"
+        );
+        let loc = m.location(&[0]).expect("stored");
+        let mut back = vec![0u8; 12];
+        s.read_at(loc.addr, &mut back).unwrap();
+        assert_eq!(back, data, "{name}");
+        assert_eq!(
+            read_as(&mut c, 1, &Selection::All, 12, Bypass::Never),
+            data,
+            "{name}"
+        );
+    }
+}

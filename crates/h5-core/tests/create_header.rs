@@ -66,6 +66,7 @@ fn spec(datatype: Datatype, dims: &[u64], layout: NewLayout) -> NewDataset {
         chunk_index: None,
         alloc_time: None,
         fill_time: None,
+        data_follows: false,
     }
 }
 

@@ -196,6 +196,7 @@ impl RawDatasetBuilder {
                 chunk_index: None,
                 alloc_time: None,
                 fill_time: None,
+                data_follows: false,
             };
             let file = self.group.file_shared();
             file.create_dataset(self.group.address(), name, &spec)?;

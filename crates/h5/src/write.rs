@@ -263,6 +263,7 @@ impl Group {
             compact: false,
             alloc_time: None,
             fill_time: None,
+            data_follows: false,
             _t: PhantomData,
         }
     }
@@ -284,6 +285,9 @@ pub struct DatasetBuilder<T> {
     compact: bool,
     alloc_time: Option<AllocTime>,
     fill_time: Option<FillTime>,
+    /// Set by [`DatasetBuilder::create_with_data`]: every element is written right after
+    /// the dataset is made.
+    data_follows: bool,
     _t: PhantomData<T>,
 }
 
@@ -545,6 +549,7 @@ impl<T: H5Type> DatasetBuilder<T> {
                 chunk_index: self.chunk_index,
                 alloc_time: self.alloc_time,
                 fill_time: self.fill_time,
+                data_follows: self.data_follows,
             };
             let r = file.create_dataset(self.group.address(), name, &spec);
             let created = self.group.ctx(r)?;
@@ -574,7 +579,9 @@ impl<T: H5Type> DatasetBuilder<T> {
         crate::swmr::api(|| {
             let data = data.into();
             let group = self.group.clone();
-            let ds = self.shape(data.shape()).create(name)?;
+            let mut builder = self.shape(data.shape());
+            builder.data_follows = true;
+            let ds = builder.create(name)?;
             if let Err(e) = ds.write(data) {
                 drop(ds);
                 // Best effort: a file that can no longer change keeps the link, and the

@@ -976,11 +976,46 @@ impl ChunkCache {
         } else {
             report.mode.selection = true;
         }
-        let t = transfer_from(answer, p, &key, 0, loc, &runs, es, es, elems)?;
-        self.stats.bypassed += 1;
-        self.run_direct_writes(std::slice::from_ref(r), std::slice::from_ref(&t), &[])?;
+        if answer == DirectPlan::Selection(None) {
+            // The runs unchanged: the whole image, from its start, is the caller's buffer.
+            self.stats.bypassed += 1;
+            self.write_whole_image(&key, p, loc, r.buf)?;
+        } else {
+            let t = transfer_from(answer, p, &key, 0, loc, &runs, es, es, elems)?;
+            self.stats.bypassed += 1;
+            self.run_direct_writes(std::slice::from_ref(r), std::slice::from_ref(&t), &[])?;
+        }
         self.drop_defined_form(&key);
         Ok(Some(report))
+    }
+
+    /// Writes `buf`, an unfiltered chunk's whole image, at its location `loc` in one write
+    /// (what [`run_direct_writes`](Self::run_direct_writes) does for a transfer of one run
+    /// covering the image, without building the transfer).
+    fn write_whole_image(
+        &mut self,
+        key: &ChunkKey,
+        planner: Planner,
+        loc: DiskLocation,
+        buf: &[u8],
+    ) -> Result<()> {
+        if buf.len() as u64 > loc.size {
+            return Err(layout_err(key.dataset, Some(&key.coord), planner.name())(
+                format!(
+                    "run ends at byte {} of an image of {} bytes",
+                    buf.len(),
+                    loc.size
+                )
+                .into(),
+            ));
+        }
+        self.storage
+            .write_vectored(&[WriteSegment::new(loc.addr, buf)])?;
+        self.raw_writes += 1;
+        let bytes = buf.len() as u64;
+        self.stats.bytes_written += bytes;
+        self.stats.bypassed_bytes += bytes;
+        Ok(())
     }
 
     /// Drops the defined-only form of `key` cached by a planner's request, if any: a chunk

@@ -1,6 +1,7 @@
 //! Late allocation: storage that libhdf5 allocates at the first write (contiguous data by
 //! default, chunked data when asked), allocated here just before the first write reaches the
-//! chunk cache.
+//! chunk cache; a contiguous dataset created with its data has it allocated with its header
+//! ([`Pending::Allocated`]), where that first write would put it.
 
 use std::sync::Arc;
 
@@ -24,6 +25,17 @@ pub(crate) enum Pending {
     },
     /// Every chunk of the extent at that time.
     Chunked(Arc<ChunkedWriteLayout>),
+    /// A contiguous block of `bytes` bytes allocated with the header for the write its creator
+    /// makes next ([`NewDataset::data_follows`](crate::write::dataset::NewDataset)): its
+    /// address is in the layout message and the layout, nothing is written in it yet.
+    Allocated {
+        /// Relative address of the block.
+        address: u64,
+        bytes: u64,
+        fill_time: FillTime,
+        /// The fill value (empty: zeros), written when the first write is not whole.
+        fill: Vec<u8>,
+    },
 }
 
 /// Whether newly allocated storage is initialised with the fill value. libhdf5 writes it for
@@ -60,6 +72,17 @@ impl FileShared {
             Pending::Chunked(l) => {
                 let dims = l.dims.lock().map_err(|_| Error::Poisoned)?.clone();
                 self.allocate_chunks(&l, &dims).map(|()| None)
+            }
+            Pending::Allocated {
+                address,
+                bytes,
+                fill_time,
+                fill,
+            } => {
+                if initialises(fill_time) && !whole {
+                    self.initialise(address, bytes, &fill)?;
+                }
+                Ok(Some(bytes))
             }
             Pending::Contiguous {
                 layout,

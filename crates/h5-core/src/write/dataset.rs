@@ -69,6 +69,12 @@ pub struct NewDataset {
     pub alloc_time: Option<AllocTime>,
     /// When fill values are written into allocated space; `None`: "if set".
     pub fill_time: Option<FillTime>,
+    /// The creator writes every element right after creating the dataset (a create with
+    /// data): contiguous storage that would wait for its first write is allocated with the
+    /// header instead (just after it, where that write would put it), so that the layout
+    /// message is written once, with its address, and the write needs no fill. The fill value
+    /// message still says "late", as libhdf5's does for `create_dataset(data=...)`.
+    pub data_follows: bool,
 }
 
 /// A dataset just made by [`FileShared::create_dataset`].
@@ -150,7 +156,8 @@ impl FileShared {
     ) -> Result<CreatedDataset> {
         self.check_usable()?;
         self.check_structure_change("creating a dataset")?;
-        let place = self.new_link_place(parent, name)?;
+        // Taken by the link, made once the header has its address.
+        let mut place = Some(self.new_link_place(parent, name)?);
         let sizes = self.sizes;
         let bounds = self.bounds();
         let elem = spec.datatype.size() as usize;
@@ -197,6 +204,9 @@ impl FileShared {
         let mut needs_header = None;
         let mut created_compact = None;
         let mut pending = None;
+        // Contiguous storage allocated with the header (`data_follows`): its layout, bytes.
+        let mut with_header: Option<(Arc<ContiguousLayout>, u64)> = None;
+        let mut allocated = None;
         let fill_time = spec.fill_time.unwrap_or(FillTime::IfSet);
         let (layout_class, alloc_time, pipeline, layout): (_, _, _, Arc<dyn ChunkLayout>) =
             match &spec.layout {
@@ -228,6 +238,9 @@ impl FileShared {
                                 size: bytes,
                             });
                         address
+                    } else if spec.data_follows {
+                        with_header = Some((Arc::clone(&layout), bytes));
+                        UNDEFINED_ADDRESS
                     } else {
                         pending = Some(Pending::Contiguous {
                             layout: Arc::clone(&layout),
@@ -325,7 +338,28 @@ impl FileShared {
             .map(|m| msg(m, sizes, bounds))
             .collect::<Result<Vec<_>>>()?;
         let version = bounds.object_header_version();
-        let addr = ohdr::create(self, version, messages)?;
+        let addr = match &with_header {
+            None => ohdr::create(self, version, messages)?,
+            Some((layout, bytes)) => {
+                let last = decoded.len().saturating_sub(1);
+                ohdr::create_then(self, version, 0, 0, messages, |addr| {
+                    // Linked first: the link's structures take their space before the data,
+                    // as they do when the data is allocated at its first write.
+                    if let Some(place) = place.take() {
+                        self.link_new(place, parent, name, addr)?;
+                    }
+                    let Some(Message::Layout(l)) = decoded.last_mut() else {
+                        return Err(Error::Invalid("a new dataset without its layout".into()));
+                    };
+                    let (p, body) = self.allocate_contiguous(layout, *bytes, fill_time, l)?;
+                    allocated = Some(p);
+                    Ok(Some((last, body)))
+                })?
+            }
+        };
+        if let Some(p) = allocated {
+            self.state()?.pending.insert(addr, p);
+        }
         if let Some(s) = &needs_header {
             s.set_header(addr)?;
         }
@@ -343,7 +377,9 @@ impl FileShared {
         if let Some(p) = pending {
             self.state()?.pending.insert(addr, p);
         }
-        self.link_new(place, parent, name, addr)?;
+        if let Some(place) = place {
+            self.link_new(place, parent, name, addr)?;
+        }
         let header = if decodes_as_written(&decoded) {
             Arc::new(new_header(addr, version, decoded))
         } else {
@@ -353,6 +389,35 @@ impl FileShared {
             address: addr,
             header,
         })
+    }
+
+    /// Allocates the `bytes` of a new contiguous dataset's storage whose layout is `layout`,
+    /// for the write its creator makes next: the address goes into `layout` and into
+    /// `message`, returned encoded, and the dataset waits for that write as
+    /// [`Pending::Allocated`].
+    fn allocate_contiguous(
+        &self,
+        layout: &ContiguousLayout,
+        bytes: u64,
+        fill_time: FillTime,
+        message: &mut Layout,
+    ) -> Result<(Pending, Vec<u8>)> {
+        let address = self.allocate(SpaceKind::Raw, bytes)?;
+        *layout.location.lock().map_err(|_| Error::Poisoned)? = Some(DiskLocation {
+            addr: self.abs(address)?,
+            size: bytes,
+        });
+        message.class = LayoutClass::Contiguous {
+            address,
+            size: Some(bytes),
+        };
+        let pending = Pending::Allocated {
+            address,
+            bytes,
+            fill_time,
+            fill: layout.fill.clone(),
+        };
+        Ok((pending, message.encode(self.sizes)?))
     }
 
     /// Fills `bytes` of newly allocated raw data at relative `addr` with `fill` when the space

@@ -116,6 +116,21 @@ pub(crate) fn create_with_flags(
     reserve: usize,
     messages: Vec<StoredMessage>,
 ) -> Result<u64> {
+    create_then(file, version, flags, reserve, messages, |_| Ok(None))
+}
+
+/// [`create_with_flags`] calling `placed` with the header's relative address once its space is
+/// allocated, before it enters the metadata cache: `placed` may allocate more space (after the
+/// header's, as a later allocation would be) and return a new body for one message, `(index,
+/// body)`, of the same length as the old one (chunk #0 is sized already).
+pub(crate) fn create_then(
+    file: &FileShared,
+    version: u8,
+    flags: u8,
+    reserve: usize,
+    mut messages: Vec<StoredMessage>,
+    placed: impl FnOnce(u64) -> Result<Option<(usize, Vec<u8>)>>,
+) -> Result<u64> {
     let probe = new_prefix(version, flags, 0);
     let body = used(&probe, &messages)
         .checked_add(reserve)
@@ -125,9 +140,19 @@ pub(crate) fn create_with_flags(
     if version == 1 {
         prefix.message_count = Some(count_u16(messages.len())?);
     }
+    let addr = file.allocate(SpaceKind::Meta, first_chunk_total(&prefix) as u64)?;
+    if let Some((index, body)) = placed(addr)? {
+        match messages.get_mut(index) {
+            Some(m) if m.body.len() == body.len() => m.body = body,
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "message {index} of a new header replaced by one of another length"
+                )));
+            }
+        }
+    }
     let img = FirstChunkImage { prefix, messages };
     let entry = first_chunk_entry(img);
-    let addr = file.allocate(SpaceKind::Meta, entry.len as u64)?;
     let abs = file.abs(addr)?;
     let mut meta = file.meta.lock().map_err(|_| Error::Poisoned)?;
     meta.insert(
