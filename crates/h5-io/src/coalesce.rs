@@ -20,8 +20,10 @@
 //! * A read first sends down the held runs it overlaps; if the storage below is then too short
 //!   (the read reaches into the gap before a held run past its end) everything held goes down
 //!   and the read is retried. [`len`](Storage::len) counts held runs.
-//! * If sending held bytes down fails, that call returns the failure and every later call
-//!   returns [`Error::PreviousIo`]: the held bytes are lost, so nothing may build on them.
+//! * If sending held bytes down fails, that call returns the failure and every later change
+//!   (write, `set_len`, `sync`, `commit`, lock) returns [`Error::PreviousIo`]: the held bytes are
+//!   lost, so nothing may build on them. Reads still go to the storage below, which holds what
+//!   it holds, as after any failed write (whose bytes on disk are unknown too).
 //! * [`Coalescing::stop_holding`] sends everything down and passes every later write straight
 //!   through: for a legacy SWMR writer, whose readers rely on the order of its writes.
 
@@ -203,10 +205,15 @@ impl<S: Storage> Coalescing<S> {
         self.send_all(&mut held)
     }
 
-    /// The held state, or [`Error::PreviousIo`] once held bytes were lost.
+    /// The held state, or [`Error::PreviousIo`] once held bytes were lost (for changes).
     fn lock(&self) -> Result<MutexGuard<'_, Held>> {
         self.check()?;
         Ok(self.held.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The held state for a read, which works after a failure too (nothing is held then).
+    fn lock_for_read(&self) -> MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// [`Error::PreviousIo`] once held bytes were lost.
@@ -283,11 +290,10 @@ impl<S: Storage> Coalescing<S> {
 
     /// Prepares a read of `ranges`: sends the held runs they overlap down.
     fn before_read(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Result<()> {
-        self.check()?;
         if self.held_bytes() == 0 {
             return Ok(());
         }
-        let mut held = self.lock()?;
+        let mut held = self.lock_for_read();
         self.send_overlapping(&mut held, ranges)
     }
 
@@ -296,7 +302,9 @@ impl<S: Storage> Coalescing<S> {
     fn read_with_retry(&self, mut read: impl FnMut() -> Result<()>) -> Result<()> {
         match read() {
             Err(Error::OutOfBounds { .. }) if self.held_bytes() > 0 => {
-                self.send_held()?;
+                let mut held = self.lock_for_read();
+                self.send_all(&mut held)?;
+                drop(held);
                 read()
             }
             r => r,
@@ -326,7 +334,11 @@ impl<S: Storage> Storage for Coalescing<S> {
     }
 
     fn len(&self) -> Result<u64> {
-        let held_end = self.lock()?.end();
+        let held_end = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .end();
         let len = self.inner.len()?;
         Ok(held_end.map_or(len, |e| e.max(len)))
     }
@@ -551,7 +563,7 @@ mod tests {
     }
 
     #[test]
-    fn losing_held_bytes_refuses_every_later_call() {
+    fn losing_held_bytes_refuses_every_later_change_but_not_reads() {
         let s = Coalescing::new(FaultInjection::new(MemoryStorage::new()).fail_nth(IoOp::Write, 1));
         s.write_at(0, &[1; 4]).unwrap();
         // The read sends the run down, which fails: the read reports it.
@@ -563,8 +575,13 @@ mod tests {
             })
         ));
         assert!(matches!(s.write_at(0, &[1]), Err(Error::PreviousIo)));
-        assert!(matches!(s.read_vec(0, 1), Err(Error::PreviousIo)));
         assert!(matches!(s.sync(), Err(Error::PreviousIo)));
-        assert!(matches!(s.len(), Err(Error::PreviousIo)));
+        assert!(matches!(
+            s.commit(&CommitPoint::default()),
+            Err(Error::PreviousIo)
+        ));
+        // Reads go on to the storage below (which never got the lost bytes).
+        assert_eq!(s.len().unwrap(), 0);
+        assert!(matches!(s.read_vec(0, 1), Err(Error::OutOfBounds { .. })));
     }
 }
