@@ -208,7 +208,7 @@ impl<S: Storage> Coalescing<S> {
     /// The held state, or [`Error::PreviousIo`] once held bytes were lost (for changes).
     fn lock(&self) -> Result<MutexGuard<'_, Held>> {
         self.check()?;
-        Ok(self.held.lock().unwrap_or_else(PoisonError::into_inner))
+        Ok(self.lock_for_read())
     }
 
     /// The held state for a read, which works after a failure too (nothing is held then).
@@ -334,11 +334,7 @@ impl<S: Storage> Storage for Coalescing<S> {
     }
 
     fn len(&self) -> Result<u64> {
-        let held_end = self
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .end();
+        let held_end = self.lock_for_read().end();
         let len = self.inner.len()?;
         Ok(held_end.map_or(len, |e| e.max(len)))
     }
