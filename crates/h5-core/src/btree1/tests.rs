@@ -599,7 +599,8 @@ fn structures(file: &FileShared) -> (u64, SymbolTable) {
 /// heap's size and free list.
 #[test]
 fn trees_match_what_libhdf5_builds_from_the_same_changes() {
-    let dir = tempfile_dir();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
     let start = dir.join("start.h5");
     let ours = dir.join("ours.h5");
     let theirs = dir.join("theirs.h5");
@@ -793,18 +794,6 @@ with h5py.File(theirs, "r+", rdcc_nbytes=0) as f:
     };
     assert_eq!(ours_shape.0, theirs_shape.0, "chunk trees");
     assert_eq!(ours_shape.1, theirs_shape.1, "group trees");
-}
-
-fn tempfile_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "h5-btree1-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 /// The data segment of a new group's heap (libhdf5's estimate for 8-byte lengths).
