@@ -675,6 +675,45 @@ fn scans_recycle_their_chunk_buffers_into_the_next_decodes() {
     assert!(again >= given + 300 && reused == again, "{again} {reused}");
 }
 
+/// Reads that admit what they load, with the cache at its limit: the buffers of the clean
+/// chunks evicted to make room and the images the decodes are done with serve the next loads
+/// (the layout decodes into an evicted chunk's allocation), rather than being freed while the
+/// next decode allocates.
+#[test]
+fn admitting_reads_at_the_limit_recycle_evicted_buffers_into_the_next_decodes() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let s = store();
+    let chunk = 4096u64;
+    let layout = Arc::new(MockLayout::new(1, &[400 * chunk], &[chunk], 1, &[]).with_codec());
+    let mut c = cache(&s, 1 << 30);
+    c.register(DatasetId(1), layout.clone()).unwrap();
+    let data: Vec<u8> = (0..400 * chunk).map(|i| (i * 7 % 253) as u8).collect();
+    write(&mut c, 1, &Selection::All, &data);
+    c.flush().unwrap();
+    c.destroy();
+
+    let seen = |l: &MockLayout| (l.spares.0.load(SeqCst), l.spares.1.load(SeqCst));
+    let mut c = cache(&s, 32 * chunk as usize);
+    c.register(DatasetId(1), layout.clone()).unwrap();
+    for k in 0..400u64 {
+        let got = read(&mut c, 1, &slab(&[k * chunk], &[chunk]), chunk as usize);
+        let at = (k * chunk) as usize;
+        assert!(got == data[at..at + chunk as usize], "chunk {k}");
+        if k < 32 {
+            assert_eq!(
+                seen(&layout),
+                (0, 0),
+                "nothing evicted yet: nothing to reuse"
+            );
+        }
+    }
+    let st = c.stats();
+    assert_eq!((st.scan_loads, st.misses), (0, 400), "every chunk admitted");
+    assert_eq!(st.evictions, 400 - 32);
+    let (given, reused) = seen(&layout);
+    assert!(given >= 360 && reused == given, "{given} {reused}");
+}
+
 /// The cache can move to another thread (the file holds it behind a lock).
 #[test]
 fn cache_is_send() {

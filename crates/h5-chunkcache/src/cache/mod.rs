@@ -848,6 +848,15 @@ pub struct ChunkCache {
     registrations: u64,
     /// Buffers of the scan in progress, for its next loads (`spares.rs`).
     spares: spares::Spares,
+    /// Buffers of evicted clean chunks and of decoded images, for the next loads of reads that
+    /// admit (`spares.rs`); at most [`recycle_bound`] of the limit, outside the budget.
+    recycled: spares::Spares,
+}
+
+/// The most bytes of buffers kept for reuse by admitting reads under the memory limit
+/// `limit`: an eighth of it (memory the allocator would otherwise hold as free).
+fn recycle_bound(limit: usize) -> usize {
+    limit / 8
 }
 
 /// The source of registration epochs: every value is handed out once per process, so an epoch
@@ -925,6 +934,7 @@ impl ChunkCache {
             ),
         };
         let budget = Budget::new(config.limit, config.default_dataset_min);
+        let recycled = spares::Spares::bounded(recycle_bound(config.limit));
         Ok(Self {
             storage,
             map: index::KeyIndex::new(KeyHasherBuilder(config.key_hashing)),
@@ -941,6 +951,7 @@ impl ChunkCache {
             raw_writes: 0,
             registrations: new_registrations_epoch(),
             spares: spares::Spares::default(),
+            recycled,
         })
     }
 
@@ -1135,6 +1146,7 @@ impl ChunkCache {
         }
         self.budget.set_limit(limit);
         self.config.limit = limit;
+        self.recycled = spares::Spares::bounded(recycle_bound(limit));
         self.make_room(0)
     }
 
@@ -1494,7 +1506,13 @@ impl ChunkCache {
             return Ok(());
         };
         if !e.dirty {
-            self.remove(id);
+            if let Some(Entry {
+                chunk: Chunk::Dense(buf),
+                ..
+            }) = self.remove(id)
+            {
+                self.recycled.put(buf);
+            }
             self.stats.evictions += 1;
             self.stats.evictions_clean += 1;
             return Ok(());
@@ -1534,6 +1552,7 @@ impl ChunkCache {
                 e.partial_bound_on_disk = pb;
                 self.stats.evictions += 1;
                 self.stats.evictions_dirty += 1;
+                self.recycled.put(image);
                 Ok(())
             }
             Err(err) => {
@@ -1656,8 +1675,10 @@ impl ChunkCache {
         }
         let mut jobs: Vec<DecodeJob> = Vec::new();
         let mut res = LoadResult::default();
-        // Taken out while the datasets' states are borrowed; put back below.
+        // Taken out while the datasets' states are borrowed; put back below. A scan's own
+        // spares serve first, else what admitting reads recycled.
         let mut spares = std::mem::take(&mut self.spares);
+        let mut recycled = std::mem::take(&mut self.recycled);
         for (ds, coords) in &by_ds {
             let st = self.state(*ds)?;
             let layout = Arc::clone(&st.layout);
@@ -1705,12 +1726,17 @@ impl ChunkCache {
                 let size = to_usize(len)?;
                 let mut image = Vec::new();
                 let mut spare = Vec::new();
-                if !spares.is_empty() {
-                    image = spares.take(size.max(hint));
+                let pool = if spares.is_empty() {
+                    &mut recycled
+                } else {
+                    &mut spares
+                };
+                if !pool.is_empty() {
+                    image = pool.take(size.max(hint));
                     // Only the growth is zeroed: the read overwrites all of it.
                     image.truncate(size);
                     if kind == LoadKind::Values && !raw {
-                        spare = spares.take(st.chunk_bytes);
+                        spare = pool.take(st.chunk_bytes);
                     }
                 }
                 if image.capacity() < size.max(hint) {
@@ -1735,6 +1761,7 @@ impl ChunkCache {
             }
         }
         self.spares = spares;
+        self.recycled = recycled;
         Ok(LoadPlan {
             jobs,
             res,
@@ -1765,10 +1792,13 @@ impl ChunkCache {
             self.stats.bytes_read += j.read_len as u64;
         }
         for mut j in jobs {
-            if recycle {
-                self.spares.put(std::mem::take(&mut j.leftover));
-                self.spares.put(std::mem::take(&mut j.spare));
-            }
+            let pool = if recycle {
+                &mut self.spares
+            } else {
+                &mut self.recycled
+            };
+            pool.put(std::mem::take(&mut j.leftover));
+            pool.put(std::mem::take(&mut j.spare));
             let (r, took) = j
                 .result
                 .ok_or(ChunkCacheError::Internal("a decode did not run"))?;

@@ -8,6 +8,12 @@
 //! scan keeps them instead: its stored images and decoded chunks are reused by the next batch's
 //! reads and decodes ([`crate::ChunkLayout::decode_reusing`]). The set is bounded and emptied
 //! when the read ends: it is memory of the read in progress, not of the cache.
+//!
+//! Reads that admit what they load recycle too, with a smaller bound (`ChunkCache::recycled`):
+//! the buffers of clean chunks evicted to make room, and the images their decodes are done with,
+//! serve the next load. Without it a cache at its limit frees a chunk per chunk it loads while
+//! the decode of the next one allocates anew (on a codec thread, into another allocator arena
+//! than the one the caller frees into): W6's peak was 6 MiB above its heap for that alone.
 
 /// The most bytes the spares hold. A scan's batches are about `read::SCAN_BATCH_BYTES` (more
 /// for large chunks: two per codec thread) and only their buffers circulate, so this bound
@@ -15,17 +21,34 @@
 const MAX_BYTES: usize = 16 << 20;
 
 /// Spare buffers (their capacity is what counts; their contents are garbage).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Spares {
     bufs: Vec<Vec<u8>>,
     bytes: usize,
+    /// The most bytes held (at most [`MAX_BYTES`]).
+    limit: usize,
+}
+
+impl Default for Spares {
+    fn default() -> Self {
+        Spares::bounded(MAX_BYTES)
+    }
 }
 
 impl Spares {
+    /// An empty set holding at most `limit` bytes (and never more than [`MAX_BYTES`]).
+    pub(super) fn bounded(limit: usize) -> Spares {
+        Spares {
+            bufs: Vec::new(),
+            bytes: 0,
+            limit: limit.min(MAX_BYTES),
+        }
+    }
+
     /// Keeps `buf` for reuse, unless it has no allocation or the set is full.
     pub(super) fn put(&mut self, buf: Vec<u8>) {
         let cap = buf.capacity();
-        if cap == 0 || self.bytes.saturating_add(cap) > MAX_BYTES {
+        if cap == 0 || self.bytes.saturating_add(cap) > self.limit {
             return;
         }
         self.bytes += cap;
@@ -78,6 +101,11 @@ mod tests {
         assert_eq!(s.take(150).capacity(), 300);
         assert_eq!(s.take(150).capacity(), 0, "none fits: a new buffer");
         assert_eq!(s.take(1).capacity(), 100);
+        let mut small = Spares::bounded(250);
+        small.put(Vec::with_capacity(200));
+        small.put(Vec::with_capacity(100));
+        assert_eq!(small.bytes, 200, "the second would pass the bound");
+        assert_eq!(Spares::bounded(usize::MAX).limit, MAX_BYTES);
         assert!(s.is_empty());
         s.put(Vec::with_capacity(MAX_BYTES));
         s.put(Vec::with_capacity(1));
