@@ -631,23 +631,37 @@ fn reads_larger_than_the_limit_do_not_evict_what_is_cached() {
     assert!(st.peak_footprint <= limit);
 }
 
+/// Bytes of each chunk in the buffer-recycling tests.
+const RECYCLED_CHUNK: u64 = 4096;
+
+/// A store holding `n` chunks of `chunk` bytes of one dataset with the toy codec, written and
+/// flushed by a cache since destroyed; the layout and the values.
+fn stored_coded_chunks(n: u64, chunk: u64) -> (Store, Arc<MockLayout>, Vec<u8>) {
+    let s = store();
+    let layout = Arc::new(MockLayout::new(1, &[n * chunk], &[chunk], 1, &[]).with_codec());
+    let mut c = cache(&s, 1 << 30);
+    c.register(DatasetId(1), layout.clone()).unwrap();
+    let data: Vec<u8> = (0..n * chunk).map(|i| (i * 7 % 253) as u8).collect();
+    write(&mut c, 1, &Selection::All, &data);
+    c.flush().unwrap();
+    c.destroy();
+    (s, layout, data)
+}
+
+/// The layout's counts of spares given to its decodes and of spares whose allocation a decode
+/// kept.
+fn seen(l: &MockLayout) -> (usize, usize) {
+    use std::sync::atomic::Ordering::SeqCst;
+    (l.spares.0.load(SeqCst), l.spares.1.load(SeqCst))
+}
+
 /// A scan hands the buffers of the chunks it is done with to the decodes of its next loads
 /// (`decode_reusing`), in the private and the shared cache; a read that fits the limit (and is
 /// admitted) does not. The values are the written ones either way.
 #[test]
 fn scans_recycle_their_chunk_buffers_into_the_next_decodes() {
-    use std::sync::atomic::Ordering::SeqCst;
-    let s = store();
-    let chunk = 4096u64;
-    let layout = Arc::new(MockLayout::new(1, &[400 * chunk], &[chunk], 1, &[]).with_codec());
-    let mut c = cache(&s, 1 << 30);
-    c.register(DatasetId(1), layout.clone()).unwrap();
-    let data: Vec<u8> = (0..400 * chunk).map(|i| (i * 7 % 253) as u8).collect();
-    write(&mut c, 1, &Selection::All, &data);
-    c.flush().unwrap();
-    c.destroy();
-
-    let seen = |l: &MockLayout| (l.spares.0.load(SeqCst), l.spares.1.load(SeqCst));
+    let (s, layout, data) = stored_coded_chunks(400, RECYCLED_CHUNK);
+    let chunk = RECYCLED_CHUNK;
     // Fits the limit: admitted, nothing recycled.
     let mut c = cache(&s, 1 << 30);
     c.register(DatasetId(1), layout.clone()).unwrap();
@@ -681,18 +695,8 @@ fn scans_recycle_their_chunk_buffers_into_the_next_decodes() {
 /// next decode allocates.
 #[test]
 fn admitting_reads_at_the_limit_recycle_evicted_buffers_into_the_next_decodes() {
-    use std::sync::atomic::Ordering::SeqCst;
-    let s = store();
-    let chunk = 4096u64;
-    let layout = Arc::new(MockLayout::new(1, &[400 * chunk], &[chunk], 1, &[]).with_codec());
-    let mut c = cache(&s, 1 << 30);
-    c.register(DatasetId(1), layout.clone()).unwrap();
-    let data: Vec<u8> = (0..400 * chunk).map(|i| (i * 7 % 253) as u8).collect();
-    write(&mut c, 1, &Selection::All, &data);
-    c.flush().unwrap();
-    c.destroy();
-
-    let seen = |l: &MockLayout| (l.spares.0.load(SeqCst), l.spares.1.load(SeqCst));
+    let (s, layout, data) = stored_coded_chunks(400, RECYCLED_CHUNK);
+    let chunk = RECYCLED_CHUNK;
     let mut c = cache(&s, 32 * chunk as usize);
     c.register(DatasetId(1), layout.clone()).unwrap();
     for k in 0..400u64 {
