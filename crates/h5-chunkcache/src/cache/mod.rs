@@ -849,14 +849,15 @@ pub struct ChunkCache {
     /// Buffers of the scan in progress, for its next loads (`spares.rs`).
     spares: spares::Spares,
     /// Buffers of evicted clean chunks and of decoded images, for the next loads of reads that
-    /// admit (`spares.rs`); at most [`recycle_bound`] of the limit, outside the budget.
+    /// admit (`spares.rs`); see [`recycle_pool`] (outside the budget).
     recycled: spares::Spares,
 }
 
-/// The most bytes of buffers kept for reuse by admitting reads under the memory limit
-/// `limit`: an eighth of it (memory the allocator would otherwise hold as free).
-fn recycle_bound(limit: usize) -> usize {
-    limit / 8
+/// The pool of buffers kept for reuse by admitting reads under the memory limit `limit`: at
+/// most an eighth of it (memory the allocator would otherwise hold as free), each buffer handed
+/// out for at least half its capacity (it becomes a cached chunk, counted by its capacity).
+fn recycle_pool(limit: usize) -> spares::Spares {
+    spares::Spares::bounded(limit / 8).fitting_within(2)
 }
 
 /// The source of registration epochs: every value is handed out once per process, so an epoch
@@ -934,7 +935,7 @@ impl ChunkCache {
             ),
         };
         let budget = Budget::new(config.limit, config.default_dataset_min);
-        let recycled = spares::Spares::bounded(recycle_bound(config.limit));
+        let recycled = recycle_pool(config.limit);
         Ok(Self {
             storage,
             map: index::KeyIndex::new(KeyHasherBuilder(config.key_hashing)),
@@ -1146,7 +1147,7 @@ impl ChunkCache {
         }
         self.budget.set_limit(limit);
         self.config.limit = limit;
-        self.recycled = spares::Spares::bounded(recycle_bound(limit));
+        self.recycled = recycle_pool(limit);
         self.make_room(0)
     }
 

@@ -27,6 +27,8 @@ pub(super) struct Spares {
     bytes: usize,
     /// The most bytes held (at most [`MAX_BYTES`]).
     limit: usize,
+    /// How many times the bytes asked for a spare handed out may hold at most.
+    oversize: usize,
 }
 
 impl Default for Spares {
@@ -42,6 +44,17 @@ impl Spares {
             bufs: Vec::new(),
             bytes: 0,
             limit: limit.min(MAX_BYTES),
+            oversize: usize::MAX,
+        }
+    }
+
+    /// The set handing out only spares of at most `factor` times the bytes asked for. For
+    /// buffers that become cached chunks, which the budget counts by their capacity: a small
+    /// chunk must not take a large chunk's allocation.
+    pub(super) fn fitting_within(self, factor: usize) -> Spares {
+        Spares {
+            oversize: factor,
+            ..self
         }
     }
 
@@ -55,13 +68,15 @@ impl Spares {
         self.bufs.push(buf);
     }
 
-    /// The smallest spare of at least `min` bytes of capacity (empty when none is).
+    /// The smallest spare of at least `min` bytes of capacity and within the set's oversize
+    /// factor of it (empty when none is).
     pub(super) fn take(&mut self, min: usize) -> Vec<u8> {
+        let most = min.saturating_mul(self.oversize);
         let best = self
             .bufs
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.capacity() >= min)
+            .filter(|(_, b)| (min..=most).contains(&b.capacity()))
             .min_by_key(|(_, b)| b.capacity())
             .map(|(i, _)| i);
         match best {
@@ -106,6 +121,10 @@ mod tests {
         small.put(Vec::with_capacity(100));
         assert_eq!(small.bytes, 200, "the second would pass the bound");
         assert_eq!(Spares::bounded(usize::MAX).limit, MAX_BYTES);
+        let mut near = Spares::bounded(1000).fitting_within(2);
+        near.put(Vec::with_capacity(400));
+        assert_eq!(near.take(100).capacity(), 0, "four times too large: kept");
+        assert_eq!(near.take(200).capacity(), 400);
         assert!(s.is_empty());
         s.put(Vec::with_capacity(MAX_BYTES));
         s.put(Vec::with_capacity(1));
