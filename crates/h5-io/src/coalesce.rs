@@ -121,6 +121,9 @@ impl Held {
     /// Holds `data` at `offset` (not empty, end checked), merged with the runs it touches.
     fn hold(&mut self, offset: u64, data: &[u8]) {
         let end = offset.saturating_add(len_u64(data.len()));
+        if self.hold_in_place(offset, end, data) {
+            return;
+        }
         let keys = self.touching(offset, end);
         let start = keys.first().map_or(offset, |k| (*k).min(offset));
         let mut merged = Vec::new();
@@ -149,6 +152,42 @@ impl Held {
         merged[at..at + data.len()].copy_from_slice(data);
         self.bytes += merged.len();
         self.runs.insert(start, merged);
+    }
+
+    /// The common cases of [`Held::hold`] without taking runs out of the map: the write
+    /// touches no held run (a new run), or only the run starting at or before it (grown in
+    /// place). Returns whether it held `data`.
+    fn hold_in_place(&mut self, offset: u64, end: u64, data: &[u8]) -> bool {
+        let before = self
+            .runs
+            .range(..=offset)
+            .next_back()
+            .map(|(s, b)| (*s, s.saturating_add(len_u64(b.len()))));
+        // A run starting after the one at or before `offset` (or after `offset` when there is
+        // none) that the write reaches: the general path merges them.
+        let after_from = before.map_or(offset, |(s, _)| s.saturating_add(1));
+        if self.runs.range(after_from..=end).next().is_some() {
+            return false;
+        }
+        match before {
+            Some((start, run_end)) if run_end >= offset => {
+                let Some(run) = self.runs.get_mut(&start) else {
+                    return false;
+                };
+                let at = offset_in(start, offset);
+                let old = run.len();
+                if run.len() < at + data.len() {
+                    run.resize(at + data.len(), 0);
+                }
+                run[at..at + data.len()].copy_from_slice(data);
+                self.bytes += run.len() - old;
+            }
+            _ => {
+                self.runs.insert(offset, data.to_vec());
+                self.bytes += data.len();
+            }
+        }
+        true
     }
 
     /// The end of the last held run.
@@ -471,6 +510,29 @@ mod tests {
         want.extend([3, 3]);
         assert_eq!(held.runs.get(&0), Some(&want));
         assert_eq!(held.bytes, 24);
+    }
+
+    #[test]
+    fn a_run_grown_up_to_its_neighbour_merges_with_it() {
+        let s = coalescing();
+        s.write_at(0, &[1; 4]).unwrap();
+        s.write_at(12, &[2; 4]).unwrap();
+        s.write_at(4, &[3; 4]).unwrap(); // grows the first run, short of the second
+        {
+            let held = s.held.lock().unwrap();
+            let runs: Vec<(u64, usize)> = held.runs.iter().map(|(k, b)| (*k, b.len())).collect();
+            assert_eq!(runs, [(0, 8), (12, 4)]);
+            assert_eq!(held.bytes, 12);
+        }
+        s.write_at(8, &[4; 4]).unwrap(); // ends where the second starts: one run
+        let held = s.held.lock().unwrap();
+        let mut want = vec![1; 4];
+        want.extend([3; 4]);
+        want.extend([4; 4]);
+        want.extend([2; 4]);
+        assert_eq!(held.runs.len(), 1);
+        assert_eq!(held.runs.get(&0), Some(&want));
+        assert_eq!(held.bytes, 16);
     }
 
     #[test]
