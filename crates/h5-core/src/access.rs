@@ -536,6 +536,21 @@ impl<'a> CacheAccess<'a> {
         Ok((slot, self.value_arc(slot)?))
     }
 
+    /// [`CacheAccess::hold`] with the loader made by `load` only when the entry is not cached.
+    pub(crate) fn hold_lazy(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: impl FnOnce() -> Load,
+    ) -> Result<Slot> {
+        let abs = self.abs(addr)?;
+        if self.meta.contains(abs) {
+            self.hold(kind, addr, unused_load())
+        } else {
+            self.hold(kind, addr, &load())
+        }
+    }
+
     fn held(&self, slot: Slot) -> Result<&HeldEntry> {
         self.held
             .get(slot.0)
@@ -856,8 +871,13 @@ impl<'a> Session<'a> {
 
     /// Protects the entry of `kind` at relative `addr` read-write (loading it with `load` on a
     /// miss) until it is released.
-    pub(crate) fn protect(&mut self, kind: MetadataKind, addr: u64, load: Load) -> Result<Held> {
-        let slot = self.c.hold(kind, addr, &load)?;
+    pub(crate) fn protect(
+        &mut self,
+        kind: MetadataKind,
+        addr: u64,
+        load: impl FnOnce() -> Load,
+    ) -> Result<Held> {
+        let slot = self.c.hold_lazy(kind, addr, load)?;
         Ok(Held { slot, addr })
     }
 
@@ -897,7 +917,7 @@ impl<'a> Session<'a> {
         value: Decoded,
     ) -> Result<Held> {
         self.insert(kind, addr, value)?;
-        self.protect(kind, addr, Load::cached_only(kind.name()))
+        self.protect(kind, addr, || Load::cached_only(kind.name()))
     }
 
     /// Moves held entry `h` to relative address `to` in the cache (see
@@ -1029,7 +1049,7 @@ mod tests {
         let mut s = Session::new(&file).unwrap();
         let kind = MetadataKind::BTreeV2Header;
         let mut h = s
-            .protect(kind, from, Load::cached_only(kind.name()))
+            .protect(kind, from, || Load::cached_only(kind.name()))
             .unwrap();
         assert!(!s.is_dirtied(&h).unwrap());
         let sb = s.file().state().unwrap().superblock_at;

@@ -22,7 +22,9 @@ use crate::error::{Error, Result};
 /// ([`Error::Exists`]), as in libhdf5.
 pub(crate) fn insert(s: &mut Session<'_>, tree: &Tree, key: &dyn Key, rec: Record) -> Result<()> {
     let sizes = s.file().sizes;
-    let hh = s.protect(K::BTreeV2Header, tree.addr, header_load(sizes, tree.addr))?;
+    let hh = s.protect(K::BTreeV2Header, tree.addr, || {
+        header_load(sizes, tree.addr)
+    })?;
     let r = pin_header(s, &hh).and_then(|()| insert_under(s, tree, &hh, key, rec));
     s.release(hh)?;
     r
@@ -258,7 +260,9 @@ pub(crate) fn update(
     change: &mut dyn FnMut(&mut Record),
 ) -> Result<bool> {
     let sizes = s.file().sizes;
-    let hh = s.protect(K::BTreeV2Header, tree.addr, header_load(sizes, tree.addr))?;
+    let hh = s.protect(K::BTreeV2Header, tree.addr, || {
+        header_load(sizes, tree.addr)
+    })?;
     let geom: Arc<Btree2Header> = s.value_arc(&hh)?;
     if geom.root.address == UNDEFINED_ADDRESS {
         s.release(hh)?;

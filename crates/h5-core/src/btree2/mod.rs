@@ -181,11 +181,9 @@ fn protect_node(
     ptr: ChildPointer,
     depth: u16,
 ) -> Result<crate::access::Held> {
-    s.protect(
-        node_kind(depth),
-        ptr.address,
-        node_load(geom, tree.ctx, ptr, depth),
-    )
+    s.protect(node_kind(depth), ptr.address, || {
+        node_load(geom, tree.ctx, ptr, depth)
+    })
 }
 
 /// Ends a change of held node `h`: it becomes a flush-dependency child of `parent` (when it is

@@ -49,7 +49,9 @@ pub(crate) fn remove(s: &mut Session<'_>, tree: &Tree, key: &dyn Key) -> Result<
         return Ok(None);
     }
     let sizes = s.file().sizes;
-    let hh = s.protect(K::BTreeV2Header, tree.addr, header_load(sizes, tree.addr))?;
+    let hh = s.protect(K::BTreeV2Header, tree.addr, || {
+        header_load(sizes, tree.addr)
+    })?;
     let r = pin_header(s, &hh).and_then(|()| remove_under(s, tree, &hh, key));
     s.release(hh)?;
     r.map(Some)

@@ -200,7 +200,9 @@ pub(super) fn reshape(
     // (child pointer, address of the sibling it came from)
     let mut children: Vec<(ChildPointer, u64)> = Vec::new();
     for (i, p) in ptrs.iter().enumerate() {
-        let mut h = s.protect(kind, p.address, node_load(geom, tree.ctx, *p, child_depth))?;
+        let mut h = s.protect(kind, p.address, || {
+            node_load(geom, tree.ctx, *p, child_depth)
+        })?;
         check_node(&*s.value_arc::<Btree2Node>(&h)?, *p, child_depth)?;
         if i < outputs.len() {
             // A sibling that stays changes: it moves first in SWMR-writing mode, before its

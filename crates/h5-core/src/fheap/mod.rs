@@ -373,7 +373,7 @@ impl<'s, 'a> HeapChange<'s, 'a> {
     /// taken over (from the file's manager at the heap's first change in this session).
     pub(crate) fn begin(s: &'s mut Session<'a>, addr: u64) -> Result<Self> {
         let sizes = s.file().sizes;
-        let held = s.protect(K::FractalHeapHeader, addr, header_load(sizes, addr))?;
+        let held = s.protect(K::FractalHeapHeader, addr, || header_load(sizes, addr))?;
         let hdr: FractalHeapHeader = s.value::<FractalHeapHeader>(&held)?.clone();
         let geom = Arc::new(hdr.clone());
         let known = s.file().state()?.heap_space.remove(&addr);

@@ -346,7 +346,9 @@ pub(crate) fn persist_all(file: &crate::file::FileShared) -> Result<()> {
 fn persist(file: &crate::file::FileShared, heap: u64, sp: &mut HeapSpace) -> Result<()> {
     let mut s = Session::new(file)?;
     let sizes = file.sizes;
-    let hh = s.protect(K::FractalHeapHeader, heap, super::header_load(sizes, heap))?;
+    let hh = s.protect(K::FractalHeapHeader, heap, || {
+        super::header_load(sizes, heap)
+    })?;
     let hdr: FractalHeapHeader = s.value::<FractalHeapHeader>(&hh)?.clone();
     let header_len = FreeSpaceHeader::encoded_len(sizes) as u64;
     let old = sp.manager.take();

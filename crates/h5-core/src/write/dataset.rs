@@ -326,11 +326,13 @@ impl FileShared {
             &layout_msg.class,
             pipeline_present,
         );
-        let mut decoded = vec![
+        // Room for the pipeline and the layout: growing a vector of messages copies them.
+        let mut decoded = Vec::with_capacity(5);
+        decoded.extend([
             Message::Dataspace(dataspace),
             Message::Datatype(spec.datatype.clone()),
             Message::FillValue(fill_msg),
-        ];
+        ]);
         decoded.extend(pipeline.map(Message::FilterPipeline));
         decoded.push(Message::Layout(layout_msg));
         let messages = decoded

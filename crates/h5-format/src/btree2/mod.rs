@@ -27,6 +27,8 @@ pub use record::{
     chunk_size_len, filtered_chunk_size_len,
 };
 
+use std::sync::Arc;
+
 use crate::error::{FormatError, Result};
 use crate::reader::{Reader, Sizes};
 use crate::writer::Writer;
@@ -192,8 +194,9 @@ pub struct Btree2Header {
     pub root: ChildPointer,
     /// Width of every "records in child" field (from the leaf maximum).
     pub max_records_size: u8,
-    /// Limits per depth, index 0 = leaves, up to `depth`.
-    pub limits: Vec<NodeLimits>,
+    /// Limits per depth, index 0 = leaves, up to `depth` (shared: a header is copied for every
+    /// change of its root pointer, its limits only when the depth changes).
+    pub limits: Arc<[NodeLimits]>,
 }
 
 impl Btree2Header {
@@ -255,7 +258,7 @@ impl Btree2Header {
                 total_records,
             },
             max_records_size,
-            limits,
+            limits: limits.into(),
         })
     }
 
