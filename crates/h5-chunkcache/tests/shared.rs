@@ -451,3 +451,206 @@ fn no_dirty_chunk_is_lost_while_readers_hit_and_the_writer_evicts() {
     assert_eq!(read4(&fresh, 0), [LAST - 1; 4]);
     assert_eq!(read4(&fresh, 4), [LAST; 4]);
 }
+
+/// Chunks of the scan-overlap layout (1 MiB each: with two codec threads, a scan's batch is
+/// two of them).
+const SCAN_CHUNK: u64 = 1 << 20;
+const SCAN_CHUNKS: usize = 6;
+
+/// A codec layout of [`SCAN_CHUNKS`] one-byte-element chunks, chunk `k` holding `k` in every
+/// byte, that records whether a scan copies each batch out while it decodes the next: the
+/// decode of chunk `k` waits (up to 5 s) until the copy of chunk `k - 2` (the batch before) has
+/// started, and the copy of chunk `k` waits (up to 5 s) for the decode of chunk `k + 2` to start.
+/// A scan that decodes a batch before copying the previous one out (or after) never has such a
+/// decode start during such a copy.
+#[derive(Debug, Default)]
+struct OverlapLayout {
+    index: MemIndex,
+    /// (decodes started, copies started), by chunk.
+    started: Mutex<(Vec<bool>, Vec<bool>)>,
+    wake: Condvar,
+    /// Copies during which the next batch's decode of the matching chunk started.
+    overlapped: AtomicUsize,
+}
+
+impl OverlapLayout {
+    /// Waits (up to 5 s) until `until` holds on the (decodes, copies) started; returns the
+    /// guard.
+    fn wait<'a>(
+        &'a self,
+        st: std::sync::MutexGuard<'a, (Vec<bool>, Vec<bool>)>,
+        until: impl Fn(&(Vec<bool>, Vec<bool>)) -> bool,
+    ) -> std::sync::MutexGuard<'a, (Vec<bool>, Vec<bool>)> {
+        self.wake
+            .wait_timeout_while(st, Duration::from_secs(5), |s| !until(s))
+            .unwrap()
+            .0
+    }
+
+    fn started(&self) -> std::sync::MutexGuard<'_, (Vec<bool>, Vec<bool>)> {
+        let mut st = self.started.lock().unwrap();
+        if st.0.is_empty() {
+            *st = (vec![false; SCAN_CHUNKS], vec![false; SCAN_CHUNKS]);
+        }
+        st
+    }
+
+    /// The decode of chunk `k` starts once the copy of chunk `k - 2` has (or after 5 s).
+    fn decode_starts(&self, k: usize) {
+        let mut st = self.wait(self.started(), |s| k < 2 || s.1[k - 2]);
+        st.0[k] = true;
+        self.wake.notify_all();
+    }
+
+    /// The copy of chunk `k` starts, then waits (up to 5 s) for the decode of chunk `k + 2`;
+    /// returns whether that decode started while it waited.
+    fn copy_starts(&self, k: usize) -> bool {
+        let mut st = self.started();
+        st.1[k] = true;
+        self.wake.notify_all();
+        if k + 2 >= SCAN_CHUNKS || st.0[k + 2] {
+            return false;
+        }
+        self.wait(st, |s| s.0[k + 2]).0[k + 2]
+    }
+}
+
+impl ChunkLayout for OverlapLayout {
+    fn query(&self) -> LayoutInfo {
+        LayoutInfo {
+            needs_codec: true,
+            capabilities: Capabilities::SCATTER,
+            ..LayoutInfo::dense(&[SCAN_CHUNK], 1, &[])
+        }
+    }
+    fn extent(&self) -> Vec<u64> {
+        vec![SCAN_CHUNK * SCAN_CHUNKS as u64]
+    }
+    fn lookup(&self, coords: &[ChunkCoord]) -> Result<Vec<Lookup>, LayoutError> {
+        self.index.lookup(coords)
+    }
+    fn decode(
+        &self,
+        c: &ChunkCoord,
+        image: Vec<u8>,
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<Chunk, LayoutError> {
+        self.decode_starts(c.as_slice()[0] as usize);
+        Ok(Chunk::Dense(image))
+    }
+    fn scatter(
+        &self,
+        chunk: &Chunk,
+        runs: &[CopyRun],
+        buf: &mut [u8],
+        _: Option<&dyn Conversion>,
+    ) -> Result<(), LayoutError> {
+        let data = chunk.as_dense().ok_or("dense")?;
+        if self.copy_starts(usize::from(data[0])) {
+            self.overlapped.fetch_add(1, Ordering::SeqCst);
+        }
+        for r in runs {
+            let (c, b, l) = (
+                r.chunk_offset as usize,
+                r.buf_offset as usize,
+                r.len as usize,
+            );
+            buf[b..b + l].copy_from_slice(&data[c..c + l]);
+        }
+        Ok(())
+    }
+    fn new_chunk(&self, _: &ChunkCoord, _: bool) -> Result<(Chunk, Udata), LayoutError> {
+        Ok((Chunk::Dense(vec![0; SCAN_CHUNK as usize]), Box::new(())))
+    }
+    fn encode(
+        &self,
+        _: &ChunkCoord,
+        c: &Chunk,
+        _: bool,
+        _: &mut Udata,
+    ) -> Result<Encoded, LayoutError> {
+        Ok(Encoded::Owned(c.as_dense().ok_or("dense")?.to_vec()))
+    }
+    fn insert(&self, reqs: &mut [InsertRequest<'_>]) -> Result<Vec<DiskLocation>, LayoutError> {
+        self.index.insert(reqs)
+    }
+    fn delete_chunk(
+        &self,
+        c: &ChunkCoord,
+        _: Option<DiskLocation>,
+        _: &mut Udata,
+    ) -> Result<(), LayoutError> {
+        self.index.delete(c)
+    }
+}
+
+/// A scan (a read of more than the limit) decodes each batch of chunks while the batch before
+/// it is copied into the caller's buffer, through the shared and the private cache; the values
+/// are the stored ones.
+#[test]
+fn a_scan_decodes_the_next_batch_while_it_copies_one_out() {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let data: Vec<u8> = (0..SCAN_CHUNKS)
+        .flat_map(|k| std::iter::repeat_n(k as u8, SCAN_CHUNK as usize))
+        .collect();
+    let all = Selection::All;
+    let written = Arc::new(OverlapLayout::default());
+    {
+        let mut c = ChunkCache::new(Arc::clone(&storage), ChunkCacheConfig::default()).unwrap();
+        c.register(DatasetId(1), written.clone()).unwrap();
+        c.write(&[WriteRequest::new(DatasetId(1), &all, &data)])
+            .unwrap();
+        c.flush().unwrap();
+    }
+    // A layout that finds the chunks where the writer put them.
+    let reader = || {
+        let l = OverlapLayout::default();
+        l.index
+            .index
+            .lock()
+            .unwrap()
+            .clone_from(&written.index.index.lock().unwrap());
+        Arc::new(l)
+    };
+    let scanning = || {
+        ChunkCache::new(
+            Arc::clone(&storage),
+            ChunkCacheConfig {
+                limit: 2 * SCAN_CHUNK as usize,
+                threads: Some(2),
+                ..ChunkCacheConfig::default()
+            },
+        )
+        .unwrap()
+    };
+    // Through the shared cache.
+    let layout = reader();
+    let shared = SharedChunkCache::new(scanning());
+    shared
+        .lock()
+        .unwrap()
+        .register(DatasetId(1), layout.clone())
+        .unwrap();
+    let mut buf = vec![0u8; data.len()];
+    ChunkCache::read_shared(
+        &shared,
+        &mut [ReadRequest::new(DatasetId(1), &all, &mut buf)],
+    )
+    .unwrap();
+    assert!(buf == data);
+    assert_eq!(layout.overlapped.load(Ordering::SeqCst), SCAN_CHUNKS - 2);
+    assert_eq!(
+        shared.lock().unwrap().stats().scan_loads,
+        SCAN_CHUNKS as u64
+    );
+    // Through the private cache.
+    let layout = reader();
+    let mut c = scanning();
+    c.register(DatasetId(1), layout.clone()).unwrap();
+    let mut buf = vec![0u8; data.len()];
+    c.read(&mut [ReadRequest::new(DatasetId(1), &all, &mut buf)])
+        .unwrap();
+    assert!(buf == data);
+    assert_eq!(layout.overlapped.load(Ordering::SeqCst), SCAN_CHUNKS - 2);
+}

@@ -747,6 +747,33 @@ impl Codec {
             }
         }
     }
+
+    /// Runs `load` (a load's storage reads and decodes) on the codec's threads while `copy`
+    /// runs on the caller's (one after the other when inline): a scan decodes one batch while
+    /// the one before it is copied out (`read.rs`). The copy is not queued behind the decodes
+    /// on the pool, so it starts at once.
+    fn overlap<B>(
+        &self,
+        load: impl FnOnce() -> Result<()> + Send,
+        copy: impl FnOnce() -> B,
+    ) -> (Result<()>, B) {
+        let mut loaded = Err(ChunkCacheError::Internal("an overlapped load did not run"));
+        let copied = match self {
+            Codec::Inline => {
+                loaded = load();
+                copy()
+            }
+            Codec::Global => rayon::in_place_scope(|s| {
+                s.spawn(|_| loaded = load());
+                copy()
+            }),
+            Codec::Pool(pool) => pool.in_place_scope(|s| {
+                s.spawn(|_| loaded = load());
+                copy()
+            }),
+        };
+        (loaded, copied)
+    }
 }
 
 /// One decode of a read batch: inputs, then the result and its duration.

@@ -11,7 +11,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{LockResult, Mutex, PoisonError, TryLockError};
+use std::sync::{Arc, LockResult, Mutex, PoisonError, TryLockError};
 
 use crossbeam_utils::CachePadded;
 use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
@@ -174,14 +174,15 @@ struct ReadPlan {
 }
 
 /// The most bytes of chunks one load of a scan holds at once (more when the codec's threads
-/// need more chunks to keep busy: two per thread). A scan is a read whose uncached chunks need
+/// need more chunks to keep busy: one per thread). A scan is a read whose uncached chunks need
 /// more than the limit: admitting them would only evict its own earlier chunks and everything
 /// else cached, so it loads, uses and drops them in batches of about this size, and the cache
 /// keeps what it held (scan resistance; libhdf5 does not cache a chunk larger than its cache).
-/// What a scan holds beyond its result is about two batches (the decoded chunks and their stored
-/// images, recycled): 8 MiB batches put W2b's whole read 12–16 MiB above its result, 1 MiB
-/// batches 2 MiB.
-pub(super) const SCAN_BATCH_BYTES: usize = 1 << 20;
+/// Two batches are in flight (one decoded while the one before it is copied out), each half
+/// what one batch was when they went one after the other, so a scan holds what it held then
+/// beyond its result (the decoded chunks and their stored images, recycled): about 2 MiB for
+/// W2b's whole read, where 8 MiB batches put it 12–16 MiB above.
+pub(super) const SCAN_BATCH_BYTES: usize = 1 << 19;
 
 /// A piece of request `req` that was not resident.
 pub(super) struct Miss {
@@ -235,16 +236,33 @@ impl ChunkCache {
             admit,
         } = self.read_start(reqs, scan)?;
         self.record_hits(hits, missed);
+        // A scan's batches overlap as in `read_shared_call`.
+        let mut decoded: Option<(Vec<&Miss>, LoadResult)> = None;
         for (want, idx) in &batches {
             let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
             let mut load = self.load_plan(want, None)?;
             load.recycle = !admit;
-            load.execute()?;
+            let codec = Arc::clone(&load.codec);
+            let previous = decoded.take();
+            let (executed, applied) = codec.overlap(
+                || load.execute(),
+                || match previous {
+                    Some((m, res)) => self.apply_loaded(reqs, &m, res, false),
+                    None => Ok(()),
+                },
+            );
+            applied?;
+            executed?;
             let res = self.load_finish(load)?;
-            if !admit {
+            if admit {
+                self.apply_loaded(reqs, &mine, res, true)?;
+            } else {
                 self.stats.scan_loads += res.loaded.len() as u64;
+                decoded = Some((mine, res));
             }
-            self.apply_loaded(reqs, &mine, res, admit)?;
+        }
+        if let Some((m, res)) = decoded {
+            self.apply_loaded(reqs, &m, res, false)?;
         }
         if !bypass.is_empty() {
             self.read_bypassed(reqs, &bypass, &mut report)?;
@@ -298,21 +316,40 @@ impl ChunkCache {
         } else if !hits.is_empty() {
             cache.record_or_defer(hits);
         }
+        // A scan's batches overlap: one is read and decoded while the one before it is copied
+        // into the caller's buffers (its chunks are not admitted, so nothing depends on the
+        // order). A read that admits what it loads applies each batch before the next.
+        let mut decoded: Option<(Vec<&Miss>, LoadResult)> = None;
         for (want, idx) in &batches {
             let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
             let mut load = lock()?.load_plan(want, None)?;
             load.recycle = !admit;
+            let codec = Arc::clone(&load.codec);
+            let previous = decoded.take();
             // Storage reads and decoding without the lock.
-            load.execute()?;
+            let (executed, applied) = codec.overlap(
+                || load.execute(),
+                || match previous {
+                    Some((m, res)) => lock()?.apply_loaded(reqs, &m, res, false),
+                    None => Ok(()),
+                },
+            );
+            applied?;
+            executed?;
             let mut c = lock()?;
             // Chunk bytes written while the lock was released may be newer than the ones
             // read: this reader uses what it read, but does not admit it.
             let current = load.raw_writes == c.raw_writes;
             let res = c.load_finish(load)?;
-            if !admit {
+            if admit {
+                c.apply_loaded(reqs, &mine, res, current)?;
+            } else {
                 c.stats.scan_loads += res.loaded.len() as u64;
+                decoded = Some((mine, res));
             }
-            c.apply_loaded(reqs, &mine, res, current && admit)?;
+        }
+        if let Some((m, res)) = decoded {
+            lock()?.apply_loaded(reqs, &m, res, false)?;
         }
         if !bypass.is_empty() {
             lock()?.read_bypassed(reqs, &bypass, &mut report)?;
@@ -415,7 +452,7 @@ impl ChunkCache {
         let batch_limit = if scan {
             let mut b = SCAN_BATCH_BYTES;
             if let Some((k, _)) = want.first() {
-                let per_thread = self.state(k.dataset)?.chunk_bytes.saturating_mul(2);
+                let per_thread = self.state(k.dataset)?.chunk_bytes;
                 b = b.max(per_thread.saturating_mul(self.codec.parallelism()));
             }
             b.min(self.budget.limit())

@@ -16,8 +16,8 @@
 //! than the one the caller frees into): W6's peak was 6 MiB above its heap for that alone.
 
 /// The most bytes the spares hold. A scan's batches are about `read::SCAN_BATCH_BYTES` (more
-/// for large chunks: two per codec thread) and only their buffers circulate, so this bound
-/// only limits scans of very large chunks.
+/// for large chunks: one per codec thread; two batches in flight) and only their buffers
+/// circulate, so this bound only limits scans of very large chunks.
 const MAX_BYTES: usize = 16 << 20;
 
 /// Spare buffers (their capacity is what counts; their contents are garbage).
