@@ -370,12 +370,18 @@ impl State {
     ) -> InPlace {
         let ps = self.page_size();
         let writer = matches!(self.mode, Mode::Writer(_));
-        let found = self
-            .entries
-            .range_mut(..=page)
-            .next_back()
-            .filter(|(k, e)| **k == page || **k * ps + e.image.len() as u64 > page * ps);
-        let Some((&key, e)) = found else {
+        // Most writes land in an entry that starts at their page: one search, where the range
+        // below makes two.
+        let found = match self.entries.get_mut(&page) {
+            Some(e) => Some((page, e)),
+            None => self
+                .entries
+                .range_mut(..page)
+                .next_back()
+                .filter(|(k, e)| **k * ps + e.image.len() as u64 > page * ps)
+                .map(|(k, e)| (*k, e)),
+        };
+        let Some((key, e)) = found else {
             self.stats.failed_searches += 1;
             return InPlace::Missing;
         };
