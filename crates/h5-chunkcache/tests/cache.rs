@@ -1,7 +1,7 @@
 //! Integration tests of the chunk cache's read, write, flush and eviction flows against a
 //! recording mock layout and metered in-memory storage.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

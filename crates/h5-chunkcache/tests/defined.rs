@@ -2,8 +2,8 @@
 //! reference `SparseChunk` form and its image format, and the cache's `get_defined` and `erase`
 //! flows against a recording sparse mock layout.
 
-mod common;
-mod sparse_mock;
+use crate::common;
+use crate::sparse_mock;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Direct chunk read and write (spec §2.4 SCC-022 .. SCC-024, EC-02, EC-13 .. EC-16).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 // The conversions under test deliberately go between big-endian file types and native memory.
 #![allow(clippy::big_endian_bytes, clippy::host_endian_bytes)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

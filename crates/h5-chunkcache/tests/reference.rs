@@ -2,7 +2,7 @@
 //! flush-with-evict and limit changes over a few small datasets, under a limit so small that
 //! chunks are evicted (clean and dirty) all the time.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

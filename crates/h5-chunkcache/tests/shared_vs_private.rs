@@ -1,7 +1,7 @@
 //! The motivating scenario, scaled down: per-dataset private caches thrash where one
 //! shared cache of the same total memory keeps every hot chunk.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

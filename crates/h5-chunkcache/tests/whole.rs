@@ -3,7 +3,7 @@
 //! copies are dropped, dirty ones updated in the cache; edge chunks get the fill value outside the
 //! extent; a write of a whole large dataset goes a few chunk rows at a time.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,8 +4,8 @@
 //! heap offsets with the same bytes, the same indirect blocks, the same header counters. Only
 //! addresses differ (and the builder writes no free-space manager).
 //!
-//! `H5_FHEAP_REFERENCE_DIR=<dir> cargo test -p h5-format --test fractal_builder_vs_libhdf5 --
-//! --ignored` compares the files the script writes into `<dir>` (e.g. with 5000 links, whose
+//! `H5_FHEAP_REFERENCE_DIR=<dir> cargo test -p h5-format --test integration
+//! fractal_builder_vs_libhdf5:: -- --ignored` compares the files the script writes into `<dir>` (e.g. with 5000 links, whose
 //! heap has child indirect blocks).
 
 use std::collections::BTreeMap;

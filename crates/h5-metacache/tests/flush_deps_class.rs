@@ -1,7 +1,7 @@
 //! Spec §3.9 (writing and evicting one entry), §3.10 (flushing the cache), §3.11 (flush
 //! dependencies), §3.12 (tagging) and §3.13 (client class interface): MDC-067 .. MDC-096, with edge
 //! cases E-34 .. E-41.
-mod common;
+use crate::common;
 use common::*;
 
 use std::sync::{Arc, Mutex};

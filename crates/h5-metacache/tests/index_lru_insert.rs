@@ -3,7 +3,7 @@
 //!
 //! The configuration bounds forbid a max size below 1 KiB (MDC-010, MDC-109), so the "Verify:" ideas that
 //! use a 100 B cache are scaled to a 1 KiB (1024 B) cache with entries ten times larger.
-mod common;
+use crate::common;
 use common::*;
 
 use std::collections::HashSet;

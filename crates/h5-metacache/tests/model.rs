@@ -21,7 +21,7 @@
 //! Addresses are `0x800 * (k + 1)` for `k < 24` and sizes at most 2048, so entries never overlap.
 //! The mock class writes its `fill` byte everywhere in the image, so the fill byte is the entry's
 //! content version: the driver picks a fresh one whenever it changes an entry.
-mod common;
+use crate::common;
 use common::*;
 
 use std::collections::{BTreeMap, BTreeSet};

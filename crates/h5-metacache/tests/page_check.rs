@@ -2,7 +2,7 @@
 //! written across a page boundary without starting on one. The metadata cache refuses any other
 //! entry written so (an internal error) and the page buffer splits and logs the writes it allows.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

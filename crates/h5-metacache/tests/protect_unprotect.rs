@@ -1,7 +1,7 @@
 //! Spec §3.4 .. §3.8: protecting and loading, speculative and compressed loads, unprotect flags,
 //! pinning, mark dirty/clean, resize, move and expunge (MDC-030 .. MDC-066), with the edge cases
 //! E-15 .. E-33.
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

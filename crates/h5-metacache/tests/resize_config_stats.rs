@@ -5,7 +5,7 @@
 //! Sizes are computed the way `resize.rs` does (`(bytes as f64 * factor) as usize`), so the expected
 //! values are exact byte counts.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -1,5 +1,5 @@
 //! Quick end-to-end checks of the core paths (the per-requirement suites are in the other files).
-mod common;
+use crate::common;
 use common::*;
 use h5_metacache::*;
 

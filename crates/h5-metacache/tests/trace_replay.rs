@@ -1,6 +1,6 @@
 //! Trace files and their replay (MDC-126 .. MDC-128): the writer, the parser, the replay engine and
 //! the built-in tour workload.
-mod common;
+use crate::common;
 use common::*;
 
 use std::collections::{BTreeSet, HashMap};

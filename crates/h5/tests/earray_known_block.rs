@@ -9,7 +9,7 @@
 //! back after each tick by the writer and through a reader's view of the published tick, and by
 //! h5py (libhdf5) at the end. Needs `scripts/setup-tools`; fails without it.
 
-mod swmr_common;
+use crate::swmr_common;
 
 use std::path::Path;
 

@@ -13,7 +13,7 @@ use ndarray::SliceInfoElem as S;
 /// The most a flush after one small change may write.
 const FLUSH_BUDGET: u64 = 64 * 1024;
 
-mod metered;
+use crate::metered;
 use metered::bytes_of;
 
 fn latest_in_memory() -> (Arc<Metrics<MemoryStorage>>, h5::File) {

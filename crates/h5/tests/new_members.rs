@@ -4,7 +4,7 @@
 //! chunk cache's bypass flow, leaving no cache entry. Checked in every group storage form
 //! (compact, dense, old-style) and read back by h5py.
 
-mod metered;
+use crate::metered;
 
 use h5::FormatBounds;
 use h5_testkit::verify::{DatasetExpect, Expectations, check_with_h5py, digest_le};

@@ -2,7 +2,7 @@
 //! locking that refuses other writers but never SWMR readers, no rollback journal, the guard's
 //! sticky failed state over the page buffer, and the strong close ending the SWMR session.
 
-mod swmr_common;
+use crate::swmr_common;
 
 use std::sync::{Arc, Mutex};
 

@@ -1,7 +1,7 @@
 //! The VFD SWMR writer through the public API, checked from the metadata file it publishes and
 //! from snapshot readers over it, and finally by libhdf5 (h5py) on the closed file.
 
-mod swmr_common;
+use crate::swmr_common;
 
 use swmr_common::*;
 

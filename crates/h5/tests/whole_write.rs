@@ -3,7 +3,7 @@
 //! the rest, and a variable-length dataset is filled first (its old elements are read back to
 //! free their heap objects). Counted with the `Metrics` storage decorator.
 
-mod metered;
+use crate::metered;
 
 use h5::FormatBounds;
 use metered::bytes_of as written;
