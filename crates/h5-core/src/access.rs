@@ -527,12 +527,7 @@ impl<'a> CacheAccess<'a> {
         addr: u64,
         load: impl FnOnce() -> Result<Load>,
     ) -> Result<(Slot, Arc<T>)> {
-        let abs = self.abs(addr)?;
-        let slot = if self.meta.contains(abs) {
-            self.hold(kind, addr, unused_load())?
-        } else {
-            self.hold(kind, addr, &load()?)?
-        };
+        let slot = self.hold_lazy(kind, addr, load)?;
         Ok((slot, self.value_arc(slot)?))
     }
 
@@ -541,13 +536,13 @@ impl<'a> CacheAccess<'a> {
         &mut self,
         kind: MetadataKind,
         addr: u64,
-        load: impl FnOnce() -> Load,
+        load: impl FnOnce() -> Result<Load>,
     ) -> Result<Slot> {
         let abs = self.abs(addr)?;
         if self.meta.contains(abs) {
             self.hold(kind, addr, unused_load())
         } else {
-            self.hold(kind, addr, &load())
+            self.hold(kind, addr, &load()?)
         }
     }
 
@@ -877,7 +872,7 @@ impl<'a> Session<'a> {
         addr: u64,
         load: impl FnOnce() -> Load,
     ) -> Result<Held> {
-        let slot = self.c.hold_lazy(kind, addr, load)?;
+        let slot = self.c.hold_lazy(kind, addr, || Ok(load()))?;
         Ok(Held { slot, addr })
     }
 
