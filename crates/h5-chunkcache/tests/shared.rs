@@ -91,6 +91,45 @@ enum MeetAt {
     Decode,
     /// In `scatter` (the copy of a resident chunk into a reader's buffer), once armed.
     Scatter,
+    /// Not with another call: `decode` (a codec layout), once armed, waits at the layout's
+    /// [`Gate`] until it opens.
+    Gate,
+}
+
+/// Holds the calls that reach it until it is opened, and tells how many arrived.
+#[derive(Debug, Default)]
+struct Gate {
+    /// (calls arrived, open)
+    state: Mutex<(usize, bool)>,
+    wake: Condvar,
+}
+
+impl Gate {
+    /// Waits (up to 5 s) until the gate is open.
+    fn pass(&self) {
+        let mut st = self.state.lock().unwrap();
+        st.0 += 1;
+        self.wake.notify_all();
+        let _ = self
+            .wake
+            .wait_timeout_while(st, Duration::from_secs(5), |st| !st.1)
+            .unwrap();
+    }
+
+    /// Waits (up to 5 s) until `n` calls have arrived; returns how many did.
+    fn wait_for(&self, n: usize) -> usize {
+        let st = self.state.lock().unwrap();
+        let (st, _) = self
+            .wake
+            .wait_timeout_while(st, Duration::from_secs(5), |st| st.0 < n)
+            .unwrap();
+        st.0
+    }
+
+    fn open(&self) {
+        self.state.lock().unwrap().1 = true;
+        self.wake.notify_all();
+    }
 }
 
 /// A layout of 4-byte chunks over 8 elements whose callbacks at `at` meet another call.
@@ -100,6 +139,7 @@ struct MeetingLayout {
     index: MemIndex,
     armed: AtomicBool,
     meeting: Meeting,
+    gate: Gate,
 }
 
 impl MeetingLayout {
@@ -109,6 +149,7 @@ impl MeetingLayout {
             index: MemIndex::default(),
             armed: AtomicBool::new(false),
             meeting: Meeting::default(),
+            gate: Gate::default(),
         }
     }
 }
@@ -117,7 +158,7 @@ impl ChunkLayout for MeetingLayout {
     fn query(&self) -> LayoutInfo {
         let dense = LayoutInfo::dense(&[4], 1, &[]);
         match self.at {
-            MeetAt::Decode => LayoutInfo {
+            MeetAt::Decode | MeetAt::Gate => LayoutInfo {
                 needs_codec: true,
                 ..dense
             },
@@ -140,8 +181,10 @@ impl ChunkLayout for MeetingLayout {
         _: bool,
         _: &mut Udata,
     ) -> Result<Chunk, LayoutError> {
-        if self.at == MeetAt::Decode {
-            self.meeting.meet();
+        match self.at {
+            MeetAt::Decode => self.meeting.meet(),
+            MeetAt::Gate if self.armed.load(Ordering::SeqCst) => self.gate.pass(),
+            _ => {}
         }
         Ok(Chunk::Dense(image))
     }
@@ -450,6 +493,56 @@ fn no_dirty_chunk_is_lost_while_readers_hit_and_the_writer_evicts() {
         .unwrap();
     assert_eq!(read4(&fresh, 0), [LAST - 1; 4]);
     assert_eq!(read4(&fresh, 4), [LAST; 4]);
+}
+
+#[test]
+fn a_load_planned_before_a_chunk_was_written_back_is_not_admitted() {
+    // A reader plans the load of chunk 0 (not resident: the index names the bytes of value 1)
+    // and is held in its decode, without the lock. Meanwhile the writer writes chunk 0 (value 2,
+    // resident and dirty: the index still names value 1's bytes) and then chunk 1, which evicts
+    // chunk 0 and writes it back (the index now names value 2's bytes). The reader's load read
+    // value 1, which was current when its read began: it may return it, but must not admit it,
+    // or the cache would serve value 1 from then on over the 2 the file holds.
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let layout = Arc::new(MeetingLayout::new(MeetAt::Gate));
+    let one_chunk = ChunkCacheConfig {
+        limit: 6,
+        bypass_fraction: 1.0,
+        ..ChunkCacheConfig::default()
+    };
+    let cache = SharedChunkCache::new(ChunkCache::new(Arc::clone(&storage), one_chunk).unwrap());
+    cache
+        .lock()
+        .unwrap()
+        .register(DatasetId(1), layout.clone())
+        .unwrap();
+    let write_chunk = |chunk: u64, v: u8| {
+        let sel = Selection::Hyperslab(Hyperslab::contiguous(&[4 * chunk], &[4]).unwrap());
+        cache
+            .lock()
+            .unwrap()
+            .write(&[WriteRequest::new(DatasetId(1), &sel, &[v; 4])])
+            .unwrap();
+    };
+    write_chunk(0, 1);
+    write_chunk(1, 1);
+    cache.lock().unwrap().flush_and_evict_all().unwrap();
+    layout.armed.store(true, Ordering::SeqCst);
+    let seen = std::thread::scope(|s| {
+        let reader = s.spawn(|| read4(&cache, 0));
+        assert_eq!(layout.gate.wait_for(1), 1, "the reader reached its decode");
+        write_chunk(0, 2);
+        write_chunk(1, 3);
+        layout.gate.open();
+        reader.join().unwrap()
+    });
+    assert_eq!(
+        seen, [1; 4],
+        "the reader saw what was current when it began"
+    );
+    layout.armed.store(false, Ordering::SeqCst);
+    assert_eq!(read4(&cache, 0), [2; 4], "chunk 0 after the reader's load");
+    assert_eq!(read4(&cache, 4), [3; 4], "chunk 1");
 }
 
 /// Chunks of the scan-overlap layout (1 MiB each: with two codec threads, a scan's batch is

@@ -1011,7 +1011,7 @@ impl ChunkCache {
         }
         self.storage
             .write_vectored(&[WriteSegment::new(loc.addr, buf)])?;
-        self.raw_writes += 1;
+        self.index_changes += 1;
         let bytes = buf.len() as u64;
         self.stats.bytes_written += bytes;
         self.stats.bypassed_bytes += bytes;
@@ -1081,7 +1081,7 @@ impl ChunkCache {
             let bytes: u64 = segs.iter().map(|s| s.data.len() as u64).sum();
             if !segs.is_empty() {
                 self.storage.write_vectored(&segs)?;
-                self.raw_writes += 1;
+                self.index_changes += 1;
             }
             self.stats.bytes_written += bytes;
             self.stats.bypassed_bytes += bytes;

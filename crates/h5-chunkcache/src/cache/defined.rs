@@ -202,6 +202,8 @@ impl ChunkCache {
         ds: DatasetId,
         runs: &[CopyRun],
     ) -> Result<()> {
+        // An erasure that empties the chunk deletes it from the index.
+        self.index_changes += 1;
         let Some(e) = self.entry_mut(id) else {
             return Err(ChunkCacheError::Internal(
                 "a chunk being erased left the cache",

@@ -87,6 +87,7 @@ impl ChunkCache {
             new_size: bytes.len() as u64,
             udata: &mut found.udata,
         }];
+        self.index_changes += 1;
         let locs = layout
             .insert(&mut reqs)
             .map_err(layout_err(ds, Some(&key.coord), "insert"))?;
@@ -99,7 +100,6 @@ impl ChunkCache {
             });
         };
         Arc::clone(&self.state(ds)?.storage).write_at(loc.addr, bytes)?;
-        self.raw_writes += 1;
         self.stats.bytes_written += bytes.len() as u64;
         Ok(())
     }

@@ -265,6 +265,7 @@ impl ChunkCache {
                 Some((im.id, e.coord.get(), e.location, u))
             })
             .collect();
+        self.index_changes += 1;
         let locs = {
             let mut reqs: Vec<InsertRequest<'_>> = taken
                 .iter_mut()
@@ -341,7 +342,6 @@ impl ChunkCache {
             bytes += segs.iter().map(|s| s.data.len() as u64).sum::<u64>();
         }
         drop(groups);
-        self.raw_writes += 1;
         self.stats.bytes_written += bytes;
         for (im, _) in plan {
             if let Some(e) = self

@@ -867,10 +867,14 @@ pub struct ChunkCache {
     clock: u64,
     /// Whole-chunk writes go straight to storage ([`ChunkCache::set_whole_chunk_writes`]).
     whole_chunk_writes: bool,
-    /// Counts the calls that wrote chunk bytes to storage behind the cache's entries (whole
-    /// chunks, direct transfers, flushes): a load planned before such a write may hold old
-    /// bytes and is not admitted (`read_shared` reads storage without the lock).
-    raw_writes: u64,
+    /// Counts the changes the cache made to chunk indexes and to chunk bytes in storage (every
+    /// `insert` and `delete_chunk` it calls: flushes, evictions of dirty chunks, whole chunks,
+    /// direct transfers, extent changes, erasures), each counted before the call. A load planned
+    /// before such a change may hold old bytes, or bytes of a location the index no longer
+    /// names, and is not admitted (`read_shared` reads storage without the lock): a chunk made
+    /// resident and dirty after a reader's plan and evicted before its load finished would
+    /// otherwise be replaced in the cache by its older bytes.
+    index_changes: u64,
     /// See [`ChunkCache::registrations_epoch`].
     registrations: u64,
     /// Buffers of the scan in progress, for its next loads (`spares.rs`).
@@ -976,7 +980,7 @@ impl ChunkCache {
             codec: Arc::new(codec),
             clock: 0,
             whole_chunk_writes: true,
-            raw_writes: 0,
+            index_changes: 0,
             registrations: new_registrations_epoch(),
             spares: spares::Spares::default(),
             recycled,
@@ -1637,6 +1641,7 @@ impl ChunkCache {
             new_size: image.len() as u64,
             udata: &mut e.udata,
         }];
+        self.index_changes += 1;
         let locs = layout
             .insert(&mut reqs)
             .map_err(layout_err(ds, Some(&coord), "insert"))?;
@@ -1794,7 +1799,7 @@ impl ChunkCache {
             jobs,
             res,
             codec: Arc::clone(&self.codec),
-            raw_writes: self.raw_writes,
+            index_changes: self.index_changes,
             recycle: false,
         })
     }
@@ -1856,8 +1861,8 @@ struct LoadPlan {
     jobs: Vec<DecodeJob>,
     res: LoadResult,
     codec: Arc<Codec>,
-    /// The cache's count of raw writes when the plan was made (see `ChunkCache::raw_writes`).
-    raw_writes: u64,
+    /// The cache's count of index changes when the plan was made (see `ChunkCache::index_changes`).
+    index_changes: u64,
     /// The buffers the decodes leave are kept for the next load of a scan (`spares.rs`).
     recycle: bool,
 }

@@ -337,9 +337,11 @@ impl ChunkCache {
             applied?;
             executed?;
             let mut c = lock()?;
-            // Chunk bytes written while the lock was released may be newer than the ones
-            // read: this reader uses what it read, but does not admit it.
-            let current = load.raw_writes == c.raw_writes;
+            // The index or chunk bytes changed while the lock was released (a chunk written
+            // back, inserted, deleted): what was read may be older than what the cache or the
+            // file now holds. This reader uses it (it was current when the read began), but does
+            // not admit it.
+            let current = load.index_changes == c.index_changes;
             let res = c.load_finish(load)?;
             if admit {
                 c.apply_loaded(reqs, &mine, res, current)?;

@@ -303,7 +303,6 @@ impl ChunkCache {
         self.stats.bypassed += batch.len() as u64;
         self.stats.bypassed_bytes += total;
         self.stats.whole_chunk_writes += batch.len() as u64;
-        self.raw_writes += 1;
         Ok(())
     }
 
@@ -363,6 +362,7 @@ impl ChunkCache {
                     .ok_or(ChunkCacheError::Internal("a whole chunk was not looked up"))?;
                 mine.push((i, *k, l));
             }
+            self.index_changes += 1;
             let locs = {
                 let mut reqs: Vec<InsertRequest<'_>> = mine
                     .iter_mut()
