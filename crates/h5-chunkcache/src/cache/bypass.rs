@@ -253,7 +253,7 @@ fn plain_pairs(t: &Transfer) -> Result<Vec<(u64, usize, usize)>> {
             let seg = t
                 .segs
                 .get(si)
-                .ok_or(ChunkCacheError::Internal("direct segments ran out"))?;
+                .ok_or_else(|| ChunkCacheError::Internal("direct segments ran out"))?;
             let avail = seg.len.saturating_sub(used);
             if avail == 0 {
                 si += 1;
@@ -297,7 +297,7 @@ fn batches(conv: &[Transfer], cap: usize) -> Result<Vec<Batch>> {
                     let seg = t
                         .segs
                         .get(si)
-                        .ok_or(ChunkCacheError::Internal("direct segments ran out"))?;
+                        .ok_or_else(|| ChunkCacheError::Internal("direct segments ran out"))?;
                     let avail = seg.len.saturating_sub(used);
                     if avail == 0 {
                         si += 1;
@@ -338,16 +338,12 @@ fn split_reads<'a>(
                 "direct transfers overlap in a buffer",
             ));
         }
-        let (_, tail) =
-            rest.split_at_mut_checked(pos - cursor)
-                .ok_or(ChunkCacheError::Internal(
-                    "a direct transfer left its buffer",
-                ))?;
+        let (_, tail) = rest
+            .split_at_mut_checked(pos - cursor)
+            .ok_or_else(|| ChunkCacheError::Internal("a direct transfer left its buffer"))?;
         let (mine, tail) = tail
             .split_at_mut_checked(len)
-            .ok_or(ChunkCacheError::Internal(
-                "a direct transfer left its buffer",
-            ))?;
+            .ok_or_else(|| ChunkCacheError::Internal("a direct transfer left its buffer"))?;
         segs.push(ReadSegment::new(file, mine));
         rest = tail;
         cursor = pos + len;
@@ -357,16 +353,12 @@ fn split_reads<'a>(
 
 fn slice(buf: &[u8], start: usize, len: usize) -> Result<&[u8]> {
     buf.get(start..start.checked_add(len).ok_or_else(overflow)?)
-        .ok_or(ChunkCacheError::Internal(
-            "a direct transfer left its buffer",
-        ))
+        .ok_or_else(|| ChunkCacheError::Internal("a direct transfer left its buffer"))
 }
 
 fn slice_mut(buf: &mut [u8], start: usize, len: usize) -> Result<&mut [u8]> {
     buf.get_mut(start..start.checked_add(len).ok_or_else(overflow)?)
-        .ok_or(ChunkCacheError::Internal(
-            "a direct transfer left its buffer",
-        ))
+        .ok_or_else(|| ChunkCacheError::Internal("a direct transfer left its buffer"))
 }
 
 /// Distinct keys [`group`] finds by a scan of those seen before it builds a map of them.
@@ -496,9 +488,9 @@ impl ChunkCache {
         let layout = Arc::clone(&st.layout);
         let caps = st.info.capabilities;
         let pb = st.partial_bound(&key.coord, &st.extent(ds)?);
-        let loc = found.location.ok_or(ChunkCacheError::Internal(
-            "planning a chunk that does not exist",
-        ))?;
+        let loc = found
+            .location
+            .ok_or_else(|| ChunkCacheError::Internal("planning a chunk that does not exist"))?;
         for &p in planners.iter().filter(|p| caps.contains(p.capability())) {
             let (mut answer, had_chunk) = {
                 let resident = self.lookup_id(&key).and_then(|id| self.entry(id));
@@ -542,9 +534,9 @@ impl ChunkCache {
 
     /// Reads and decodes an existing chunk found by this call's lookup, without admitting it.
     fn load_found(&mut self, key: ChunkKey, found: Lookup) -> Result<Chunk> {
-        let loc = found.location.ok_or(ChunkCacheError::Internal(
-            "loading a chunk that does not exist",
-        ))?;
+        let loc = found
+            .location
+            .ok_or_else(|| ChunkCacheError::Internal("loading a chunk that does not exist"))?;
         let st = self.state(key.dataset)?;
         let layout = Arc::clone(&st.layout);
         let pb = st.partial_bound(&key.coord, &layout.extent());
@@ -631,9 +623,9 @@ impl ChunkCache {
         let mut aside: HashMap<ChunkKey, Chunk> = HashMap::new();
         for (i, m) in pieces.iter().enumerate() {
             let key = key_of(reqs, m);
-            let f = found.get_mut(&key).ok_or(ChunkCacheError::Internal(
-                "a bypassed chunk was not looked up",
-            ))?;
+            let f = found
+                .get_mut(&key)
+                .ok_or_else(|| ChunkCacheError::Internal("a bypassed chunk was not looked up"))?;
             let r = &mut reqs[m.req];
             let Some(loc) = f.location else {
                 let st = self.state(key.dataset)?;
@@ -680,9 +672,9 @@ impl ChunkCache {
         self.run_direct_reads(reqs, &plain, &conv)?;
         // The rest: load, scatter and drop, one chunk at a time (EC-03).
         for (key, at) in group(fallback.iter().map(|&i| key_of(reqs, &pieces[i]))) {
-            let f = found.remove(&key).ok_or(ChunkCacheError::Internal(
-                "a bypassed chunk was not looked up",
-            ))?;
+            let f = found
+                .remove(&key)
+                .ok_or_else(|| ChunkCacheError::Internal("a bypassed chunk was not looked up"))?;
             let chunk = self.load_found(key, f)?;
             for j in at {
                 let m = &pieces[fallback[j]];
@@ -714,7 +706,7 @@ impl ChunkCache {
         for t in plain {
             let list = per_req
                 .get_mut(t.req)
-                .ok_or(ChunkCacheError::Internal("a transfer names no request"))?;
+                .ok_or_else(|| ChunkCacheError::Internal("a transfer names no request"))?;
             list.extend(plain_pairs(t)?);
         }
         for list in &mut per_req {
@@ -755,10 +747,10 @@ impl ChunkCache {
             for &(off, req, at, n) in &b.ops {
                 let r = reqs
                     .get_mut(req)
-                    .ok_or(ChunkCacheError::Internal("a transfer names no request"))?;
-                let c = r.conversion.ok_or(ChunkCacheError::Internal(
-                    "a converting transfer lost its conversion",
-                ))?;
+                    .ok_or_else(|| ChunkCacheError::Internal("a transfer names no request"))?;
+                let c = r.conversion.ok_or_else(|| {
+                    ChunkCacheError::Internal("a converting transfer lost its conversion")
+                })?;
                 let src = slice(&cbuf, off, n * c.src_size())?;
                 let start = to_usize(mul(at, c.dst_size())?)?;
                 let dst = slice_mut(r.buf, start, n * c.dst_size())?;
@@ -802,9 +794,9 @@ impl ChunkCache {
         let mut aside: HashMap<ChunkKey, Chunk> = HashMap::new();
         for (key, at) in keys {
             let group: Vec<&WritePiece> = at.iter().map(|&i| &pieces[i]).collect();
-            let f = found.get_mut(&key).ok_or(ChunkCacheError::Internal(
-                "a bypassed chunk was not looked up",
-            ))?;
+            let f = found
+                .get_mut(&key)
+                .ok_or_else(|| ChunkCacheError::Internal("a bypassed chunk was not looked up"))?;
             let caps = self.state(key.dataset)?.info.capabilities;
             let can_direct = writes_directly(caps);
             // An earlier request of this call may have brought the chunk in: then it is
@@ -1040,7 +1032,7 @@ impl ChunkCache {
         for t in plain {
             let r = reqs
                 .get(t.req)
-                .ok_or(ChunkCacheError::Internal("a transfer names no request"))?;
+                .ok_or_else(|| ChunkCacheError::Internal("a transfer names no request"))?;
             for (file, pos, len) in plain_pairs(t)? {
                 pairs.push((file, slice(r.buf, pos, len)?));
             }
@@ -1058,10 +1050,10 @@ impl ChunkCache {
                 for &(off, req, at, n) in &b.ops {
                     let r = reqs
                         .get(req)
-                        .ok_or(ChunkCacheError::Internal("a transfer names no request"))?;
-                    let c = r.conversion.ok_or(ChunkCacheError::Internal(
-                        "a converting transfer lost its conversion",
-                    ))?;
+                        .ok_or_else(|| ChunkCacheError::Internal("a transfer names no request"))?;
+                    let c = r.conversion.ok_or_else(|| {
+                        ChunkCacheError::Internal("a converting transfer lost its conversion")
+                    })?;
                     let start = to_usize(mul(at, c.src_size())?)?;
                     let src = slice(r.buf, start, n * c.src_size())?;
                     let dst = slice_mut(&mut cbuf, off, n * c.dst_size())?;

@@ -164,7 +164,7 @@ fn lookup_one(layout: &Arc<dyn ChunkLayout>, ds: DatasetId, coord: &ChunkCoord) 
         .into_iter()
         .next()
         .filter(|_| got == 1)
-        .ok_or(ChunkCacheError::InvalidLayoutSizes {
+        .ok_or_else(|| ChunkCacheError::InvalidLayoutSizes {
             dataset: ds,
             callback: "lookup",
             expected: 1,

@@ -686,7 +686,7 @@ impl ChunkCache {
                         let image = shared
                             .get(&pb)
                             .cloned()
-                            .ok_or(ChunkCacheError::Internal("fill image vanished"))?;
+                            .ok_or_else(|| ChunkCacheError::Internal("fill image vanished"))?;
                         images.push(image);
                         shared_at.insert(pb, images.len() - 1);
                         images.len() - 1

@@ -1196,7 +1196,7 @@ impl ChunkCache {
     fn state(&self, ds: DatasetId) -> Result<&DatasetState> {
         self.datasets
             .get(&ds)
-            .ok_or(ChunkCacheError::UnknownDataset(ds))
+            .ok_or_else(|| ChunkCacheError::UnknownDataset(ds))
     }
 
     fn entry(&self, id: EntryId) -> Option<&Entry> {
@@ -1834,7 +1834,7 @@ impl ChunkCache {
             pool.put(std::mem::take(&mut j.spare));
             let (r, took) = j
                 .result
-                .ok_or(ChunkCacheError::Internal("a decode did not run"))?;
+                .ok_or_else(|| ChunkCacheError::Internal("a decode did not run"))?;
             self.stats.decode_time += took;
             let name = match j.kind {
                 LoadKind::Values => "decode",

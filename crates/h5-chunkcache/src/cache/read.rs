@@ -520,7 +520,7 @@ impl ChunkCache {
         let st = self.state(req.dataset)?;
         let e = self
             .entry(id)
-            .ok_or(ChunkCacheError::Internal("resident entry vanished"))?;
+            .ok_or_else(|| ChunkCacheError::Internal("resident entry vanished"))?;
         Self::scatter_chunk(
             st,
             req.dataset,
@@ -659,7 +659,7 @@ fn slab_request<'a>(
     let buf = r
         .buf
         .get_mut(bytes)
-        .ok_or(ChunkCacheError::Internal("a slab left the caller's buffer"))?;
+        .ok_or_else(|| ChunkCacheError::Internal("a slab left the caller's buffer"))?;
     Ok(ReadRequest {
         dataset: r.dataset,
         selection: sel,

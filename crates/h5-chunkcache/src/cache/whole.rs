@@ -202,7 +202,7 @@ impl ChunkCache {
             if let Some(b) = self.straight(key.dataset, &w.piece, r.conversion, &extent)? {
                 let start = to_usize(b)?
                     .checked_mul(st.info.elem_size)
-                    .ok_or(ChunkCacheError::Internal("a chunk's bytes overflow"))?;
+                    .ok_or_else(|| ChunkCacheError::Internal("a chunk's bytes overflow"))?;
                 sources.push(Source::Caller { req: w.req, start });
                 continue;
             }
@@ -219,7 +219,7 @@ impl ChunkCache {
                     buf.resize(at + st.chunk_bytes, 0);
                 }
                 buf.get_mut(at..at + st.chunk_bytes)
-                    .ok_or(ChunkCacheError::Internal("a whole chunk outgrew its batch"))?
+                    .ok_or_else(|| ChunkCacheError::Internal("a whole chunk outgrew its batch"))?
             };
             let partial_bound = st.partial_bound(&key.coord, &extent);
             if partial_bound {
@@ -235,7 +235,7 @@ impl ChunkCache {
                 let udata = found
                     .get_mut(key)
                     .map(|l| std::mem::replace(&mut l.udata, Box::new(())))
-                    .ok_or(ChunkCacheError::Internal("a whole chunk was not looked up"))?;
+                    .ok_or_else(|| ChunkCacheError::Internal("a whole chunk was not looked up"))?;
                 sources.push(Source::Encoded { job: jobs.len() });
                 jobs.push(EncodeJob {
                     key: *key,
@@ -270,10 +270,9 @@ impl ChunkCache {
             match *src {
                 Source::Encoded { job } => segs.push((loc.addr, &images[job])),
                 Source::Caller { req, start } => {
-                    let data = reqs[req]
-                        .buf
-                        .get(start..start + len)
-                        .ok_or(ChunkCacheError::Internal("a whole chunk left the buffer"))?;
+                    let data = reqs[req].buf.get(start..start + len).ok_or_else(|| {
+                        ChunkCacheError::Internal("a whole chunk left the buffer")
+                    })?;
                     segs.push((loc.addr, data));
                 }
                 Source::Batch { start } => {
@@ -329,12 +328,12 @@ impl ChunkCache {
             let (r, took) = j
                 .result
                 .take()
-                .ok_or(ChunkCacheError::Internal("an encode did not run"))?;
+                .ok_or_else(|| ChunkCacheError::Internal("an encode did not run"))?;
             self.stats.encode_time += took;
             images.push(r.map_err(layout_err(j.key.dataset, Some(&j.key.coord), "encode"))?);
             let l = found
                 .get_mut(&j.key)
-                .ok_or(ChunkCacheError::Internal("a whole chunk was not looked up"))?;
+                .ok_or_else(|| ChunkCacheError::Internal("a whole chunk was not looked up"))?;
             l.udata = std::mem::replace(&mut j.udata, Box::new(()));
         }
         Ok(images)
@@ -359,7 +358,7 @@ impl ChunkCache {
             for (i, k) in keys.iter().enumerate().filter(|(_, k)| k.dataset == ds) {
                 let l = found
                     .remove(k)
-                    .ok_or(ChunkCacheError::Internal("a whole chunk was not looked up"))?;
+                    .ok_or_else(|| ChunkCacheError::Internal("a whole chunk was not looked up"))?;
                 mine.push((i, *k, l));
             }
             self.index_changes += 1;
@@ -390,7 +389,7 @@ impl ChunkCache {
             }
         }
         out.into_iter()
-            .map(|l| l.ok_or(ChunkCacheError::Internal("a whole chunk was not placed")))
+            .map(|l| l.ok_or_else(|| ChunkCacheError::Internal("a whole chunk was not placed")))
             .collect()
     }
 }

@@ -42,7 +42,7 @@ impl ChunkCache {
                 let buf = r
                     .buf
                     .get(bytes.clone())
-                    .ok_or(ChunkCacheError::Internal("a slab left the caller's buffer"))?;
+                    .ok_or_else(|| ChunkCacheError::Internal("a slab left the caller's buffer"))?;
                 let sub = WriteRequest {
                     selection: sel,
                     buf,
@@ -323,8 +323,8 @@ impl ChunkCache {
                 match id {
                     Some(id) => busy.push(id),
                     None => {
-                        let coord =
-                            ChunkCoord::new(&[c]).ok_or(ChunkCacheError::Internal("rank 1"))?;
+                        let coord = ChunkCoord::new(&[c])
+                            .ok_or_else(|| ChunkCacheError::Internal("rank 1"))?;
                         let kind = if covers {
                             LoadKind::Locate
                         } else {
@@ -368,7 +368,7 @@ impl ChunkCache {
     ) -> Result<Option<EntryId>> {
         let mut ended = None;
         for ((id, run, _), c) in slots.iter().zip(first..) {
-            let coord = ChunkCoord::new(&[c]).ok_or(ChunkCacheError::Internal("rank 1"))?;
+            let coord = ChunkCoord::new(&[c]).ok_or_else(|| ChunkCacheError::Internal("rank 1"))?;
             let id = match id {
                 Some(id) => *id,
                 None => self
@@ -376,9 +376,9 @@ impl ChunkCache {
                         dataset: r.dataset,
                         coord,
                     })
-                    .ok_or(ChunkCacheError::Internal(
-                        "a chunk being written left the cache",
-                    ))?,
+                    .ok_or_else(|| {
+                        ChunkCacheError::Internal("a chunk being written left the cache")
+                    })?,
             };
             self.gather_runs_into(id, &coord, std::slice::from_ref(run), r)?;
             ended = Some(id);
