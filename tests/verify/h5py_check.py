@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Checks an HDF5 file against expectations, reading it with h5py (libhdf5) as the reference.
 
-    h5py_check.py FILE EXPECT.json        (EXPECT.json may be "-" for standard input)
+    h5py_check.py FILE... EXPECT.json     (EXPECT.json may be "-" for standard input)
 
-Prints one line per mismatch and exits 1 if there is any, 0 if everything matches. Exits 2, with
+Every FILE is checked against the same expectations (one interpreter start for several files).
+Prints one line per mismatch (prefixed with the file's name when there are several) and exits 1
+if there is any, 0 if everything matches. Exits 2, with
 the reason on stderr, on a usage error, on malformed expectations (an unknown key is an error, so
 a typo cannot make a check pass silently; such lines start with "h5py_check: bad expectations:"),
 or when h5py cannot open FILE (the exception is printed). hdf5plugin is imported so that datasets
@@ -592,30 +594,35 @@ def check(path, exp):
 
 
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) < 3:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
-        print("h5py_check: usage: h5py_check.py FILE EXPECT.json", file=sys.stderr)
+        print("h5py_check: usage: h5py_check.py FILE... EXPECT.json", file=sys.stderr)
         return 2
-    file, exp_path = argv[1], argv[2]
+    files, exp_path = argv[1:-1], argv[-1]
     try:
         text = sys.stdin.read() if exp_path == "-" else open(exp_path, encoding="utf-8").read()
         exp = json.loads(text)
     except (OSError, ValueError) as e:
         print(f"h5py_check: bad expectations: cannot read {exp_path}: {e}", file=sys.stderr)
         return 2
-    try:
-        h5py.File(file, "r").close()
-    except Exception as e:  # noqa: BLE001 - any failure to open is the answer
-        print(f"h5py_check: h5py cannot open {file}: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    try:
-        mismatches = check(file, exp)
-    except BadExpectations as e:
-        print(f"h5py_check: bad expectations: {e}", file=sys.stderr)
-        return 2
-    for line in mismatches:
-        print(line)
-    return 1 if mismatches else 0
+    for file in files:
+        try:
+            h5py.File(file, "r").close()
+        except Exception as e:  # noqa: BLE001 - any failure to open is the answer
+            print(f"h5py_check: h5py cannot open {file}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+    failed = False
+    for file in files:
+        try:
+            mismatches = check(file, exp)
+        except BadExpectations as e:
+            print(f"h5py_check: bad expectations: {e}", file=sys.stderr)
+            return 2
+        prefix = f"{file}: " if len(files) > 1 else ""
+        for line in mismatches:
+            print(prefix + line)
+        failed = failed or bool(mismatches)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

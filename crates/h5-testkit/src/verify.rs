@@ -922,11 +922,28 @@ pub fn check_with_readers(
 
 /// [`check_with_h5py`] with the h5py of `reference`.
 pub fn check_with(reference: Reference, file: &Path, exp: &Expectations) -> Result<(), String> {
+    check_files_with(reference, &[file], exp)
+}
+
+/// [`check_with_h5py`] of several files against the same expectations, in one h5py process
+/// (a test checking many files pays the interpreter's start once). `Err` names each file that
+/// disagrees with its mismatches.
+pub fn check_files_with_h5py(files: &[&Path], exp: &Expectations) -> Result<(), String> {
+    check_files_with(Reference::Hdf5v114, files, exp)
+}
+
+/// [`check_files_with_h5py`] with the h5py of `reference`.
+pub fn check_files_with(
+    reference: Reference,
+    files: &[&Path],
+    exp: &Expectations,
+) -> Result<(), String> {
+    assert!(!files.is_empty(), "check_files_with: no file to check");
     let py = reference.python();
     let script = check_script();
     let mut child = Command::new(&py)
         .arg(&script)
-        .arg(file)
+        .args(files)
         .arg("-")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -953,9 +970,10 @@ pub fn check_with(reference: Reference, file: &Path, exp: &Expectations) -> Resu
             )
         }
         code => {
+            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
             let mut msg = format!(
                 "h5py disagrees with {} (h5py_check.py {}):\n{stdout}",
-                file.display(),
+                names.join(", "),
                 code.map_or_else(|| out.status.to_string(), |c| format!("exit {c}"))
             );
             if !stderr.trim().is_empty() {

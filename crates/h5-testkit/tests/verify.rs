@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use h5_testkit::verify::{
-    AttrExpect, DatasetExpect, Expectations, FilterExpect, LinkExpect, Values, check_with_h5py,
-    digest_le, dtype, h5dump, h5dump_data_values, h5dump_version, run_python,
+    AttrExpect, DatasetExpect, Expectations, FilterExpect, LinkExpect, Values,
+    check_files_with_h5py, check_with_h5py, digest_le, dtype, h5dump, h5dump_data_values,
+    h5dump_version, run_python,
 };
 use serde_json::json;
 use tempfile::TempDir;
@@ -422,6 +423,30 @@ fn many_value_mismatches_are_capped() {
         err.contains("/g/big: ... and 990 more value mismatches"),
         "{err}"
     );
+}
+
+#[test]
+fn several_files_are_checked_in_one_run_and_each_mismatch_names_its_file() {
+    let (_dir, file) = sample();
+    let (_dir2, other) = sample();
+    assert_eq!(check_files_with_h5py(&[&file, &other], &correct()), Ok(()));
+    // The second file differs: only its lines, prefixed with its name, are reported.
+    run_python(
+        "import sys, h5py\nwith h5py.File(sys.argv[1], 'a') as f:\n    f['g/big'][0] = 5\n",
+        &[&other],
+    );
+    let err = check_files_with_h5py(&[&file, &other], &correct()).unwrap_err();
+    let mismatches: Vec<&str> = err.lines().filter(|l| l.contains(": value ")).collect();
+    assert_eq!(mismatches.len(), 1, "{err}");
+    assert!(
+        mismatches[0].starts_with(&format!("{}: /g/big", other.display())),
+        "{err}"
+    );
+    assert!(!err.contains(&format!("{}: ", file.display())), "{err}");
+    // A file h5py cannot open fails the run, whichever position it has.
+    let (_dir3, bad) = not_hdf5();
+    let err = check_files_with_h5py(&[&file, &bad], &correct()).unwrap_err();
+    assert!(err.contains("h5py cannot open"), "{err}");
 }
 
 fn not_hdf5() -> (TempDir, PathBuf) {
