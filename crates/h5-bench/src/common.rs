@@ -31,9 +31,11 @@ pub(crate) struct SideBySide {
     /// temporary directory, reused by later runs where inputs match).
     #[arg(long)]
     pub(crate) dir: Option<PathBuf>,
-    /// `read` only: do not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (glibc then asks
-    /// for no transparent huge pages on large buffers; h5's fresh arrays ask for them anyway,
-    /// as numpy's do). `all` never re-runs.
+    /// No side asks for transparent huge pages for its large arrays: h5
+    /// (`h5::set_huge_pages(false)`), numpy and (`all`) the C side's buffers; `read` is then
+    /// not re-run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 either. By default every side
+    /// asks for them, as numpy does (where a huge-page fault is dear, e.g. in a virtual machine
+    /// whose balloon reports free memory to the host, the read rows then measure the faults).
     #[arg(long)]
     pub(crate) no_thp: bool,
     /// Run only these workloads (comma-separated ids; `all`: 1, 2a, 2b, 3, 3m, 4, 4l, 5, 6, 6m,
@@ -247,6 +249,8 @@ impl PySide {
     pub(crate) fn start(python: &Path, script: &Path) -> BenchResult<Self> {
         let mut child = Command::new(python)
             .arg(script)
+            // h5's setting holds for every side: numpy follows it (`--no-thp`).
+            .env("H5_BENCH_NO_THP", if h5::huge_pages() { "0" } else { "1" })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

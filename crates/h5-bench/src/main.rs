@@ -131,6 +131,9 @@ fn main() {
         Command::All(opts) => {
             // No re-run with glibc's huge-page tunable: h5 and the C side ask for huge pages on
             // large arrays themselves, as numpy does, so every system allocates as users get.
+            if opts.common.no_thp {
+                h5::set_huge_pages(false);
+            }
             exit_on("h5-bench", all::run(&opts));
         }
         Command::Metacache { reps, pairs } => metacache(reps.max(1), pairs.max(1)),
@@ -181,6 +184,9 @@ fn main() {
         Command::Read(opts) => {
             if let Some(code) = common::reexec_with_thp(opts.no_thp) {
                 std::process::exit(code);
+            }
+            if opts.no_thp {
+                h5::set_huge_pages(false);
             }
             exit_on("h5-bench read", read::run(&opts));
         }

@@ -288,8 +288,8 @@ pub(crate) fn run(opts: &ReadOptions) -> BenchResult<bool> {
             "glibc malloc with glibc.malloc.hugetlb=1 (transparent huge pages for large buffers, \
              as numpy asks for its arrays)"
         } else {
-            "glibc malloc without huge pages (--no-thp or GLIBC_TUNABLES set otherwise); numpy \
-             still asks for huge pages"
+            "glibc malloc without huge pages (--no-thp or GLIBC_TUNABLES set otherwise); with \
+             --no-thp neither h5's arrays nor numpy's ask for them"
         }
     );
     println!(

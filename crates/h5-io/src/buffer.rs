@@ -13,8 +13,30 @@
 // global allocator owns.
 #![allow(unsafe_code)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 /// Buffers of at least this many bytes get huge pages requested (numpy's threshold).
 pub const HUGE_PAGE_MIN: usize = 4 << 20;
+
+/// Whether [`request_huge_pages`] asks the kernel at all (process-wide, as numpy's switch).
+static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
+
+/// Turns the huge-page requests for large buffers on or off for the whole process and returns
+/// the previous setting (numpy's `np.core.multiarray._set_madvise_hugepage`). On by default.
+///
+/// Off can be faster where a huge-page fault is dear: in a virtual machine whose balloon
+/// reports free memory to the host, the kernel's free 2 MiB blocks are often not backed by the
+/// host any more, and zeroing one pays the host's faults too (docs/benchmarks.md, "Huge pages
+/// in this virtual machine"); with THP defrag `madvise`, a fault may also wait in direct
+/// compaction when free memory is fragmented.
+pub fn set_huge_pages(enabled: bool) -> bool {
+    HUGE_PAGES.swap(enabled, Ordering::Relaxed)
+}
+
+/// Whether large buffers get huge pages requested ([`set_huge_pages`]).
+pub fn huge_pages() -> bool {
+    HUGE_PAGES.load(Ordering::Relaxed)
+}
 
 /// A vector of `n` zeroed elements for a large read: allocated zeroed (`calloc`, so the pages
 /// are the kernel's fresh zero pages, not written here) and, when it is at least
@@ -35,12 +57,13 @@ pub fn try_zeroed_vec<T: bytemuck::Zeroable>(n: usize) -> Option<Vec<T>> {
 }
 
 /// Asks the kernel to back the whole pages of `buf` with transparent huge pages
-/// (`madvise(MADV_HUGEPAGE)`) when `buf` spans at least [`HUGE_PAGE_MIN`] bytes. Only pages not
-/// yet touched benefit. A hint: contents are unchanged, and a kernel without transparent huge
-/// pages (or another system than Linux) ignores it.
+/// (`madvise(MADV_HUGEPAGE)`) when `buf` spans at least [`HUGE_PAGE_MIN`] bytes and the requests
+/// are on ([`set_huge_pages`]). Only pages not yet touched benefit. A hint: contents are
+/// unchanged, and a kernel without transparent huge pages (or another system than Linux)
+/// ignores it.
 pub fn request_huge_pages<T>(buf: &[T]) {
     let bytes = std::mem::size_of_val(buf);
-    if bytes < HUGE_PAGE_MIN {
+    if bytes < HUGE_PAGE_MIN || !huge_pages() {
         return;
     }
     advise(buf.as_ptr() as usize, bytes);
@@ -89,12 +112,9 @@ mod tests {
         request_huge_pages::<u64>(&[]);
     }
 
+    /// The `VmFlags` of the mapping holding `addr`, from `/proc/self/smaps`.
     #[cfg(target_os = "linux")]
-    #[test]
-    fn large_buffers_are_marked_for_huge_pages() {
-        // The kernel lists the flag `hg` (VM_HUGEPAGE) for a mapping that was advised.
-        let v = zeroed_vec::<u8>(64 << 20);
-        let addr = v.as_ptr() as usize + (32 << 20);
+    fn vm_flags(addr: usize) -> String {
         let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
         let mut in_range = false;
         let mut flags = None;
@@ -110,11 +130,33 @@ mod tests {
                 break;
             }
         }
-        let flags = flags.expect("the buffer's mapping is listed");
+        flags.expect("the buffer's mapping is listed")
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_buffers_are_marked_for_huge_pages_unless_switched_off() {
+        // The kernel lists the flag `hg` (VM_HUGEPAGE) for a mapping that was advised. One test
+        // for both settings: the switch is process-wide.
+        let advised = |v: &[u8]| {
+            let flags = vm_flags(v.as_ptr() as usize + (32 << 20));
+            flags.split_whitespace().any(|f| f == "hg")
+        };
+        let v = zeroed_vec::<u8>(64 << 20);
         assert!(
-            flags.split_whitespace().any(|f| f == "hg"),
-            "VmFlags of the buffer: {flags}"
+            advised(&v),
+            "{}",
+            vm_flags(v.as_ptr() as usize + (32 << 20))
         );
-        drop(v);
+        assert!(set_huge_pages(false), "on by default");
+        let off = zeroed_vec::<u8>(64 << 20);
+        assert!(!huge_pages());
+        assert!(
+            !advised(&off),
+            "{}",
+            vm_flags(off.as_ptr() as usize + (32 << 20))
+        );
+        assert!(!set_huge_pages(true));
+        drop((v, off));
     }
 }

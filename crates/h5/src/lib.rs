@@ -132,6 +132,9 @@ pub use h5_core::write::{CreateOptions, FormatBounds};
 pub use h5_derive::H5Type;
 pub use h5_format::datatype::Datatype;
 pub use h5_format::message::fill_value::{AllocTime, FillTime};
+/// Huge pages for the large arrays reads return: [`set_huge_pages`] turns the requests off or on
+/// for the whole process (on by default, as numpy's arrays), [`huge_pages`] tells the setting.
+pub use h5_io::buffer::{huge_pages, set_huge_pages};
 pub use h5_metacache::{CacheConfig as MetadataCacheConfig, Stats as MetadataCacheStats};
 pub use h5_pagebuf::{
     PageBufferConfig, PageBufferError, PageBufferStats, StatKind as PageStatKind,

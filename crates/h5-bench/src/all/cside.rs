@@ -262,7 +262,8 @@ fn select(space: &Id, start: &[hsize_t], count: &[hsize_t]) -> BenchResult<()> {
 fn read_buffer<T>(n: usize) -> Vec<T> {
     let v: Vec<T> = Vec::with_capacity(n);
     let bytes = n * size_of::<T>();
-    if bytes >= 4 << 20 {
+    // The run's setting (`--no-thp`) holds for both sides.
+    if bytes >= 4 << 20 && h5::huge_pages() {
         let p = v.as_ptr() as usize;
         let start = p.next_multiple_of(4096);
         let len = (p + bytes).saturating_sub(start) & !4095;

@@ -598,8 +598,10 @@ impl Fresh<'_> {
             id,
             "--mem-side",
             side,
-            "--no-thp",
         ]);
+        if !h5::huge_pages() {
+            cmd.arg("--no-thp");
+        }
         if self.quick {
             cmd.arg("--quick");
         }
@@ -884,8 +886,14 @@ fn print_header(
     );
     let thp = std::env::var(THP_TUNABLE.0).unwrap_or_default();
     println!(
-        "  allocations: fresh arrays of 4 MiB or more get transparent huge pages requested \
-         (madvise), by numpy, by h5 and by the C side's buffers{}",
+        "  allocations: {}{}",
+        if h5::huge_pages() {
+            "fresh arrays of 4 MiB or more get transparent huge pages requested (madvise), by \
+             numpy, by h5 and by the C side's buffers"
+        } else {
+            "--no-thp: no side requests transparent huge pages (h5::set_huge_pages(false), \
+             numpy's _set_madvise_hugepage(False), the C side's buffers not madvised)"
+        },
         if thp.contains("hugetlb=1") {
             "; glibc.malloc.hugetlb=1 set by the caller"
         } else {
