@@ -236,34 +236,7 @@ impl ChunkCache {
             admit,
         } = self.read_start(reqs, scan)?;
         self.record_hits(hits, missed);
-        // A scan's batches overlap as in `read_shared_call`.
-        let mut decoded: Option<(Vec<&Miss>, LoadResult)> = None;
-        for (want, idx) in &batches {
-            let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
-            let mut load = self.load_plan(want, None)?;
-            load.recycle = !admit;
-            let codec = Arc::clone(&load.codec);
-            let previous = decoded.take();
-            let (executed, applied) = codec.overlap(
-                || load.execute(),
-                || match previous {
-                    Some((m, res)) => self.apply_loaded(reqs, &m, res, false),
-                    None => Ok(()),
-                },
-            );
-            applied?;
-            executed?;
-            let res = self.load_finish(load)?;
-            if admit {
-                self.apply_loaded(reqs, &mine, res, true)?;
-            } else {
-                self.stats.scan_loads += res.loaded.len() as u64;
-                decoded = Some((mine, res));
-            }
-        }
-        if let Some((m, res)) = decoded {
-            self.apply_loaded(reqs, &m, res, false)?;
-        }
+        load_batches(&mut Own(self), reqs, &misses, &batches, admit)?;
         if !bypass.is_empty() {
             self.read_bypassed(reqs, &bypass, &mut report)?;
         }
@@ -316,43 +289,7 @@ impl ChunkCache {
         } else if !hits.is_empty() {
             cache.record_or_defer(hits);
         }
-        // A scan's batches overlap: one is read and decoded while the one before it is copied
-        // into the caller's buffers (its chunks are not admitted, so nothing depends on the
-        // order). A read that admits what it loads applies each batch before the next.
-        let mut decoded: Option<(Vec<&Miss>, LoadResult)> = None;
-        for (want, idx) in &batches {
-            let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
-            let mut load = lock()?.load_plan(want, None)?;
-            load.recycle = !admit;
-            let codec = Arc::clone(&load.codec);
-            let previous = decoded.take();
-            // Storage reads and decoding without the lock.
-            let (executed, applied) = codec.overlap(
-                || load.execute(),
-                || match previous {
-                    Some((m, res)) => lock()?.apply_loaded(reqs, &m, res, false),
-                    None => Ok(()),
-                },
-            );
-            applied?;
-            executed?;
-            let mut c = lock()?;
-            // The index or chunk bytes changed while the lock was released (a chunk written
-            // back, inserted, deleted): what was read may be older than what the cache or the
-            // file now holds. This reader uses it (it was current when the read began), but does
-            // not admit it.
-            let current = load.index_changes == c.index_changes;
-            let res = c.load_finish(load)?;
-            if admit {
-                c.apply_loaded(reqs, &mine, res, current)?;
-            } else {
-                c.stats.scan_loads += res.loaded.len() as u64;
-                decoded = Some((mine, res));
-            }
-        }
-        if let Some((m, res)) = decoded {
-            lock()?.apply_loaded(reqs, &m, res, false)?;
-        }
+        load_batches(&mut Locked(cache), reqs, &misses, &batches, admit)?;
         if !bypass.is_empty() {
             lock()?.read_bypassed(reqs, &bypass, &mut report)?;
         }
@@ -633,6 +570,89 @@ impl ChunkCache {
         }
         Ok(())
     }
+}
+
+/// Exclusive access to a cache for the steps of a read that need it: the cache itself
+/// ([`ChunkCache::read`]) or a shared cache's lock, taken for each step and released between
+/// them, so that storage reads and decodes run unlocked ([`ChunkCache::read_shared`]).
+trait Exclusive {
+    /// Runs `f` with the cache exclusively.
+    fn with<R>(&mut self, f: impl FnOnce(&mut ChunkCache) -> Result<R>) -> Result<R>;
+}
+
+/// A cache owned by the caller for the whole read.
+struct Own<'a>(&'a mut ChunkCache);
+
+impl Exclusive for Own<'_> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut ChunkCache) -> Result<R>) -> Result<R> {
+        f(self.0)
+    }
+}
+
+/// A shared cache, locked for each step.
+struct Locked<'a>(&'a SharedChunkCache);
+
+impl Exclusive for Locked<'_> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut ChunkCache) -> Result<R>) -> Result<R> {
+        let mut c = self
+            .0
+            .lock()
+            .map_err(|_| ChunkCacheError::Internal("chunk cache lock poisoned"))?;
+        f(&mut c)
+    }
+}
+
+/// Loads a read's `batches` and scatters them into `reqs`: each batch planned with the cache
+/// (`load_plan`), read and decoded without it (`execute`), then finished, admitted (when
+/// `admit`) and scattered with it.
+///
+/// A scan's batches overlap: one is read and decoded on the codec threads while the one before
+/// it is copied into the caller's buffers on this thread (its chunks are not admitted, so
+/// nothing depends on the order). A read that admits applies each batch before the next.
+///
+/// Invariant: a load is admitted only if the cache changed no index between its plan and its
+/// finish (`index_changes`); otherwise what it read may be older than what the cache or the
+/// file now holds, and it is used (it was current when the read began) but not admitted. With
+/// [`Own`] nothing can change meanwhile.
+fn load_batches(
+    x: &mut impl Exclusive,
+    reqs: &mut [ReadRequest<'_>],
+    misses: &[Miss],
+    batches: &[Batch],
+    admit: bool,
+) -> Result<()> {
+    let mut decoded: Option<(Vec<&Miss>, LoadResult)> = None;
+    for (want, idx) in batches {
+        let mine: Vec<&Miss> = idx.iter().filter_map(|&i| misses.get(i)).collect();
+        let mut load = x.with(|c| c.load_plan(want, None))?;
+        load.recycle = !admit;
+        let codec = Arc::clone(&load.codec);
+        let previous = decoded.take();
+        let (executed, applied) = codec.overlap(
+            || load.execute(),
+            || match previous {
+                Some((m, res)) => x.with(|c| c.apply_loaded(reqs, &m, res, false)),
+                None => Ok(()),
+            },
+        );
+        applied?;
+        executed?;
+        decoded = x.with(|c| {
+            let current = load.index_changes == c.index_changes;
+            let res = c.load_finish(load)?;
+            if admit {
+                c.apply_loaded(reqs, &mine, res, current)?;
+                Ok(None)
+            } else {
+                c.stats.scan_loads += res.loaded.len() as u64;
+                Ok(Some((mine, res)))
+            }
+        })?;
+    }
+    if let Some((m, res)) = decoded {
+        x.with(|c| c.apply_loaded(reqs, &m, res, false))?;
+    }
+    Ok(())
 }
 
 /// The part of request `r` that reads the slab `sel` into bytes `bytes` of its buffer.
