@@ -280,6 +280,39 @@ fn read4(cache: &SharedChunkCache, start: u64) -> Vec<u8> {
     buf
 }
 
+/// A cache with room for one of dataset 1's 4-byte chunks (writes of one chunk evict the other).
+fn one_chunk() -> ChunkCacheConfig {
+    ChunkCacheConfig {
+        limit: 6,
+        bypass_fraction: 1.0,
+        ..ChunkCacheConfig::default()
+    }
+}
+
+/// A [`one_chunk`] shared cache over fresh memory storage, with dataset 1 registered on a
+/// [`MeetingLayout`] meeting at `at`.
+fn one_chunk_cache(at: MeetAt) -> (Arc<dyn Storage>, Arc<MeetingLayout>, SharedChunkCache) {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let layout = Arc::new(MeetingLayout::new(at));
+    let cache = SharedChunkCache::new(ChunkCache::new(Arc::clone(&storage), one_chunk()).unwrap());
+    cache
+        .lock()
+        .unwrap()
+        .register(DatasetId(1), layout.clone())
+        .unwrap();
+    (storage, layout, cache)
+}
+
+/// Writes `v` into every element of chunk `chunk` of dataset 1.
+fn write4(cache: &SharedChunkCache, chunk: u64, v: u8) {
+    let sel = Selection::Hyperslab(Hyperslab::contiguous(&[4 * chunk], &[4]).unwrap());
+    cache
+        .lock()
+        .unwrap()
+        .write(&[WriteRequest::new(DatasetId(1), &sel, &[v; 4])])
+        .unwrap();
+}
+
 /// Reads the two chunks of dataset 1 from two threads at once.
 fn read_both(cache: &SharedChunkCache) -> Vec<Vec<u8>> {
     std::thread::scope(|s| {
@@ -436,28 +469,8 @@ fn no_dirty_chunk_is_lost_while_readers_hit_and_the_writer_evicts() {
     // each evicting the other one dirty, while eight readers hit and miss. Readers see whole
     // chunks whose values never go back; afterwards the file holds the last value written to
     // each chunk.
-    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
-    let layout = Arc::new(MeetingLayout::new(MeetAt::Scatter));
-    let one_chunk = ChunkCacheConfig {
-        limit: 6,
-        bypass_fraction: 1.0,
-        ..ChunkCacheConfig::default()
-    };
-    let cache =
-        SharedChunkCache::new(ChunkCache::new(Arc::clone(&storage), one_chunk.clone()).unwrap());
-    cache
-        .lock()
-        .unwrap()
-        .register(DatasetId(1), layout.clone())
-        .unwrap();
-    let write_chunk = |chunk: u64, v: u8| {
-        let sel = Selection::Hyperslab(Hyperslab::contiguous(&[4 * chunk], &[4]).unwrap());
-        cache
-            .lock()
-            .unwrap()
-            .write(&[WriteRequest::new(DatasetId(1), &sel, &[v; 4])])
-            .unwrap();
-    };
+    let (storage, layout, cache) = one_chunk_cache(MeetAt::Scatter);
+    let write_chunk = |chunk: u64, v: u8| write4(&cache, chunk, v);
     write_chunk(0, 0);
     write_chunk(1, 0);
     const LAST: u8 = 201;
@@ -485,7 +498,7 @@ fn no_dirty_chunk_is_lost_while_readers_hit_and_the_writer_evicts() {
     assert!(st.evictions_dirty > 0, "dirty chunks were evicted: {st:?}");
     assert_eq!(st.hits + st.misses, 8 * 300 * 2, "every read counted once");
     cache.lock().unwrap().flush().unwrap();
-    let fresh = SharedChunkCache::new(ChunkCache::new(Arc::clone(&storage), one_chunk).unwrap());
+    let fresh = SharedChunkCache::new(ChunkCache::new(Arc::clone(&storage), one_chunk()).unwrap());
     fresh
         .lock()
         .unwrap()
@@ -503,27 +516,8 @@ fn a_load_planned_before_a_chunk_was_written_back_is_not_admitted() {
     // chunk 0 and writes it back (the index now names value 2's bytes). The reader's load read
     // value 1, which was current when its read began: it may return it, but must not admit it,
     // or the cache would serve value 1 from then on over the 2 the file holds.
-    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
-    let layout = Arc::new(MeetingLayout::new(MeetAt::Gate));
-    let one_chunk = ChunkCacheConfig {
-        limit: 6,
-        bypass_fraction: 1.0,
-        ..ChunkCacheConfig::default()
-    };
-    let cache = SharedChunkCache::new(ChunkCache::new(Arc::clone(&storage), one_chunk).unwrap());
-    cache
-        .lock()
-        .unwrap()
-        .register(DatasetId(1), layout.clone())
-        .unwrap();
-    let write_chunk = |chunk: u64, v: u8| {
-        let sel = Selection::Hyperslab(Hyperslab::contiguous(&[4 * chunk], &[4]).unwrap());
-        cache
-            .lock()
-            .unwrap()
-            .write(&[WriteRequest::new(DatasetId(1), &sel, &[v; 4])])
-            .unwrap();
-    };
+    let (_storage, layout, cache) = one_chunk_cache(MeetAt::Gate);
+    let write_chunk = |chunk: u64, v: u8| write4(&cache, chunk, v);
     write_chunk(0, 1);
     write_chunk(1, 1);
     cache.lock().unwrap().flush_and_evict_all().unwrap();
