@@ -23,6 +23,8 @@ use h5_io::{MemoryStorage, Storage};
 struct MemIndex {
     index: Mutex<HashMap<u64, DiskLocation>>,
     alloc: AtomicU64,
+    /// A chunk rewritten at its old size keeps its place (as unfiltered chunks of files do).
+    in_place: AtomicBool,
 }
 
 impl MemIndex {
@@ -39,9 +41,14 @@ impl MemIndex {
         Ok(reqs
             .iter()
             .map(|r| {
-                let loc = DiskLocation {
-                    addr: self.alloc.fetch_add(r.new_size, Ordering::SeqCst),
-                    size: r.new_size,
+                let loc = match r.old {
+                    Some(old) if old.size == r.new_size && self.in_place.load(Ordering::SeqCst) => {
+                        old
+                    }
+                    _ => DiskLocation {
+                        addr: self.alloc.fetch_add(r.new_size, Ordering::SeqCst),
+                        size: r.new_size,
+                    },
                 };
                 index.insert(r.coord.as_slice()[0], loc);
                 loc
@@ -514,8 +521,8 @@ fn a_load_planned_before_a_chunk_was_written_back_is_not_admitted() {
     // and is held in its decode, without the lock. Meanwhile the writer writes chunk 0 (value 2,
     // resident and dirty: the index still names value 1's bytes) and then chunk 1, which evicts
     // chunk 0 and writes it back (the index now names value 2's bytes). The reader's load read
-    // value 1, which was current when its read began: it may return it, but must not admit it,
-    // or the cache would serve value 1 from then on over the 2 the file holds.
+    // value 1: it must not admit it, or the cache would serve value 1 from then on over the 2
+    // the file holds; it reads the chunk again with the cache held and returns 2.
     let (_storage, layout, cache) = one_chunk_cache(MeetAt::Gate);
     let write_chunk = |chunk: u64, v: u8| write4(&cache, chunk, v);
     write_chunk(0, 1);
@@ -530,13 +537,93 @@ fn a_load_planned_before_a_chunk_was_written_back_is_not_admitted() {
         layout.gate.open();
         reader.join().unwrap()
     });
-    assert_eq!(
-        seen, [1; 4],
-        "the reader saw what was current when it began"
-    );
+    assert_eq!(seen, [2; 4], "the reader's batch read again");
+    assert_eq!(cache.lock().unwrap().stats().reloads, 1);
     layout.armed.store(false, Ordering::SeqCst);
     assert_eq!(read4(&cache, 0), [2; 4], "chunk 0 after the reader's load");
     assert_eq!(read4(&cache, 4), [3; 4], "chunk 1");
+}
+
+/// Memory storage whose reads, once armed, copy the first half of a read, wait (up to 5 s) at a
+/// [`Gate`] and then copy the second half: a read torn by a write between the halves.
+#[derive(Debug, Default)]
+struct TearingStorage {
+    inner: MemoryStorage,
+    armed: AtomicBool,
+    gate: Gate,
+}
+
+impl Storage for TearingStorage {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+        if !self.armed.swap(false, Ordering::SeqCst) {
+            return self.inner.read_at(offset, buf);
+        }
+        let half = buf.len() / 2;
+        let (first, second) = buf.split_at_mut(half);
+        self.inner.read_at(offset, first)?;
+        self.gate.pass();
+        self.inner.read_at(offset + half as u64, second)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+        self.inner.write_at(offset, data)
+    }
+    fn len(&self) -> h5_io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> h5_io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync(&self) -> h5_io::Result<()> {
+        self.inner.sync()
+    }
+    fn lock(&self, mode: h5_io::LockMode) -> h5_io::Result<()> {
+        self.inner.lock(mode)
+    }
+    fn unlock(&self) -> h5_io::Result<()> {
+        self.inner.unlock()
+    }
+}
+
+#[test]
+fn a_load_torn_by_an_in_place_rewrite_is_read_again() {
+    // Chunks rewritten in place (as unfiltered chunks are). A reader's storage read of chunk 0
+    // (value 1) stops halfway, without the cache's lock; the writer rewrites chunk 0 in place
+    // (value 2) and flushes it; the reader's read then finishes with the new second half. The
+    // reader must not return that torn chunk: its batch is read again with the cache held.
+    let storage = Arc::new(TearingStorage::default());
+    let layout = Arc::new(MeetingLayout::new(MeetAt::Scatter));
+    layout.index.in_place.store(true, Ordering::SeqCst);
+    let dyn_storage: Arc<dyn Storage> = storage.clone();
+    let cache = SharedChunkCache::new(ChunkCache::new(dyn_storage, one_chunk()).unwrap());
+    cache
+        .lock()
+        .unwrap()
+        .register(DatasetId(1), layout.clone())
+        .unwrap();
+    write4(&cache, 0, 1);
+    cache.lock().unwrap().flush_and_evict_all().unwrap();
+    let place = layout.index.index.lock().unwrap()[&0];
+    storage.armed.store(true, Ordering::SeqCst);
+    let seen = std::thread::scope(|s| {
+        let reader = s.spawn(|| read4(&cache, 0));
+        assert_eq!(
+            storage.gate.wait_for(1),
+            1,
+            "the reader's read stopped halfway"
+        );
+        write4(&cache, 0, 2);
+        cache.lock().unwrap().flush_and_evict_all().unwrap();
+        storage.gate.open();
+        reader.join().unwrap()
+    });
+    assert_eq!(
+        layout.index.index.lock().unwrap()[&0],
+        place,
+        "rewritten in place"
+    );
+    assert_eq!(seen, [2; 4], "the chunk read again, whole");
+    assert_eq!(cache.lock().unwrap().stats().reloads, 1);
+    assert_eq!(read4(&cache, 0), [2; 4]);
 }
 
 /// Chunks of the scan-overlap layout (1 MiB each: with two codec threads, a scan's batch is

@@ -244,6 +244,9 @@ pub struct ChunkCacheStats {
     /// Chunks a read of more than the limit loaded, used and dropped without admitting them
     /// (such a read would only evict its own chunks and everything else cached).
     pub scan_loads: u64,
+    /// Batches of a shared read loaded again with the cache held, because the cache changed a
+    /// chunk index or chunk bytes while their first load ran unlocked ([`ChunkCache::read_shared`]).
+    pub reloads: u64,
     /// Times the footprint had to exceed the limit because nothing could be evicted.
     pub overshoots: u64,
     /// Conversion buffers allocated.

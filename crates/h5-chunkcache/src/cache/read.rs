@@ -610,10 +610,11 @@ impl Exclusive for Locked<'_> {
 /// it is copied into the caller's buffers on this thread (its chunks are not admitted, so
 /// nothing depends on the order). A read that admits applies each batch before the next.
 ///
-/// Invariant: a load is admitted only if the cache changed no index between its plan and its
-/// finish (`index_changes`); otherwise what it read may be older than what the cache or the
-/// file now holds, and it is used (it was current when the read began) but not admitted. With
-/// [`Own`] nothing can change meanwhile.
+/// Invariant: what a read returns and admits was read while nothing changed the chunks it
+/// covers. A load read unlocked is used only if the cache changed no index and wrote no chunk
+/// bytes between its plan and its finish (`index_changes`); otherwise its batch is read again
+/// with the cache held (counted in `ChunkCacheStats::reloads`). With [`Own`] nothing can change
+/// meanwhile.
 fn load_batches(
     x: &mut impl Exclusive,
     reqs: &mut [ReadRequest<'_>],
@@ -638,10 +639,22 @@ fn load_batches(
         applied?;
         executed?;
         decoded = x.with(|c| {
-            let current = load.index_changes == c.index_changes;
-            let res = c.load_finish(load)?;
+            let res = if load.index_changes == c.index_changes {
+                c.load_finish(load)?
+            } else {
+                // The cache changed an index or chunk bytes while the load ran unlocked: what it
+                // read may be older than what the cache or the file holds now, or torn (a chunk
+                // rewritten in place during the read; an encoded one would not even decode).
+                // It is dropped unchecked and the batch read again, this time holding the cache.
+                drop(load);
+                c.stats.reloads += 1;
+                let mut again = c.load_plan(want, None)?;
+                again.recycle = !admit;
+                again.execute()?;
+                c.load_finish(again)?
+            };
             if admit {
-                c.apply_loaded(reqs, &mine, res, current)?;
+                c.apply_loaded(reqs, &mine, res, true)?;
                 Ok(None)
             } else {
                 c.stats.scan_loads += res.loaded.len() as u64;
