@@ -202,9 +202,9 @@ impl ChunkCache {
         ds: DatasetId,
         runs: &[CopyRun],
     ) -> Result<()> {
-        // An erasure that empties the chunk deletes it from the index.
-        self.index_changes += 1;
-        let Some(e) = self.entry_mut(id) else {
+        // The entry straight from `entries`, so that `index_changes` can be counted while it is
+        // borrowed.
+        let Some(e) = self.entries.get_mut(id.0 as usize).and_then(Option::as_mut) else {
             return Err(ChunkCacheError::Internal(
                 "a chunk being erased left the cache",
             ));
@@ -234,13 +234,15 @@ impl ChunkCache {
         }
         e.dirty = true;
         if erased.empty {
-            if let Some(loc) = e.location
-                && let Err(err) = layout.delete_chunk(&coord, Some(loc), &mut e.udata)
-            {
-                // The erase stands (dirty); the chunk stays resident so nothing is lost.
-                self.invalidate_image(id);
-                self.reaccount(id);
-                return Err(layout_err(ds, Some(&coord), "delete_chunk")(err));
+            if let Some(loc) = e.location {
+                // The chunk leaves the index (see `ChunkCache::index_changes`).
+                self.index_changes += 1;
+                if let Err(err) = layout.delete_chunk(&coord, Some(loc), &mut e.udata) {
+                    // The erase stands (dirty); the chunk stays resident so nothing is lost.
+                    self.invalidate_image(id);
+                    self.reaccount(id);
+                    return Err(layout_err(ds, Some(&coord), "delete_chunk")(err));
+                }
             }
             self.remove(id);
             return Ok(());

@@ -215,7 +215,8 @@ impl ChunkCache {
     /// the cache is left alone. Errors: unknown dataset, dimensions of the wrong rank, layout and
     /// storage failures.
     pub fn set_extent_notify(&mut self, ds: DatasetId, old_dims: &[u64]) -> Result<()> {
-        // Chunks outside the new extent leave the index; others may be rewritten or allocated.
+        // Chunks outside the new extent leave the index; others may be rewritten or allocated
+        // (`extent_allocate`): one count for the whole call.
         self.index_changes += 1;
         let st = self.state(ds)?;
         if !st.info.uses_cache {
@@ -697,7 +698,6 @@ impl ChunkCache {
             if todo.is_empty() {
                 continue;
             }
-            self.index_changes += 1;
             let locs = {
                 let mut reqs: Vec<InsertRequest<'_>> = todo
                     .iter_mut()

@@ -872,11 +872,10 @@ pub struct ChunkCache {
     whole_chunk_writes: bool,
     /// Counts the changes the cache made to chunk indexes and to chunk bytes in storage (every
     /// `insert` and `delete_chunk` it calls: flushes, evictions of dirty chunks, whole chunks,
-    /// direct transfers, extent changes, erasures), each counted before the call. A load planned
-    /// before such a change may hold old bytes, or bytes of a location the index no longer
-    /// names, and is not admitted (`read_shared` reads storage without the lock): a chunk made
-    /// resident and dirty after a reader's plan and evicted before its load finished would
-    /// otherwise be replaced in the cache by its older bytes.
+    /// direct transfers, extent changes, erasures that empty a chunk), each counted before the
+    /// call. A load `read_shared` planned before such a change and read without the lock may
+    /// hold old bytes, bytes of a place the index no longer names, or a torn chunk: it is read
+    /// again with the cache held (`read.rs`, `load_batches`).
     index_changes: u64,
     /// See [`ChunkCache::registrations_epoch`].
     registrations: u64,
