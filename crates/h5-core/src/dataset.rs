@@ -93,7 +93,7 @@ impl DatasetInfo {
             Message::ExternalFiles(e) => Some(e.clone()),
             _ => None,
         });
-        Ok(DatasetInfo {
+        let mut info = DatasetInfo {
             address: oh.address,
             dataspace,
             datatype,
@@ -101,7 +101,14 @@ impl DatasetInfo {
             pipeline,
             fill,
             external,
-        })
+        };
+        // A virtual dataset with unlimited mappings is as large as its sources make it now. A
+        // mapping list that cannot be read leaves the stored extent: reading the data reports
+        // what is wrong with it.
+        if let Ok(Some(dims)) = crate::virtual_ds::current_dims(file, &info) {
+            info.dataspace.dims = dims;
+        }
+        Ok(info)
     }
 
     /// Element size in bytes.

@@ -47,6 +47,7 @@ mod references;
 mod roundtrip_proptest;
 mod sohm;
 mod threads;
+mod vds_unlimited;
 mod whole_chunk_writes;
 mod whole_write;
 mod write_bounds;
