@@ -12,7 +12,8 @@ use h5_chunkcache::{
     Encoded, InsertRequest, LayoutError, LayoutInfo, Lookup, MemUsage, ReadRequest, Segment, Udata,
     WriteRequest,
 };
-use h5_io::{IoOp, LockMode, MemoryStorage, Metrics, ReadSegment, Storage, WriteSegment};
+use h5_io::testkit::{Hooks, Intercept};
+use h5_io::{IoOp, MemoryStorage, Metrics, ReadSegment, Storage, WriteSegment};
 
 // ------------------------------------------------------------------------------------------
 // A dense mock layout with the four direct-I/O planners.
@@ -655,10 +656,10 @@ fn scc_047_needs_defined_values_then_retry() {
     ));
 }
 
-/// A storage that counts vectored reads and writes handed a slice of a watched memory range.
-#[derive(Debug)]
+/// Storage hooks that count the reads and writes handed a slice of a watched memory range. A
+/// vectored call reaches the inner storage as one vectored call (its metrics count it so).
+#[derive(Debug, Default)]
 struct Spy {
-    inner: Store,
     watch: Mutex<(usize, usize)>,
     hits: AtomicUsize,
 }
@@ -678,41 +679,34 @@ impl Spy {
     }
 }
 
-impl Storage for Spy {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+impl Hooks for Spy {
+    fn read_at(&self, inner: &dyn Storage, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
         self.check(buf.as_ptr(), buf.len());
-        self.inner.read_at(offset, buf)
+        inner.read_at(offset, buf)
     }
-    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+    fn write_at(&self, inner: &dyn Storage, offset: u64, data: &[u8]) -> h5_io::Result<()> {
         self.check(data.as_ptr(), data.len());
-        self.inner.write_at(offset, data)
+        inner.write_at(offset, data)
     }
-    fn len(&self) -> h5_io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> h5_io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync(&self) -> h5_io::Result<()> {
-        self.inner.sync()
-    }
-    fn lock(&self, mode: LockMode) -> h5_io::Result<()> {
-        self.inner.lock(mode)
-    }
-    fn unlock(&self) -> h5_io::Result<()> {
-        self.inner.unlock()
-    }
-    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> h5_io::Result<()> {
+    fn read_vectored(
+        &self,
+        inner: &dyn Storage,
+        segments: &mut [ReadSegment<'_>],
+    ) -> h5_io::Result<()> {
         for seg in segments.iter() {
             self.check(seg.buf.as_ptr(), seg.buf.len());
         }
-        self.inner.read_vectored(segments)
+        inner.read_vectored(segments)
     }
-    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> h5_io::Result<()> {
+    fn write_vectored(
+        &self,
+        inner: &dyn Storage,
+        segments: &[WriteSegment<'_>],
+    ) -> h5_io::Result<()> {
         for seg in segments {
             self.check(seg.data.as_ptr(), seg.data.len());
         }
-        self.inner.write_vectored(segments)
+        inner.write_vectored(segments)
     }
 }
 
@@ -725,17 +719,13 @@ fn scc_048_user_buffer_to_storage_only_without_conversion() {
     let m = Arc::new(DMock::new(1, &[32], &[16], 4, &[]));
     let data: Vec<u8> = (0..32u32).flat_map(|i| (i * 1000).to_le_bytes()).collect();
     populate(&s, 1, &m, &data);
-    let spy = Arc::new(Spy {
-        inner: s.clone(),
-        watch: Mutex::new((0, 0)),
-        hits: AtomicUsize::new(0),
-    });
+    let spy = Arc::new(Intercept::new(s.clone(), Spy::default()));
     let storage: Arc<dyn Storage> = spy.clone();
     let mut c = ChunkCache::new(storage, cfg(1 << 20)).unwrap();
     c.register(DatasetId(1), m.clone()).unwrap();
 
     let mut out = vec![0u8; 32 * 8];
-    spy.watch(&out);
+    spy.hooks().watch(&out);
     let before = s.snapshot();
     let rep = c
         .read(
@@ -744,7 +734,7 @@ fn scc_048_user_buffer_to_storage_only_without_conversion() {
                 .with_bypass(Bypass::Always)],
         )
         .unwrap();
-    assert_eq!(spy.hits.load(Ordering::SeqCst), 0);
+    assert_eq!(spy.hooks().hits.load(Ordering::SeqCst), 0);
     let got: Vec<f64> = out
         .chunks(8)
         .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
@@ -756,12 +746,12 @@ fn scc_048_user_buffer_to_storage_only_without_conversion() {
     assert_eq!(s.snapshot().since(&before).read_vectors, 1);
 
     let mut raw = vec![0u8; 32 * 4];
-    spy.watch(&raw);
+    spy.hooks().watch(&raw);
     c.read(&mut [
         ReadRequest::new(DatasetId(1), &Selection::All, &mut raw).with_bypass(Bypass::Always)
     ])
     .unwrap();
-    assert_eq!(spy.hits.load(Ordering::SeqCst), 2);
+    assert_eq!(spy.hooks().hits.load(Ordering::SeqCst), 2);
     assert_eq!(raw, data);
     assert_eq!(c.stats().conversion_buffers, 1);
 }

@@ -15,6 +15,7 @@ use h5_chunkcache::{
     DatasetId, DiskLocation, Encoded, InsertRequest, LayoutError, LayoutInfo, Lookup, ReadRequest,
     SharedChunkCache, Udata, WriteRequest,
 };
+use h5_io::testkit::{Hooks, Intercept};
 use h5_io::{MemoryStorage, Storage};
 
 /// Chunk locations of a mock layout with one dimension: found by the first coordinate,
@@ -544,43 +545,25 @@ fn a_load_planned_before_a_chunk_was_written_back_is_not_admitted() {
     assert_eq!(read4(&cache, 4), [3; 4], "chunk 1");
 }
 
-/// Memory storage whose reads, once armed, copy the first half of a read, wait (up to 5 s) at a
-/// [`Gate`] and then copy the second half: a read torn by a write between the halves.
+/// Hooks of a memory storage whose reads, once armed, copy the first half of a read, wait (up to
+/// 5 s) at a [`Gate`] and then copy the second half: a read torn by a write between the halves.
+/// Arming tears the next read only.
 #[derive(Debug, Default)]
-struct TearingStorage {
-    inner: MemoryStorage,
+struct Tearing {
     armed: AtomicBool,
     gate: Gate,
 }
 
-impl Storage for TearingStorage {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+impl Hooks for Tearing {
+    fn read_at(&self, inner: &dyn Storage, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
         if !self.armed.swap(false, Ordering::SeqCst) {
-            return self.inner.read_at(offset, buf);
+            return inner.read_at(offset, buf);
         }
         let half = buf.len() / 2;
         let (first, second) = buf.split_at_mut(half);
-        self.inner.read_at(offset, first)?;
+        inner.read_at(offset, first)?;
         self.gate.pass();
-        self.inner.read_at(offset + half as u64, second)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn len(&self) -> h5_io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> h5_io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync(&self) -> h5_io::Result<()> {
-        self.inner.sync()
-    }
-    fn lock(&self, mode: h5_io::LockMode) -> h5_io::Result<()> {
-        self.inner.lock(mode)
-    }
-    fn unlock(&self) -> h5_io::Result<()> {
-        self.inner.unlock()
+        inner.read_at(offset + half as u64, second)
     }
 }
 
@@ -590,7 +573,7 @@ fn a_load_torn_by_an_in_place_rewrite_is_read_again() {
     // (value 1) stops halfway, without the cache's lock; the writer rewrites chunk 0 in place
     // (value 2) and flushes it; the reader's read then finishes with the new second half. The
     // reader must not return that torn chunk: its batch is read again with the cache held.
-    let storage = Arc::new(TearingStorage::default());
+    let storage = Arc::new(Intercept::new(MemoryStorage::new(), Tearing::default()));
     let layout = Arc::new(MeetingLayout::new(MeetAt::Scatter));
     layout.index.in_place.store(true, Ordering::SeqCst);
     let dyn_storage: Arc<dyn Storage> = storage.clone();
@@ -603,17 +586,17 @@ fn a_load_torn_by_an_in_place_rewrite_is_read_again() {
     write4(&cache, 0, 1);
     cache.lock().unwrap().flush_and_evict_all().unwrap();
     let place = layout.index.index.lock().unwrap()[&0];
-    storage.armed.store(true, Ordering::SeqCst);
+    storage.hooks().armed.store(true, Ordering::SeqCst);
     let seen = std::thread::scope(|s| {
         let reader = s.spawn(|| read4(&cache, 0));
         assert_eq!(
-            storage.gate.wait_for(1),
+            storage.hooks().gate.wait_for(1),
             1,
             "the reader's read stopped halfway"
         );
         write4(&cache, 0, 2);
         cache.lock().unwrap().flush_and_evict_all().unwrap();
-        storage.gate.open();
+        storage.hooks().gate.open();
         reader.join().unwrap()
     });
     assert_eq!(

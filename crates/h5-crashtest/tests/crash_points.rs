@@ -9,10 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use h5::{FileAccess, FormatBounds};
 use h5_crashtest::{Checkpoint, Writer, Wrong, verify};
-use h5_io::{
-    CommitPoint, JournalOptions, Journaled, LockMode, MemoryStorage, ReadSegment, Storage,
-    WriteSegment,
-};
+use h5_io::testkit::{Hooks, Intercept};
+use h5_io::{JournalOptions, Journaled, MemoryStorage, Storage};
 
 /// One change to one of the two storages.
 #[derive(Clone, Debug)]
@@ -30,10 +28,10 @@ enum Change {
 
 type Log = Arc<Mutex<Vec<Change>>>;
 
-/// A memory storage that logs its changes (a vector write as its segments, in slice order).
+/// Storage hooks that log a memory storage's changes, tagged `to`, each just before it is made
+/// (a vector write as its segments, in slice order).
 #[derive(Debug)]
 struct Recorder {
-    inner: MemoryStorage,
     to: usize,
     log: Log,
 }
@@ -47,49 +45,18 @@ impl Recorder {
     }
 }
 
-impl Storage for Recorder {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+impl Hooks for Recorder {
+    fn write_at(&self, inner: &dyn Storage, offset: u64, data: &[u8]) -> h5_io::Result<()> {
         self.push(Change::Write {
             to: self.to,
             offset,
             data: data.to_vec(),
         });
-        self.inner.write_at(offset, data)
+        inner.write_at(offset, data)
     }
-    fn len(&self) -> h5_io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> h5_io::Result<()> {
+    fn set_len(&self, inner: &dyn Storage, len: u64) -> h5_io::Result<()> {
         self.push(Change::SetLen { to: self.to, len });
-        self.inner.set_len(len)
-    }
-    fn sync(&self) -> h5_io::Result<()> {
-        Ok(())
-    }
-    fn lock(&self, mode: LockMode) -> h5_io::Result<()> {
-        self.inner.lock(mode)
-    }
-    fn unlock(&self) -> h5_io::Result<()> {
-        self.inner.unlock()
-    }
-    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> h5_io::Result<()> {
-        self.inner.read_vectored(segments)
-    }
-    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> h5_io::Result<()> {
-        for s in segments {
-            self.push(Change::Write {
-                to: self.to,
-                offset: s.offset,
-                data: s.data.to_vec(),
-            });
-        }
-        self.inner.write_vectored(segments)
-    }
-    fn commit(&self, point: &CommitPoint) -> h5_io::Result<()> {
-        self.inner.commit(point)
+        inner.set_len(len)
     }
 }
 
@@ -110,10 +77,9 @@ fn record(
     journal: bool,
 ) -> (Vec<Change>, Vec<(usize, Checkpoint)>) {
     let log: Log = Arc::default();
-    let rec = |to| Recorder {
-        inner: MemoryStorage::new(),
-        to,
-        log: Arc::clone(&log),
+    let rec = |to| {
+        let log = Arc::clone(&log);
+        Intercept::new(MemoryStorage::new(), Recorder { to, log })
     };
     let storage: Arc<dyn Storage> = if journal {
         Arc::new(
@@ -276,10 +242,9 @@ fn dense_state(stores: &[MemoryStorage; 2]) -> Option<DenseState> {
 #[test]
 fn every_crash_point_of_a_close_that_reuses_committed_space_recovers() {
     let log: Log = Arc::default();
-    let rec = |to| Recorder {
-        inner: MemoryStorage::new(),
-        to,
-        log: Arc::clone(&log),
+    let rec = |to| {
+        let log = Arc::clone(&log);
+        Intercept::new(MemoryStorage::new(), Recorder { to, log })
     };
     let storage = Arc::new(
         Journaled::open(rec(0), rec(1), JournalOptions::default())

@@ -1,4 +1,4 @@
-//! Conformance suite for [`Storage`] implementations (cargo feature `testkit`).
+//! Test helpers for [`Storage`] implementations and their users (cargo feature `testkit`).
 //!
 //! [`run_conformance`] runs every check in [`CHECKS`] on a fresh storage from
 //! the factory and panics, naming the check, on the first violation of the
@@ -9,10 +9,16 @@
 //!
 //! h5_io::testkit::run_conformance(&|| Box::new(Metrics::new(MemoryStorage::new())) as Box<dyn Storage>);
 //! ```
+//!
+//! [`Intercept`] wraps a storage so that a test watches or changes only the calls it names in
+//! its [`Hooks`] (a read that waits at a barrier, a write that fails on demand, a log of every
+//! write) and every other call goes to the inner storage unchanged.
 
+use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
-use crate::{Error, LockMode, ReadSegment, Storage, StorageExt, WriteSegment};
+use crate::storage::check_segments;
+use crate::{CommitPoint, Error, LockMode, ReadSegment, Result, Storage, StorageExt, WriteSegment};
 
 /// A named contract check, run on a fresh, empty storage.
 pub type Check = (&'static str, fn(&dyn Storage));
@@ -83,7 +89,150 @@ pub fn run_conformance(make: &dyn Fn() -> Box<dyn Storage>) {
     }
 }
 
-fn ok<T>(r: crate::Result<T>, what: &str) -> T {
+/// What an [`Intercept`] does with the calls a test may watch or change.
+///
+/// Each method is given the inner storage and by default hands the call to it unchanged, so an
+/// implementation overrides only what its test needs. The calls not listed here
+/// ([`len`](Storage::len), [`lock`](Storage::lock), [`unlock`](Storage::unlock),
+/// [`commit`](Storage::commit), [`journals_overwrites`](Storage::journals_overwrites)) always
+/// go straight to the inner storage.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use h5_io::testkit::{Hooks, Intercept};
+/// use h5_io::{MemoryStorage, Storage};
+///
+/// /// Counts reads.
+/// #[derive(Debug, Default)]
+/// struct Reads(AtomicUsize);
+///
+/// impl Hooks for Reads {
+///     fn read_at(&self, inner: &dyn Storage, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+///         self.0.fetch_add(1, Ordering::SeqCst);
+///         inner.read_at(offset, buf)
+///     }
+/// }
+///
+/// let s = Intercept::new(MemoryStorage::new(), Reads::default());
+/// s.write_at(0, b"abc").unwrap();
+/// let mut buf = [0; 3];
+/// s.read_at(0, &mut buf).unwrap();
+/// assert_eq!((&buf, s.hooks().0.load(Ordering::SeqCst)), (b"abc", 1));
+/// ```
+pub trait Hooks: Send + Sync + fmt::Debug {
+    /// [`Storage::read_at`]; by default `inner.read_at(offset, buf)`.
+    fn read_at(&self, inner: &dyn Storage, offset: u64, buf: &mut [u8]) -> Result<()> {
+        inner.read_at(offset, buf)
+    }
+
+    /// [`Storage::write_at`]; by default `inner.write_at(offset, data)`.
+    fn write_at(&self, inner: &dyn Storage, offset: u64, data: &[u8]) -> Result<()> {
+        inner.write_at(offset, data)
+    }
+
+    /// [`Storage::set_len`]; by default `inner.set_len(len)`.
+    fn set_len(&self, inner: &dyn Storage, len: u64) -> Result<()> {
+        inner.set_len(len)
+    }
+
+    /// [`Storage::sync`]; by default `inner.sync()`.
+    fn sync(&self, inner: &dyn Storage) -> Result<()> {
+        inner.sync()
+    }
+
+    /// [`Storage::read_vectored`]. By default, as [`Storage`]'s own default: every segment is
+    /// checked for overflow, then read by one [`read_at`](Hooks::read_at) of this hook each, in
+    /// slice order, so a hook on `read_at` sees every byte read. Override it to hand the inner
+    /// storage the vectored call itself (when a test counts vectored reads below the hook).
+    fn read_vectored(&self, inner: &dyn Storage, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        check_segments(segments.iter().map(|s| (s.offset, s.buf.len())))?;
+        for seg in segments.iter_mut() {
+            self.read_at(inner, seg.offset, seg.buf)?;
+        }
+        Ok(())
+    }
+
+    /// [`Storage::write_vectored`]. By default, as [`Storage`]'s own default: every segment is
+    /// checked for overflow, then written by one [`write_at`](Hooks::write_at) of this hook
+    /// each, in slice order, stopping at the first error, so a hook on `write_at` sees every
+    /// byte written. Override it to hand the inner storage the vectored call itself.
+    fn write_vectored(&self, inner: &dyn Storage, segments: &[WriteSegment<'_>]) -> Result<()> {
+        check_segments(segments.iter().map(|s| (s.offset, s.data.len())))?;
+        for seg in segments {
+            self.write_at(inner, seg.offset, seg.data)?;
+        }
+        Ok(())
+    }
+}
+
+/// A storage decorator for tests: the calls of [`Hooks`] go to `hooks` (which by default hands
+/// them to `inner` unchanged), every other call straight to `inner`.
+///
+/// A test keeps its state (flags, counters, barriers) in its hooks type and reaches it through
+/// [`hooks`](Intercept::hooks) while the wrapper is shared as a storage.
+#[derive(Debug, Default)]
+pub struct Intercept<S, H> {
+    inner: S,
+    hooks: H,
+}
+
+impl<S, H> Intercept<S, H> {
+    /// `inner` with `hooks` in front of it.
+    pub fn new(inner: S, hooks: H) -> Self {
+        Intercept { inner, hooks }
+    }
+
+    /// The hooks (and so the test's state kept in them).
+    pub fn hooks(&self) -> &H {
+        &self.hooks
+    }
+
+    /// The inner storage, for looking at it past the hooks.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+/// Every method is written out (the lint below), so none falls back to a [`Storage`] default
+/// that would skip the hooks or the inner storage's own version.
+#[deny(clippy::missing_trait_methods)]
+impl<S: Storage, H: Hooks> Storage for Intercept<S, H> {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.hooks.read_at(&self.inner, offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.hooks.write_at(&self.inner, offset, data)
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.hooks.set_len(&self.inner, len)
+    }
+    fn sync(&self) -> Result<()> {
+        self.hooks.sync(&self.inner)
+    }
+    fn lock(&self, mode: LockMode) -> Result<()> {
+        self.inner.lock(mode)
+    }
+    fn unlock(&self) -> Result<()> {
+        self.inner.unlock()
+    }
+    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> Result<()> {
+        self.hooks.read_vectored(&self.inner, segments)
+    }
+    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> Result<()> {
+        self.hooks.write_vectored(&self.inner, segments)
+    }
+    fn commit(&self, point: &CommitPoint) -> Result<()> {
+        self.inner.commit(point)
+    }
+    fn journals_overwrites(&self) -> bool {
+        self.inner.journals_overwrites()
+    }
+}
+
+fn ok<T>(r: Result<T>, what: &str) -> T {
     r.unwrap_or_else(|e| panic!("{what}: unexpected error: {e:?}"))
 }
 
@@ -682,5 +831,77 @@ pub fn vectored_many_adjacent_segments(s: &dyn Storage) {
             buf[..] == data[o..o + n],
             "vector read of segment ({offset}, {n}) among adjacent ones returned the wrong bytes"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::MemoryStorage;
+
+    /// Counts the reads and writes that reach the hooks.
+    #[derive(Debug, Default)]
+    struct Counting {
+        reads: AtomicUsize,
+        writes: AtomicUsize,
+    }
+
+    impl Hooks for Counting {
+        fn read_at(&self, inner: &dyn Storage, offset: u64, buf: &mut [u8]) -> Result<()> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            inner.read_at(offset, buf)
+        }
+        fn write_at(&self, inner: &dyn Storage, offset: u64, data: &[u8]) -> Result<()> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            inner.write_at(offset, data)
+        }
+    }
+
+    fn counts(s: &Intercept<MemoryStorage, Counting>) -> (usize, usize) {
+        let h = s.hooks();
+        (
+            h.reads.load(Ordering::SeqCst),
+            h.writes.load(Ordering::SeqCst),
+        )
+    }
+
+    #[test]
+    fn intercept_delegates_and_calls_the_hooks() {
+        let s = Intercept::new(MemoryStorage::new(), Counting::default());
+        s.write_at(2, b"hello").unwrap();
+        assert_eq!(counts(&s), (0, 1));
+        // A vectored write reaches the write hook once per segment.
+        s.write_vectored(&[WriteSegment::new(8, b"xy"), WriteSegment::new(0, b"ab")])
+            .unwrap();
+        assert_eq!(counts(&s), (0, 3));
+        // The bytes went to the inner storage; reading it directly passes no hook.
+        assert_eq!(s.len().unwrap(), 10);
+        // The gap at 7 reads as zero.
+        assert_eq!(s.inner().read_vec(0, 10).unwrap(), b"abhello\0xy");
+        assert_eq!(counts(&s), (0, 3));
+        // Reads through the wrapper return the inner bytes and pass the read hook.
+        let mut buf = [0; 5];
+        s.read_at(2, &mut buf).unwrap();
+        assert_eq!(&buf, b"hello");
+        assert_eq!(counts(&s), (1, 3));
+        let (mut a, mut b) = ([0; 2], [0; 3]);
+        s.read_vectored(&mut [ReadSegment::new(8, &mut a), ReadSegment::new(0, &mut b)])
+            .unwrap();
+        assert_eq!((&a, &b), (b"xy", b"abh"));
+        assert_eq!(counts(&s), (3, 3));
+        // Calls without a hook go to the inner storage.
+        s.set_len(4).unwrap();
+        assert_eq!(s.inner().len().unwrap(), 4);
+        s.lock(LockMode::Exclusive).unwrap();
+        s.unlock().unwrap();
+        s.sync().unwrap();
+        assert_eq!(counts(&s), (3, 3));
+    }
+
+    #[test]
+    fn intercept_meets_the_storage_contract() {
+        run_conformance(&|| Box::new(Intercept::new(MemoryStorage::new(), Counting::default())));
     }
 }

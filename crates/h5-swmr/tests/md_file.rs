@@ -6,9 +6,8 @@
 use std::sync::Arc;
 
 use h5_format::checksum::lookup3;
-use h5_io::{
-    IoOp, LockMode, MemoryStorage, Metrics, ReadSegment, Storage, StorageExt, WriteSegment,
-};
+use h5_io::testkit::{Hooks, Intercept};
+use h5_io::{IoOp, MemoryStorage, Metrics, Storage, StorageExt};
 use h5_pagebuf::{PageBuffer, PageBufferConfig};
 use h5_swmr::format::{HEADER_LEN, MdHeader, MdIndex};
 use h5_swmr::reader::{Loaded, MdReader, ReaderParams, ReaderStorage};
@@ -19,16 +18,16 @@ use proptest::prelude::*;
 const PS: u64 = 512;
 const MAX_LAG: u64 = 3;
 
-/// Flips a byte in the first `left` reads: what a reader sees of a write in progress.
+/// Storage hooks flipping the last byte of each of the first `left` non-empty reads: what a
+/// reader sees of a write in progress.
 #[derive(Debug)]
 struct CorruptReads {
-    inner: Arc<Metrics<MemoryStorage>>,
     left: std::sync::atomic::AtomicU32,
 }
 
-impl Storage for CorruptReads {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
-        self.inner.read_at(offset, buf)?;
+impl Hooks for CorruptReads {
+    fn read_at(&self, inner: &dyn Storage, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+        inner.read_at(offset, buf)?;
         let left = self.left.load(std::sync::atomic::Ordering::SeqCst);
         if left > 0 && !buf.is_empty() {
             self.left
@@ -37,33 +36,6 @@ impl Storage for CorruptReads {
             buf[last] ^= 0x5A;
         }
         Ok(())
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn len(&self) -> h5_io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> h5_io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync(&self) -> h5_io::Result<()> {
-        Ok(())
-    }
-    fn lock(&self, mode: LockMode) -> h5_io::Result<()> {
-        self.inner.lock(mode)
-    }
-    fn unlock(&self) -> h5_io::Result<()> {
-        self.inner.unlock()
-    }
-    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> h5_io::Result<()> {
-        for s in segments.iter_mut() {
-            self.read_at(s.offset, s.buf)?;
-        }
-        Ok(())
-    }
-    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> h5_io::Result<()> {
-        self.inner.write_vectored(segments)
     }
 }
 
@@ -362,10 +334,12 @@ fn swmr_080_082_083_torn_reads_and_ticks() {
     meta.write_at(0, &[1; 8]).unwrap();
     r.w.end_of_tick(&r.pb).unwrap();
     // The first two reads of the header fail (bad checksum as if torn), then it reads fine.
-    let faulty = Arc::new(CorruptReads {
-        inner: r.md.clone(),
-        left: std::sync::atomic::AtomicU32::new(2),
-    });
+    let faulty = Arc::new(Intercept::new(
+        r.md.clone(),
+        CorruptReads {
+            left: std::sync::atomic::AtomicU32::new(2),
+        },
+    ));
     let mut rd = MdReader::new(Some(faulty.clone()), "md".into(), reader_params(1), None);
     assert!(matches!(rd.load().unwrap(), Loaded::Advanced { .. }));
     assert!(rd.retries >= 1);

@@ -11,7 +11,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use h5::FileAccess;
-use h5_io::{LockMode, MemoryStorage, Storage};
+use h5_io::testkit::{Hooks, Intercept};
+use h5_io::{MemoryStorage, Storage};
 
 /// What the armed storage saw.
 #[derive(Debug, Default, Clone, Copy)]
@@ -26,11 +27,10 @@ struct Seen {
     gave_up: usize,
 }
 
-/// Memory storage whose reads, once armed, meet in pairs: a read waits until another read is
-/// inside too (or the safety limit passes, counted as giving up).
+/// Hooks of a memory storage whose reads, once armed, meet in pairs: a read waits until another
+/// read is inside too (or the safety limit passes, counted as giving up).
 #[derive(Debug, Default)]
 struct Rendezvous {
-    inner: MemoryStorage,
     armed: AtomicBool,
     seen: Mutex<Seen>,
     changed: Condvar,
@@ -54,36 +54,18 @@ impl Rendezvous {
     }
 }
 
-impl Storage for Rendezvous {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
+impl Hooks for Rendezvous {
+    fn read_at(&self, inner: &dyn Storage, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
         if self.armed.load(Ordering::SeqCst) {
             self.meet();
         }
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn len(&self) -> h5_io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> h5_io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync(&self) -> h5_io::Result<()> {
-        self.inner.sync()
-    }
-    fn lock(&self, mode: LockMode) -> h5_io::Result<()> {
-        self.inner.lock(mode)
-    }
-    fn unlock(&self) -> h5_io::Result<()> {
-        self.inner.unlock()
+        inner.read_at(offset, buf)
     }
 }
 
 #[test]
 fn loads_of_different_objects_overlap() {
-    let storage = Arc::new(Rendezvous::default());
+    let storage = Arc::new(Intercept::new(MemoryStorage::new(), Rendezvous::default()));
     {
         let f = h5::File::create_in(
             storage.clone(),
@@ -104,7 +86,7 @@ fn loads_of_different_objects_overlap() {
     // The root group is loaded before arming: each thread's first read is its own dataset's
     // object header.
     assert_eq!(f.member_names().unwrap(), ["a", "b"]);
-    storage.armed.store(true, Ordering::SeqCst);
+    storage.hooks().armed.store(true, Ordering::SeqCst);
     let shapes: Vec<Vec<usize>> = std::thread::scope(|s| {
         let threads: Vec<_> = ["a", "b"]
             .into_iter()
@@ -115,9 +97,9 @@ fn loads_of_different_objects_overlap() {
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).collect()
     });
-    storage.armed.store(false, Ordering::SeqCst);
+    storage.hooks().armed.store(false, Ordering::SeqCst);
     assert_eq!(shapes, [vec![3], vec![3]]);
-    let seen = *storage.seen.lock().unwrap();
+    let seen = *storage.hooks().seen.lock().unwrap();
     assert!(seen.arrived >= 2, "{seen:?}");
     assert_eq!(
         seen.most_inside, 2,

@@ -9,7 +9,8 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use h5::{CreateOptions, FileAccess, FormatBounds};
-use h5_io::{LockMode, MemoryStorage, ReadSegment, Storage, WriteSegment};
+use h5_io::testkit::{Hooks, Intercept};
+use h5_io::{MemoryStorage, Storage};
 
 /// One change of the file's bytes.
 #[derive(Clone, Debug)]
@@ -18,51 +19,24 @@ enum Op {
     SetLen(u64),
 }
 
-/// Forwards to the file and records every write and length change.
+/// Storage hooks that record every write and length change of the file, each just before it is
+/// made (a vector write as its segments, in slice order).
 #[derive(Debug)]
 struct Recorder {
-    inner: Arc<dyn Storage>,
     ops: Arc<Mutex<Vec<Op>>>,
 }
 
-impl Storage for Recorder {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+impl Hooks for Recorder {
+    fn write_at(&self, inner: &dyn Storage, offset: u64, data: &[u8]) -> h5_io::Result<()> {
         self.ops
             .lock()
             .unwrap()
             .push(Op::Write(offset, data.to_vec()));
-        self.inner.write_at(offset, data)
+        inner.write_at(offset, data)
     }
-    fn len(&self) -> h5_io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> h5_io::Result<()> {
+    fn set_len(&self, inner: &dyn Storage, len: u64) -> h5_io::Result<()> {
         self.ops.lock().unwrap().push(Op::SetLen(len));
-        self.inner.set_len(len)
-    }
-    fn sync(&self) -> h5_io::Result<()> {
-        self.inner.sync()
-    }
-    fn lock(&self, mode: LockMode) -> h5_io::Result<()> {
-        self.inner.lock(mode)
-    }
-    fn unlock(&self) -> h5_io::Result<()> {
-        self.inner.unlock()
-    }
-    fn read_vectored(&self, segments: &mut [ReadSegment<'_>]) -> h5_io::Result<()> {
-        self.inner.read_vectored(segments)
-    }
-    fn write_vectored(&self, segments: &[WriteSegment<'_>]) -> h5_io::Result<()> {
-        {
-            let mut ops = self.ops.lock().unwrap();
-            for s in segments {
-                ops.push(Op::Write(s.offset, s.data.to_vec()));
-            }
-        }
-        self.inner.write_vectored(segments)
+        inner.set_len(len)
     }
 }
 
@@ -137,10 +111,12 @@ fn every_prefix_of_every_swmr_flush_reads_consistently() {
     let ops = Arc::new(Mutex::new(Vec::new()));
     let rec = Arc::clone(&ops);
     let access = FileAccess::new().storage_decorator(move |inner| {
-        Arc::new(Recorder {
+        Arc::new(Intercept::new(
             inner,
-            ops: Arc::clone(&rec),
-        }) as Arc<dyn Storage>
+            Recorder {
+                ops: Arc::clone(&rec),
+            },
+        )) as Arc<dyn Storage>
     });
     let options = CreateOptions::with_bounds(FormatBounds::V110, FormatBounds::LATEST);
     let f = h5::File::create_with(&path, &access, &options).unwrap();
@@ -329,10 +305,12 @@ fn every_prefix_of_every_swmr_flush_reads_a_btree_dataset_consistently() {
     let ops = Arc::new(Mutex::new(Vec::new()));
     let rec = Arc::clone(&ops);
     let access = FileAccess::new().storage_decorator(move |inner| {
-        Arc::new(Recorder {
+        Arc::new(Intercept::new(
             inner,
-            ops: Arc::clone(&rec),
-        }) as Arc<dyn Storage>
+            Recorder {
+                ops: Arc::clone(&rec),
+            },
+        )) as Arc<dyn Storage>
     });
     let options = CreateOptions::with_bounds(FormatBounds::V110, FormatBounds::LATEST);
     let f = h5::File::create_with(&path, &access, &options).unwrap();

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use h5_io::{IoOp, LockMode, MemoryStorage, Storage};
+use h5_io::testkit::{Hooks, Intercept};
+use h5_io::{IoOp, MemoryStorage, Storage};
 use h5_testkit::verify::{DatasetExpect, Expectations, check_with_h5py, run_python};
 use serde_json::json;
 
@@ -216,10 +217,10 @@ fn direct_chunk_io() {
     assert_eq!(out.trim(), format!("{mask} {hex}"));
 }
 
-/// A storage whose writes fail while `broken` is set.
-#[derive(Debug)]
+/// Storage hooks that fail every write, length change and sync while `broken` is set (reads
+/// always work).
+#[derive(Debug, Default)]
 struct Flaky {
-    inner: MemoryStorage,
     broken: AtomicBool,
 }
 
@@ -236,30 +237,18 @@ impl Flaky {
     }
 }
 
-impl Storage for Flaky {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> h5_io::Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> h5_io::Result<()> {
+impl Hooks for Flaky {
+    fn write_at(&self, inner: &dyn Storage, offset: u64, data: &[u8]) -> h5_io::Result<()> {
         self.fail(IoOp::Write, offset)?;
-        self.inner.write_at(offset, data)
+        inner.write_at(offset, data)
     }
-    fn len(&self) -> h5_io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> h5_io::Result<()> {
+    fn set_len(&self, inner: &dyn Storage, len: u64) -> h5_io::Result<()> {
         self.fail(IoOp::SetLen, len)?;
-        self.inner.set_len(len)
+        inner.set_len(len)
     }
-    fn sync(&self) -> h5_io::Result<()> {
+    fn sync(&self, inner: &dyn Storage) -> h5_io::Result<()> {
         self.fail(IoOp::Sync, 0)?;
-        self.inner.sync()
-    }
-    fn lock(&self, mode: LockMode) -> h5_io::Result<()> {
-        self.inner.lock(mode)
-    }
-    fn unlock(&self) -> h5_io::Result<()> {
-        self.inner.unlock()
+        inner.sync()
     }
 }
 
@@ -267,10 +256,7 @@ impl Storage for Flaky {
 /// every change with `Failed` (even once the storage works again) while reads still work.
 #[test]
 fn a_failed_flush_leaves_the_handle_failed() {
-    let storage = Arc::new(Flaky {
-        inner: MemoryStorage::new(),
-        broken: AtomicBool::new(false),
-    });
+    let storage = Arc::new(Intercept::new(MemoryStorage::new(), Flaky::default()));
     let f = h5::File::create_in(
         storage.clone(),
         &h5::FileAccess::default(),
@@ -285,7 +271,7 @@ fn a_failed_flush_leaves_the_handle_failed() {
         .unwrap();
     f.flush().unwrap();
     d.write(&[4u32, 5, 6]).unwrap();
-    storage.broken.store(true, Ordering::SeqCst);
+    storage.hooks().broken.store(true, Ordering::SeqCst);
     let e = f.flush().unwrap_err();
     assert!(
         matches!(
@@ -294,7 +280,7 @@ fn a_failed_flush_leaves_the_handle_failed() {
         ),
         "{e:?}"
     );
-    storage.broken.store(false, Ordering::SeqCst);
+    storage.hooks().broken.store(false, Ordering::SeqCst);
     assert!(matches!(f.flush(), Err(h5::Error::Failed(_))));
     assert!(matches!(d.write(&[7u32, 8, 9]), Err(h5::Error::Failed(_))));
     assert!(matches!(root.create_group("g"), Err(h5::Error::Failed(_))));
