@@ -1,10 +1,12 @@
 //! Virtual datasets with unlimited mappings, sized by their sources as libhdf5's default view
-//! sizes them: `scripts/vds_unlimited.py` (h5py, libhdf5 1.14) writes the sources and the virtual
-//! datasets, changes the sources between phases, and prints what libhdf5 reads of each virtual
-//! dataset; h5 must read the same shapes and values after each change.
+//! sizes them, and virtual datasets larger than one of h5's virtual chunks:
+//! `scripts/vds_unlimited.py` (h5py with libhdf5 1.14, then with libhdf5 2.0) writes the sources
+//! and the virtual datasets, changes the sources between phases, and prints what libhdf5 reads of
+//! each virtual dataset; h5 must read the same shapes and values after each change.
 
 use std::path::Path;
 
+use h5_testkit::verify::Reference;
 use serde_json::Value;
 
 const SCRIPT: &str = include_str!("scripts/vds_unlimited.py");
@@ -16,9 +18,11 @@ const NAMES: [&str; 5] = [
     "printf_local",
 ];
 
-/// Runs the script's `phase` in `dir`; libhdf5's reading of every virtual dataset.
-fn libhdf5(dir: &Path, phase: &str) -> Value {
-    let out = h5_testkit::verify::run_python(SCRIPT, &[dir.as_os_str(), phase.as_ref()]);
+/// Runs the script's `phase` in `dir` with `reference`'s libhdf5; its reading of every virtual
+/// dataset.
+fn libhdf5(reference: Reference, dir: &Path, phase: &str) -> Value {
+    let out =
+        h5_testkit::verify::run_python_with(reference, SCRIPT, &[dir.as_os_str(), phase.as_ref()]);
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
@@ -53,8 +57,14 @@ fn same_as_libhdf5(dir: &Path, want: &Value) {
 
 #[test]
 fn unlimited_and_printf_mappings_are_sized_by_their_sources_as_libhdf5_sizes_them() {
+    for reference in Reference::ALL {
+        sized_by_sources(reference);
+    }
+}
+
+fn sized_by_sources(reference: Reference) {
     let dir = tempfile::tempdir().unwrap();
-    let made = libhdf5(dir.path(), "make");
+    let made = libhdf5(reference, dir.path(), "make");
     // What libhdf5 makes of the sources (checked here so that a change of the script shows):
     // src0 has 3 rows, src1 5, src2 2; three printf sources of 2 rows; two local parts.
     assert_eq!(shape_of(&made["concat"]), [3, 4]);
@@ -69,7 +79,7 @@ fn unlimited_and_printf_mappings_are_sized_by_their_sources_as_libhdf5_sizes_the
     // A handle opened before the sources change sees them after `refresh`.
     let file = h5::File::open(dir.path().join("vds_unlim.h5")).unwrap();
     let concat = file.dataset("concat").unwrap();
-    let grown = libhdf5(dir.path(), "grow");
+    let grown = libhdf5(reference, dir.path(), "grow");
     assert_eq!(shape_of(&grown["concat"]), [5, 4]);
     assert_eq!(shape_of(&grown["printf"]), [8, 4]);
     assert_eq!(concat.shape(), [3, 4]);
@@ -82,7 +92,7 @@ fn unlimited_and_printf_mappings_are_sized_by_their_sources_as_libhdf5_sizes_the
     same_as_libhdf5(dir.path(), &grown);
 
     // A missing printf source ends the printf mapping there (libhdf5's default gap of 0).
-    let gap = libhdf5(dir.path(), "gap");
+    let gap = libhdf5(reference, dir.path(), "gap");
     assert_eq!(shape_of(&gap["printf"]), [2, 4]);
     same_as_libhdf5(dir.path(), &gap);
 }
@@ -97,8 +107,14 @@ fn le_bytes(values: &[i32]) -> Vec<u8> {
 /// libhdf5 reads them.
 #[test]
 fn virtual_datasets_are_read_chunk_by_chunk_as_libhdf5_reads_them() {
+    for reference in Reference::ALL {
+        read_by_chunk(reference);
+    }
+}
+
+fn read_by_chunk(reference: Reference) {
     let dir = tempfile::tempdir().unwrap();
-    let want = libhdf5(dir.path(), "shapes");
+    let want = libhdf5(reference, dir.path(), "shapes");
     let file = h5::File::open(dir.path().join("vds_shapes.h5")).unwrap();
     for name in ["grid", "cube", "big"] {
         let w = &want[name];
