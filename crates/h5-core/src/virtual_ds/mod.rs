@@ -31,7 +31,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use h5_chunkcache::selection::{Hyperslab, Points, Selection, decompose, gather};
+use h5_chunkcache::selection::{Hyperslab, MemorySelection, Points, Selection, decompose, gather};
 use h5_chunkcache::{
     Chunk, ChunkCoord, ChunkLayout, DiskLocation, Encoded, LayoutError, LayoutInfo, Lookup, Udata,
 };
@@ -744,73 +744,97 @@ impl VirtualLayout {
             return Ok(());
         }
         let elem = self.elem_size;
-        let count = usize::try_from(hi.saturating_sub(lo))
-            .map_err(|_| err("a virtual dataset chunk too large".into()))?;
-        let mut dense = vec![0u8; count.saturating_mul(elem)];
-        // The source's elements of these ranks, read in rank order.
-        let pieces: Vec<Selection> = from
+        let selection_err = |e: h5_chunkcache::selection::SelectionError| {
+            err(format!(
+                "virtual dataset mapping from {source_file}:{source_dataset}: {e}"
+            ))
+        };
+        let slab = |[s, st, c, bl]: ranks::Slab| {
+            Hyperslab::from_vecs(s, st, c, bl)
+                .map(Selection::Hyperslab)
+                .map_err(selection_err)
+        };
+        // The source's elements of these ranks and their places in the chunk, both in rank
+        // order, each as a few hyperslabs with their element counts.
+        let from_pieces = from
+            .pieces(lo, hi)
+            .into_iter()
+            .map(|p| {
+                let sel = slab(p)?;
+                let n = sel.num_elements(info.dims()).map_err(selection_err)?;
+                Ok((sel, n))
+            })
+            .collect::<Result<Vec<_>, LayoutError>>()?;
+        let to_pieces = to
             .pieces(lo, hi)
             .into_iter()
             .map(|[s, st, c, bl]| {
-                Hyperslab::from_vecs(s, st, c, bl)
-                    .map(Selection::Hyperslab)
-                    .map_err(|e| {
-                        err(format!(
-                            "virtual dataset source {source_file}:{source_dataset}: {e}"
-                        ))
-                    })
+                let local = s
+                    .iter()
+                    .zip(&b.origin)
+                    .map(|(&x, &o)| x.saturating_sub(o))
+                    .collect();
+                let sel = slab([local, st, c, bl])?;
+                let n = sel.num_elements(&self.chunk_dims).map_err(selection_err)?;
+                Ok((sel, n))
             })
-            .collect::<Result<_, _>>()?;
-        let mut reqs = Vec::with_capacity(pieces.len());
+            .collect::<Result<Vec<_>, LayoutError>>()?;
+        let total = |p: &[(Selection, u64)]| p.iter().fold(0u64, |a, (_, n)| a.saturating_add(*n));
+        let count = hi.saturating_sub(lo);
+        if total(&from_pieces) != count || total(&to_pieces) != count {
+            return Err(err(format!(
+                "virtual dataset mapping from {source_file}:{source_dataset} selects different \
+                 numbers of source and virtual elements"
+            )));
+        }
+        if from_pieces.len() == to_pieces.len()
+            && from_pieces
+                .iter()
+                .zip(&to_pieces)
+                .all(|((_, a), (_, b))| a == b)
+        {
+            // Piece for piece: read straight into the chunk.
+            for ((src_sel, _), (dst_sel, _)) in from_pieces.into_iter().zip(to_pieces) {
+                let mem = MemorySelection {
+                    extent: self.chunk_dims.clone(),
+                    selection: dst_sel,
+                };
+                read(file, info, &src_sel, Some(&mem), None, chunk).map_err(boxed)?;
+            }
+            return Ok(());
+        }
+        // Otherwise through a buffer in rank order.
+        let bytes = usize::try_from(count)
+            .ok()
+            .and_then(|n| n.checked_mul(elem))
+            .ok_or_else(|| err("a virtual dataset chunk too large".into()))?;
+        let mut dense = vec![0u8; bytes];
+        let mut reqs = Vec::with_capacity(from_pieces.len());
         let mut rest: &mut [u8] = &mut dense;
-        for sel in &pieces {
-            let n = sel.num_elements(info.dims()).map_err(|e| {
-                err(format!(
-                    "virtual dataset mapping from {source_file}:{source_dataset}: {e}"
-                ))
-            })?;
-            let bytes = usize::try_from(n)
+        for (sel, n) in &from_pieces {
+            let len = usize::try_from(*n)
                 .ok()
                 .and_then(|n| n.checked_mul(elem))
                 .filter(|&n| n <= rest.len())
-                .ok_or_else(|| {
-                    err(format!(
-                        "virtual dataset mapping from {source_file}:{source_dataset} selects \
-                         fewer virtual than source elements"
-                    ))
-                })?;
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
+                .ok_or_else(|| err("virtual dataset source piece past its buffer".into()))?;
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
             reqs.push((info, sel, head));
             rest = tail;
         }
-        if !rest.is_empty() {
-            return Err(err(format!(
-                "virtual dataset mapping from {source_file}:{source_dataset} selects fewer \
-                 source than virtual elements"
-            )));
-        }
         crate::dataset::read_many(file, &mut reqs).map_err(boxed)?;
-        // Placed in rank order into the chunk.
         let mut at = 0usize;
-        for [s, st, c, bl] in to.pieces(lo, hi) {
-            let local: Vec<u64> = s
-                .iter()
-                .zip(&b.origin)
-                .map(|(&x, &o)| x.saturating_sub(o))
-                .collect();
-            let sel = Hyperslab::from_vecs(local, st, c, bl)
-                .map(Selection::Hyperslab)
-                .map_err(|e| err(format!("virtual dataset selection: {e}")))?;
-            let pieces = decompose(&sel, &self.chunk_dims, &self.chunk_dims)
-                .map_err(|e| err(format!("virtual dataset selection: {e}")))?;
-            let mut n = 0usize;
+        for (sel, n) in &to_pieces {
+            let pieces =
+                decompose(sel, &self.chunk_dims, &self.chunk_dims).map_err(selection_err)?;
+            let from = dense.get(at..).unwrap_or_default();
             for p in pieces {
-                let from = dense.get(at..).unwrap_or_default();
-                gather(from, chunk, &p.runs, elem)
-                    .map_err(|e| err(format!("virtual dataset selection: {e}")))?;
-                n = n.saturating_add(usize::try_from(p.elements).unwrap_or(usize::MAX));
+                gather(from, chunk, &p.runs, elem).map_err(selection_err)?;
             }
-            at = at.saturating_add(n.saturating_mul(elem));
+            at = at.saturating_add(
+                usize::try_from(*n)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(elem),
+            );
         }
         Ok(())
     }

@@ -101,10 +101,12 @@ pub(super) struct Regular {
 pub(super) type Slab = [Vec<u64>; 4];
 
 impl Regular {
-    /// `spec` over `extent` as patterns: "all" and regular hyperslabs (unlimited only in the
-    /// first dimension); `None` for other selections.
+    /// `spec` over `extent` as patterns: "all", regular hyperslabs (unlimited only in the
+    /// first dimension) and block lists that are regular hyperslabs written out (libhdf5's
+    /// version 1 encoding lists every block); `None` for other selections.
     pub(super) fn of(spec: &SelectionSpec, extent: &[u64]) -> Option<Regular> {
         let dims = match spec {
+            SelectionSpec::Blocks { rank, corners } => return Self::of_blocks(*rank, corners),
             SelectionSpec::All => extent
                 .iter()
                 .map(|&e| Dim {
@@ -140,6 +142,57 @@ impl Regular {
             _ => return None,
         };
         Some(Regular { dims })
+    }
+
+    /// A list of boxes (`rank` start corners and `rank` inclusive end corners each) as the
+    /// regular hyperslab it writes out: per dimension, the boxes' ranges are equally long and
+    /// equally spaced, and every combination of them is listed exactly once.
+    fn of_blocks(rank: usize, corners: &[u64]) -> Option<Regular> {
+        let width = rank.checked_mul(2).filter(|&w| w > 0)?;
+        if corners.len().checked_rem(width) != Some(0) || corners.is_empty() {
+            return None;
+        }
+        let boxes = corners.len().checked_div(width)?;
+        let mut dims = Vec::with_capacity(rank);
+        let mut combinations = 1u64;
+        for d in 0..rank {
+            // The distinct ranges of dimension d, ascending.
+            let mut ranges: Vec<(u64, u64)> = corners
+                .chunks_exact(width)
+                .map(|c| Some((*c.get(d)?, *c.get(rank.checked_add(d)?)?)))
+                .collect::<Option<_>>()?;
+            ranges.sort_unstable();
+            ranges.dedup();
+            let &(start, end) = ranges.first()?;
+            let block = end.checked_sub(start)?.checked_add(1)?;
+            let stride = match ranges.get(1) {
+                Some(&(next, _)) => next.checked_sub(start)?,
+                None => block,
+            };
+            if stride < block {
+                return None;
+            }
+            for (k, &(s, e)) in ranges.iter().enumerate() {
+                let want = start.checked_add(stride.checked_mul(k as u64)?)?;
+                if s != want || e.checked_sub(s)?.checked_add(1)? != block {
+                    return None;
+                }
+            }
+            let count = ranges.len() as u64;
+            combinations = combinations.checked_mul(count)?;
+            dims.push(Dim {
+                start,
+                stride,
+                count,
+                block,
+            });
+        }
+        // Distinct boxes whose ranges all belong to the pattern, as many as its combinations:
+        // every combination, once.
+        let mut listed: Vec<&[u64]> = corners.chunks_exact(width).collect();
+        listed.sort_unstable();
+        listed.dedup();
+        (listed.len() == boxes && boxes as u64 == combinations).then_some(Regular { dims })
     }
 
     /// Elements of the dimensions after `d` (one index of dimension `d` holds this many ranks).
@@ -348,6 +401,42 @@ mod tests {
                 .map_or((a, a), |&f| (f as u64, *inside.last().unwrap() as u64 + 1));
             assert_eq!((a, b), want, "{fixed:?} {split} {lo}..{hi}");
             assert_eq!(b - a, inside.len() as u64, "contiguous");
+        }
+    }
+
+    #[test]
+    fn block_lists_of_regular_hyperslabs_are_regular() {
+        // Rows 0, 10, 20 of columns 2..=5 and 8..=11 (libhdf5's version 1 encoding).
+        let listed = SelectionSpec::Blocks {
+            rank: 2,
+            corners: vec![
+                0, 2, 0, 5, 0, 8, 0, 11, 10, 2, 10, 5, 10, 8, 10, 11, 20, 2, 20, 5, 20, 8, 20, 11,
+            ],
+        };
+        assert_eq!(
+            Regular::of(&listed, &[]),
+            Some(regular(&[0, 2], &[10, 6], &[3, 2], &[1, 4]))
+        );
+        // One box.
+        let one = SelectionSpec::Blocks {
+            rank: 2,
+            corners: vec![3, 4, 5, 9],
+        };
+        assert_eq!(
+            Regular::of(&one, &[]),
+            Some(regular(&[3, 4], &[3, 6], &[1, 1], &[3, 6]))
+        );
+        // A combination missing, unequal blocks, uneven spacing, overlaps: irregular.
+        for corners in [
+            vec![0, 2, 0, 5, 0, 8, 0, 11, 10, 2, 10, 5],
+            vec![0, 0, 0, 1, 5, 0, 5, 2],
+            vec![0, 0, 0, 0, 2, 0, 2, 0, 5, 0, 5, 0],
+            vec![0, 0, 0, 3, 0, 2, 0, 5],
+        ] {
+            assert_eq!(
+                Regular::of(&SelectionSpec::Blocks { rank: 2, corners }, &[]),
+                None
+            );
         }
     }
 

@@ -108,6 +108,9 @@ def shapes(d):
         mapping(dcpl, grid, ((1000, 0), (250, 175), (1, 2), (1, 1)), "b.h5", "data", (500, 350),
                 ((0, 0), (250, 175), (2, 2), (1, 1)))
         mapping(dcpl, grid, ((1300, 5), (1, 1), None, (10, 100)), "c.h5", "data", (10, 10, 10), None)
+        # Across h5's chunk boundary at row 1496 (374 rows of 700 per chunk), rows of 40 from
+        # planes of 100: the pieces of the two sides do not line up.
+        mapping(dcpl, grid, ((1480, 200), (1, 1), None, (25, 40)), "c.h5", "data", (10, 10, 10), None)
         mapping(dcpl, grid, ((2000, 3), (100, 20), (3, 7), (1, 1)), ".", "local", (2000,), None)
         mapping(dcpl, grid, ((2400, 1), (4, 3), (50, 200), (20, 150)), "a.h5", "data", (1000, 700),
                 ((5, 5), (1, 1), None, (240, 150)))
@@ -127,7 +130,8 @@ def shapes(d):
         h5d.create(f.id, b"big", h5t.STD_I32LE, h5s.create_simple(big), dcpl=dcpl)
     out = {}
     slices = {
-        "grid": [[[1234, 2500, 3], [100, 650, 7]], [[990, 1010, 1], [0, 700, 1]], [[2399, 2600, 1], [0, 700, 5]]],
+        "grid": [[[1234, 2500, 3], [100, 650, 7]], [[990, 1010, 1], [0, 700, 1]], [[2399, 2600, 1], [0, 700, 5]],
+                 [[1490, 1500, 1], [190, 250, 1]]],
         "cube": [[[0, 4, 1], [290, 310, 1], [0, 600, 3]], [[1, 3, 1], [0, 600, 7], [599, 600, 1]]],
         # libhdf5 1.14.4 crashes or fails on wider reads of the far corner of "big".
         "big": [[[4, 7, 1], [0, 800, 1]], [[99996, 99998, 1], [98995, 99005, 1]],
