@@ -116,6 +116,27 @@ fn read_by_chunk(reference: Reference) {
     let dir = tempfile::tempdir().unwrap();
     let want = libhdf5(reference, dir.path(), "shapes");
     let file = h5::File::open(dir.path().join("vds_shapes.h5")).unwrap();
+    // Sources of other numeric types, converted as libhdf5 converts them (widening exactly;
+    // narrowing saturates, floats truncate toward zero, NaN gives 0).
+    let as_f64 = |v: &Value| -> Vec<f64> {
+        v["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let widened = file.dataset("widened").unwrap();
+    let got: Vec<f64> = widened.read::<f64>().unwrap().iter().copied().collect();
+    assert_eq!(got, as_f64(&want["widened"]), "widened");
+    let narrowed = file.dataset("narrowed").unwrap();
+    let got: Vec<f64> = narrowed
+        .read::<i8>()
+        .unwrap()
+        .iter()
+        .map(|&v| f64::from(v))
+        .collect();
+    assert_eq!(got, as_f64(&want["narrowed"]), "narrowed");
     for name in ["grid", "cube", "big"] {
         let w = &want[name];
         let d = file.dataset(name).unwrap();

@@ -24,8 +24,9 @@
 //! up to the first source missing. [`current_dims`] computes that extent when a dataset is
 //! opened (or refreshed); reads clip each mapping to it.
 //!
-//! Not supported (clear errors): source datasets whose datatype differs from the virtual
-//! dataset's.
+//! A source of another numeric type than the virtual dataset's is converted as libhdf5 converts
+//! it (integers saturate, floats to integers truncate toward zero); other differing types are
+//! refused with a clear error.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -33,12 +34,14 @@ use std::sync::{Arc, Mutex, Weak};
 
 use h5_chunkcache::selection::{Hyperslab, MemorySelection, Points, Selection, decompose, gather};
 use h5_chunkcache::{
-    Chunk, ChunkCoord, ChunkLayout, DiskLocation, Encoded, LayoutError, LayoutInfo, Lookup, Udata,
+    Chunk, ChunkCoord, ChunkLayout, Conversion, DiskLocation, Encoded, LayoutError, LayoutInfo,
+    Lookup, Udata,
 };
 use h5_format::datatype::Datatype;
 use h5_format::heap::global::GlobalHeapId;
 use h5_format::vds::{SAME_FILE, SelectionSpec, VirtualMapping, VirtualMappings};
 
+use crate::convert::{NumConversion, num_type};
 use crate::dataset::{DatasetInfo, read};
 use crate::error::{Error, Result};
 use crate::file::{CacheSettings, FileShared};
@@ -724,17 +727,12 @@ impl VirtualLayout {
     ) -> Result<(), LayoutError> {
         let (file, info) = &**src;
         let (source_file, source_dataset) = names;
-        if info.datatype != self.datatype {
-            return Err(boxed(Error::Unsupported(format!(
-                "virtual dataset source {source_file}:{source_dataset} has another datatype than \
-                 the virtual dataset"
-            ))));
-        }
+        let conv = self.conversion(info, names)?;
         let (Some(to), Some(from)) = (
             Regular::of(target, &self.dims),
             Regular::of(source, info.dims()),
         ) else {
-            return self.read_irregular(src, names, source, target, b, chunk);
+            return self.read_irregular(src, names, source, target, conv.as_ref(), b, chunk);
         };
         let (mut lo, mut hi) = to.ranks_in(&b.fixed, b.split, b.lo, b.hi);
         if let Some(n) = limit {
@@ -799,14 +797,16 @@ impl VirtualLayout {
                     extent: self.chunk_dims.clone(),
                     selection: dst_sel,
                 };
-                read(file, info, &src_sel, Some(&mem), None, chunk).map_err(boxed)?;
+                let conv = conv.as_ref().map(|c| c as &dyn Conversion);
+                read(file, info, &src_sel, Some(&mem), conv, chunk).map_err(boxed)?;
             }
             return Ok(());
         }
-        // Otherwise through a buffer in rank order.
+        // Otherwise through a buffer in rank order (of source elements).
+        let src_elem = info.elem_size();
         let bytes = usize::try_from(count)
             .ok()
-            .and_then(|n| n.checked_mul(elem))
+            .and_then(|n| n.checked_mul(src_elem))
             .ok_or_else(|| err("a virtual dataset chunk too large".into()))?;
         let mut dense = vec![0u8; bytes];
         let mut reqs = Vec::with_capacity(from_pieces.len());
@@ -814,7 +814,7 @@ impl VirtualLayout {
         for (sel, n) in &from_pieces {
             let len = usize::try_from(*n)
                 .ok()
-                .and_then(|n| n.checked_mul(elem))
+                .and_then(|n| n.checked_mul(src_elem))
                 .filter(|&n| n <= rest.len())
                 .ok_or_else(|| err("virtual dataset source piece past its buffer".into()))?;
             let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
@@ -822,6 +822,7 @@ impl VirtualLayout {
             rest = tail;
         }
         crate::dataset::read_many(file, &mut reqs).map_err(boxed)?;
+        let dense = converted(dense, conv.as_ref(), elem)?;
         let mut at = 0usize;
         for (sel, n) in &to_pieces {
             let pieces =
@@ -848,6 +849,7 @@ impl VirtualLayout {
         names: (&str, &str),
         source: &SelectionSpec,
         target: &SelectionSpec,
+        conv: Option<&NumConversion>,
         b: &ChunkBox,
         chunk: &mut [u8],
     ) -> Result<(), LayoutError> {
@@ -942,8 +944,9 @@ impl VirtualLayout {
                 .map_err(|e| err(format!("virtual dataset source points: {e}")))?,
         );
         let elem = self.elem_size;
-        let mut dense = vec![0u8; wanted.len().saturating_mul(elem)];
+        let mut dense = vec![0u8; wanted.len().saturating_mul(info.elem_size())];
         read(file, info, &sel, None, None, &mut dense).map_err(boxed)?;
+        let dense = converted(dense, conv, elem)?;
         for (i, &(l, _)) in wanted.iter().enumerate() {
             let at = usize::try_from(l)
                 .unwrap_or(usize::MAX)
@@ -959,6 +962,32 @@ impl VirtualLayout {
             dst.copy_from_slice(s);
         }
         Ok(())
+    }
+
+    /// How source dataset `info`'s elements become the virtual dataset's: `None` when the
+    /// types are the same, else a numeric conversion as libhdf5 makes it (integers saturate,
+    /// floats to integers truncate); other differing types are not read.
+    fn conversion(
+        &self,
+        info: &DatasetInfo,
+        (source_file, source_dataset): (&str, &str),
+    ) -> Result<Option<NumConversion>, LayoutError> {
+        if info.datatype == self.datatype {
+            return Ok(None);
+        }
+        let unsupported = || {
+            boxed(Error::Unsupported(format!(
+                "virtual dataset source {source_file}:{source_dataset} of type {} read as {}",
+                info.datatype.describe(),
+                self.datatype.describe()
+            )))
+        };
+        let (Some(from), Some(to)) = (num_type(&info.datatype), num_type(&self.datatype)) else {
+            return Err(unsupported());
+        };
+        NumConversion::new(from, to, true)
+            .map(Some)
+            .map_err(|_| unsupported())
     }
 
     /// Chunk `coord`: the fill value, then every mapping's elements that fall in it.
@@ -1001,6 +1030,25 @@ impl VirtualLayout {
             .try_for_each(|m| self.apply(&file, m, &b, &mut chunk))?;
         Ok(chunk)
     }
+}
+
+/// `dense` (source elements) as `elem`-byte virtual elements through `conv`, if any.
+fn converted(
+    dense: Vec<u8>,
+    conv: Option<&NumConversion>,
+    elem: usize,
+) -> Result<Vec<u8>, LayoutError> {
+    let Some(c) = conv else {
+        return Ok(dense);
+    };
+    let n = dense
+        .len()
+        .checked_div(c.from().size())
+        .ok_or_else(|| err("a virtual dataset source type of no size".into()))?;
+    let mut out = vec![0u8; n.saturating_mul(elem)];
+    c.run(&dense, &mut out, n)
+        .map_err(|e| boxed(Error::Invalid(e.to_string())))?;
+    Ok(out)
 }
 
 /// Elements of one slice of a regular selection unlimited in its first dimension (the product

@@ -128,7 +128,25 @@ def shapes(d):
         mapping(dcpl, big, ((5, 0), (1, 1), None, (1, 700)), "a.h5", "data", (1000, 700), ((3, 0), (1, 1), None, (1, 700)))
         mapping(dcpl, big, ((99990, 99000), (2, 1), (7, 1), (1, 500)), "c.h5", "data", (10, 10, 10), None)
         h5d.create(f.id, b"big", h5t.STD_I32LE, h5s.create_simple(big), dcpl=dcpl)
+    # Sources of other types than their virtual datasets: libhdf5 converts them.
+    with h5py.File(os.path.join(d, "types.h5"), "w") as f:
+        f.create_dataset("i16", data=np.array([-300, -1, 0, 7, 32767, -32768], dtype="<i2"))
+        f.create_dataset("f32", data=np.array([0.5, -2.25, 1e30, -0.0, 3.75, 65504], dtype="<f4"))
+        f.create_dataset("u8", data=np.array([0, 1, 127, 128, 200, 255], dtype="u1"))
+        f.create_dataset("i32", data=np.array([-200, -129, -128, 127, 128, 100000], dtype=">i4"))
+        f.create_dataset("f64", data=np.array([-1e10, -128.9, -0.5, 0.99, 127.5, np.nan], dtype="<f8"))
+    with h5py.File(os.path.join(d, "vds_shapes.h5"), "a") as f:
+        for name, vtype, sources in (("widened", "<f8", ("i16", "f32", "u8", "i32")),
+                                     ("narrowed", "i1", ("i16", "u8", "i32", "f64"))):
+            layout = h5py.VirtualLayout(shape=(len(sources), 6), dtype=vtype)
+            for k, src_name in enumerate(sources):
+                layout[k] = h5py.VirtualSource("types.h5", src_name, shape=(6,))
+            f.create_virtual_dataset(name, layout, fillvalue=0)
     out = {}
+    with h5py.File(os.path.join(d, "vds_shapes.h5"), "r") as f:
+        for name in ("widened", "narrowed"):
+            v = f[name]
+            out[name] = {"shape": list(v.shape), "values": [None if x != x else float(x) for x in v[...].ravel()]}
     slices = {
         "grid": [[[1234, 2500, 3], [100, 650, 7]], [[990, 1010, 1], [0, 700, 1]], [[2399, 2600, 1], [0, 700, 5]],
                  [[1490, 1500, 1], [190, 250, 1]]],
