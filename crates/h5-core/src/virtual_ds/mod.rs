@@ -595,6 +595,35 @@ struct ChunkBox {
     hi: u64,
 }
 
+/// A source dataset's selection paired with a virtual selection, element by element in
+/// row-major order.
+struct Pairing<'a> {
+    src: &'a Source,
+    /// The source file and dataset names (for errors).
+    names: (&'a str, &'a str),
+    source: &'a SelectionSpec,
+    target: &'a SelectionSpec,
+    /// The pairing holds only the first that many elements of each (an unlimited mapping).
+    limit: Option<u64>,
+}
+
+impl<'a> Pairing<'a> {
+    fn new(
+        src: &'a Source,
+        names: (&'a str, &'a str),
+        source: &'a SelectionSpec,
+        target: &'a SelectionSpec,
+    ) -> Self {
+        Pairing {
+            src,
+            names,
+            source,
+            target,
+            limit: None,
+        }
+    }
+}
+
 impl VirtualLayout {
     fn chunk_bytes(&self) -> usize {
         self.chunk_dims
@@ -616,9 +645,11 @@ impl VirtualLayout {
             Reach::Fixed => {
                 let (f, d) = (name(&m.file, None)?, name(&m.dataset, None)?);
                 match self.sources.dataset(file, &f, &d).map_err(boxed)? {
-                    Some(src) => {
-                        self.read_mapped(&src, (&f, &d), &m.source, &m.target, None, b, chunk)
-                    }
+                    Some(src) => self.read_mapped(
+                        &Pairing::new(&src, (&f, &d), &m.source, &m.target),
+                        b,
+                        chunk,
+                    ),
                     None => Ok(()),
                 }
             }
@@ -643,15 +674,11 @@ impl VirtualLayout {
                     // the ranks.
                     let per_slice = slice_elements(&m.target).unwrap_or(0);
                     let limit = n.saturating_mul(per_slice);
-                    return self.read_mapped(
-                        &src,
-                        (&f, &d),
-                        &m.source,
-                        &m.target,
-                        Some(limit),
-                        b,
-                        chunk,
-                    );
+                    let pairing = Pairing {
+                        limit: Some(limit),
+                        ..Pairing::new(&src, (&f, &d), &m.source, &m.target)
+                    };
+                    return self.read_mapped(&pairing, b, chunk);
                 }
                 let src_sel = source
                     .clip(&m.source, source.extent_for(n))
@@ -659,7 +686,7 @@ impl VirtualLayout {
                 let dst_sel = target
                     .clip(&m.target, target.extent_for(n))
                     .map_err(boxed)?;
-                self.read_mapped(&src, (&f, &d), &src_sel, &dst_sel, None, b, chunk)
+                self.read_mapped(&Pairing::new(&src, (&f, &d), &src_sel, &dst_sel), b, chunk)
             }
             Reach::Printf { target } => {
                 let extent = self.dims.get(target.dim).copied().unwrap_or(0);
@@ -670,7 +697,8 @@ impl VirtualLayout {
                     let (f, d) = (name(&m.file, Some(j))?, name(&m.dataset, Some(j))?);
                     if let Some(src) = self.sources.dataset(file, &f, &d).map_err(boxed)? {
                         let block = one_block(&m.target, target.dim, first, len)?;
-                        self.read_mapped(&src, (&f, &d), &m.source, &block, None, b, chunk)?;
+                        let pairing = Pairing::new(&src, (&f, &d), &m.source, &block);
+                        self.read_mapped(&pairing, b, chunk)?;
                     }
                 }
                 Ok(())
@@ -711,28 +739,23 @@ impl VirtualLayout {
         first.min(inside)..end.min(inside)
     }
 
-    /// Reads the elements of `source` (a selection of source dataset `src`, named `names`)
-    /// paired with those of `target` (of the virtual extent) that fall in chunk `b` into
-    /// `chunk`; `limit`: the mapping holds only the first that many elements of each.
-    #[allow(clippy::too_many_arguments)]
+    /// Reads the elements of `p`'s source selection paired with those of its virtual selection
+    /// that fall in chunk `b` into `chunk`.
     fn read_mapped(
         &self,
-        src: &Source,
-        names: (&str, &str),
-        source: &SelectionSpec,
-        target: &SelectionSpec,
-        limit: Option<u64>,
+        p: &Pairing<'_>,
         b: &ChunkBox,
         chunk: &mut [u8],
     ) -> Result<(), LayoutError> {
-        let (file, info) = &**src;
-        let (source_file, source_dataset) = names;
-        let conv = self.conversion(info, names)?;
+        let (file, info) = &**p.src;
+        let (source, target, limit) = (p.source, p.target, p.limit);
+        let (source_file, source_dataset) = p.names;
+        let conv = self.conversion(info, p.names)?;
         let (Some(to), Some(from)) = (
             Regular::of(target, &self.dims),
             Regular::of(source, info.dims()),
         ) else {
-            return self.read_irregular(src, names, source, target, conv.as_ref(), b, chunk);
+            return self.read_irregular(p, conv.as_ref(), b, chunk);
         };
         let (mut lo, mut hi) = to.ranks_in(&b.fixed, b.split, b.lo, b.hi);
         if let Some(n) = limit {
@@ -845,16 +868,14 @@ impl VirtualLayout {
     /// placed.
     fn read_irregular(
         &self,
-        src: &Source,
-        names: (&str, &str),
-        source: &SelectionSpec,
-        target: &SelectionSpec,
+        p: &Pairing<'_>,
         conv: Option<&NumConversion>,
         b: &ChunkBox,
         chunk: &mut [u8],
     ) -> Result<(), LayoutError> {
-        let (file, info) = &**src;
-        let (source_file, source_dataset) = names;
+        let (file, info) = &**p.src;
+        let (source, target) = (p.source, p.target);
+        let (source_file, source_dataset) = p.names;
         let src_dims = info.dims();
         let listed = |spec: &SelectionSpec, dims: &[u64]| -> Result<Vec<u64>, LayoutError> {
             match spec {
