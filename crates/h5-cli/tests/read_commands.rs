@@ -624,3 +624,42 @@ fn files_left_open_for_writing_and_h5_clear() {
     let o = h5(&["stat", path]);
     assert!(o.status.success() && o.stderr.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Virtual datasets over many files, with few file descriptors.
+
+/// A printf-style virtual dataset over 150 source files (written by h5py with
+/// crates/h5/tests/scripts/vds_unlimited.py) is sized and read whole by a process allowed 100
+/// open files: h5 keeps at most 64 sources open, never enough of them to run out (a source that
+/// failed to open would read as the fill value, 0, and end the printf mapping early).
+#[test]
+fn a_printf_virtual_dataset_over_more_files_than_descriptors_reads_every_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = include_str!("../../h5/tests/scripts/vds_unlimited.py");
+    h5_testkit::verify::run_python(script, &[dir.path().as_os_str(), "make".as_ref()]);
+    let file = dir.path().join("vds_unlim.h5");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 100 && exec \"$0\" dump -d /printf_many \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_h5"))
+        .arg(&file)
+        .output()
+        .expect("run h5 under sh");
+    assert!(
+        o.status.success(),
+        "h5 dump failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = stdout(&o);
+    assert!(out.contains("( 150, 4 )"), "extent: {out}");
+    for i in [0u32, 40, 63, 64, 100, 149] {
+        let row = format!(
+            "({i},0): {}, {}, {}, {}",
+            10 * i,
+            10 * i + 1,
+            10 * i + 2,
+            10 * i + 3
+        );
+        assert!(out.contains(&row), "row {i} ({row}) missing: {out}");
+    }
+}

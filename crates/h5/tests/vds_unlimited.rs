@@ -10,12 +10,13 @@ use h5_testkit::verify::Reference;
 use serde_json::Value;
 
 const SCRIPT: &str = include_str!("scripts/vds_unlimited.py");
-const NAMES: [&str; 5] = [
+const NAMES: [&str; 6] = [
     "concat",
     "interleave",
     "strided_blocks",
     "printf",
     "printf_local",
+    "printf_many",
 ];
 
 /// Runs the script's `phase` in `dir` with `reference`'s libhdf5; its reading of every virtual
@@ -74,6 +75,8 @@ fn sized_by_sources(reference: Reference) {
     assert_eq!(shape_of(&made["strided_blocks"]), [8, 4]);
     assert_eq!(shape_of(&made["printf"]), [6, 4]);
     assert_eq!(shape_of(&made["printf_local"]), [2, 4]);
+    // 150 sources: more than h5 keeps open at once.
+    assert_eq!(shape_of(&made["printf_many"]), [150, 4]);
     same_as_libhdf5(dir.path(), &made);
 
     // A handle opened before the sources change sees them after `refresh`.

@@ -354,9 +354,16 @@ impl Drop for Nesting {
 /// A source dataset: its file and its description.
 type Source = Arc<(Arc<FileShared>, DatasetInfo)>;
 
-/// Source files by name and source datasets by file and path, each opened once; `None`: it
-/// could not be opened (its mappings read as fill). A layout is built anew when its dataset's
-/// description changes (a refresh), so what it opened stays what libhdf5 would hold open.
+/// Source files a layout (or an extent computation) keeps open at most. Past it, those it
+/// holds are closed and opened again when needed, so a printf-style mapping over thousands of
+/// files stays within the process's file descriptors (a source that could not be opened for
+/// want of one would read as fill).
+const MAX_OPEN_SOURCES: usize = 64;
+
+/// Source files by name and source datasets by file and path, each opened once while at most
+/// [`MAX_OPEN_SOURCES`] files are held; `None`: it could not be opened (its mappings read as
+/// fill). A layout is built anew when its dataset's description changes (a refresh), so what
+/// it opened stays what libhdf5 would hold open.
 #[derive(Debug, Default)]
 struct Sources {
     files: Mutex<HashMap<String, Option<Arc<FileShared>>>>,
@@ -370,6 +377,11 @@ impl Sources {
         let mut sources = self.files.lock().map_err(|_| Error::Poisoned)?;
         if let Some(f) = sources.get(name) {
             return Ok(f.clone());
+        }
+        if sources.len() >= MAX_OPEN_SOURCES {
+            // Lock order: files, then datasets (`dataset` holds neither while calling here).
+            sources.clear();
+            self.datasets.lock().map_err(|_| Error::Poisoned)?.clear();
         }
         let opened = if name == SAME_FILE {
             FileShared::open(

@@ -22,7 +22,7 @@ import numpy as np
 from h5py import h5d, h5p, h5s, h5t
 
 U = h5s.UNLIMITED
-NAMES = ("concat", "interleave", "strided_blocks", "printf", "printf_local")
+NAMES = ("concat", "interleave", "strided_blocks", "printf", "printf_local", "printf_many")
 
 
 def source(path, rows, base):
@@ -76,6 +76,10 @@ def make(d):
         for j in range(2):
             f.create_dataset(f"part{j}", data=np.full((1, 4), 7 + j, dtype="<i4"))
         virtual(f, "printf_local", [(".", "part%b", ((0, 0), (U, 1), (1, 1), (1, 4)), None, (1, 4))])
+        # More printf sources than h5 keeps open at once (64).
+        virtual(f, "printf_many", [("m-%b.h5", "data", ((0, 0), (U, 1), (1, 1), (1, 4)), None, (1, 4))])
+    for i in range(150):
+        source(os.path.join(d, f"m-{i}.h5"), 1, 10 * i)
 
 
 def mapping(dcpl, vshape, vsel, file, dset, sshape, ssel):
