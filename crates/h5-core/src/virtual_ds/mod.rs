@@ -520,44 +520,6 @@ fn box_union(spec: &SelectionSpec, extent: &[u64], limit: u64) -> Result<Vec<u64
     Ok(out)
 }
 
-/// Block `first..first + len` of unlimited selection `spec` in dimension `dim`: the selection
-/// with one block there.
-fn one_block(
-    spec: &SelectionSpec,
-    dim: usize,
-    first: u64,
-    len: u64,
-) -> Result<SelectionSpec, LayoutError> {
-    let SelectionSpec::Regular {
-        start,
-        stride,
-        count,
-        block,
-    } = spec
-    else {
-        return Err(err(
-            "a printf-style virtual selection that is not a hyperslab".into(),
-        ));
-    };
-    let (mut start, mut stride, mut count, mut block) =
-        (start.clone(), stride.clone(), count.clone(), block.clone());
-    for (v, x) in [
-        (&mut start, first),
-        (&mut stride, len),
-        (&mut count, 1),
-        (&mut block, len),
-    ] {
-        *v.get_mut(dim)
-            .ok_or_else(|| err("an unlimited selection without its dimension".into()))? = x;
-    }
-    Ok(SelectionSpec::Regular {
-        start,
-        stride,
-        count,
-        block,
-    })
-}
-
 /// Virtual chunks hold at most about this many bytes: the dimensions after the split one whole,
 /// the split one cut to fit, those before it single indices (a row larger than this is split
 /// further down).
@@ -703,12 +665,9 @@ impl VirtualLayout {
             Reach::Printf { target } => {
                 let extent = self.dims.get(target.dim).copied().unwrap_or(0);
                 for j in self.printf_blocks(target, b, extent) {
-                    let Some((first, len)) = target.block(j) else {
-                        break;
-                    };
                     let (f, d) = (name(&m.file, Some(j))?, name(&m.dataset, Some(j))?);
                     if let Some(src) = self.sources.dataset(file, &f, &d).map_err(boxed)? {
-                        let block = one_block(&m.target, target.dim, first, len)?;
+                        let block = target.block_selection(&m.target, j).map_err(boxed)?;
                         let pairing = Pairing::new(&src, (&f, &d), &m.source, &block);
                         self.read_mapped(&pairing, b, chunk)?;
                     }

@@ -120,11 +120,25 @@ impl Unlimited {
         }
     }
 
-    /// `spec` (whose unlimited dimension this is) limited to the positions below `extent` in
-    /// that dimension: a regular hyperslab, or a union of boxes when the last block is cut.
-    pub(super) fn clip(&self, spec: &SelectionSpec, extent: u64) -> Result<SelectionSpec> {
+    /// `spec` (whose unlimited dimension this is) with only block `j` there: the virtual
+    /// selection of a printf-style mapping's `j`-th source.
+    pub(super) fn block_selection(&self, spec: &SelectionSpec, j: u64) -> Result<SelectionSpec> {
+        let (first, len) = self.block(j).ok_or_else(|| {
+            Error::Invalid("a printf-style virtual selection without blocks".into())
+        })?;
+        self.replace(spec, Some(first), [len, 1, len])
+    }
+
+    /// `spec` (whose unlimited dimension this is) with its start there replaced by `start` (if
+    /// any) and its stride, count and block there by `sizes`.
+    fn replace(
+        &self,
+        spec: &SelectionSpec,
+        start: Option<u64>,
+        sizes: [u64; 3],
+    ) -> Result<SelectionSpec> {
         let SelectionSpec::Regular {
-            start,
+            start: starts,
             stride,
             count,
             block,
@@ -134,36 +148,38 @@ impl Unlimited {
                 "an unlimited virtual selection that is not a hyperslab".into(),
             ));
         };
-        let (mut stride, mut count, mut block) = (stride.clone(), count.clone(), block.clone());
-        let d = self.dim;
-        let Some(span) = extent.checked_sub(self.start).filter(|&s| s > 0) else {
-            return Ok(SelectionSpec::None);
-        };
-        let (Some(sd), Some(cd), Some(bd)) =
-            (stride.get_mut(d), count.get_mut(d), block.get_mut(d))
-        else {
-            return Err(Error::Invalid(
-                "an unlimited selection without its dimension".into(),
-            ));
-        };
-        let Some((b, st)) = self.runs() else {
-            (*sd, *cd, *bd) = (span, 1, span);
-            return Ok(SelectionSpec::Regular {
-                start: start.clone(),
-                stride,
-                count,
-                block,
-            });
-        };
-        // Blocks starting below the extent; the last may end past it.
-        let blocks = span.div_ceil(st.max(1));
-        (*sd, *cd, *bd) = (st, blocks, b);
-        let cut = SelectionSpec::Regular {
-            start: start.clone(),
+        let mut lists = [starts.clone(), stride.clone(), count.clone(), block.clone()];
+        let [stride_d, count_d, block_d] = sizes;
+        let values = [start, Some(stride_d), Some(count_d), Some(block_d)];
+        for (list, value) in lists.iter_mut().zip(values) {
+            let slot = list.get_mut(self.dim).ok_or_else(|| {
+                Error::Invalid("an unlimited selection without its dimension".into())
+            })?;
+            if let Some(v) = value {
+                *slot = v;
+            }
+        }
+        let [start, stride, count, block] = lists;
+        Ok(SelectionSpec::Regular {
+            start,
             stride,
             count,
             block,
+        })
+    }
+
+    /// `spec` (whose unlimited dimension this is) limited to the positions below `extent` in
+    /// that dimension: a regular hyperslab, or a union of boxes when the last block is cut.
+    pub(super) fn clip(&self, spec: &SelectionSpec, extent: u64) -> Result<SelectionSpec> {
+        let Some(span) = extent.checked_sub(self.start).filter(|&s| s > 0) else {
+            return Ok(SelectionSpec::None);
         };
+        let Some((b, st)) = self.runs() else {
+            return self.replace(spec, None, [span, 1, span]);
+        };
+        // Blocks starting below the extent; the last may end past it.
+        let blocks = span.div_ceil(st.max(1));
+        let cut = self.replace(spec, None, [st, blocks, b])?;
         let last_end = self
             .start
             .saturating_add(blocks.saturating_sub(1).saturating_mul(st))
@@ -176,7 +192,8 @@ impl Unlimited {
                 "an unlimited virtual selection cut into more than {MAX_CLIPPED_BLOCKS} blocks"
             ))
         })?;
-        let rank = start.len();
+        let rank = spec.rank().unwrap_or(0);
+        let d = self.dim;
         let mut corners = Vec::with_capacity(boxes.len().saturating_mul(rank.saturating_mul(2)));
         for (lo, mut hi) in boxes {
             if let Some(h) = hi.get_mut(d) {
@@ -308,6 +325,23 @@ mod tests {
                 rank: 2,
                 corners: vec![1, 0, 2, 3, 4, 0, 5, 3, 7, 0, 7, 3],
             }
+        );
+    }
+
+    #[test]
+    fn a_printf_block_is_the_selection_with_one_block_there() {
+        let s = regular(&[1, 0], &[3, 1], &[UNLIMITED, 1], &[2, 4]);
+        let u = Unlimited::of(&s).unwrap();
+        assert_eq!(
+            u.block_selection(&s, 2).unwrap(),
+            regular(&[7, 0], &[2, 1], &[1, 1], &[2, 4])
+        );
+        let one = regular(&[0], &[1], &[1], &[UNLIMITED]);
+        assert!(
+            Unlimited::of(&one)
+                .unwrap()
+                .block_selection(&one, 0)
+                .is_err()
         );
     }
 
