@@ -103,7 +103,14 @@ pub struct VirtualLayout {
     split: usize,
     mappings: Vec<Mapping>,
     sources: Sources,
+    /// Per fixed mapping with a point list or an irregular selection (by index): its element
+    /// pairs, listed once ([`VirtualLayout::listing`]).
+    listings: Mutex<HashMap<usize, Listing>>,
 }
+
+/// A mapping's element pairs `(virtual, source)` as linear indices in their extents, ascending
+/// by the virtual one.
+type Listing = Arc<Vec<(u64, u64)>>;
 
 /// The layout of the virtual dataset `info`, whose mapping list is object `heap_index` of the
 /// global heap collection at `heap_address`. Its extent is `info`'s (see [`current_dims`]).
@@ -124,6 +131,7 @@ pub fn layout(
         fill: info.fill.clone().unwrap_or_default(),
         mappings: mappings(file, info, heap_address, heap_index)?,
         sources: Sources::default(),
+        listings: Mutex::new(HashMap::new()),
     })
 }
 
@@ -579,6 +587,8 @@ struct Pairing<'a> {
     target: &'a SelectionSpec,
     /// The pairing holds only the first that many elements of each (an unlimited mapping).
     limit: Option<u64>,
+    /// The index of the fixed mapping it is (its listing, if it needs one, is kept).
+    fixed: Option<usize>,
 }
 
 impl<'a> Pairing<'a> {
@@ -594,6 +604,7 @@ impl<'a> Pairing<'a> {
             source,
             target,
             limit: None,
+            fixed: None,
         }
     }
 }
@@ -610,6 +621,7 @@ impl VirtualLayout {
     fn apply(
         &self,
         file: &FileShared,
+        index: usize,
         m: &Mapping,
         b: &ChunkBox,
         chunk: &mut [u8],
@@ -619,11 +631,13 @@ impl VirtualLayout {
             Reach::Fixed => {
                 let (f, d) = (name(&m.file, None)?, name(&m.dataset, None)?);
                 match self.sources.dataset(file, &f, &d).map_err(boxed)? {
-                    Some(src) => self.read_mapped(
-                        &Pairing::new(&src, (&f, &d), &m.source, &m.target),
-                        b,
-                        chunk,
-                    ),
+                    Some(src) => {
+                        let pairing = Pairing {
+                            fixed: Some(index),
+                            ..Pairing::new(&src, (&f, &d), &m.source, &m.target)
+                        };
+                        self.read_mapped(&pairing, b, chunk)
+                    }
                     None => Ok(()),
                 }
             }
@@ -834,17 +848,10 @@ impl VirtualLayout {
         Ok(())
     }
 
-    /// [`VirtualLayout::read_mapped`] for point lists and irregular hyperslabs: every element
-    /// of the mapping is listed (at most [`MAX_IRREGULAR_ELEMENTS`]) and those in chunk `b`
-    /// placed.
-    fn read_irregular(
-        &self,
-        p: &Pairing<'_>,
-        conv: Option<&NumConversion>,
-        b: &ChunkBox,
-        chunk: &mut [u8],
-    ) -> Result<(), LayoutError> {
-        let (file, info) = &**p.src;
+    /// Pairing `p`'s element pairs (point lists and irregular selections listed element by
+    /// element, at most [`MAX_IRREGULAR_ELEMENTS`]), ascending by the virtual element.
+    fn listing(&self, p: &Pairing<'_>) -> Result<Listing, LayoutError> {
+        let info = &p.src.1;
         let (source, target) = (p.source, p.target);
         let (source_file, source_dataset) = p.names;
         let src_dims = info.dims();
@@ -898,8 +905,12 @@ impl VirtualLayout {
                 }
             }
         };
-        let places = listed(target, &self.dims)?;
-        let from = listed(source, src_dims)?;
+        let mut places = listed(target, &self.dims)?;
+        let mut from = listed(source, src_dims)?;
+        if let Some(n) = p.limit.and_then(|n| usize::try_from(n).ok()) {
+            places.truncate(n);
+            from.truncate(n);
+        }
         if places.len() != from.len() {
             return Err(err(format!(
                 "virtual dataset mapping from {source_file}:{source_dataset} selects {} source \
@@ -908,22 +919,64 @@ impl VirtualLayout {
                 places.len()
             )));
         }
-        // Only the pairs whose virtual element lies in this chunk.
-        let mut coords = Vec::new();
-        let mut wanted: Vec<(u64, u64)> = Vec::new();
-        for (&p, &s) in places.iter().zip(&from) {
-            coords.clear();
-            coords_of(p, &self.dims, &mut coords);
-            let local: Option<Vec<u64>> = coords
-                .iter()
-                .zip(&b.origin)
-                .zip(&self.chunk_dims)
-                .map(|((&x, &o), &c)| x.checked_sub(o).filter(|&l| l < c))
-                .collect();
-            if let Some(l) = local.and_then(|l| linear(&l, &self.chunk_dims)) {
-                wanted.push((l, s));
+        let mut pairs: Vec<(u64, u64)> = places.into_iter().zip(from).collect();
+        pairs.sort_by_key(|&(v, _)| v);
+        Ok(Arc::new(pairs))
+    }
+
+    /// [`VirtualLayout::read_mapped`] for point lists and irregular hyperslabs: the mapping's
+    /// element pairs are listed (once for a fixed mapping, kept by the layout) and those whose
+    /// virtual element lies in chunk `b` (a range of them, found by binary search) are read
+    /// and placed.
+    fn read_irregular(
+        &self,
+        p: &Pairing<'_>,
+        conv: Option<&NumConversion>,
+        b: &ChunkBox,
+        chunk: &mut [u8],
+    ) -> Result<(), LayoutError> {
+        let (file, info) = &**p.src;
+        let src_dims = info.dims();
+        let pairs = match p.fixed {
+            Some(k) => {
+                let known = self
+                    .listings
+                    .lock()
+                    .map_err(|_| boxed(Error::Poisoned))?
+                    .get(&k)
+                    .cloned();
+                match known {
+                    Some(l) => l,
+                    None => {
+                        let l = self.listing(p)?;
+                        self.listings
+                            .lock()
+                            .map_err(|_| boxed(Error::Poisoned))?
+                            .insert(k, Arc::clone(&l));
+                        l
+                    }
+                }
             }
-        }
+            None => self.listing(p)?,
+        };
+        // The chunk is the linear range first..first + len of the virtual extent (its
+        // dimensions after the split one are whole), in the same order as the chunk's buffer.
+        let first = linear(&b.origin, &self.dims)
+            .ok_or_else(|| err("a virtual dataset chunk outside its extent".into()))?;
+        let inner = self
+            .dims
+            .iter()
+            .skip(b.split.saturating_add(1))
+            .fold(1u64, |a, &d| a.saturating_mul(d));
+        let end = first.saturating_add(b.hi.saturating_sub(b.lo).saturating_mul(inner));
+        let lo = pairs.partition_point(|&(v, _)| v < first);
+        let hi = pairs.partition_point(|&(v, _)| v < end);
+        let wanted: Vec<(u64, u64)> = pairs
+            .get(lo..hi)
+            .unwrap_or_default()
+            .iter()
+            .map(|&(v, s)| (v.saturating_sub(first), s))
+            .collect();
         if wanted.is_empty() {
             return Ok(());
         }
@@ -1019,7 +1072,8 @@ impl VirtualLayout {
         let _nested = Nesting::enter().map_err(boxed)?;
         self.mappings
             .iter()
-            .try_for_each(|m| self.apply(&file, m, &b, &mut chunk))?;
+            .enumerate()
+            .try_for_each(|(i, m)| self.apply(&file, i, m, &b, &mut chunk))?;
         Ok(chunk)
     }
 }

@@ -118,6 +118,15 @@ def shapes(d):
         mapping(dcpl, grid, ((2000, 3), (100, 20), (3, 7), (1, 1)), ".", "local", (2000,), None)
         mapping(dcpl, grid, ((2400, 1), (4, 3), (50, 200), (20, 150)), "a.h5", "data", (1000, 700),
                 ((5, 5), (1, 1), None, (240, 150)))
+        # An irregular virtual selection (two overlapping boxes, across h5's chunk boundary at
+        # row 2618) from a 1-D source: h5 lists its elements.
+        vspace = h5s.create_simple(grid)
+        vspace.select_hyperslab((2600, 0), (1, 1), block=(10, 10))
+        vspace.select_hyperslab((2605, 5), (1, 1), block=(15, 15), op=h5s.SELECT_OR)
+        n = vspace.get_select_npoints()
+        with h5py.File(os.path.join(d, "irr.h5"), "w") as g:
+            g.create_dataset("data", data=np.arange(n, dtype="<i4") * 11 - 5)
+        dcpl.set_virtual(vspace, b"irr.h5", b"data", h5s.create_simple((n,)))
         h5d.create(f.id, b"grid", h5t.STD_I32LE, h5s.create_simple(grid), dcpl=dcpl)
         dcpl = h5p.create(h5p.DATASET_CREATE)
         dcpl.set_fill_value(np.array([-7], dtype="<i4"))
@@ -153,7 +162,7 @@ def shapes(d):
             out[name] = {"shape": list(v.shape), "values": [None if x != x else float(x) for x in v[...].ravel()]}
     slices = {
         "grid": [[[1234, 2500, 3], [100, 650, 7]], [[990, 1010, 1], [0, 700, 1]], [[2399, 2600, 1], [0, 700, 5]],
-                 [[1490, 1500, 1], [190, 250, 1]]],
+                 [[1490, 1500, 1], [190, 250, 1]], [[2595, 2625, 1], [0, 30, 1]]],
         "cube": [[[0, 4, 1], [290, 310, 1], [0, 600, 3]], [[1, 3, 1], [0, 600, 7], [599, 600, 1]]],
         # libhdf5 1.14.4 crashes or fails on wider reads of the far corner of "big".
         "big": [[[4, 7, 1], [0, 800, 1]], [[99996, 99998, 1], [98995, 99005, 1]],
