@@ -188,11 +188,7 @@ pub fn current_dims(file: &FileShared, info: &DatasetInfo) -> Result<Option<Vec<
                     &source_name(&m.file, None)?,
                     &source_name(&m.dataset, None)?,
                 )? {
-                    Some(src) => src
-                        .1
-                        .dims()
-                        .get(source.dim)
-                        .map_or(0, |&e| source.slices_below(e)),
+                    Some(src) => source.slices_in(src.1.dims()),
                     None => 0,
                 };
                 (Some(target.dim), target.extent_for(slices))
@@ -647,16 +643,9 @@ impl VirtualLayout {
                     return Ok(());
                 };
                 // The slices the source has now, no more than the virtual extent holds.
-                let offered = src
-                    .1
-                    .dims()
-                    .get(source.dim)
-                    .map_or(0, |&e| source.slices_below(e));
-                let room = self
-                    .dims
-                    .get(target.dim)
-                    .map_or(0, |&e| target.slices_below(e));
-                let n = offered.min(room);
+                let n = source
+                    .slices_in(src.1.dims())
+                    .min(target.slices_in(&self.dims));
                 if target.dim == 0 && source.dim == 0 {
                     // Unlimited in the slowest dimension: the first slices are a prefix of
                     // the ranks.
@@ -694,13 +683,10 @@ impl VirtualLayout {
     /// The blocks of a printf-style mapping that lie wholly inside the virtual extent (libhdf5
     /// sizes the extent by whole blocks) and may meet chunk `b`.
     fn printf_blocks(&self, target: Unlimited, b: &ChunkBox, extent: u64) -> std::ops::Range<u64> {
-        let Some((start, len)) = target.block(0) else {
+        let Some((start, len, stride)) = target.blocks() else {
             return 0..0;
         };
-        let stride = target
-            .block(1)
-            .map_or(1, |(s1, _)| s1.saturating_sub(start))
-            .max(1);
+        let stride = stride.max(1);
         // Blocks wholly inside the extent: start + j * stride + len <= extent.
         let inside = extent
             .checked_sub(start.saturating_add(len))

@@ -74,6 +74,18 @@ impl Unlimited {
         Some((self.start.saturating_add(j.saturating_mul(st)), b))
     }
 
+    /// The first block's start and length and the distance between blocks, or `None` for one
+    /// block without end.
+    pub(super) fn blocks(&self) -> Option<(u64, u64, u64)> {
+        self.blocks.map(|(b, st)| (self.start, b, st))
+    }
+
+    /// How many selected positions an extent of `dims` offers in this dimension (0 when `dims`
+    /// lacks it).
+    pub(super) fn slices_in(&self, dims: &[u64]) -> u64 {
+        dims.get(self.dim).map_or(0, |&e| self.slices_below(e))
+    }
+
     /// The pattern as runs of selected positions: `None` when they make one run from `start`
     /// (one block, or blocks that touch), else `(block, stride)`.
     fn runs(&self) -> Option<(u64, u64)> {
