@@ -512,6 +512,32 @@ fn errors_exit_with_status_1_and_a_message() {
 // ---------------------------------------------------------------------------------------------
 // The tour's sample file
 
+/// libhdf5's own test files of its family, multi and split drivers, dumped by the names
+/// `h5dump --filedriver=...` is given in libhdf5's tests: `h5 dump` prints libhdf5's expected
+/// output (`<name>.ddl`, from the same source distribution) byte for byte.
+#[test]
+fn dump_of_family_multi_and_split_files_matches_libhdf5s_expected_output() {
+    let dir = workspace().join("fixtures/libhdf5_drivers");
+    for (name, ddl) in [
+        ("tfamily%05d.h5", "tfamily.ddl"),
+        ("tmulti", "tmulti.ddl"),
+        ("tsplit_file", "tsplit_file.ddl"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_h5"))
+            .current_dir(&dir)
+            .args(["dump", name])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let want = std::fs::read_to_string(dir.join(ddl)).unwrap();
+        assert_eq!(stdout(&o), want, "{name}");
+    }
+}
+
 /// `h5 tour`, run from a directory without fixtures, opens the embedded sample file from memory
 /// and prints its tree and a slice of /fixed_array (element (i, j) = i * 17 + j).
 #[test]

@@ -525,11 +525,132 @@ impl DriverInfoBlock {
     pub fn is_multi(&self) -> bool {
         &self.driver_id == b"NCSAmult"
     }
+
+    /// For the multi driver (`NCSAmult`, which the split driver also writes): its members,
+    /// decoded from the information at file `address` (the block's). `None` for other drivers.
+    ///
+    /// Layout: a map of 8 bytes (for each of the memory types 1 superblock, 2 B-tree, 3 raw
+    /// data, 4 global heap, 5 local heap, 6 object header, the type whose member serves it, 0
+    /// meaning itself; 2 reserved), then for each member (each type that serves itself, by
+    /// type) its start address and end of address (8 bytes each, little-endian), then for each
+    /// its name template (null-terminated, padded to a multiple of 8).
+    pub fn multi_members(&self, address: u64) -> Option<Result<Vec<MultiMember>>> {
+        self.is_multi()
+            .then(|| decode_multi(&self.info, address.saturating_add(Self::HEADER_LEN as u64)))
+    }
+}
+
+/// One member file of a multi-driver layout ([`DriverInfoBlock::multi_members`]).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct MultiMember {
+    /// The member's number (the memory type libhdf5 names it by, 1–6).
+    pub id: u8,
+    /// The memory types whose addresses it holds (1 superblock, 2 B-tree, 3 raw data, 4
+    /// global heap, 5 local heap, 6 object header).
+    pub types: Vec<u8>,
+    /// The first address the member serves (it serves up to the next member's start).
+    pub start: u64,
+    /// The member's end of address (relative to its start) when the file was written.
+    pub end_of_address: u64,
+    /// The member's file name as a template: `%s` stands for the file's base name (for
+    /// example `%s-s.h5`).
+    pub name_template: String,
+}
+
+fn decode_multi(info: &[u8], address: u64) -> Result<Vec<MultiMember>> {
+    const TYPES: u8 = 6;
+    let mut r = Reader::new(info, "multi driver information", address);
+    let map = r.bytes(usize::from(TYPES))?.to_vec();
+    r.skip(2)?;
+    // Members in the order of their first use walking the types 1..=6 (the encoding's order).
+    let mut members: Vec<MultiMember> = Vec::new();
+    for (ty, &mapped) in (1..=TYPES).zip(&map) {
+        let id = match mapped {
+            0 => ty,
+            o if o <= TYPES => o,
+            o => return Err(r.corrupted(format!("memory type {ty} mapped to {o}"))),
+        };
+        match members.iter_mut().find(|m| m.id == id) {
+            Some(m) => m.types.push(ty),
+            None => members.push(MultiMember {
+                id,
+                types: vec![ty],
+                start: 0,
+                end_of_address: 0,
+                name_template: String::new(),
+            }),
+        }
+    }
+    for m in &mut members {
+        m.start = r.u64()?;
+        m.end_of_address = r.u64()?;
+    }
+    for m in &mut members {
+        let name = r.cstr()?;
+        m.name_template = String::from_utf8(name.to_vec())
+            .map_err(|_| r.corrupted("member name template is not UTF-8"))?;
+        // Padded to 8 bytes (`name` and its null: `len + 1`); a last name whose padding is cut
+        // short is still whole.
+        let used = name.len().saturating_add(1);
+        r.skip(
+            used.next_multiple_of(8)
+                .saturating_sub(used)
+                .min(r.remaining()),
+        )?;
+    }
+    Ok(members)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The split driver's information as libhdf5 writes it: every type but raw data (3) in the
+    /// superblock member (1), raw data from `HADDR_MAX / 2`; names padded to 8 bytes.
+    #[test]
+    fn multi_driver_information_decodes_members_in_encoding_order() {
+        let mut info = vec![1, 1, 3, 1, 1, 1, 0, 0];
+        for v in [0u64, 0x30, (u64::MAX - 1) / 2, 0x100] {
+            info.extend_from_slice(&v.to_le_bytes());
+        }
+        info.extend_from_slice(b"%s-m.h5\0%s-raw.h5\0\0\0\0\0\0\0");
+        let block = DriverInfoBlock {
+            driver_id: *b"NCSAmult",
+            info: info.clone(),
+        };
+        let members = block.multi_members(0x60).unwrap().unwrap();
+        assert_eq!(members.len(), 2);
+        assert_eq!(
+            (members[0].id, members[0].types.as_slice()),
+            (1, &[1, 2, 4, 5, 6][..])
+        );
+        assert_eq!((members[0].start, members[0].end_of_address), (0, 0x30));
+        assert_eq!(members[0].name_template, "%s-m.h5");
+        assert_eq!((members[1].id, members[1].types.as_slice()), (3, &[3][..]));
+        assert_eq!(members[1].start, (u64::MAX - 1) / 2);
+        assert_eq!(members[1].name_template, "%s-raw.h5");
+        // Cut anywhere before the last name ends: a typed error, never a panic.
+        for n in 0..info.len() - 7 {
+            let cut = DriverInfoBlock {
+                driver_id: *b"NCSAmult",
+                info: info[..n].to_vec(),
+            };
+            assert!(cut.multi_members(0x60).unwrap().is_err(), "cut at {n}");
+        }
+        // A type mapped past the six types is corrupt; another driver has no members.
+        let mut bad = info.clone();
+        bad[2] = 9;
+        let block = DriverInfoBlock {
+            driver_id: *b"NCSAmult",
+            info: bad,
+        };
+        assert!(block.multi_members(0).unwrap().is_err());
+        let family = DriverInfoBlock {
+            driver_id: *b"NCSAfami",
+            info,
+        };
+        assert!(family.multi_members(0).is_none());
+    }
 
     /// A v0 superblock with 8-byte sizes (96 bytes), every byte documented.
     fn v0_image() -> Vec<u8> {

@@ -94,6 +94,7 @@ mod bounds;
 mod convert;
 pub mod copy;
 mod dataset;
+mod drivers;
 pub mod error;
 mod file;
 mod group;

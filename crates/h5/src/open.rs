@@ -13,7 +13,7 @@ use h5_io::{
     Storage, StorageExt,
 };
 
-use crate::{Error, FileAccess, Result};
+use crate::{Error, FileAccess, Result, drivers};
 
 /// How a path is opened.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -70,10 +70,12 @@ pub(crate) fn open_path(path: &Path, mode: Mode, access: &FileAccess) -> Result<
         Mode::ReadWrite => {
             let data =
                 FileStorage::open_with(path, OpenMode::ReadWrite, locked(LockMode::Exclusive))?;
+            drivers::refuse_members(path, &data)?;
             for_writing(path, Arc::new(data), access, false).map(|o| hold_small_writes(o, access))
         }
         Mode::SwmrReadWrite => {
             let data = FileStorage::open_with(path, OpenMode::ReadWrite, locked(LockMode::Shared))?;
+            drivers::refuse_members(path, &data)?;
             for_writing(path, Arc::new(data), access, false)
         }
         Mode::Create => {
@@ -123,6 +125,20 @@ fn open_read(path: &Path, locking: Locking, access: &FileAccess) -> Result<Opene
         locking,
         lock: Some(LockMode::Shared),
     };
+    // A family by its printf pattern, or a multi/split file by its base name (drivers.rs).
+    if !path.exists() {
+        if let Some(pattern) = drivers::Pattern::parse(path) {
+            let members = drivers::open_family(&pattern, None, shared)?;
+            return Ok(opened_members(members, access));
+        }
+        if let Some(holder) = drivers::superblock_member(path) {
+            let data = FileStorage::open_with(&holder, OpenMode::ReadOnly, shared)?;
+            return match drivers::members_of(&holder, data, shared)? {
+                Ok(members) => Ok(opened_members(members, access)),
+                Err(data) => Ok(opened_file(Arc::new(data), access)),
+            };
+        }
+    }
     let mut data = FileStorage::open_with(path, OpenMode::ReadOnly, shared)?;
     let jp = journal_path(path);
     if jp.exists() {
@@ -145,15 +161,34 @@ fn open_read(path: &Path, locking: Locking, access: &FileAccess) -> Result<Opene
             data = FileStorage::open_with(path, OpenMode::ReadOnly, shared)?;
         }
     }
-    let data = Arc::new(data);
+    match drivers::members_of(path, data, shared)? {
+        Ok(members) => Ok(opened_members(members, access)),
+        Err(data) => Ok(opened_file(Arc::new(data), access)),
+    }
+}
+
+/// A reader's storage of one file; closing it releases the lock.
+fn opened_file(data: Arc<FileStorage>, access: &FileAccess) -> Opened {
     let lock = Arc::clone(&data);
-    Ok(Opened {
+    Opened {
         storage: access.decorate(data),
         on_close: Box::new(move || {
             let _ = lock.unlock();
         }),
         swmr_write: None,
-    })
+    }
+}
+
+/// A reader's storage of several member files; closing it releases their locks.
+fn opened_members(members: Arc<h5_io::MemberFiles>, access: &FileAccess) -> Opened {
+    let lock = Arc::clone(&members);
+    Opened {
+        storage: access.decorate(members),
+        on_close: Box::new(move || {
+            let _ = lock.unlock();
+        }),
+        swmr_write: None,
+    }
 }
 
 /// Rolls the file at `path` back with its journal, under the exclusive lock, and deletes the

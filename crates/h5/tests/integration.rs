@@ -20,6 +20,7 @@ mod concurrent_loads;
 mod copy;
 mod dataset_handle_slot;
 mod dense_proptest;
+mod drivers;
 mod durability;
 mod fixture_attributes;
 mod free_space_rw;
