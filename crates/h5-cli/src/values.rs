@@ -83,45 +83,9 @@ pub(crate) fn int_value(t: &FixedPoint, bytes: &[u8]) -> Option<i128> {
     }
 }
 
-/// A floating-point value of any layout of at most 8 bytes (IEEE-like, implied MSB).
+/// A floating-point value of any layout of at most 16 bytes (IEEE or x87-like), as f64.
 pub(crate) fn float_value(t: &FloatType, bytes: &[u8]) -> Option<f64> {
-    if bytes.len() > 8 || t.order == ByteOrder::Vax {
-        return None;
-    }
-    let raw = raw_uint(bytes, t.order)?;
-    let as64 = u64::try_from(raw).ok()?;
-    match t.ieee_name() {
-        Some("float64") => return Some(f64::from_bits(as64)),
-        Some("float32") => return Some(f64::from(f32::from_bits(u32::try_from(raw).ok()?))),
-        _ => {}
-    }
-    let sign = bits(raw, u32::from(t.sign_location), 1) == 1;
-    let e = bits(
-        raw,
-        u32::from(t.exponent_location),
-        u32::from(t.exponent_size),
-    );
-    let m = bits(
-        raw,
-        u32::from(t.mantissa_location),
-        u32::from(t.mantissa_size),
-    );
-    if t.exponent_size >= 32 || t.mantissa_size >= 64 {
-        return None;
-    }
-    let emax = (1u128 << t.exponent_size) - 1;
-    let ms = i32::from(t.mantissa_size);
-    let bias = i32::try_from(t.exponent_bias).ok()?;
-    let m = m as f64;
-    let v = if e == emax {
-        if m == 0.0 { f64::INFINITY } else { f64::NAN }
-    } else if e == 0 {
-        m * 2f64.powi(1i32.checked_sub(bias)?.checked_sub(ms)?)
-    } else {
-        let e = i32::try_from(e).ok()?;
-        (1.0 + m * 2f64.powi(-ms)) * 2f64.powi(e.checked_sub(bias)?)
-    };
-    Some(if sign { -v } else { v })
+    h5::types::float_to_f64(t, bytes)
 }
 
 /// Decodes one element of `dt` from `bytes` (exactly `dt.size()` bytes); variable-length

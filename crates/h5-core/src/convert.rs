@@ -47,6 +47,108 @@ pub enum NumType {
         /// Byte order.
         order: Order,
     },
+    /// Another floating-point layout of up to 16 bytes (x87 80-bit extended precision in 12 or
+    /// 16 bytes, IEEE binary128, ...): read as a source only, through f64 (so narrowing: a
+    /// lossy conversion).
+    OtherFloat {
+        /// Bytes.
+        size: usize,
+        /// Byte order.
+        order: Order,
+        /// Where its fields are.
+        layout: FloatLayout,
+    },
+}
+
+/// The bit fields of a floating-point type ([`NumType::OtherFloat`]), positions counted from
+/// the element's least significant bit.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct FloatLayout {
+    /// Position of the sign bit.
+    pub sign_location: u8,
+    /// Position of the exponent field.
+    pub exponent_location: u8,
+    /// Bits of the exponent field (1 to 31).
+    pub exponent_size: u8,
+    /// Position of the mantissa field.
+    pub mantissa_location: u8,
+    /// Bits of the mantissa field (1 to 120).
+    pub mantissa_size: u8,
+    /// Exponent bias.
+    pub exponent_bias: u32,
+    /// Whether the mantissa's leading 1 is implied (IEEE); else it is stored (x87).
+    pub implied_msb: bool,
+}
+
+impl FloatLayout {
+    /// Whether the fields fit an element of `size` bytes and this module's arithmetic.
+    fn fits(&self, size: usize) -> bool {
+        let bits = size.saturating_mul(8);
+        let within = |at: u8, n: u8| usize::from(at).saturating_add(usize::from(n)) <= bits;
+        (1..=16).contains(&size)
+            && (1..=31).contains(&self.exponent_size)
+            && (1..=120).contains(&self.mantissa_size)
+            && within(self.exponent_location, self.exponent_size)
+            && within(self.mantissa_location, self.mantissa_size)
+            && within(self.sign_location, 1)
+    }
+
+    /// The value of the element whose bits (read in its byte order) are `raw`, rounded to
+    /// f64: infinities and NaN kept, values beyond f64's range infinite, below it zero.
+    /// Requires [`Self::fits`].
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "fits(): field sizes below 128 bits, exponent below 2^31, mantissa below 121 bits"
+    )]
+    pub fn to_f64(&self, raw: u128) -> f64 {
+        let field = |at: u8, n: u8| (raw >> at) & ((1u128 << n) - 1);
+        let negative = field(self.sign_location, 1) == 1;
+        let e = field(self.exponent_location, self.exponent_size) as i64;
+        let m = field(self.mantissa_location, self.mantissa_size);
+        let emax = (1i64 << self.exponent_size) - 1;
+        let bias = i64::from(self.exponent_bias);
+        // The mantissa as a number in [0, 1) (implied leading 1) or [0, 2) (stored one).
+        let point = i64::from(self.mantissa_size) - i64::from(!self.implied_msb);
+        let frac = scale(m as f64, -point);
+        let v = if e == emax {
+            // The stored leading bit does not count for telling infinity from NaN.
+            let fraction_bits = if self.implied_msb {
+                m
+            } else {
+                m & ((1u128 << (self.mantissa_size - 1)) - 1)
+            };
+            if fraction_bits == 0 {
+                f64::INFINITY
+            } else {
+                f64::NAN
+            }
+        } else if e == 0 {
+            scale(frac, 1 - bias)
+        } else if self.implied_msb {
+            scale(1.0 + frac, e - bias)
+        } else {
+            scale(frac, e - bias)
+        };
+        if negative { -v } else { v }
+    }
+}
+
+/// `x * 2^k` for any `k`, in steps f64 can hold (the result rounds once it is subnormal).
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "k moves toward 0 by at most 1000 per step"
+)]
+fn scale(mut x: f64, mut k: i64) -> f64 {
+    while k > 1000 && x != 0.0 && x.is_finite() {
+        x *= 2f64.powi(1000);
+        k -= 1000;
+    }
+    while k < -1000 && x != 0.0 && x.is_finite() {
+        x *= 2f64.powi(-1000);
+        k += 1000;
+    }
+    // |k| <= 1000 here (or x is 0 or infinite, which any factor keeps).
+    x * 2f64.powi(k.clamp(-1000, 1000) as i32)
 }
 
 impl NumType {
@@ -94,13 +196,39 @@ impl NumType {
                     exponent_bias: bias,
                 })
             }
+            NumType::OtherFloat {
+                size,
+                order: o,
+                layout,
+            } => Datatype::Float(FloatType {
+                size: size as u32,
+                order: order(o),
+                lo_pad: false,
+                hi_pad: false,
+                internal_pad: false,
+                normalization: if layout.implied_msb {
+                    Normalization::Implied
+                } else {
+                    Normalization::MsbSet
+                },
+                sign_location: layout.sign_location,
+                bit_offset: 0,
+                precision: self.precision(),
+                exponent_location: layout.exponent_location,
+                exponent_size: layout.exponent_size,
+                mantissa_location: layout.mantissa_location,
+                mantissa_size: layout.mantissa_size,
+                exponent_bias: layout.exponent_bias,
+            }),
         }
     }
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            NumType::Int { size, .. } | NumType::Float { size, .. } => size,
+            NumType::Int { size, .. }
+            | NumType::Float { size, .. }
+            | NumType::OtherFloat { size, .. } => size,
         }
     }
 
@@ -119,7 +247,9 @@ impl NumType {
 
     fn order(self) -> Order {
         match self {
-            NumType::Int { order, .. } | NumType::Float { order, .. } => order,
+            NumType::Int { order, .. }
+            | NumType::Float { order, .. }
+            | NumType::OtherFloat { order, .. } => order,
         }
     }
 
@@ -127,12 +257,13 @@ impl NumType {
         match self {
             NumType::Int { size, .. } => matches!(size, 1 | 2 | 4 | 8),
             NumType::Float { size, .. } => matches!(size, 2 | 4 | 8),
+            NumType::OtherFloat { size, layout, .. } => layout.fits(size),
         }
     }
 
     /// Whether every value of `self` is exactly representable in `to`.
     pub fn fits_in(self, to: NumType) -> bool {
-        use NumType::{Float, Int};
+        use NumType::{Float, Int, OtherFloat};
         match (self, to) {
             (
                 Int {
@@ -162,6 +293,8 @@ impl NumType {
             }
             (Float { .. }, Int { .. }) => false,
             (Float { size: a, .. }, Float { size: b, .. }) => a <= b,
+            // Read through f64: exact for none of the layouts it is for.
+            (OtherFloat { .. }, _) | (_, OtherFloat { .. }) => self == to,
         }
     }
 }
@@ -196,6 +329,10 @@ impl NumConversion {
             if !t.valid() {
                 return Err(ConvertError::Unsupported(t));
             }
+        }
+        // Other float layouts are read, not written (except as themselves: a copy).
+        if matches!(to, NumType::OtherFloat { .. }) && from != to {
+            return Err(ConvertError::Unsupported(to));
         }
         if !allow_lossy && !from.fits_in(to) {
             return Err(ConvertError::Lossy { from, to });
@@ -312,6 +449,9 @@ fn put_raw(order: Order, v: u64, d: &mut [u8]) {
 }
 
 fn read(t: NumType, b: &[u8]) -> Value {
+    if let NumType::OtherFloat { order, layout, .. } = t {
+        return Value::Float(layout.to_f64(raw128(order, b)));
+    }
     let bits = raw(t.order(), b);
     match t {
         NumType::Int { signed, .. } => {
@@ -331,7 +471,19 @@ fn read(t: NumType, b: &[u8]) -> Value {
             4 => f64::from(f32::from_bits(bits as u32)),
             _ => f64::from_bits(bits),
         }),
+        NumType::OtherFloat { .. } => Value::Float(f64::NAN), // handled above
     }
+}
+
+/// The element's bits (up to 16 bytes) in `order`.
+fn raw128(order: Order, b: &[u8]) -> u128 {
+    let mut v = 0u128;
+    let mut push = |x: u8| v = (v << 8) | u128::from(x);
+    match order {
+        Order::Little => b.iter().rev().take(16).for_each(|&x| push(x)),
+        Order::Big => b.iter().take(16).for_each(|&x| push(x)),
+    }
+    v
 }
 
 fn write(t: NumType, v: Value, d: &mut [u8]) {
@@ -366,6 +518,8 @@ fn write(t: NumType, v: Value, d: &mut [u8]) {
                 _ => f.to_bits(),
             }
         }
+        // Never a destination (NumConversion::new refuses it).
+        NumType::OtherFloat { .. } => return,
     };
     put_raw(t.order(), bits, d);
 }
@@ -462,6 +616,49 @@ mod tests {
         NumType::Float { size, order }
     }
 
+    /// x87 extended precision (80 bits, stored leading bit) from its bit patterns.
+    #[test]
+    fn x87_extended_precision_decodes_to_f64() {
+        let x87 = FloatLayout {
+            sign_location: 79,
+            exponent_location: 64,
+            exponent_size: 15,
+            mantissa_location: 0,
+            mantissa_size: 64,
+            exponent_bias: 16383,
+            implied_msb: false,
+        };
+        assert!(x87.fits(16) && x87.fits(10) && !x87.fits(8));
+        let bits = |sign: u128, e: u128, m: u128| (sign << 79) | (e << 64) | m;
+        let one = 1u128 << 63;
+        assert_eq!(x87.to_f64(bits(0, 16383, one)), 1.0);
+        assert_eq!(x87.to_f64(bits(1, 16384, one | (one >> 2))), -2.5);
+        assert_eq!(x87.to_f64(bits(0, 0x7FFF, one)), f64::INFINITY);
+        assert_eq!(x87.to_f64(bits(1, 0x7FFF, one)), f64::NEG_INFINITY);
+        assert!(x87.to_f64(bits(0, 0x7FFF, one | (one >> 1))).is_nan());
+        // Beyond f64's range either way; x87 denormals are far below it.
+        assert_eq!(x87.to_f64(bits(0, 16383 + 2000, one)), f64::INFINITY);
+        assert_eq!(x87.to_f64(bits(0, 16383 - 2000, one)), 0.0);
+        assert_eq!(x87.to_f64(bits(1, 0, 1)).to_bits(), (-0.0f64).to_bits());
+        // f64's smallest subnormal, exactly.
+        assert_eq!(x87.to_f64(bits(0, 16383 - 1074, one)), f64::from_bits(1));
+        // The 64-bit mantissa rounds to nearest: 1 + 2^-53 + 2^-63 rounds up.
+        let m = one | (1 << 10) | 1;
+        assert_eq!(x87.to_f64(bits(0, 16383, m)), 1.0 + f64::EPSILON);
+        let t = NumType::OtherFloat {
+            size: 16,
+            order: Order::Little,
+            layout: x87,
+        };
+        assert!(NumConversion::new(t, float(8, LE), false).is_err());
+        assert!(NumConversion::new(float(8, LE), t, true).is_err());
+        let c = NumConversion::new(t, float(4, LE), true).unwrap();
+        let mut dst = [0u8; 4];
+        c.run(&bits(0, 16384, one).to_le_bytes(), &mut dst, 1)
+            .unwrap();
+        assert_eq!(f32::from_le_bytes(dst), 2.0);
+    }
+
     #[test]
     fn widening_is_allowed_narrowing_is_refused() {
         assert!(NumConversion::new(int(2, true, BE), int(8, true, LE), false).is_ok());
@@ -549,11 +746,21 @@ mod tests {
     }
 }
 
+/// One element of the floating-point type `t` (its first `t.size` bytes) as f64, for every
+/// layout [`num_type`] takes (rounded for the wider ones).
+pub fn float_to_f64(t: &h5_format::datatype::FloatType, bytes: &[u8]) -> Option<f64> {
+    let ty = num_type(&h5_format::datatype::Datatype::Float(*t))?;
+    match read(ty, bytes.get(..ty.size())?) {
+        Value::Float(f) => Some(f),
+        Value::Int(_) => None,
+    }
+}
+
 /// The numeric type of a file datatype, if it is one this module converts: integers of 1, 2, 4
-/// or 8 bytes using all their bits, IEEE half/single/double floats, and enums over such
-/// integers (their values).
+/// or 8 bytes using all their bits, IEEE half/single/double floats, other float layouts of up to
+/// 16 bytes (as sources, [`NumType::OtherFloat`]), and enums over such integers (their values).
 pub fn num_type(dt: &h5_format::datatype::Datatype) -> Option<NumType> {
-    use h5_format::datatype::{ByteOrder, Datatype};
+    use h5_format::datatype::{ByteOrder, Datatype, Normalization};
     let order = |o: ByteOrder| match o {
         ByteOrder::LittleEndian => Some(Order::Little),
         ByteOrder::BigEndian => Some(Order::Big),
@@ -571,11 +778,26 @@ pub fn num_type(dt: &h5_format::datatype::Datatype) -> Option<NumType> {
             })
         }
         Datatype::Float(t) => {
-            let size = match t.ieee_name()? {
-                "float16" => 2,
-                "float32" => 4,
-                "float64" => 8,
-                _ => return None,
+            let size = match t.ieee_name() {
+                Some("float16") => 2,
+                Some("float32") => 4,
+                Some("float64") => 8,
+                _ => {
+                    let other = NumType::OtherFloat {
+                        size: usize::try_from(t.size).ok()?,
+                        order: order(t.order)?,
+                        layout: FloatLayout {
+                            sign_location: t.sign_location,
+                            exponent_location: t.exponent_location,
+                            exponent_size: t.exponent_size,
+                            mantissa_location: t.mantissa_location,
+                            mantissa_size: t.mantissa_size,
+                            exponent_bias: t.exponent_bias,
+                            implied_msb: t.normalization == Normalization::Implied,
+                        },
+                    };
+                    return other.valid().then_some(other);
+                }
             };
             Some(NumType::Float {
                 size,

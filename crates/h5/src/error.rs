@@ -26,7 +26,7 @@
 pub use h5_chunkcache::layout::LayoutError;
 pub use h5_chunkcache::selection::SelectionError;
 pub use h5_chunkcache::{ChunkCacheError, DatasetId};
-pub use h5_core::convert::{ConvertError, NumType, Order};
+pub use h5_core::convert::{ConvertError, FloatLayout, NumType, Order};
 pub use h5_core::error::{Error, ErrorKind, Result};
 pub use h5_core::filters::{FilterError, FilterSetupError};
 pub use h5_core::space::SpaceError;

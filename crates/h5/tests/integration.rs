@@ -40,6 +40,7 @@ mod modify_in_place;
 mod new_members;
 mod open_by_name;
 mod open_for_writing;
+mod other_floats;
 mod page_buffer;
 mod raw_api;
 mod read_api;

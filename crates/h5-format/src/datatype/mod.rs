@@ -694,15 +694,25 @@ fn decode_float(r: &mut Reader<'_>, flags: u32, size: u32) -> Result<FloatType> 
         exponent_bias: r.u32()?,
     };
     check_bits(r, size, t.bit_offset, t.precision)?;
-    let p = u32::from(t.precision);
+    // Field positions count from the element's first bit, so the significant bits end at
+    // offset + precision (libhdf5's H5Tset_fields rule; an n-bit float has offset 7,
+    // precision 20, sign at 26).
+    let p = u32::from(t.bit_offset).saturating_add(u32::from(t.precision));
     let fits = |pos: u8, len: u8| len > 0 && u32::from(pos).saturating_add(u32::from(len)) <= p;
     if !fits(t.exponent_location, t.exponent_size)
         || !fits(t.mantissa_location, t.mantissa_size)
         || u32::from(t.sign_location) >= p
     {
         return Err(r.corrupted(format!(
-            "floating-point fields outside the precision {p}: sign {}, exponent {}+{}, mantissa {}+{}",
-            t.sign_location, t.exponent_location, t.exponent_size, t.mantissa_location, t.mantissa_size
+            "floating-point fields outside the significant bits (offset {} + precision {}): \
+             sign {}, exponent {}+{}, mantissa {}+{}",
+            t.bit_offset,
+            t.precision,
+            t.sign_location,
+            t.exponent_location,
+            t.exponent_size,
+            t.mantissa_location,
+            t.mantissa_size
         )));
     }
     Ok(t)

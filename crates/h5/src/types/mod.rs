@@ -42,6 +42,11 @@ use crate::{Error, Result};
 pub use reference::{Object, ObjectRef};
 pub use strings::{FixedAscii, FixedUnicode, VarLenAscii, VarLenUnicode};
 
+/// One element of a floating-point datatype as f64, for any layout of up to 16 bytes (IEEE
+/// half, single, double and quad precision, x87 extended precision, ...); `None` for a layout
+/// h5 does not convert.
+pub use h5_core::convert::float_to_f64;
+
 /// Size in bytes of a variable-length element in files h5 writes (a 4-byte length, an 8-byte
 /// collection address, a 4-byte object index).
 pub(crate) const VLEN_SIZE: usize = 16;
