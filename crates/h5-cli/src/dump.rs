@@ -390,11 +390,20 @@ struct Ddl<'f> {
     names: Option<refs::Names>,
     /// Datasets whose data is being printed as the target of an object reference.
     expanding: Vec<u64>,
+    /// How many parts could not be read (each printed as `<... not read: ...>`).
+    not_read: usize,
 }
 
 impl Ddl<'_> {
     fn line(&mut self, level: usize, text: &str) {
         let _ = writeln!(self.out, "{}{text}", pad(level));
+    }
+
+    /// A part that could not be read, printed in its place (`text`: `<... not read: ...>`)
+    /// and counted: the dump then ends with an error status, as h5dump's does.
+    fn not_read(&mut self, level: usize, text: &str) {
+        self.not_read += 1;
+        self.line(level, text);
     }
 
     /// Hands what was printed so far to the sink, if there is one.
@@ -414,7 +423,7 @@ impl Ddl<'_> {
         if let Some(values) = &c.values {
             self.line(level, "DATA {");
             match values {
-                Err(e) => self.line(level, &format!("<data not read: {e}>")),
+                Err(e) => self.not_read(level, &format!("<data not read: {e}>")),
                 Ok(values) => {
                     let dims = c.shape.clone().unwrap_or_default();
                     self.data(level, c.dtype, &dims, values, 0, values.len());
@@ -531,7 +540,7 @@ impl Ddl<'_> {
 
     fn attributes(&mut self, level: usize, attrs: Result<Vec<Attribute>, h5::Error>) {
         match attrs {
-            Err(e) => self.line(level, &format!("<attributes not read: {e}>")),
+            Err(e) => self.not_read(level, &format!("<attributes not read: {e}>")),
             Ok(attrs) => {
                 for a in attrs {
                     self.line(level, &format!("ATTRIBUTE \"{}\" {{", a.name()));
@@ -643,7 +652,7 @@ impl Ddl<'_> {
             return;
         }
         let Ok(mut blocks) = DataBlocks::new(d, sel, BLOCK_BYTES) else {
-            self.line(level, "<data not read: more elements than can be counted>");
+            self.not_read(level, "<data not read: more elements than can be counted>");
             return;
         };
         while let Some(block) = blocks.next_block() {
@@ -653,7 +662,7 @@ impl Ddl<'_> {
                     self.data(level, d.dtype(), &blocks.dims, &values, first, blocks.total);
                 }
                 Err(e) => {
-                    self.line(level, &format!("<data not read: {e}>"));
+                    self.not_read(level, &format!("<data not read: {e}>"));
                     return;
                 }
             }
@@ -737,7 +746,7 @@ impl Ddl<'_> {
         let links = match g.links() {
             Ok(l) => l,
             Err(e) => {
-                self.line(level, &format!("<links not read: {e}>"));
+                self.not_read(level, &format!("<links not read: {e}>"));
                 return;
             }
         };
@@ -769,18 +778,18 @@ impl Ddl<'_> {
         match g.kind_of(name) {
             Ok(ObjectKind::Group) => match g.group(name) {
                 Ok(sub) => self.group(level, name, &sub),
-                Err(e) => self.line(level, &format!("<group {name:?} not read: {e}>")),
+                Err(e) => self.not_read(level, &format!("<group {name:?} not read: {e}>")),
             },
             Ok(ObjectKind::Dataset) => match g.dataset(name) {
                 Ok(d) => self.dataset(level, name, &d),
-                Err(e) => self.line(level, &format!("<dataset {name:?} not read: {e}>")),
+                Err(e) => self.not_read(level, &format!("<dataset {name:?} not read: {e}>")),
             },
             Ok(ObjectKind::Datatype) => match g.named_datatype(name) {
                 Ok(t) => self.named_datatype(level, name, &t),
-                Err(e) => self.line(level, &format!("<datatype {name:?} not read: {e}>")),
+                Err(e) => self.not_read(level, &format!("<datatype {name:?} not read: {e}>")),
             },
             Ok(ObjectKind::Unknown) => self.line(level, &format!("<{name:?}: unknown object>")),
-            Err(e) => self.line(level, &format!("<{name:?} not read: {e}>")),
+            Err(e) => self.not_read(level, &format!("<{name:?} not read: {e}>")),
         }
     }
 
@@ -803,7 +812,7 @@ impl Ddl<'_> {
                     &format!("DATATYPE \"{name}\" {}{semi}", ddl_type(&dt, level)),
                 );
             }
-            Err(e) => self.line(level, &format!("<datatype {name:?} not read: {e}>")),
+            Err(e) => self.not_read(level, &format!("<datatype {name:?} not read: {e}>")),
         }
         self.attributes(level + 1, t.attrs());
     }
@@ -1091,6 +1100,7 @@ pub(crate) fn ddl_with<'f>(
         named: named_types(file),
         names: None,
         expanding: Vec::new(),
+        not_read: 0,
     };
     p.out.push_str(&format!("HDF5 \"{shown_name}\" {{\n"));
     let root = p.file().root().map_err(|e| e.to_string())?;
@@ -1124,6 +1134,12 @@ pub(crate) fn ddl_with<'f>(
     if let Some(e) = p.sink_error {
         return Err(format!("cannot write the dump: {e}"));
     }
+    if p.not_read > 0 {
+        return Err(format!(
+            "{} part(s) of the file could not be read (marked `<... not read: ...>` above)",
+            p.not_read
+        ));
+    }
     Ok(p.out)
 }
 
@@ -1144,6 +1160,7 @@ pub(crate) fn data_preview(file: &File, d: &Dataset, limit: usize, level: usize)
         named: HashMap::new(),
         names: None,
         expanding: Vec::new(),
+        not_read: 0,
     };
     let dims = d.shape();
     let total = d.size();

@@ -512,6 +512,48 @@ fn errors_exit_with_status_1_and_a_message() {
 // ---------------------------------------------------------------------------------------------
 // The tour's sample file
 
+/// A dataset whose chunk cannot be decoded (its deflate stream overwritten) is printed as
+/// `<data not read: ...>` while the rest of the file is printed, and the dump ends with an
+/// error status naming how many parts were not read (h5dump's status is 1 too).
+#[test]
+fn dump_prints_what_it_can_and_fails_when_a_part_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.h5");
+    h5_testkit::verify::run_python(
+        r#"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["good"] = np.arange(6, dtype="<i4")
+    f.create_dataset("bad", data=np.arange(1000, dtype="<i4"), chunks=(1000,), compression="gzip")
+    info = f["bad"].id.get_chunk_info(0)
+with open(sys.argv[1], "r+b") as fh:
+    fh.seek(info.byte_offset)
+    fh.write(b"\xff" * info.size)
+"#,
+        &[&path],
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_h5"))
+        .args(["dump", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("(0): 0, 1, 2, 3, 4, 5"), "{out}");
+    assert_eq!(out.matches("<data not read:").count(), 1, "{out}");
+    assert!(out.ends_with("}\n}\n"), "the dump is finished: {out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("1 part(s) of the file could not be read"),
+        "{err}"
+    );
+    // The undamaged dataset alone dumps with status 0.
+    let o = Command::new(env!("CARGO_BIN_EXE_h5"))
+        .args(["dump", "-d", "/good", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+}
+
 /// libhdf5's own test files of its family, multi and split drivers, dumped by the names
 /// `h5dump --filedriver=...` is given in libhdf5's tests: `h5 dump` prints libhdf5's expected
 /// output (`<name>.ddl`, from the same source distribution) byte for byte.
