@@ -95,7 +95,7 @@ impl FloatLayout {
 
     /// The value of the element whose bits (read in its byte order) are `raw`, rounded to
     /// f64: infinities and NaN kept, values beyond f64's range infinite, below it zero.
-    /// Requires [`Self::fits`].
+    /// Requires the fields to fit the element (as `NumType::valid` checks).
     #[allow(
         clippy::arithmetic_side_effects,
         reason = "fits(): field sizes below 128 bits, exponent below 2^31, mantissa below 121 bits"

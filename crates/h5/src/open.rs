@@ -129,13 +129,13 @@ fn open_read(path: &Path, locking: Locking, access: &FileAccess) -> Result<Opene
     if !path.exists() {
         if let Some(pattern) = drivers::Pattern::parse(path) {
             let members = drivers::open_family(&pattern, None, shared)?;
-            return Ok(opened_members(members, access));
+            return Ok(opened_locked(members, access));
         }
         if let Some(holder) = drivers::superblock_member(path) {
             let data = FileStorage::open_with(&holder, OpenMode::ReadOnly, shared)?;
             return match drivers::members_of(&holder, data, shared)? {
-                Ok(members) => Ok(opened_members(members, access)),
-                Err(data) => Ok(opened_file(Arc::new(data), access)),
+                Ok(members) => Ok(opened_locked(members, access)),
+                Err(data) => Ok(opened_locked(Arc::new(data), access)),
             };
         }
     }
@@ -162,28 +162,17 @@ fn open_read(path: &Path, locking: Locking, access: &FileAccess) -> Result<Opene
         }
     }
     match drivers::members_of(path, data, shared)? {
-        Ok(members) => Ok(opened_members(members, access)),
-        Err(data) => Ok(opened_file(Arc::new(data), access)),
+        Ok(members) => Ok(opened_locked(members, access)),
+        Err(data) => Ok(opened_locked(Arc::new(data), access)),
     }
 }
 
-/// A reader's storage of one file; closing it releases the lock.
-fn opened_file(data: Arc<FileStorage>, access: &FileAccess) -> Opened {
+/// A reader's storage `data` (one file or several members), which holds the locks that
+/// closing it releases.
+fn opened_locked<S: Storage + 'static>(data: Arc<S>, access: &FileAccess) -> Opened {
     let lock = Arc::clone(&data);
     Opened {
         storage: access.decorate(data),
-        on_close: Box::new(move || {
-            let _ = lock.unlock();
-        }),
-        swmr_write: None,
-    }
-}
-
-/// A reader's storage of several member files; closing it releases their locks.
-fn opened_members(members: Arc<h5_io::MemberFiles>, access: &FileAccess) -> Opened {
-    let lock = Arc::clone(&members);
-    Opened {
-        storage: access.decorate(members),
         on_close: Box::new(move || {
             let _ = lock.unlock();
         }),

@@ -29,32 +29,26 @@ fn floats(v: &Value) -> Vec<f64> {
         .collect()
 }
 
+/// The integer dataset `name` of `f`, widened to i64.
+fn int_values(f: &h5::File, name: &str) -> Vec<i64> {
+    let d = f.dataset(name).unwrap();
+    d.read::<i64>().unwrap().iter().copied().collect()
+}
+
 /// The file at `path` (opened by h5) holds what libhdf5 read (`want`).
 fn reads_as_libhdf5(path: &Path, want: &Value) {
     let what = path.display();
     let f = h5::File::open(path).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let got: Vec<i64> = f
-        .dataset("ints")
-        .unwrap()
-        .read::<i32>()
-        .unwrap()
-        .iter()
-        .map(|&v| i64::from(v))
-        .collect();
-    assert_eq!(got, ints(&want["ints"]), "{what}: ints");
+    assert_eq!(int_values(&f, "ints"), ints(&want["ints"]), "{what}: ints");
     let chunked = f.dataset("chunked").unwrap();
     assert_eq!(chunked.shape(), [200, 50], "{what}");
     let got: Vec<f64> = chunked.read::<f64>().unwrap().iter().copied().collect();
     assert_eq!(got, floats(&want["chunked"]), "{what}: chunked");
-    let got: Vec<i64> = f
-        .dataset("g/h/big_endian")
-        .unwrap()
-        .read::<i16>()
-        .unwrap()
-        .iter()
-        .map(|&v| i64::from(v))
-        .collect();
-    assert_eq!(got, ints(&want["big_endian"]), "{what}: big_endian");
+    assert_eq!(
+        int_values(&f, "g/h/big_endian"),
+        ints(&want["big_endian"]),
+        "{what}: big_endian"
+    );
     let h = f.group("g/h").unwrap();
     assert_eq!(
         h.attr("note").unwrap().read_scalar::<String>().unwrap(),
@@ -125,15 +119,7 @@ fn a_family_with_a_member_missing_reads_what_its_first_members_hold_and_fails_pa
     // Without its last member, the family ends early: what lies there cannot be read.
     std::fs::remove_file(d.join(format!("fam_early{}.h5", members - 1))).unwrap();
     let f = h5::File::open(d.join("fam_early%d.h5")).unwrap();
-    let got: Vec<i64> = f
-        .dataset("ints")
-        .unwrap()
-        .read::<i32>()
-        .unwrap()
-        .iter()
-        .map(|&v| i64::from(v))
-        .collect();
-    assert_eq!(got, ints(&want["fam_early"]["ints"]));
+    assert_eq!(int_values(&f, "ints"), ints(&want["fam_early"]["ints"]));
     let last = f.dataset("g/h/big_endian").and_then(|d| d.read::<i16>());
     assert!(last.is_err(), "data of the missing member read: {last:?}");
     // Without member 0 there is no file.
