@@ -800,6 +800,14 @@ impl Ddl<'_> {
     /// A committed datatype as h5dump prints it: `DATATYPE "name" TYPE` (`;` after every type
     /// but a compound), then its attributes one level deeper.
     fn named_datatype(&mut self, level: usize, name: &str, t: &h5::NamedDatatype) {
+        // A datatype met again through another hard link: one line, as h5dump prints it.
+        let key = (self.current, t.address());
+        if let Some(first) = self.seen.get(&key) {
+            let line = format!("DATATYPE \"{name}\" HARDLINK \"{first}\"");
+            self.line(level, &line);
+            return;
+        }
+        self.seen.insert(key, t.path().to_owned());
         match t.dtype() {
             Ok(dt) => {
                 let semi = if matches!(dt, Datatype::Compound(_)) {

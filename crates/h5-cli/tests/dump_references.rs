@@ -169,3 +169,36 @@ fn references_written_by_h5_dump_as_h5dump_prints_them() {
     f.close().unwrap();
     same_as_h5dump(&path);
 }
+
+/// A committed datatype reached through a second hard link prints as h5dump prints it: one
+/// `DATATYPE "name" HARDLINK "/first"` line (h5 printed the type and its attributes again).
+#[test]
+fn a_datatype_linked_twice_dumps_as_a_hard_link_as_h5dump_prints_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("types.h5");
+    let make = r#"
+import sys
+import h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["Datatype"] = np.dtype("<i4")
+    t = f["Datatype"]
+    t.attrs["Attribute"] = np.int32(8)
+    f["Link_to_Datatype"] = t
+    f.create_dataset("Dataset", data=np.int32(3), dtype=t)
+"#;
+    let out = Command::new(python())
+        .args(["-c", make])
+        .arg(&path)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    same_as_h5dump(&path);
+    assert!(
+        h5_dump(&path).contains("DATATYPE \"Link_to_Datatype\" HARDLINK \"/Datatype\"\n"),
+        "the hard link is there (the comparison above is not vacuous)"
+    );
+}
