@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use h5::{RegionRef, Selection};
-use h5_testkit::verify::{h5dump, python};
+use h5_testkit::verify::{h5dump, run_python};
 
 /// Writes the h5py side of the files (a Python script, so libhdf5 writes them).
 const MAKE: &str = r#"
@@ -94,16 +94,7 @@ fn same_as_h5dump(path: &Path) {
 fn references_written_by_libhdf5_dump_as_h5dump_prints_them() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("refs.h5");
-    let out = Command::new(python())
-        .args(["-c", MAKE])
-        .arg(&path)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(MAKE, &[&path]);
     same_as_h5dump(&path);
     let ddl = h5_dump(&path);
     // The constructs are there (the comparison above is not vacuous).
@@ -186,16 +177,7 @@ with h5py.File(sys.argv[1], "w") as f:
     f["Link_to_Datatype"] = t
     f.create_dataset("Dataset", data=np.int32(3), dtype=t)
 "#;
-    let out = Command::new(python())
-        .args(["-c", make])
-        .arg(&path)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(make, &[&path]);
     same_as_h5dump(&path);
     assert!(
         h5_dump(&path).contains("DATATYPE \"Link_to_Datatype\" HARDLINK \"/Datatype\"\n"),

@@ -449,12 +449,10 @@ fn put_raw(order: Order, v: u64, d: &mut [u8]) {
 }
 
 fn read(t: NumType, b: &[u8]) -> Value {
-    if let NumType::OtherFloat { order, layout, .. } = t {
-        return Value::Float(layout.to_f64(raw128(order, b)));
-    }
-    let bits = raw(t.order(), b);
+    let bits = || raw(t.order(), b);
     match t {
         NumType::Int { signed, .. } => {
+            let bits = bits();
             let width = t.bits();
             if signed && width < 64 {
                 #[allow(clippy::arithmetic_side_effects, reason = "width < 64")]
@@ -467,11 +465,11 @@ fn read(t: NumType, b: &[u8]) -> Value {
             }
         }
         NumType::Float { size, .. } => Value::Float(match size {
-            2 => half_to_f64(bits as u16),
-            4 => f64::from(f32::from_bits(bits as u32)),
-            _ => f64::from_bits(bits),
+            2 => half_to_f64(bits() as u16),
+            4 => f64::from(f32::from_bits(bits() as u32)),
+            _ => f64::from_bits(bits()),
         }),
-        NumType::OtherFloat { .. } => Value::Float(f64::NAN), // handled above
+        NumType::OtherFloat { order, layout, .. } => Value::Float(layout.to_f64(raw128(order, b))),
     }
 }
 

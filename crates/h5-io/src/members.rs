@@ -12,7 +12,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::error::{checked_end, len_u64};
-use crate::{Error, IoOp, LockMode, Result, Storage};
+use crate::{Error, IoOp, LockMode, Result, Storage, StorageExt};
 
 /// One member: the addresses `start .. start + limit` read from `storage` at `address - start`.
 #[derive(Debug)]
@@ -121,7 +121,7 @@ impl Storage for MemberFiles {
             // The piece this member serves: up to its limit or the end of the request.
             let piece = (m.limit - inside).min(end - at);
             let (now, later) = rest.split_at_mut(usize::try_from(piece).unwrap_or(rest.len()));
-            read_zero_filled(m.storage.as_ref(), inside, now)?;
+            m.storage.read_at_zero_fill(inside, now)?;
             at += len_u64(now.len());
             rest = later;
         }
@@ -160,24 +160,6 @@ impl Storage for MemberFiles {
         }
         Ok(())
     }
-}
-
-/// Reads `buf.len()` bytes at `offset` of `storage`, the bytes past its length as zeros.
-fn read_zero_filled(storage: &dyn Storage, offset: u64, buf: &mut [u8]) -> Result<()> {
-    match storage.read_at(offset, buf) {
-        Err(Error::OutOfBounds { .. }) => {}
-        other => return other,
-    }
-    let have = storage
-        .len()?
-        .saturating_sub(offset)
-        .min(len_u64(buf.len()));
-    let (present, missing) = buf.split_at_mut(usize::try_from(have).unwrap_or(0));
-    if !present.is_empty() {
-        storage.read_at(offset, present)?;
-    }
-    missing.fill(0);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -138,22 +138,25 @@ impl Pattern {
     }
 }
 
-/// Opens the family `pattern` names: members 0, 1, ... as long as they exist (`first` is
-/// member 0 when already open). The member size comes from member 0's driver information, else
-/// (a file without it) from member 0's length.
-pub(crate) fn open_family(
-    pattern: &Pattern,
-    first: Option<FileStorage>,
-    options: FileOptions,
-) -> Result<Arc<MemberFiles>> {
-    let first = match first {
-        Some(f) => f,
-        None => FileStorage::open_with(pattern.member(0), OpenMode::ReadOnly, options)?,
-    };
+/// Opens the family `pattern` names: members 0, 1, ... as long as they exist. The member size
+/// comes from member 0's driver information, else (a file without it) from member 0's length.
+pub(crate) fn open_family(pattern: &Pattern, options: FileOptions) -> Result<Arc<MemberFiles>> {
+    let first = FileStorage::open_with(pattern.member(0), OpenMode::ReadOnly, options)?;
     let member_size = match driver_of(&first)? {
         Some(Driver::Family(size)) => size,
         _ => first.len()?,
     };
+    family_members(pattern, first, member_size, options)
+}
+
+/// The family `pattern` names, member 0 (`first`) already open, of members of `member_size`
+/// bytes: members 1, 2, ... opened as long as they exist.
+fn family_members(
+    pattern: &Pattern,
+    first: FileStorage,
+    member_size: u64,
+    options: FileOptions,
+) -> Result<Arc<MemberFiles>> {
     if member_size == 0 {
         return Err(Error::Invalid(format!(
             "{}: family member 0 is empty",
@@ -185,7 +188,7 @@ pub(crate) fn members_of(
     let driver = detect(path, &data, options)?;
     match driver {
         None => Ok(Err(data)),
-        Some(Driver::Family(_)) => {
+        Some(Driver::Family(member_size)) => {
             let pattern = Pattern::from_member_zero(path).ok_or_else(|| {
                 Error::Unsupported(format!(
                     "{}: this file is member 0 of a family (libhdf5's family driver) but its \
@@ -194,7 +197,7 @@ pub(crate) fn members_of(
                     path.display()
                 ))
             })?;
-            open_family(&pattern, Some(data), options).map(Ok)
+            family_members(&pattern, data, member_size, options).map(Ok)
         }
         Some(Driver::Multi(members)) => open_multi(path, Some(data), &members, options).map(Ok),
         Some(Driver::CacheImage) => Err(cache_image_error(path)),

@@ -128,7 +128,7 @@ fn open_read(path: &Path, locking: Locking, access: &FileAccess) -> Result<Opene
     // A family by its printf pattern, or a multi/split file by its base name (drivers.rs).
     if !path.exists() {
         if let Some(pattern) = drivers::Pattern::parse(path) {
-            let members = drivers::open_family(&pattern, None, shared)?;
+            let members = drivers::open_family(&pattern, shared)?;
             return Ok(opened_locked(members, access));
         }
         if let Some(holder) = drivers::superblock_member(path) {
