@@ -164,6 +164,10 @@ pub struct ChunkedLayout {
     pub index: Arc<dyn ChunkIndex>,
     /// The filters.
     pub decoder: Arc<dyn ChunkDecoder>,
+    /// Partial edge chunks (those reaching past the dataset's extent) are stored without the
+    /// filters (layout flag `DONT_FILTER_PARTIAL_EDGE_CHUNKS`, libhdf5's
+    /// `H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS`); only set when there are filters.
+    pub unfiltered_edges: bool,
 }
 
 impl ChunkedLayout {
@@ -194,6 +198,7 @@ impl ChunkLayout for ChunkedLayout {
         let raw = self.decoder.is_identity();
         LayoutInfo {
             needs_codec: !raw,
+            edge_chunks_differ: self.unfiltered_edges,
             capabilities: if raw {
                 Capabilities::SELECTION_READ
             } else {
@@ -245,10 +250,13 @@ impl ChunkLayout for ChunkedLayout {
         &self,
         _: &ChunkCoord,
         image: Vec<u8>,
-        _: bool,
+        partial_bound: bool,
         udata: &mut Udata,
         spare: Vec<u8>,
     ) -> Result<(Chunk, Vec<u8>), LayoutError> {
+        if self.unfiltered_edges && partial_bound {
+            return Ok((self.checked(image)?, spare));
+        }
         let mask = udata
             .downcast_ref::<ChunkRecord>()
             .map_or(0, |r| r.filter_mask);

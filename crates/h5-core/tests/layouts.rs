@@ -108,6 +108,7 @@ fn implicit_and_single_chunk_indexes() {
             chunk_bytes: 9,
         }),
         decoder: Arc::new(Identity),
+        unfiltered_edges: false,
     };
     c.register(DatasetId(1), Arc::new(layout)).unwrap();
     let sel = Selection::Hyperslab(Hyperslab::contiguous(&[2, 2], &[2, 2]).unwrap());
@@ -126,10 +127,46 @@ fn implicit_and_single_chunk_indexes() {
             filter_mask: 0,
         }))),
         decoder: Arc::new(PlusOne),
+        unfiltered_edges: false,
     };
     c.register(DatasetId(2), Arc::new(layout)).unwrap();
     let mut buf = vec![0u8; 4];
     c.read(&mut [ReadRequest::new(DatasetId(2), &Selection::All, &mut buf)])
         .unwrap();
     assert_eq!(buf, [1, 2, 3, 4]);
+}
+
+/// With the layout flag for unfiltered partial edge chunks, a chunk reaching past the extent is
+/// read as stored and a full one through the decoder; without it, both are decoded.
+#[test]
+fn partial_edge_chunks_stored_unfiltered_skip_the_decoder() {
+    let s = Arc::new(MemoryStorage::new());
+    let data: Vec<u8> = (0..8).collect();
+    s.write_at(64, &data).unwrap();
+    let storage: Arc<dyn Storage> = s.clone();
+    let mut c = ChunkCache::new(storage, ChunkCacheConfig::default()).unwrap();
+    // Six elements in chunks of four: chunk 0 (full) at 64, chunk 1 (two past the extent) at 68.
+    for (id, unfiltered_edges, want) in [
+        (1, true, [1u8, 2, 3, 4, 4, 5]),
+        (2, false, [1, 2, 3, 4, 5, 6]),
+    ] {
+        let layout = ChunkedLayout {
+            dims: vec![6],
+            chunk_dims: vec![4],
+            elem_size: 1,
+            fill: vec![],
+            index: Arc::new(ImplicitIndex {
+                base: Some(64),
+                grid: vec![2],
+                chunk_bytes: 4,
+            }),
+            decoder: Arc::new(PlusOne),
+            unfiltered_edges,
+        };
+        c.register(DatasetId(id), Arc::new(layout)).unwrap();
+        let mut buf = vec![0u8; 6];
+        c.read(&mut [ReadRequest::new(DatasetId(id), &Selection::All, &mut buf)])
+            .unwrap();
+        assert_eq!(buf, want, "unfiltered_edges: {unfiltered_edges}");
+    }
 }

@@ -22,6 +22,7 @@ mod dataset_handle_slot;
 mod dense_proptest;
 mod drivers;
 mod durability;
+mod edge_chunks;
 mod fixture_attributes;
 mod free_space_rw;
 mod global_heap_reuse;

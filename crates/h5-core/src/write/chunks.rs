@@ -310,6 +310,9 @@ pub(crate) struct ChunkedWriteLayout {
     /// File space for chunks.
     pub(crate) space: ChunkSpace,
     pub(crate) pipeline: Option<h5_filters::Pipeline>,
+    /// Partial edge chunks (those reaching past the extent) are stored without the filters
+    /// (layout flag `DONT_FILTER_PARTIAL_EDGE_CHUNKS`); only set when there are filters.
+    pub(crate) unfiltered_edges: bool,
     /// Early allocation: every chunk of the extent exists (made when the extent grows).
     pub(crate) early: bool,
     /// When fill values are written into newly allocated chunks.
@@ -345,6 +348,16 @@ impl ChunkedWriteLayout {
         Ok(())
     }
 
+    /// The filters a chunk's image goes through: none for a partial edge chunk of a layout
+    /// that stores those unfiltered.
+    pub(crate) fn filters(&self, partial_bound: bool) -> Option<&h5_filters::Pipeline> {
+        if self.unfiltered_edges && partial_bound {
+            None
+        } else {
+            self.pipeline.as_ref()
+        }
+    }
+
     /// Elements of one chunk.
     fn chunk_elems(&self) -> Result<usize> {
         Ok(block_size("a chunk", &self.chunk_dims, self.elem_size)?.0)
@@ -361,6 +374,7 @@ impl ChunkLayout for ChunkedWriteLayout {
         let raw = self.pipeline.is_none();
         LayoutInfo {
             needs_codec: !raw,
+            edge_chunks_differ: self.unfiltered_edges,
             capabilities: if raw {
                 Capabilities::SELECTION_READ | Capabilities::SELECTION_WRITE
             } else {
@@ -415,11 +429,19 @@ impl ChunkLayout for ChunkedWriteLayout {
         &self,
         _: &ChunkCoord,
         image: Vec<u8>,
-        _: bool,
+        partial_bound: bool,
         udata: &mut Udata,
         spare: Vec<u8>,
     ) -> Result<(Chunk, Vec<u8>), LayoutError> {
-        let Some(p) = &self.pipeline else {
+        let Some(p) = self.filters(partial_bound) else {
+            if self.unfiltered_edges && image.len() != self.chunk_bytes()? {
+                return Err(format!(
+                    "an unfiltered edge chunk of {} bytes, {} expected",
+                    image.len(),
+                    self.chunk_bytes()?
+                )
+                .into());
+            }
             return Ok((Chunk::Dense(image), spare));
         };
         let mask = udata.downcast_ref::<Mask>().map_or(0, |m| m.0);
@@ -437,10 +459,14 @@ impl ChunkLayout for ChunkedWriteLayout {
         &self,
         _: &ChunkCoord,
         chunk: &Chunk,
-        _: bool,
+        partial_bound: bool,
         udata: &mut Udata,
     ) -> Result<Encoded, LayoutError> {
-        let Some(p) = &self.pipeline else {
+        let Some(p) = self.filters(partial_bound) else {
+            if self.pipeline.is_some() {
+                // An edge chunk stored unfiltered: no filter was applied.
+                *udata = Box::new(Mask(0));
+            }
             return Ok(Encoded::SameAsCache);
         };
         let bytes = chunk.as_dense().ok_or("a custom chunk in a dense layout")?;
@@ -454,13 +480,16 @@ impl ChunkLayout for ChunkedWriteLayout {
         &self,
         _: &ChunkCoord,
         chunk: Chunk,
-        _: bool,
+        partial_bound: bool,
         udata: &mut Udata,
     ) -> Result<Vec<u8>, LayoutError> {
         let Chunk::Dense(bytes) = chunk else {
             return Err("a custom chunk in a dense layout".into());
         };
-        let Some(p) = &self.pipeline else {
+        let Some(p) = self.filters(partial_bound) else {
+            if self.pipeline.is_some() {
+                *udata = Box::new(Mask(0));
+            }
             return Ok(bytes);
         };
         let (image, mask) = p.encode(bytes, self.elem_size, self.chunk_elems()?)?;

@@ -12,7 +12,9 @@ use h5_format::message::attribute::{AttributeMessage, MaybeShared};
 use h5_format::message::dataspace::{Dataspace, DataspaceKind, UNLIMITED};
 use h5_format::message::fill_value::{AllocTime, FillDefined, FillTime, FillValue};
 use h5_format::message::filter_pipeline::Filter;
-use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass};
+use h5_format::message::layout::{
+    ChunkIndex, DONT_FILTER_PARTIAL_EDGE_CHUNKS, Layout, LayoutClass,
+};
 use h5_format::message::{Message, encode_message, kind};
 use h5_format::object_header::msg_flags;
 
@@ -901,7 +903,9 @@ pub(crate) fn existing_layout(
             })))
         }
         LayoutClass::Chunked {
-            dims: cdims, index, ..
+            dims: cdims,
+            index,
+            flags,
         } => {
             // The last dimension is the element size.
             let chunk = cdims
@@ -958,6 +962,7 @@ pub(crate) fn existing_layout(
             // Chunks the existing dataset gains are allocated as they are written (an early-
             // allocated dataset already has all of its chunks).
             let (early, fill_time) = (false, FillTime::IfSet);
+            let pipeline = crate::dataset::pipeline_of(&info.pipeline);
             let layout = Arc::new(ChunkedWriteLayout {
                 dims: Mutex::new(dims),
                 chunk_dims: chunk,
@@ -965,7 +970,9 @@ pub(crate) fn existing_layout(
                 fill,
                 index: Arc::clone(&index),
                 space,
-                pipeline: crate::dataset::pipeline_of(&info.pipeline),
+                unfiltered_edges: flags & DONT_FILTER_PARTIAL_EDGE_CHUNKS != 0
+                    && pipeline.is_some(),
+                pipeline,
                 early,
                 fill_time,
                 cleared: Mutex::new(Vec::new()),

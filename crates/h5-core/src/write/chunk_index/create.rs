@@ -470,6 +470,7 @@ impl FileShared {
             index: store,
             space,
             pipeline: crate::dataset::pipeline_of(&pipeline),
+            unfiltered_edges: false,
             early: early && kind != ChunkIndexKind::Implicit,
             fill_time: spec.fill_time,
             cleared: Mutex::new(Vec::new()),
