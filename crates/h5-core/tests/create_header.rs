@@ -74,6 +74,7 @@ fn chunked(chunk: &[u64], filters: Vec<Filter>) -> NewLayout {
     NewLayout::Chunked {
         chunk: chunk.to_vec(),
         filters,
+        unfiltered_edges: false,
     }
 }
 

@@ -502,6 +502,12 @@ impl Copier<'_> {
             .max_shape(s.maxshape());
         if let Some(c) = &plan.chunk {
             b = b.chunk(c);
+            // The chunk option is the dataset's own, kept as libhdf5's object copy keeps it,
+            // unless the destination's bounds are older than the layout version it needs.
+            if s.unfiltered_edge_chunks() && dst.file_shared().bounds() >= crate::FormatBounds::V110
+            {
+                b = b.unfiltered_edge_chunks();
+            }
         }
         for f in &plan.filters {
             b = b.filter(f);

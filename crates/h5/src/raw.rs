@@ -106,9 +106,17 @@ pub struct RawDatasetBuilder {
     chunk: Option<Vec<u64>>,
     filters: Vec<Filter>,
     fill: Option<Vec<u8>>,
+    unfiltered_edges: bool,
 }
 
 impl RawDatasetBuilder {
+    /// Stores partial edge chunks without the filters (see
+    /// [`DatasetBuilder::unfiltered_edge_chunks`](crate::DatasetBuilder::unfiltered_edge_chunks)).
+    pub fn unfiltered_edge_chunks(mut self) -> Self {
+        self.unfiltered_edges = true;
+        self
+    }
+
     /// The dimensions (empty: a scalar).
     pub fn shape(mut self, dims: impl AsRef<[usize]>) -> Self {
         self.shape = dims.as_ref().iter().map(|d| *d as u64).collect();
@@ -175,6 +183,7 @@ impl RawDatasetBuilder {
                 Some(chunk) => NewLayout::Chunked {
                     chunk,
                     filters: self.filters,
+                    unfiltered_edges: self.unfiltered_edges,
                 },
                 None if self.filters.is_empty()
                     && self.max_shape.as_ref().is_none_or(|m| *m == self.shape) =>
@@ -217,6 +226,7 @@ impl Group {
             chunk: None,
             filters: Vec::new(),
             fill: None,
+            unfiltered_edges: false,
         }
     }
 

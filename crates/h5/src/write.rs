@@ -260,6 +260,7 @@ impl Group {
             filters: Vec::new(),
             fill: None,
             chunk_index: None,
+            unfiltered_edges: false,
             compact: false,
             alloc_time: None,
             fill_time: None,
@@ -282,6 +283,7 @@ pub struct DatasetBuilder<T> {
     filters: Vec<FilterRequest>,
     fill: Option<Result<Vec<u8>>>,
     chunk_index: Option<ChunkIndexKind>,
+    unfiltered_edges: bool,
     compact: bool,
     alloc_time: Option<AllocTime>,
     fill_time: Option<FillTime>,
@@ -465,6 +467,17 @@ impl<T: H5Type> DatasetBuilder<T> {
         self
     }
 
+    /// Stores partial edge chunks (those reaching past the dataset's extent) without the
+    /// filters, as libhdf5 does after `H5Pset_chunk_opts(dcpl,
+    /// H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)`: writing a growing edge costs no encoding, and
+    /// a chunk re-encodes when a resize makes it full. The layout message is then of version 4
+    /// or later (read by HDF5 1.10 and later), with one of HDF5 1.10's chunk indexes whatever
+    /// the format bounds, as libhdf5 chooses it; a version 1 B-tree index is refused.
+    pub fn unfiltered_edge_chunks(mut self) -> Self {
+        self.unfiltered_edges = true;
+        self
+    }
+
     /// The chunk index (overriding libhdf5's choice for the file's format bounds; layout
     /// version 4 indexes are read by HDF5 1.10 and later).
     pub fn chunk_index(mut self, kind: ChunkIndexKind) -> Self {
@@ -529,7 +542,11 @@ impl<T: H5Type> DatasetBuilder<T> {
                         .iter()
                         .map(|r| r.resolve(&self.datatype, &chunk, one))
                         .collect::<std::result::Result<Vec<_>, _>>()?;
-                    NewLayout::Chunked { chunk, filters }
+                    NewLayout::Chunked {
+                        chunk,
+                        filters,
+                        unfiltered_edges: self.unfiltered_edges,
+                    }
                 }
                 None if self.filters.is_empty() && self.max_shape.is_none() => {
                     NewLayout::Contiguous

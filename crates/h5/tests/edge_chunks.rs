@@ -5,7 +5,9 @@
 //! as "bad zlib data", the fletcher32 one as a checksum mismatch, and the shuffle-only ones read
 //! as wrong numbers without an error), and writes them as libhdf5 expects: an edge chunk raw, a
 //! full one filtered, and a chunk that changes side when the extent changes re-encoded.
-//! `scripts/edge_chunks.py` writes the file and reads it back, with libhdf5 1.14 and 2.0.
+//! h5 creates such datasets too (`DatasetBuilder::unfiltered_edge_chunks`), and its copy keeps
+//! the option. `scripts/edge_chunks.py` writes the file and reads files back, with libhdf5 1.14
+//! and 2.0.
 
 use h5_testkit::verify::{Reference, run_python_with};
 use ndarray::SliceInfoElem;
@@ -13,8 +15,11 @@ use serde_json::Value;
 
 const SCRIPT: &str = include_str!("scripts/edge_chunks.py");
 
-/// Element size, chunk shape and filters of the script's datasets.
-const LAYOUTS: [(&str, usize, &[u64], bool); 5] = [
+/// A dataset's name, element size, chunk shape and whether its filters compress.
+type Layout = (&'static str, usize, &'static [u64], bool);
+
+/// The script's datasets.
+const LAYOUTS: [Layout; 5] = [
     ("fixed_gzip", 4, &[5, 5], true),
     ("fixed_shuffle", 4, &[4, 4], false),
     ("fixed_fletcher", 8, &[3], false),
@@ -73,11 +78,12 @@ fn h5_values(f: &h5::File, name: &str) -> Vec<f64> {
     }
 }
 
-/// Checks libhdf5's list of stored chunks of every dataset against the rule: a partial edge
-/// chunk is stored raw (the chunk's bytes, mask 0); a full chunk of a compressing dataset is
-/// stored compressed (these values compress).
-fn edges_raw_and_full_chunks_filtered(want: &Value, when: &str) {
-    for (name, elem, chunk, compresses) in LAYOUTS {
+/// Checks libhdf5's list of stored chunks of every dataset of `layouts` against the rule: a
+/// partial edge chunk is stored raw (the chunk's bytes, mask 0); a full chunk of a compressing
+/// dataset is stored compressed (these values compress). libhdf5 reports the chunk option.
+fn edges_raw_and_full_chunks_filtered(layouts: &[Layout], want: &Value, when: &str) {
+    for &(name, elem, chunk, compresses) in layouts {
+        assert_eq!(want[name]["chunk_opts"], 2, "{when}: {name}: chunk options");
         let dims = shape(&want[name]);
         let raw = chunk.iter().product::<u64>() * elem as u64;
         let chunks = want[name]["chunks"].as_array().unwrap();
@@ -131,7 +137,7 @@ fn unfiltered_edge_chunks_of_libhdf5_read_and_write_as_libhdf5_expects() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("edges.h5");
         let want = describe(reference, "write", &path);
-        edges_raw_and_full_chunks_filtered(&want, "as libhdf5 wrote it");
+        edges_raw_and_full_chunks_filtered(&LAYOUTS, &want, "as libhdf5 wrote it");
 
         // Reading: every value as libhdf5 reads it.
         let f = h5::File::open(&path).unwrap();
@@ -189,7 +195,7 @@ fn unfiltered_edge_chunks_of_libhdf5_read_and_write_as_libhdf5_expects() {
         f.close().unwrap();
 
         let got = describe(reference, "read", &path);
-        edges_raw_and_full_chunks_filtered(&got, "after h5's writes");
+        edges_raw_and_full_chunks_filtered(&LAYOUTS, &got, "after h5's writes");
         assert_eq!(shape(&got["earray"]), [12, 6], "{reference:?}");
         assert_eq!(shape(&got["bt2"]), [12, 21], "{reference:?}");
         let f = h5::File::open(&path).unwrap();
@@ -205,5 +211,145 @@ fn unfiltered_edge_chunks_of_libhdf5_read_and_write_as_libhdf5_expects() {
                 "{reference:?}: h5 reads {name}"
             );
         }
+        drop(f);
+
+        // h5's copy keeps the option (the chunks are written anew through it).
+        let copy = dir.path().join("copy.h5");
+        h5::copy::copy_path_in_source_format(&path, &copy, &Default::default(), &mut |_| {})
+            .unwrap();
+        let c = h5::File::open(&copy).unwrap();
+        for (name, ..) in LAYOUTS {
+            assert!(
+                c.dataset(name).unwrap().unfiltered_edge_chunks(),
+                "copy of {name}"
+            );
+        }
+        drop(c);
+        let copied = describe(reference, "read", &copy);
+        edges_raw_and_full_chunks_filtered(&LAYOUTS, &copied, "in h5's copy");
+        for (name, values) in &expect {
+            assert_eq!(
+                &numbers(&copied[*name]),
+                values,
+                "{reference:?}: copy of {name}"
+            );
+        }
+    }
+}
+
+/// The datasets h5 creates with the option.
+const CREATED: [Layout; 4] = [
+    ("fixed", 4, &[5, 5], true),
+    ("grow", 8, &[4, 4], true),
+    ("two", 2, &[8, 8], true),
+    ("early", 4, &[5, 5], true),
+];
+
+#[test]
+fn datasets_h5_creates_with_unfiltered_edge_chunks_read_in_libhdf5() {
+    for bounds in [
+        h5::FormatBounds::default(),
+        h5::FormatBounds::V114,
+        h5::FormatBounds::LATEST,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("created.h5");
+        let options = h5::CreateOptions {
+            bounds,
+            ..Default::default()
+        };
+        let f = h5::File::create_with(&path, &h5::FileAccess::default(), &options).unwrap();
+        let fixed: Vec<f32> = (0..72).map(|i| i as f32 * 0.5).collect();
+        let d = f
+            .new_dataset::<f32>()
+            .shape([12, 6])
+            .chunk([5, 5])
+            .deflate(6)
+            .unfiltered_edge_chunks()
+            .create("fixed")
+            .unwrap();
+        d.write_slice(&fixed, [slice(0, 12), slice(0, 6)]).unwrap();
+        assert!(d.unfiltered_edge_chunks());
+        // One unlimited dimension, grown and written past its old edge.
+        let grow: Vec<f64> = (0..84).map(|i| f64::from(i) / 4.0).collect();
+        let d = f
+            .new_dataset::<f64>()
+            .shape([10, 6])
+            .max_shape([None, Some(6)])
+            .chunk([4, 4])
+            .shuffle()
+            .deflate(6)
+            .unfiltered_edge_chunks()
+            .create("grow")
+            .unwrap();
+        d.write_slice(&grow[..60], [slice(0, 10), slice(0, 6)])
+            .unwrap();
+        d.resize([14, 6]).unwrap();
+        d.write_slice(&grow[60..], [slice(10, 14), slice(0, 6)])
+            .unwrap();
+        // Two unlimited dimensions.
+        let two: Vec<i16> = (0..399).map(|i| (i / 5) as i16).collect();
+        f.new_dataset::<i16>()
+            .shape([19, 21])
+            .max_shape([None, None])
+            .chunk([8, 8])
+            .deflate(6)
+            .unfiltered_edge_chunks()
+            .create("two")
+            .unwrap()
+            .write_slice(&two, [slice(0, 19), slice(0, 21)])
+            .unwrap();
+        // Early allocation: chunks never written hold the fill value, raw at the edges.
+        let d = f
+            .new_dataset::<f32>()
+            .shape([12, 6])
+            .chunk([5, 5])
+            .deflate(6)
+            .fill_value(2.5)
+            .alloc_time(h5::AllocTime::Early)
+            .unfiltered_edge_chunks()
+            .create("early")
+            .unwrap();
+        d.write_slice(&fixed[..30], [slice(0, 5), slice(0, 6)])
+            .unwrap();
+        f.close().unwrap();
+
+        let mut early: Vec<f64> = fixed[..30].iter().map(|&x| f64::from(x)).collect();
+        early.extend([2.5; 42]);
+        let expect: [(&str, Vec<f64>); 4] = [
+            ("fixed", fixed.iter().map(|&x| f64::from(x)).collect()),
+            ("grow", grow.clone()),
+            ("two", two.iter().map(|&x| f64::from(x)).collect()),
+            ("early", early),
+        ];
+        // HDF5 2.0's layout message version 5 (filtered chunks under its bound) is read by
+        // libhdf5 2.0 alone.
+        let readers: &[Reference] = if bounds >= h5::FormatBounds::V200 {
+            &[Reference::Hdf5v200]
+        } else {
+            &Reference::ALL
+        };
+        for &reference in readers {
+            let got = describe(reference, "read", &path);
+            edges_raw_and_full_chunks_filtered(&CREATED, &got, &format!("{bounds:?}"));
+            for (name, values) in &expect {
+                assert_eq!(
+                    &numbers(&got[*name]),
+                    values,
+                    "{bounds:?} {reference:?}: {name}"
+                );
+            }
+        }
+        // A version 1 B-tree index cannot carry the option.
+        let f = h5::File::open_rw(&path).unwrap();
+        let refused = f
+            .new_dataset::<f32>()
+            .shape([4])
+            .chunk([3])
+            .deflate(1)
+            .chunk_index(h5::ChunkIndexKind::BtreeV1)
+            .unfiltered_edge_chunks()
+            .create("refused");
+        assert!(matches!(refused, Err(h5::Error::Invalid(_))), "{refused:?}");
     }
 }

@@ -47,6 +47,11 @@ pub enum NewLayout {
         chunk: Vec<u64>,
         /// The filter pipeline.
         filters: Vec<Filter>,
+        /// Partial edge chunks (reaching past the extent) are stored without the filters
+        /// (libhdf5's `H5Pset_chunk_opts` with `H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS`). As in
+        /// libhdf5, the layout message is then of version 4 or later, so the chunk index is
+        /// one of HDF5 1.10's whatever the format bounds (not a version 1 B-tree).
+        unfiltered_edges: bool,
     },
 }
 
@@ -274,7 +279,11 @@ impl FileShared {
                         layout,
                     )
                 }
-                NewLayout::Chunked { chunk, filters } => {
+                NewLayout::Chunked {
+                    chunk,
+                    filters,
+                    unfiltered_edges,
+                } => {
                     if chunk.len() != rank || rank == 0 || chunk.contains(&0) {
                         return Err(Error::Invalid(format!(
                             "chunk dimensions {chunk:?} for a dataset of rank {rank}"
@@ -292,6 +301,7 @@ impl FileShared {
                         alloc,
                         fill_time,
                         kind: spec.chunk_index,
+                        unfiltered_edges: *unfiltered_edges,
                     })?;
                     let layout = made.layout;
                     needs_header = made.needs_header;

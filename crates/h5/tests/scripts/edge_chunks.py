@@ -6,8 +6,9 @@ binding, and its `create_dataset` would reset the option with `H5Pset_chunk`), f
 Usage: edge_chunks.py write PATH | edge_chunks.py read PATH
 * write: writes PATH (latest format: fixed array, extensible array and v2 B-tree chunk indexes),
   then reads it back like `read`;
-* read: prints, as JSON, per dataset: its shape, its values (flattened, row-major) and its
-  stored chunks as libhdf5 lists them ([scaled offset, filter mask, stored size]).
+* read: prints, as JSON, per dataset of the root group (written by either): its shape, its
+  values (flattened, row-major), its chunk options (`H5Pget_chunk_opts`) and its stored chunks
+  as libhdf5 lists them ([scaled offset, filter mask, stored size]).
 """
 
 import ctypes
@@ -62,10 +63,18 @@ def create(f, name, values, chunks, maxshape, filters):
     d.write(h5py.h5s.ALL, h5py.h5s.ALL, values)
 
 
+def chunk_opts(d):
+    opts = ctypes.c_uint(0)
+    dcpl = d.id.get_create_plist()
+    if libhdf5().H5Pget_chunk_opts(ctypes.c_int64(dcpl.id), ctypes.byref(opts)) < 0:
+        raise SystemExit("H5Pget_chunk_opts failed")
+    return opts.value
+
+
 def describe(path):
     out = {}
     with h5py.File(path, "r") as f:
-        for name in DATASETS:
+        for name in sorted(f):
             d = f[name]
             chunks = []
             for i in range(d.id.get_num_chunks()):
@@ -75,6 +84,7 @@ def describe(path):
             out[name] = {
                 "shape": list(d.shape),
                 "values": d[()].ravel().tolist(),
+                "chunk_opts": chunk_opts(d),
                 "chunks": chunks,
             }
     return out

@@ -7,7 +7,9 @@ use h5_chunkcache::ChunkCoord;
 use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
-use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass, SINGLE_INDEX_WITH_FILTER};
+use h5_format::message::layout::{
+    ChunkIndex, DONT_FILTER_PARTIAL_EDGE_CHUNKS, Layout, LayoutClass, SINGLE_INDEX_WITH_FILTER,
+};
 
 use super::ChunkBtree as Btree2Index;
 use super::bounded::BoundedIndex;
@@ -310,6 +312,9 @@ pub(crate) struct ChunkedSpec<'a> {
     pub(crate) alloc: AllocTime,
     pub(crate) fill_time: FillTime,
     pub(crate) kind: Option<ChunkIndexKind>,
+    /// Partial edge chunks stored without the filters (layout flag
+    /// `DONT_FILTER_PARTIAL_EDGE_CHUNKS`).
+    pub(crate) unfiltered_edges: bool,
 }
 
 impl FileShared {
@@ -324,9 +329,15 @@ impl FileShared {
                 "fill time \"never\" with filters (libhdf5 refuses it too)".into(),
             ));
         }
+        // The flag needs layout version 4: libhdf5 then chooses the index as for 1.10's bound.
+        let choice_bounds = if spec.unfiltered_edges {
+            bounds_of(self).max(FormatBounds::V110)
+        } else {
+            bounds_of(self)
+        };
         let kind = spec.kind.unwrap_or_else(|| {
             super::choose(
-                bounds_of(self),
+                choice_bounds,
                 spec.dims,
                 spec.max,
                 spec.chunk,
@@ -336,6 +347,18 @@ impl FileShared {
         });
         super::check(kind, spec.dims, spec.max, spec.chunk, filtered, early)
             .map_err(Error::Invalid)?;
+        if spec.unfiltered_edges && kind == ChunkIndexKind::BtreeV1 {
+            return Err(Error::Invalid(
+                "unfiltered edge chunks need layout version 4, which has no version 1 B-tree \
+                 index"
+                    .into(),
+            ));
+        }
+        let edge_flag = if spec.unfiltered_edges {
+            DONT_FILTER_PARTIAL_EDGE_CHUNKS
+        } else {
+            0
+        };
         let chunk_elems = spec
             .chunk
             .iter()
@@ -385,11 +408,12 @@ impl FileShared {
                     address: h5_format::UNDEFINED_ADDRESS,
                     filtered: filtered.then_some((0, 0)),
                 };
-                let flags = if filtered {
-                    SINGLE_INDEX_WITH_FILTER
-                } else {
-                    0
-                };
+                let flags = edge_flag
+                    | if filtered {
+                        SINGLE_INDEX_WITH_FILTER
+                    } else {
+                        0
+                    };
                 let layout = Layout {
                     version,
                     class: LayoutClass::Chunked {
@@ -419,13 +443,13 @@ impl FileShared {
                         chunk_bytes,
                         space: space.clone(),
                     }),
-                    0,
+                    edge_flag,
                 )
             }
             // Early allocation makes every chunk now: the structure too.
             _ if early => {
                 let (index, store) = structure.make(self)?;
-                (index, store, 0)
+                (index, store, edge_flag)
             }
             // libhdf5 makes the structure with the first chunk.
             _ => {
@@ -433,7 +457,7 @@ impl FileShared {
                 let template = Layout {
                     version,
                     class: LayoutClass::Chunked {
-                        flags: 0,
+                        flags: edge_flag,
                         dims: cdims.clone(),
                         index,
                     },
@@ -446,7 +470,7 @@ impl FileShared {
                     Box::new(move |f: &FileShared| structure.make(f)),
                 ));
                 single = Some(NewIndex::Lazy(Arc::clone(&lazy)));
-                (index, lazy, 0)
+                (index, lazy, edge_flag)
             }
         };
         // A new index holds no chunk: lookups past the chunks it has been given are answered
@@ -470,7 +494,7 @@ impl FileShared {
             index: store,
             space,
             pipeline: crate::dataset::pipeline_of(&pipeline),
-            unfiltered_edges: false,
+            unfiltered_edges: spec.unfiltered_edges && filtered,
             early: early && kind != ChunkIndexKind::Implicit,
             fill_time: spec.fill_time,
             cleared: Mutex::new(Vec::new()),
@@ -504,6 +528,8 @@ impl FileShared {
         let (elems, bytes) =
             crate::write::chunks::block_size("a chunk", &layout.chunk_dims, layout.elem_size)?;
         let raw = crate::write::chunks::fill_chunk(bytes, &layout.fill);
+        // Partial edge chunks of a layout that stores them unfiltered get the raw fill chunk.
+        let edge = layout.unfiltered_edges.then(|| raw.clone());
         let (image, mask) = match &layout.pipeline {
             Some(p) => p
                 .encode(raw, layout.elem_size, elems)
@@ -532,10 +558,20 @@ impl FileShared {
                     if r.is_some() {
                         continue;
                     }
+                    let partial = c
+                        .as_slice()
+                        .iter()
+                        .zip(&layout.chunk_dims)
+                        .zip(dims)
+                        .any(|((s, c), d)| s.saturating_add(1).saturating_mul(*c) > *d);
+                    let (image, mask) = match &edge {
+                        Some(raw) if partial => (raw, 0),
+                        _ => (&image, mask),
+                    };
                     let rel = self.allocate(SpaceKind::Raw, image.len() as u64)?;
                     let addr = self.abs(rel)?;
                     if write && !(zeros && addr >= end) {
-                        self.storage.write_at(addr, &image)?;
+                        self.storage.write_at(addr, image)?;
                     }
                     index.insert(
                         c.as_slice(),
