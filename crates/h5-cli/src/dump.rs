@@ -82,12 +82,57 @@ fn quote(bytes: &[u8]) -> String {
     s
 }
 
+/// Bytes as h5dump prints a value it shows in hexadecimal (bitfields, opaque data, enumeration
+/// values without a name): one byte as `0x2a`, more as `2a:00:01`.
 fn hex_bytes(bytes: &[u8]) -> String {
+    if let [b] = bytes {
+        return format!("0x{b:02x}");
+    }
     bytes
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(":")
+}
+
+/// `name` with C's escapes for quotes, backslashes, `?` and control characters, and other bytes
+/// that are not printable ASCII as three octal digits: how h5dump prints an enumeration value's
+/// name among data (the datatype block prints names as they are).
+fn c_escaped(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        match b {
+            b'\'' => out.push_str("\\'"),
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'?' => out.push_str("\\?"),
+            0x07 => out.push_str("\\a"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x0b => out.push_str("\\v"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "\\{b:03o}");
+            }
+        }
+    }
+    out
+}
+
+/// An enumeration value that names no member, as h5dump prints it: the bytes of the value at
+/// the enumeration's size, in this machine's order (h5dump reads enumerations into the native
+/// type).
+fn unnamed_enum_value(dt: &Datatype, value: i128) -> String {
+    let size = usize::try_from(dt.size()).unwrap_or(16).min(16);
+    let le = value.to_le_bytes();
+    let mut bytes = le.get(..size).unwrap_or(&le).to_vec();
+    if cfg!(target_endian = "big") {
+        bytes.reverse();
+    }
+    hex_bytes(&bytes)
 }
 
 /// The DDL text of one element (single line; compounds are printed by [`compound_lines`]).
@@ -103,8 +148,8 @@ fn ddl_value(dt: &Datatype, v: &Val) -> String {
             }
             _ => quote(b),
         },
-        Val::Enum(Ok(n)) => n.clone(),
-        Val::Enum(Err(i)) => i.to_string(),
+        Val::Enum(Ok(n)) => c_escaped(n),
+        Val::Enum(Err(i)) => unnamed_enum_value(dt, *i),
         Val::Bytes(b) => hex_bytes(b),
         Val::Array(items) => {
             let base = match dt {
@@ -241,7 +286,8 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
                 pad(level + 1),
                 ddl_type(&e.base, level + 1)
             );
-            let mut members: Vec<_> = e
+            // In the type's order, as h5dump prints it (libhdf5's member order in the message).
+            let members: Vec<_> = e
                 .members
                 .iter()
                 .map(|m| {
@@ -252,7 +298,6 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
                     (m.name.clone(), v)
                 })
                 .collect();
-            members.sort();
             for (name, v) in members {
                 let q = format!("\"{name}\"");
                 let _ = writeln!(s, "{}{q:<19}{v};", pad(level + 1));

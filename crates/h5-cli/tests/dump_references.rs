@@ -58,7 +58,7 @@ with h5py.File(sys.argv[1], "w") as f:
     f.create_dataset("scalar_obj", data=d.ref, dtype=h5py.ref_dtype)
 "#;
 
-fn h5_dump(path: &Path) -> String {
+pub(crate) fn h5_dump(path: &Path) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_h5"))
         .args(["dump", path.to_str().expect("utf-8")])
         .output()
@@ -71,7 +71,7 @@ fn h5_dump(path: &Path) -> String {
     String::from_utf8(o.stdout).expect("utf-8")
 }
 
-fn same_as_h5dump(path: &Path) {
+pub(crate) fn same_as_h5dump(path: &Path) {
     let ours = h5_dump(path);
     let theirs = h5dump(&[], path).unwrap_or_else(|e| panic!("h5dump: {e}"));
     if ours != theirs {

@@ -4,6 +4,7 @@
 
 mod cli;
 mod copy_commands;
+mod dump_enums_and_bytes;
 mod dump_options;
 mod dump_references;
 mod json_values;
