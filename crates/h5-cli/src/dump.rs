@@ -628,6 +628,8 @@ impl Ddl<'_> {
             self.line(level, "}");
             return;
         }
+        // h5dump prints a dataset's comment at the level of its DATASET line.
+        self.comment(level, d);
         self.seen
             .insert((self.current, d.address()), d.path().to_owned());
         let null = is_null(d);
@@ -774,6 +776,7 @@ impl Ddl<'_> {
 
     fn group(&mut self, level: usize, name: &str, g: &Group) {
         self.line(level, &format!("GROUP \"{name}\" {{"));
+        self.comment(level + 1, g);
         if let Some(first) = self.seen.get(&(self.current, g.address())) {
             let first = first.clone();
             self.line(level + 1, &format!("HARDLINK \"{first}\""));
@@ -785,6 +788,15 @@ impl Ddl<'_> {
         self.attributes(level + 1, g.attrs());
         self.members(level + 1, g);
         self.line(level, "}");
+    }
+
+    /// The object's `COMMENT` line, as h5dump prints it (the text as it is), if it has one.
+    fn comment(&mut self, level: usize, object: &h5::Location) {
+        match object.comment() {
+            Ok(Some(c)) => self.line(level, &format!("COMMENT \"{c}\"")),
+            Ok(None) => {}
+            Err(e) => self.not_read(level, &format!("<comment not read: {e}>")),
+        }
     }
 
     fn members(&mut self, level: usize, g: &Group) {

@@ -4,7 +4,7 @@
 
 mod cli;
 mod copy_commands;
-mod dump_enums_and_bytes;
+mod dump_h5dump_forms;
 mod dump_options;
 mod dump_references;
 mod json_values;

@@ -196,6 +196,25 @@ impl Location {
         crate::swmr::api(|| self.write_attr_scalar(name, value.to_owned()))
     }
 
+    /// The object's comment (libhdf5's `H5Oget_comment`, what h5dump prints as `COMMENT`), if it
+    /// has one. Bytes that are not UTF-8 are replaced.
+    pub fn comment(&self) -> Result<Option<String>> {
+        crate::swmr::api(|| {
+            Ok(self.header()?.find(|m| match m {
+                h5_format::message::Message::Comment(c) => {
+                    Some(String::from_utf8_lossy(&c.text).into_owned())
+                }
+                _ => None,
+            }))
+        })
+    }
+
+    /// Sets the object's comment (libhdf5's `H5Oset_comment`); `None` or an empty text removes
+    /// it. A comment holds no null character.
+    pub fn set_comment(&self, comment: Option<&str>) -> Result<()> {
+        crate::swmr::api(|| self.ctx(self.file.set_comment(self.address, comment)))
+    }
+
     /// Deletes the attribute `name`.
     pub fn delete_attr(&self, name: &str) -> Result<()> {
         crate::swmr::api(|| self.ctx(self.file.delete_attribute(self.address, name)))

@@ -16,6 +16,7 @@ mod append_chunks;
 mod append_runs_proptest;
 mod array_index_proptest;
 mod batch_index_insert;
+mod comments;
 mod concurrent_loads;
 mod copy;
 mod dataset_handle_slot;

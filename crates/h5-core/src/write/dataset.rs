@@ -653,6 +653,32 @@ impl FileShared {
         }
     }
 
+    /// Sets the comment of the object at `obj` (its object comment message, libhdf5's
+    /// `H5Oset_comment`); `None` or an empty text removes it.
+    pub fn set_comment(&self, obj: u64, text: Option<&str>) -> Result<()> {
+        self.check_usable()?;
+        self.check_structure_change("setting an object comment")?;
+        let text = text.filter(|t| !t.is_empty());
+        if text.is_some_and(|t| t.contains('\0')) {
+            return Err(Error::Invalid("a comment with a null character".into()));
+        }
+        let body = text.map(|t| {
+            h5_format::message::Comment {
+                text: t.as_bytes().to_vec(),
+            }
+            .encode()
+        });
+        crate::write::ohdr::update(self, obj, |msgs| {
+            let comment = h5_format::message::kind::COMMENT;
+            match (msgs.iter_mut().find(|m| m.kind == comment), body) {
+                (Some(m), Some(body)) => m.body = body,
+                (None, Some(body)) => msgs.push(crate::write::ohdr::message(comment, 0, body)),
+                (_, None) => msgs.retain(|m| m.kind != comment),
+            }
+            Ok(())
+        })
+    }
+
     /// Renames the attribute `name` of the object at `obj` to `new_name` (which must be free).
     pub fn rename_attribute(&self, obj: u64, name: &str, new_name: &str) -> Result<()> {
         self.check_usable()?;

@@ -17,6 +17,15 @@ impl Comment {
             text: r.cstr()?.to_vec(),
         })
     }
+
+    /// The message body: the text and its terminating null (libhdf5's `H5O__comment_encode`;
+    /// the object header pads the message to its alignment).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.text.len().saturating_add(1));
+        out.extend_from_slice(&self.text);
+        out.push(0);
+        out
+    }
 }
 
 #[cfg(test)]
@@ -28,5 +37,15 @@ mod tests {
         let c = Comment::decode(&mut Reader::new(b"hello\0\0\0", "t", 0)).unwrap();
         assert_eq!(c.text, b"hello");
         assert!(Comment::decode(&mut Reader::new(b"hello", "t", 0)).is_err());
+    }
+
+    #[test]
+    fn encodes_what_it_decodes() {
+        let c = Comment {
+            text: b"run 7: calibrated".to_vec(),
+        };
+        let body = c.encode();
+        assert_eq!(body, b"run 7: calibrated\0");
+        assert_eq!(Comment::decode(&mut Reader::new(&body, "t", 0)).unwrap(), c);
     }
 }

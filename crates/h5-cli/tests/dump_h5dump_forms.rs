@@ -1,8 +1,9 @@
-//! `h5 dump` of enumerations, bitfields and opaque data against h5dump itself (not golden
-//! files), byte for byte: enumeration members in the order the type stores them (not sorted),
-//! member names among the data with h5dump's C escapes, values that name no member and
-//! one-byte bitfield and opaque values in h5dump's hexadecimal forms (`0x2a`, `09:00:00:00`),
-//! and the line breaks those widths give. Fails (never skips) without h5py or h5dump.
+//! `h5 dump` against h5dump itself (not golden files), byte for byte, on forms libhdf5's own
+//! test files showed h5 printing differently: enumerations (members in the order the type
+//! stores them, not sorted; member names among the data with h5dump's C escapes; values that
+//! name no member in hexadecimal), one-byte bitfield and opaque values (`0x2a`) and the line
+//! breaks those widths give, and object comments (`COMMENT`). Fails (never skips) without
+//! h5py or h5dump.
 
 use h5_testkit::verify::run_python;
 
@@ -56,4 +57,53 @@ fn enums_bitfields_and_opaque_dump_as_h5dump_prints_them() {
     ] {
         assert!(ours.contains(want), "{want:?} missing from:\n{ours}");
     }
+}
+
+/// Comments of the root group, a group, a dataset (printed at its DATASET line's level, as
+/// h5dump does) and a committed datatype (which h5dump does not print), written by libhdf5 and
+/// by h5.
+#[test]
+fn comments_dump_as_h5dump_prints_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("comments.h5");
+    let make = r#"
+import sys
+import h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("d", data=np.arange(3))
+    g = f.create_group("g/inner")
+    f["t"] = np.dtype("<i4")
+    h5py.h5o.set_comment(d.id, b'dataset "quoted" comment')
+    h5py.h5o.set_comment(g.id, b"inner group")
+    h5py.h5o.set_comment(f.id, b"root comment")
+    h5py.h5o.set_comment(f["t"].id, b"type comment")
+"#;
+    run_python(make, &[&path]);
+    same_as_h5dump(&path);
+    let ours = h5_dump(&path);
+    assert!(
+        ours.contains("GROUP \"/\" {\n   COMMENT \"root comment\"\n"),
+        "{ours}"
+    );
+    assert!(
+        ours.contains("DATASET \"d\" {\n   COMMENT \"dataset \"quoted\" comment\"\n"),
+        "{ours}"
+    );
+    assert!(ours.contains("      COMMENT \"inner group\"\n"), "{ours}");
+
+    // Written by h5: the same lines.
+    let f = h5::File::open_rw(&path).expect("open");
+    f.group("g")
+        .unwrap()
+        .set_comment(Some("outer group"))
+        .unwrap();
+    f.dataset("d").unwrap().set_comment(None).unwrap();
+    f.close().unwrap();
+    same_as_h5dump(&path);
+    let ours = h5_dump(&path);
+    assert!(
+        ours.contains("GROUP \"g\" {\n      COMMENT \"outer group\"\n"),
+        "{ours}"
+    );
+    assert!(!ours.contains("quoted"), "{ours}");
 }
