@@ -514,6 +514,10 @@ impl Ddl<'_> {
             self.compound_data(level, dt, dims, values, first, total);
             return;
         }
+        if breaks_rows(dt) {
+            self.array_data(level, dt, dims, values, first, total);
+            return;
+        }
         let row = dims.last().copied().unwrap_or(1).max(1);
         let indent = pad(level);
         let mut line = String::new();
@@ -554,6 +558,29 @@ impl Ddl<'_> {
         match &self.subset_at {
             Some((start, stride)) => index_in(i, dims, start, stride),
             None => index_of(i, dims),
+        }
+    }
+
+    /// Elements of an array type h5dump prints on several lines ([`breaks_rows`]): each on a
+    /// line of its own, its rows (or compound elements) on lines two levels in.
+    fn array_data(
+        &mut self,
+        level: usize,
+        dt: &Datatype,
+        dims: &[usize],
+        values: &[Val],
+        first: usize,
+        total: usize,
+    ) {
+        for (k, v) in values.iter().enumerate() {
+            let i = first + k;
+            let index = self.index_text(i, dims);
+            self.out.push_str(&format!("{}({index}): ", pad(level)));
+            self.out.push_str(&array_rows(dt, v, level + 2));
+            if i + 1 < total {
+                self.out.push(',');
+            }
+            self.out.push('\n');
         }
     }
 
@@ -935,6 +962,48 @@ fn sequence_of_compounds(dt: &Datatype) -> bool {
 /// The DDL text of an element of a compound (member by member, each on its own line at
 /// `level + 2`, the closing brace at `level + 1`) or of a sequence of compounds (`(` the
 /// compounds one level deeper `)`); any other element on one line.
+/// Whether h5dump prints an element of `dt` on several lines: an array type of two or more
+/// dimensions (a line per row) or of compounds (a line per member).
+fn breaks_rows(dt: &Datatype) -> bool {
+    matches!(dt, Datatype::Array(a)
+        if a.dims.len() >= 2 || matches!(*a.base, Datatype::Compound(_)))
+}
+
+/// An array element of `dt` as h5dump prints it over several lines: a line break and the
+/// indentation of level `cont` after each row of its last dimension (h5dump's
+/// `arr_linebreak`), compound elements closing at that level with their members one level in;
+/// an element of another type as [`ddl_value`] prints it.
+fn array_rows(dt: &Datatype, v: &Val, cont: usize) -> String {
+    let (Datatype::Array(a), Val::Array(items)) = (dt, v) else {
+        return ddl_value(dt, v);
+    };
+    let row = a
+        .dims
+        .last()
+        .and_then(|&d| usize::try_from(d).ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut out = String::from("[ ");
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            if i.is_multiple_of(row) {
+                out.push_str(",\n");
+                out.push_str(&pad(cont));
+            } else {
+                out.push_str(", ");
+            }
+        }
+        match *a.base {
+            Datatype::Compound(_) => {
+                out.push_str(&multiline_value(cont.saturating_sub(1), &a.base, x));
+            }
+            _ => out.push_str(&ddl_value(&a.base, x)),
+        }
+    }
+    out.push_str(" ]");
+    out
+}
+
 fn multiline_value(level: usize, dt: &Datatype, v: &Val) -> String {
     match (dt, v) {
         (Datatype::Compound(c), Val::Compound(members)) => {
@@ -945,6 +1014,8 @@ fn multiline_value(level: usize, dt: &Datatype, v: &Val) -> String {
                 if matches!(m.datatype, Datatype::Compound(_)) || sequence_of_compounds(&m.datatype)
                 {
                     out.push_str(&multiline_value(level + 1, &m.datatype, mv));
+                } else if breaks_rows(&m.datatype) {
+                    out.push_str(&array_rows(&m.datatype, mv, level + 3));
                 } else {
                     out.push_str(&ddl_value(&m.datatype, mv));
                 }

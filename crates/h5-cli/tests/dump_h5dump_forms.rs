@@ -2,8 +2,9 @@
 //! test files showed h5 printing differently: enumerations (members in the order the type
 //! stores them, not sorted; member names among the data with h5dump's C escapes; values that
 //! name no member in hexadecimal), one-byte bitfield and opaque values (`0x2a`) and the line
-//! breaks those widths give, and object comments (`COMMENT`). Fails (never skips) without
-//! h5py or h5dump.
+//! breaks those widths give, object comments (`COMMENT`), and array elements broken into rows
+//! (multi-dimensional arrays) or members (arrays of compounds) at h5dump's indentations. Fails
+//! (never skips) without h5py or h5dump.
 
 use h5_testkit::verify::run_python;
 
@@ -106,4 +107,50 @@ with h5py.File(sys.argv[1], "w") as f:
         "{ours}"
     );
     assert!(!ours.contains("quoted"), "{ours}");
+}
+
+/// Array-typed elements h5dump prints over several lines: two- and three-dimensional arrays of
+/// numbers and strings (a line per row of the last dimension) at the root and two groups down,
+/// arrays of compounds (a line per member, rows broken too), and such arrays as compound
+/// members; a one-dimensional array of numbers stays on one line.
+#[test]
+fn array_elements_dump_as_h5dump_prints_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("arrays.h5");
+    let make = r#"
+import sys
+import h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    rows = np.dtype(("<i4", (2, 3)))
+    a = f.create_dataset("a", shape=(2,), dtype=rows)
+    a[0] = np.arange(6).reshape(2, 3)
+    a[1] = np.arange(6, 12).reshape(2, 3) * 100
+    f.create_group("g/h").create_dataset("d", shape=(2,), dtype=rows)[0] = np.ones((2, 3))
+    f.create_dataset("cube", data=np.zeros(1, dtype=np.dtype(("i1", (2, 2, 2)))))
+    f.create_dataset("one", shape=(2,), dtype=np.dtype(("<i4", (4,))))
+    f.create_dataset("strings", shape=(1,), dtype=np.dtype(("S3", (2, 2))))[0] = [[b"ab", b"c"], [b"de", b"fgh"]]
+    point = [("x", "<i4"), ("y", "<f4")]
+    c1 = f.create_dataset("compounds", shape=(2,), dtype=np.dtype((point, (3,))))
+    c1[0] = [(1, 1.5), (2, 2.5), (3, 3.5)]
+    f.create_dataset("compounds_2d", shape=(1,), dtype=np.dtype((point, (2, 2))))
+    m = np.zeros(2, dtype=[("a", "<i4"), ("b", point, (2,)), ("c", "<i2", (2, 2))])
+    m["a"] = [7, 8]
+    m["c"][1] = [[1, 2], [3, 4]]
+    f.create_dataset("members", data=m)
+    grid = h5py.h5t.array_create(h5py.h5t.STD_I16LE, (3, 2))
+    at = h5py.h5a.create(f.id, b"grid", grid, h5py.h5s.create_simple((1,)))
+    at.write(np.arange(6, dtype="<i2").reshape(1, 3, 2), mtype=grid)
+"#;
+    run_python(make, &[&path]);
+    same_as_h5dump(&path);
+    let ours = h5_dump(&path);
+    for want in [
+        "(0): [ 0, 1, 2,\n            3, 4, 5 ],\n      (1): [ 600,",
+        "(0): [ 1, 1, 1,\n                  1, 1, 1 ],",
+        "(0): [ {\n               1,\n               1.5\n            }, {",
+        "            [ 1, 2,\n               3, 4 ]",
+        "(0): [ 0, 0, 0, 0 ], [ 0, 0, 0, 0 ]",
+    ] {
+        assert!(ours.contains(want), "{want:?} missing from:\n{ours}");
+    }
 }
