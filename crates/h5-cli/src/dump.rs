@@ -232,6 +232,14 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
             t.size * 8,
             order_tag(t.order)
         ),
+        Datatype::Float(t) if t.order == ByteOrder::Vax => match vax_name(t) {
+            Some(name) => name.to_owned(),
+            None => format!(
+                "{}-bit mixed-endian floating-point {}-bit precision",
+                t.size * 8,
+                t.precision
+            ),
+        },
         Datatype::Float(t) => match t.ieee_name() {
             Some("float32") => format!("H5T_IEEE_F32{}", order_tag(t.order)),
             Some("float64") => format!("H5T_IEEE_F64{}", order_tag(t.order)),
@@ -310,6 +318,31 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
             format!("H5T_ARRAY {{ {dims} {} }}", ddl_type(&a.base, level))
         }
         Datatype::Complex(c) => format!("H5T_COMPLEX {{ {} }}", ddl_type(&c.base, level)),
+    }
+}
+
+/// libhdf5's name of a VAX float type equal to one of its predefined ones (`H5T_VAX_F32`, the
+/// VAX F format; `H5T_VAX_F64`, the G format), as h5dump prints it.
+fn vax_name(t: &h5_format::datatype::FloatType) -> Option<&'static str> {
+    use h5_format::datatype::Normalization;
+    // (size, sign, exponent at, exponent bits, mantissa bits, bias)
+    let fields = (
+        t.size,
+        t.sign_location,
+        t.exponent_location,
+        t.exponent_size,
+        t.mantissa_size,
+        t.exponent_bias,
+    );
+    let plain = t.bit_offset == 0
+        && u32::from(t.precision) == t.size * 8
+        && t.mantissa_location == 0
+        && t.normalization == Normalization::Implied
+        && !(t.lo_pad || t.hi_pad || t.internal_pad);
+    match fields {
+        (4, 31, 23, 8, 23, 129) if plain => Some("H5T_VAX_F32"),
+        (8, 63, 52, 11, 52, 1025) if plain => Some("H5T_VAX_F64"),
+        _ => None,
     }
 }
 

@@ -580,6 +580,28 @@ fn dump_of_family_multi_and_split_files_matches_libhdf5s_expected_output() {
     }
 }
 
+/// Other libhdf5 test files (`fixtures/libhdf5_misc`): VAX G floats, and a dataset whose partial
+/// edge chunks are stored unfiltered. `h5 dump` prints the expected output byte for byte
+/// (libhdf5's own `tvms.ddl`; h5dump 1.10.8's output for the other).
+#[test]
+fn dump_of_vax_floats_and_unfiltered_edge_chunks_matches_h5dump() {
+    let dir = workspace().join("fixtures/libhdf5_misc");
+    for name in ["tvms", "h5fc_edge_v3"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_h5"))
+            .current_dir(&dir)
+            .args(["dump", &format!("{name}.h5")])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let want = std::fs::read_to_string(dir.join(format!("{name}.ddl"))).unwrap();
+        assert_eq!(stdout(&o), want, "{name}");
+    }
+}
+
 /// `h5 tour`, run from a directory without fixtures, opens the embedded sample file from memory
 /// and prints its tree and a slice of /fixed_array (element (i, j) = i * 17 + j).
 #[test]

@@ -17,6 +17,10 @@ pub enum Order {
     Little,
     /// Most significant byte first.
     Big,
+    /// VAX floating-point order: 16-bit little-endian words, the most significant word first
+    /// (libhdf5's `H5T_ORDER_VAX`; reversing the order of the words gives little-endian bytes).
+    /// Only [`NumType::OtherFloat`] sources have it.
+    Vax,
 }
 
 impl Order {
@@ -131,6 +135,28 @@ impl FloatLayout {
         };
         if negative { -v } else { v }
     }
+
+    /// The value of the VAX float whose fields (in little-endian order, see [`Order::Vax`]) are
+    /// `raw`: `1.m × 2^(e − bias)` with the leading 1 implied (VAX's `0.1m × 2^(e − bias + 1)`),
+    /// every exponent a number (VAX has no infinities and no subnormals), exponent 0 zero, or
+    /// with the sign set VAX's reserved operand, read as NaN. Requires the fields to fit the
+    /// element (as `NumType::valid` checks).
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "fits(): field sizes below 128 bits, exponent below 2^31, mantissa below 121 bits"
+    )]
+    pub fn vax_to_f64(&self, raw: u128) -> f64 {
+        let field = |at: u8, n: u8| (raw >> at) & ((1u128 << n) - 1);
+        let negative = field(self.sign_location, 1) == 1;
+        let e = field(self.exponent_location, self.exponent_size) as i64;
+        if e == 0 {
+            return if negative { f64::NAN } else { 0.0 };
+        }
+        let m = field(self.mantissa_location, self.mantissa_size);
+        let frac = scale(m as f64, -i64::from(self.mantissa_size));
+        let v = scale(1.0 + frac, e - i64::from(self.exponent_bias));
+        if negative { -v } else { v }
+    }
 }
 
 /// `x * 2^k` for any `k`, in steps f64 can hold (the result rounds once it is subnormal).
@@ -158,6 +184,7 @@ impl NumType {
         let order = |o: Order| match o {
             Order::Little => ByteOrder::LittleEndian,
             Order::Big => ByteOrder::BigEndian,
+            Order::Vax => ByteOrder::Vax,
         };
         match self {
             NumType::Int {
@@ -435,8 +462,15 @@ fn raw(order: Order, b: &[u8]) -> u64 {
                 v = (v << 8) | u64::from(x);
             }
         }
+        Order::Vax => v = raw128(Order::Vax, b) as u64,
     }
     v
+}
+
+/// The little-endian bytes of an element stored in VAX order: its 16-bit words in reverse
+/// order (libhdf5's conversion does the same before reading the fields).
+fn vax_to_le(b: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    b.chunks(2).rev().flatten().copied()
 }
 
 /// Writes the low `d.len()` (at most 8) bytes of `v` in `order`.
@@ -445,6 +479,12 @@ fn put_raw(order: Order, v: u64, d: &mut [u8]) {
     match order {
         Order::Little => d.iter_mut().zip(le).for_each(|(b, x)| *b = x),
         Order::Big => d.iter_mut().rev().zip(le).for_each(|(b, x)| *b = x),
+        // Never a destination (VAX types are sources only): its words reversed, as read.
+        Order::Vax => {
+            let n = d.len();
+            let words: Vec<u8> = vax_to_le(le.get(..n).unwrap_or(&le)).collect();
+            d.iter_mut().zip(words).for_each(|(b, x)| *b = x);
+        }
     }
 }
 
@@ -469,6 +509,11 @@ fn read(t: NumType, b: &[u8]) -> Value {
             4 => f64::from(f32::from_bits(bits() as u32)),
             _ => f64::from_bits(bits()),
         }),
+        NumType::OtherFloat {
+            order: Order::Vax,
+            layout,
+            ..
+        } => Value::Float(layout.vax_to_f64(raw128(Order::Vax, b))),
         NumType::OtherFloat { order, layout, .. } => Value::Float(layout.to_f64(raw128(order, b))),
     }
 }
@@ -480,6 +525,10 @@ fn raw128(order: Order, b: &[u8]) -> u128 {
     match order {
         Order::Little => b.iter().rev().take(16).for_each(|&x| push(x)),
         Order::Big => b.iter().take(16).for_each(|&x| push(x)),
+        Order::Vax => {
+            let le: Vec<u8> = vax_to_le(b).collect();
+            le.iter().rev().take(16).for_each(|&x| push(x));
+        }
     }
     v
 }
@@ -612,6 +661,80 @@ mod tests {
 
     fn float(size: usize, order: Order) -> NumType {
         NumType::Float { size, order }
+    }
+
+    /// VAX F and G floats from their bit patterns (the VAX formats: 16-bit little-endian words,
+    /// most significant first; value 0.1m × 2^(e − 128) for F, 2^(e − 1024) for G, which the
+    /// type's bias of 129 or 1025 gives with an implied leading 1).
+    #[test]
+    fn vax_floats_decode_to_f64() {
+        let g = FloatLayout {
+            sign_location: 63,
+            exponent_location: 52,
+            exponent_size: 11,
+            mantissa_location: 0,
+            mantissa_size: 52,
+            exponent_bias: 1025,
+            implied_msb: true,
+        };
+        let g_type = NumType::OtherFloat {
+            size: 8,
+            order: Order::Vax,
+            layout: g,
+        };
+        // π: exponent 1026, IEEE's 52 mantissa bits 0x921FB54442D18; as a 64-bit integer
+        // 0x402921FB54442D18, whose words 0x4029, 0x21FB, 0x5444, 0x2D18 are stored in that
+        // order, each little-endian.
+        let pi = [0x29, 0x40, 0xFB, 0x21, 0x44, 0x54, 0x18, 0x2D];
+        let c = NumConversion::new(g_type, float(8, LE), true).unwrap();
+        let mut dst = [0u8; 8];
+        c.run(&pi, &mut dst, 1).unwrap();
+        assert_eq!(f64::from_le_bytes(dst), std::f64::consts::PI);
+        assert_eq!(
+            float_to_f64(
+                &h5_format::datatype::FloatType {
+                    size: 8,
+                    order: h5_format::datatype::ByteOrder::Vax,
+                    lo_pad: false,
+                    hi_pad: false,
+                    internal_pad: false,
+                    normalization: h5_format::datatype::Normalization::Implied,
+                    sign_location: 63,
+                    bit_offset: 0,
+                    precision: 64,
+                    exponent_location: 52,
+                    exponent_size: 11,
+                    mantissa_location: 0,
+                    mantissa_size: 52,
+                    exponent_bias: 1025,
+                },
+                &pi
+            ),
+            Some(std::f64::consts::PI)
+        );
+        // Every exponent is a number (no infinity); exponent 0 is zero, or with the sign set
+        // the reserved operand.
+        assert_eq!(g.vax_to_f64(0x7FF0_0000_0000_0000), 2f64.powi(2047 - 1025));
+        assert_eq!(g.vax_to_f64(0), 0.0);
+        assert!(g.vax_to_f64(1 << 63).is_nan());
+        // F: -2.5 is exponent 130, mantissa 0x200000 with the sign: 0xC1200000, stored as the
+        // words 0xC120, 0x0000.
+        let f = NumType::OtherFloat {
+            size: 4,
+            order: Order::Vax,
+            layout: FloatLayout {
+                sign_location: 31,
+                exponent_location: 23,
+                exponent_size: 8,
+                mantissa_location: 0,
+                mantissa_size: 23,
+                exponent_bias: 129,
+                implied_msb: true,
+            },
+        };
+        let c = NumConversion::new(f, float(8, LE), true).unwrap();
+        c.run(&[0x20, 0xC1, 0x00, 0x00], &mut dst, 1).unwrap();
+        assert_eq!(f64::from_le_bytes(dst), -2.5);
     }
 
     /// x87 extended precision (80 bits, stored leading bit) from its bit patterns.
@@ -764,6 +887,10 @@ pub fn num_type(dt: &h5_format::datatype::Datatype) -> Option<NumType> {
         ByteOrder::BigEndian => Some(Order::Big),
         ByteOrder::Vax => None,
     };
+    let float_order = |o: ByteOrder| match o {
+        ByteOrder::Vax => Some(Order::Vax),
+        o => order(o),
+    };
     match dt {
         Datatype::FixedPoint(t) => {
             let size = t.size as usize;
@@ -776,14 +903,16 @@ pub fn num_type(dt: &h5_format::datatype::Datatype) -> Option<NumType> {
             })
         }
         Datatype::Float(t) => {
-            let size = match t.ieee_name() {
+            // VAX floats are never IEEE's, whatever their fields.
+            let ieee = (t.order != ByteOrder::Vax).then(|| t.ieee_name()).flatten();
+            let size = match ieee {
                 Some("float16") => 2,
                 Some("float32") => 4,
                 Some("float64") => 8,
                 _ => {
                     let other = NumType::OtherFloat {
                         size: usize::try_from(t.size).ok()?,
-                        order: order(t.order)?,
+                        order: float_order(t.order)?,
                         layout: FloatLayout {
                             sign_location: t.sign_location,
                             exponent_location: t.exponent_location,

@@ -137,3 +137,20 @@ fn x87_quad_and_nbit_floats_read_as_f64_as_libhdf5_and_numpy_convert_them() {
         .collect();
     same_bits(&got, &as_f64s(&want["attr"]), "attribute");
 }
+
+/// VAX G floats (`H5T_VAX_F64`) of libhdf5's own `tvms.h5` (element (i, j) = i + j), written by
+/// a libhdf5 that still converted to VAX order (newer ones do not round-trip VAX floats, so no
+/// h5py check is possible): read as f64, exactly.
+#[test]
+fn vax_floats_of_libhdf5s_test_file_read_as_f64() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/libhdf5_misc/tvms.h5");
+    let f = h5::File::open(&path).unwrap();
+    let d = f.dataset("Array").unwrap();
+    assert_eq!(d.shape(), [5, 6]);
+    let got: Vec<f64> = d.read_lossy::<f64>().unwrap().iter().copied().collect();
+    let want: Vec<f64> = (0..5)
+        .flat_map(|i| (0..6).map(move |j| f64::from(i + j)))
+        .collect();
+    assert_eq!(got, want);
+}
