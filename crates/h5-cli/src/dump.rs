@@ -205,6 +205,16 @@ fn order_tag(order: ByteOrder) -> &'static str {
     }
 }
 
+/// The byte order in h5dump's text of a type it has no name for: none for one byte.
+fn order_words(size: u32, order: ByteOrder) -> &'static str {
+    match (size, order) {
+        (0 | 1, _) => "",
+        (_, ByteOrder::LittleEndian) => " little-endian",
+        (_, ByteOrder::BigEndian) => " big-endian",
+        (_, ByteOrder::Vax) => " mixed-endian",
+    }
+}
+
 fn pad(level: usize) -> String {
     " ".repeat(level * INDENT)
 }
@@ -215,13 +225,9 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
     match dt {
         Datatype::FixedPoint(t) if t.bit_offset != 0 || u32::from(t.precision) != t.size * 8 => {
             format!(
-                "{}-bit {}-endian{} integer {}-bit precision",
+                "{}-bit{}{} integer {}-bit precision",
                 t.size * 8,
-                if t.order == ByteOrder::BigEndian {
-                    "big"
-                } else {
-                    "little"
-                },
+                order_words(t.size, t.order),
                 if t.signed { "" } else { " unsigned" },
                 t.precision
             )
@@ -232,25 +238,20 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
             t.size * 8,
             order_tag(t.order)
         ),
-        Datatype::Float(t) if t.order == ByteOrder::Vax => match vax_name(t) {
-            Some(name) => name.to_owned(),
-            None => format!(
-                "{}-bit mixed-endian floating-point {}-bit precision",
+        Datatype::Float(t) => match (t.order, t.ieee_name(), vax_name(t)) {
+            (ByteOrder::Vax, _, Some(name)) => name.to_owned(),
+            (ByteOrder::Vax, ..) => format!(
+                "{}-bit{} floating-point {}-bit precision",
                 t.size * 8,
+                order_words(t.size, t.order),
                 t.precision
             ),
-        },
-        Datatype::Float(t) => match t.ieee_name() {
-            Some("float32") => format!("H5T_IEEE_F32{}", order_tag(t.order)),
-            Some("float64") => format!("H5T_IEEE_F64{}", order_tag(t.order)),
+            (_, Some("float32"), _) => format!("H5T_IEEE_F32{}", order_tag(t.order)),
+            (_, Some("float64"), _) => format!("H5T_IEEE_F64{}", order_tag(t.order)),
             _ => format!(
-                "{}-bit {}-endian floating-point {}-bit precision",
+                "{}-bit{} floating-point {}-bit precision",
                 t.size * 8,
-                if t.order == ByteOrder::BigEndian {
-                    "big"
-                } else {
-                    "little"
-                },
+                order_words(t.size, t.order),
                 t.precision
             ),
         },
@@ -308,7 +309,8 @@ fn ddl_type(dt: &Datatype, level: usize) -> String {
                 .collect();
             for (name, v) in members {
                 let q = format!("\"{name}\"");
-                let _ = writeln!(s, "{}{q:<19}{v};", pad(level + 1));
+                // h5dump pads the name to 16 characters, then one space.
+                let _ = writeln!(s, "{}{q:<18} {v};", pad(level + 1));
             }
             let _ = write!(s, "{}}}", pad(level));
             s
@@ -464,6 +466,10 @@ struct Ddl<'f> {
     /// Committed datatypes of the main file: relative address → first path (depth first by
     /// name), as h5dump names them in `DATATYPE  "/path"`.
     named: HashMap<u64, String>,
+    /// Committed datatypes of the main file that datasets use but no link names: (relative
+    /// address, path of the first dataset using one), printed at the root as `DATATYPE "#addr"`
+    /// and named `"/#addr"` in `named`, as h5dump does.
+    anonymous: Vec<(u64, String)>,
     /// Every object's kind and first path, for naming references (built on first use).
     names: Option<refs::Names>,
     /// Datasets whose data is being printed as the target of an object reference.
@@ -836,6 +842,9 @@ impl Ddl<'_> {
 
     fn group(&mut self, level: usize, name: &str, g: &Group) {
         self.line(level, &format!("GROUP \"{name}\" {{"));
+        if name == "/" && self.current == 0 {
+            self.anonymous_types(level + 1);
+        }
         self.comment(level + 1, g);
         if let Some(first) = self.seen.get(&(self.current, g.address())) {
             let first = first.clone();
@@ -940,6 +949,26 @@ impl Ddl<'_> {
             Err(e) => self.not_read(level, &format!("<datatype {name:?} not read: {e}>")),
         }
         self.attributes(level + 1, t.attrs());
+    }
+
+    /// The anonymous committed datatypes, as h5dump prints them first in the root group:
+    /// `DATATYPE "#addr"` and the type.
+    fn anonymous_types(&mut self, level: usize) {
+        for (a, path) in self.anonymous.clone() {
+            match self.file.dataset(&path) {
+                Ok(d) => {
+                    let dt = d.dtype();
+                    let semi = if matches!(dt, Datatype::Compound(_)) {
+                        ""
+                    } else {
+                        ";"
+                    };
+                    let t = ddl_type(dt, level);
+                    self.line(level, &format!("DATATYPE \"#{a}\" {t}{semi}"));
+                }
+                Err(e) => self.not_read(level, &format!("<datatype \"#{a}\" not read: {e}>")),
+            }
+        }
     }
 
     /// The object an external link leads to, printed under its path as h5dump does (nothing
@@ -1113,6 +1142,57 @@ pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
     out
 }
 
+/// The committed datatypes that datasets of `file` use but no hard link names (`named`):
+/// (relative address, path of the first dataset using it), in the order h5dump finds them
+/// (depth first in link-name order).
+pub(crate) fn anonymous_types(file: &File, named: &HashMap<u64, String>) -> Vec<(u64, String)> {
+    fn visit(
+        g: &Group,
+        named: &HashMap<u64, String>,
+        out: &mut Vec<(u64, String)>,
+        groups: &mut std::collections::HashSet<u64>,
+    ) {
+        if !groups.insert(g.address()) {
+            return;
+        }
+        let Ok(links) = g.links() else { return };
+        for link in links {
+            if !matches!(link.kind, LinkKind::Hard) {
+                continue;
+            }
+            match g.kind_of(&link.name) {
+                Ok(ObjectKind::Group) => {
+                    if let Ok(sub) = g.group(&link.name) {
+                        visit(&sub, named, out, groups);
+                    }
+                }
+                Ok(ObjectKind::Dataset) => {
+                    let Ok(d) = g.dataset(&link.name) else {
+                        continue;
+                    };
+                    if let Some(a) = d.committed_type_address()
+                        && !named.contains_key(&a)
+                        && !out.iter().any(|(b, _)| *b == a)
+                    {
+                        out.push((a, d.path().to_owned()));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(root) = file.root() {
+        visit(
+            &root,
+            named,
+            &mut out,
+            &mut std::collections::HashSet::new(),
+        );
+    }
+    out
+}
+
 /// `SIMPLE { ( dims ) / ( max ) }`, `SCALAR` or `NULL` (`shape` `None`), as after `DATASPACE  `.
 fn dataspace_text(shape: Option<&[usize]>, maxshape: Option<&[Option<usize>]>) -> String {
     match shape {
@@ -1267,10 +1347,15 @@ pub(crate) fn ddl_with<'f>(
         external: HashMap::new(),
         current: 0,
         named: named_types(file),
+        anonymous: Vec::new(),
         names: None,
         expanding: Vec::new(),
         not_read: 0,
     };
+    p.anonymous = anonymous_types(file, &p.named);
+    for (a, _) in &p.anonymous {
+        p.named.insert(*a, format!("/#{a}"));
+    }
     p.out.push_str(&format!("HDF5 \"{shown_name}\" {{\n"));
     let root = p.file().root().map_err(|e| e.to_string())?;
     for w in wanted {
@@ -1327,6 +1412,7 @@ pub(crate) fn data_preview(file: &File, d: &Dataset, limit: usize, level: usize)
         external: HashMap::new(),
         current: 0,
         named: HashMap::new(),
+        anonymous: Vec::new(),
         names: None,
         expanding: Vec::new(),
         not_read: 0,

@@ -2,9 +2,10 @@
 //! test files showed h5 printing differently: enumerations (members in the order the type
 //! stores them, not sorted; member names among the data with h5dump's C escapes; values that
 //! name no member in hexadecimal), one-byte bitfield and opaque values (`0x2a`) and the line
-//! breaks those widths give, object comments (`COMMENT`), and array elements broken into rows
-//! (multi-dimensional arrays) or members (arrays of compounds) at h5dump's indentations. Fails
-//! (never skips) without h5py or h5dump.
+//! breaks those widths give, object comments (`COMMENT`), array elements broken into rows
+//! (multi-dimensional arrays) or members (arrays of compounds) at h5dump's indentations,
+//! committed datatypes no link names (`DATATYPE "#addr"`), and the text of types h5dump has no
+//! name for. Fails (never skips) without h5py or h5dump.
 
 use h5_testkit::verify::run_python;
 
@@ -153,4 +154,58 @@ with h5py.File(sys.argv[1], "w") as f:
     ] {
         assert!(ours.contains(want), "{want:?} missing from:\n{ours}");
     }
+}
+
+/// Committed datatypes whose links were deleted while datasets still use them (h5dump prints
+/// them first in the root group as `DATATYPE "#<address>"` and the datasets' types as
+/// `"/#<address>"`), a one-byte integer of 4 bits of precision (no byte order in its text) and
+/// enumeration member names longer than h5dump's 16-character column.
+#[test]
+fn anonymous_committed_types_and_unnamed_type_texts_dump_as_h5dump_prints_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("anonymous.h5");
+    let make = r#"
+import sys
+import h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["pair"] = np.dtype([("a", "<i4"), ("b", "<f4")])
+    f.create_dataset("z_uses_pair", shape=(2,), dtype=f["pair"])
+    f["short"] = np.dtype("<i2")
+    f.create_dataset("g/uses_short", data=np.arange(3, dtype="<i2"), dtype=f["short"])
+    f["kept"] = np.dtype("<u8")
+    f.create_dataset("uses_kept", data=np.arange(2, dtype="<u8"), dtype=f["kept"])
+    del f["pair"]
+    del f["short"]
+    nibble = h5py.h5t.STD_U8LE.copy()
+    nibble.set_precision(4)
+    n = h5py.h5d.create(f.id, b"nibble", nibble, h5py.h5s.create_simple((3,)))
+    n.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array([1, 2, 15], dtype="u1"), mtype=nibble)
+    long_names = h5py.h5t.enum_create(h5py.h5t.STD_U8LE)
+    for name, value in [(b"a_name_longer_than_sixteen", 0), (b"sixteen_chars_ab", 1), (b"s", 2)]:
+        long_names.enum_insert(name, value)
+    e = h5py.h5d.create(f.id, b"long_names", long_names, h5py.h5s.create_simple((3,)))
+    e.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array([0, 1, 2], dtype="u1"), mtype=long_names)
+"#;
+    run_python(make, &[&path]);
+    same_as_h5dump(&path);
+    let ours = h5_dump(&path);
+    for want in [
+        "GROUP \"/\" {\n   DATATYPE \"#",
+        "DATATYPE  \"/#",
+        "DATATYPE  \"/kept\"",
+        "DATATYPE  8-bit unsigned integer 4-bit precision",
+        "\"a_name_longer_than_sixteen\" 0;",
+        "\"sixteen_chars_ab\" 1;",
+    ] {
+        assert!(ours.contains(want), "{want:?} missing from:\n{ours}");
+    }
+    // Two anonymous types, in the order h5dump meets their datasets (depth first by name:
+    // /g/uses_short before /z_uses_pair).
+    let anonymous: Vec<&str> = ours
+        .lines()
+        .filter(|l| l.starts_with("   DATATYPE \"#"))
+        .collect();
+    assert_eq!(anonymous.len(), 2, "{ours}");
+    assert!(anonymous[0].ends_with("H5T_STD_I16LE;"), "{anonymous:?}");
+    assert!(anonymous[1].ends_with("H5T_COMPOUND {"), "{anonymous:?}");
 }
