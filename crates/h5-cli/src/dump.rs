@@ -148,6 +148,7 @@ fn ddl_value(dt: &Datatype, v: &Val) -> String {
             }
             _ => quote(b),
         },
+        Val::NullStr => "NULL".to_owned(),
         Val::Enum(Ok(n)) => c_escaped(n),
         Val::Enum(Err(i)) => unnamed_enum_value(dt, *i),
         Val::Bytes(b) => hex_bytes(b),
@@ -1251,11 +1252,7 @@ fn dataset_values(d: &Dataset) -> Result<Vec<Val>, String> {
     } else {
         None
     };
-    let raw = if vstr.is_some() {
-        Vec::new()
-    } else {
-        d.read_raw().map_err(|e| e.to_string())?
-    };
+    let raw = d.read_raw().map_err(|e| e.to_string())?;
     Ok(decode_all(d.dtype(), &raw, vstr, Some(&d.global_heap())))
 }
 
@@ -1304,7 +1301,9 @@ fn block_values(
             .map_err(|e| e.to_string())?
             .into_raw_vec_and_offset()
             .0;
-        return Ok(decode_all(d.dtype(), &[], Some(strings), None));
+        // The stored elements tell the null strings (h5dump's NULL) from the empty ones.
+        let raw = d.read_raw_slice(&slices).map_err(|e| e.to_string())?;
+        return Ok(decode_all(d.dtype(), &raw, Some(strings), None));
     }
     let raw = d.read_raw_slice(&slices).map_err(|e| e.to_string())?;
     Ok(decode_all(d.dtype(), &raw, None, Some(&d.global_heap())))
@@ -1577,6 +1576,7 @@ pub(crate) fn json_value(dt: &Datatype, v: &Val) -> Value {
         Val::Float(f) => json_float(*f),
         Val::Complex(r, i) => json!({"real": json_float(*r), "imag": json_float(*i)}),
         Val::Str(b) => json!(string_text(dt, b)),
+        Val::NullStr => Value::Null,
         Val::Enum(Ok(n)) => json!(n),
         Val::Enum(Err(i)) => json_int(*i),
         Val::Bytes(b) => match dt {

@@ -25,6 +25,9 @@ pub(crate) enum Val {
     Seq(Vec<Val>),
     /// Bitfield / opaque bytes.
     Bytes(Vec<u8>),
+    /// A null variable-length string (its heap address is 0: libhdf5's null pointer, which
+    /// h5dump prints as `NULL`; an empty string has a heap object of length 0).
+    NullStr,
     /// A reference: what it refers to (`None`: the null reference) and the kind and path of
     /// the object, once named ([`crate::dump`] names them before printing).
     Ref(Box<RefVal>),
@@ -160,6 +163,9 @@ pub(crate) fn decode(dt: &Datatype, bytes: &[u8], heap: Option<&GlobalHeap>) -> 
                     "variable-length sequence"
                 });
             };
+            if string && is_null_vlen(bytes) {
+                return Val::NullStr;
+            }
             match heap.element(bytes) {
                 Err(_) => Val::Unsupported("variable-length data not in the heap"),
                 Ok(None) if string => Val::Str(Vec::new()),
@@ -219,6 +225,16 @@ fn reference(
     }
 }
 
+/// Whether a stored variable-length element (length, heap address, object index) is null: its
+/// heap address is 0 (libhdf5's `H5T__vlen_disk_isnull`).
+fn is_null_vlen(element: &[u8]) -> bool {
+    let n = element.len();
+    n > 8
+        && element
+            .get(4..n - 4)
+            .is_some_and(|a| a.iter().all(|b| *b == 0))
+}
+
 /// Whether `dt` is a variable-length string.
 pub(crate) fn is_vlen_string(dt: &Datatype) -> bool {
     matches!(
@@ -235,10 +251,18 @@ pub(crate) fn decode_all(
     vstrings: Option<Vec<String>>,
     heap: Option<&GlobalHeap>,
 ) -> Vec<Val> {
-    if let Some(s) = vstrings {
-        return s.into_iter().map(|s| Val::Str(s.into_bytes())).collect();
-    }
     let n = dt.size() as usize;
+    if let Some(s) = vstrings {
+        // `raw` (when given) tells the null strings from the empty ones.
+        let mut elements = raw.chunks_exact(n.max(1));
+        return s
+            .into_iter()
+            .map(|s| match elements.next() {
+                Some(e) if is_null_vlen(e) => Val::NullStr,
+                _ => Val::Str(s.into_bytes()),
+            })
+            .collect();
+    }
     if n == 0 {
         return Vec::new();
     }

@@ -580,13 +580,14 @@ fn dump_of_family_multi_and_split_files_matches_libhdf5s_expected_output() {
     }
 }
 
-/// Other libhdf5 test files (`fixtures/libhdf5_misc`): VAX G floats, and a dataset whose partial
-/// edge chunks are stored unfiltered. `h5 dump` prints the expected output byte for byte
-/// (libhdf5's own `tvms.ddl`; h5dump 1.10.8's output for the other).
+/// Other libhdf5 test files (`fixtures/libhdf5_misc`): VAX G floats, a dataset whose partial
+/// edge chunks are stored unfiltered, a null variable-length string, object comments, a
+/// three-dimensional array type. `h5 dump` prints the expected output byte for byte (libhdf5's
+/// own `.ddl` files; h5dump 1.10.8's output for `h5fc_edge_v3`).
 #[test]
-fn dump_of_vax_floats_and_unfiltered_edge_chunks_matches_h5dump() {
+fn dump_of_libhdf5_test_files_matches_h5dumps_expected_output() {
     let dir = workspace().join("fixtures/libhdf5_misc");
-    for name in ["tvms", "h5fc_edge_v3"] {
+    for name in ["tvms", "h5fc_edge_v3", "tvlstr", "tgrp_comments", "tarray2"] {
         let o = Command::new(env!("CARGO_BIN_EXE_h5"))
             .current_dir(&dir)
             .args(["dump", &format!("{name}.h5")])
