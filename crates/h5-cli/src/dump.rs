@@ -1,7 +1,7 @@
 //! `h5 dump`: h5dump's DDL (same layout, indentation and number formatting, so the two can be
 //! diffed) and `h5 dump --json`, a machine-readable description with the data.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use h5::{Attribute, Dataset, Datatype, File, Group, LinkKind, ObjectKind};
@@ -1104,14 +1104,21 @@ fn multiline_value(level: usize, dt: &Datatype, v: &Val) -> String {
     }
 }
 
-/// Every committed datatype reachable from the root by hard links: relative address → first
-/// path, depth first in link-name order.
-pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
-    fn visit(
-        g: &Group,
-        out: &mut HashMap<u64, String>,
-        groups: &mut std::collections::HashSet<u64>,
-    ) {
+/// An object [`walk_hard_links`] meets.
+pub(crate) enum Met<'a> {
+    /// A group (entered after this call, unless it was entered through another link).
+    Group(&'a Group),
+    /// A dataset.
+    Dataset(&'a Dataset),
+    /// A committed datatype.
+    Datatype(&'a h5::NamedDatatype),
+}
+
+/// Calls `f(path, object)` for every object reachable from the root of `file` by hard links,
+/// depth first in link-name order (h5dump's order); a group met again through another link is
+/// reported but not entered again. Objects that cannot be opened are skipped.
+pub(crate) fn walk_hard_links(file: &File, f: &mut dyn FnMut(&str, Met<'_>)) {
+    fn visit(g: &Group, f: &mut dyn FnMut(&str, Met<'_>), groups: &mut HashSet<u64>) {
         if !groups.insert(g.address()) {
             return;
         }
@@ -1120,26 +1127,42 @@ pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
             if !matches!(link.kind, LinkKind::Hard) {
                 continue;
             }
+            let path = join(g.path(), &link.name);
             match g.kind_of(&link.name) {
                 Ok(ObjectKind::Group) => {
                     if let Ok(sub) = g.group(&link.name) {
-                        visit(&sub, out, groups);
+                        f(&path, Met::Group(&sub));
+                        visit(&sub, f, groups);
+                    }
+                }
+                Ok(ObjectKind::Dataset) => {
+                    if let Ok(d) = g.dataset(&link.name) {
+                        f(&path, Met::Dataset(&d));
                     }
                 }
                 Ok(ObjectKind::Datatype) => {
                     if let Ok(t) = g.named_datatype(&link.name) {
-                        out.entry(t.address())
-                            .or_insert_with(|| join(g.path(), &link.name));
+                        f(&path, Met::Datatype(&t));
                     }
                 }
                 _ => {}
             }
         }
     }
-    let mut out = HashMap::new();
     if let Ok(root) = file.root() {
-        visit(&root, &mut out, &mut std::collections::HashSet::new());
+        visit(&root, f, &mut HashSet::new());
     }
+}
+
+/// Every committed datatype reachable from the root by hard links: relative address → first
+/// path, depth first in link-name order.
+pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
+    let mut out = HashMap::new();
+    walk_hard_links(file, &mut |path, met| {
+        if let Met::Datatype(t) = met {
+            out.entry(t.address()).or_insert_with(|| path.to_owned());
+        }
+    });
     out
 }
 
@@ -1147,50 +1170,16 @@ pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
 /// (relative address, path of the first dataset using it), in the order h5dump finds them
 /// (depth first in link-name order).
 pub(crate) fn anonymous_types(file: &File, named: &HashMap<u64, String>) -> Vec<(u64, String)> {
-    fn visit(
-        g: &Group,
-        named: &HashMap<u64, String>,
-        out: &mut Vec<(u64, String)>,
-        groups: &mut std::collections::HashSet<u64>,
-    ) {
-        if !groups.insert(g.address()) {
-            return;
+    let mut out: Vec<(u64, String)> = Vec::new();
+    walk_hard_links(file, &mut |_, met| {
+        if let Met::Dataset(d) = met
+            && let Some(a) = d.committed_type_address()
+            && !named.contains_key(&a)
+            && !out.iter().any(|(b, _)| *b == a)
+        {
+            out.push((a, d.path().to_owned()));
         }
-        let Ok(links) = g.links() else { return };
-        for link in links {
-            if !matches!(link.kind, LinkKind::Hard) {
-                continue;
-            }
-            match g.kind_of(&link.name) {
-                Ok(ObjectKind::Group) => {
-                    if let Ok(sub) = g.group(&link.name) {
-                        visit(&sub, named, out, groups);
-                    }
-                }
-                Ok(ObjectKind::Dataset) => {
-                    let Ok(d) = g.dataset(&link.name) else {
-                        continue;
-                    };
-                    if let Some(a) = d.committed_type_address()
-                        && !named.contains_key(&a)
-                        && !out.iter().any(|(b, _)| *b == a)
-                    {
-                        out.push((a, d.path().to_owned()));
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut out = Vec::new();
-    if let Ok(root) = file.root() {
-        visit(
-            &root,
-            named,
-            &mut out,
-            &mut std::collections::HashSet::new(),
-        );
-    }
+    });
     out
 }
 

@@ -565,19 +565,24 @@ fn dump_of_family_multi_and_split_files_matches_libhdf5s_expected_output() {
         ("tmulti", "tmulti.ddl"),
         ("tsplit_file", "tsplit_file.ddl"),
     ] {
-        let o = Command::new(env!("CARGO_BIN_EXE_h5"))
-            .current_dir(&dir)
-            .args(["dump", name])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let want = std::fs::read_to_string(dir.join(ddl)).unwrap();
-        assert_eq!(stdout(&o), want, "{name}");
+        dump_prints(&dir, name, ddl);
     }
+}
+
+/// `h5 dump NAME`, run in `dir`, succeeds and prints the file `ddl` of `dir` byte for byte.
+fn dump_prints(dir: &Path, name: &str, ddl: &str) {
+    let o = Command::new(env!("CARGO_BIN_EXE_h5"))
+        .current_dir(dir)
+        .args(["dump", name])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let want = std::fs::read_to_string(dir.join(ddl)).unwrap();
+    assert_eq!(stdout(&o), want, "{name}");
 }
 
 /// Other libhdf5 test files (`fixtures/libhdf5_misc`): VAX G floats, a dataset whose partial
@@ -588,18 +593,7 @@ fn dump_of_family_multi_and_split_files_matches_libhdf5s_expected_output() {
 fn dump_of_libhdf5_test_files_matches_h5dumps_expected_output() {
     let dir = workspace().join("fixtures/libhdf5_misc");
     for name in ["tvms", "h5fc_edge_v3", "tvlstr", "tgrp_comments", "tarray2"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_h5"))
-            .current_dir(&dir)
-            .args(["dump", &format!("{name}.h5")])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let want = std::fs::read_to_string(dir.join(format!("{name}.ddl"))).unwrap();
-        assert_eq!(stdout(&o), want, "{name}");
+        dump_prints(&dir, &format!("{name}.h5"), &format!("{name}.ddl"));
     }
 }
 

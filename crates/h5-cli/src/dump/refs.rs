@@ -19,9 +19,9 @@
 //! Inside compounds, arrays and sequences an element prints on one line: `DATASET 800 "/data"`
 //! for an object reference, `DATASET "/data"` for a region.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use h5::{Datatype, File, Group, LinkKind, ObjectKind, RefTarget, Selection};
+use h5::{Datatype, File, ObjectKind, RefTarget, Selection};
 use h5_format::datatype::{ReferenceKind, ReferenceType};
 use serde_json::{Value, json};
 
@@ -41,49 +41,18 @@ pub(super) struct Names(HashMap<u64, (ObjectKind, String)>);
 impl Names {
     /// Walks `file`.
     pub(super) fn of(file: &File) -> Names {
-        fn visit(
-            g: &Group,
-            out: &mut HashMap<u64, (ObjectKind, String)>,
-            groups: &mut HashSet<u64>,
-        ) {
-            if !groups.insert(g.address()) {
-                return;
-            }
-            let Ok(links) = g.links() else { return };
-            for link in links {
-                if !matches!(link.kind, LinkKind::Hard) {
-                    continue;
-                }
-                let path = super::join(g.path(), &link.name);
-                match g.kind_of(&link.name) {
-                    Ok(ObjectKind::Group) => {
-                        if let Ok(sub) = g.group(&link.name) {
-                            out.entry(sub.address())
-                                .or_insert((ObjectKind::Group, path));
-                            visit(&sub, out, groups);
-                        }
-                    }
-                    Ok(ObjectKind::Dataset) => {
-                        if let Ok(d) = g.dataset(&link.name) {
-                            out.entry(d.address())
-                                .or_insert((ObjectKind::Dataset, path));
-                        }
-                    }
-                    Ok(ObjectKind::Datatype) => {
-                        if let Ok(t) = g.named_datatype(&link.name) {
-                            out.entry(t.address())
-                                .or_insert((ObjectKind::Datatype, path));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
         let mut out = HashMap::new();
         if let Ok(root) = file.root() {
             out.insert(root.address(), (ObjectKind::Group, "/".to_owned()));
-            visit(&root, &mut out, &mut HashSet::new());
         }
+        super::walk_hard_links(file, &mut |path, met| {
+            let (address, kind) = match met {
+                super::Met::Group(g) => (g.address(), ObjectKind::Group),
+                super::Met::Dataset(d) => (d.address(), ObjectKind::Dataset),
+                super::Met::Datatype(t) => (t.address(), ObjectKind::Datatype),
+            };
+            out.entry(address).or_insert((kind, path.to_owned()));
+        });
         Names(out)
     }
 
