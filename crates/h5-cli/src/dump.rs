@@ -550,12 +550,8 @@ impl Ddl<'_> {
             self.reference_data(level, rt, values, first);
             return;
         }
-        if matches!(dt, Datatype::Compound(_)) || sequence_of_compounds(dt) {
-            self.compound_data(level, dt, dims, values, first, total);
-            return;
-        }
-        if breaks_rows(dt) {
-            self.array_data(level, dt, dims, values, first, total);
+        if matches!(dt, Datatype::Compound(_)) || sequence_of_compounds(dt) || breaks_rows(dt) {
+            self.multiline_data(level, dt, dims, values, first, total);
             return;
         }
         let row = dims.last().copied().unwrap_or(1).max(1);
@@ -601,9 +597,10 @@ impl Ddl<'_> {
         }
     }
 
-    /// Elements of an array type h5dump prints on several lines ([`breaks_rows`]): each on a
-    /// line of its own, its rows (or compound elements) on lines two levels in.
-    fn array_data(
+    /// Elements h5dump prints over several lines, each starting a line of its own after its
+    /// index: compounds (a member per line) and the array types of [`breaks_rows`] (rows, or
+    /// compound elements, on lines two levels in).
+    fn multiline_data(
         &mut self,
         level: usize,
         dt: &Datatype,
@@ -616,38 +613,17 @@ impl Ddl<'_> {
             let i = first + k;
             let index = self.index_text(i, dims);
             self.out.push_str(&format!("{}({index}): ", pad(level)));
-            self.out.push_str(&array_rows(dt, v, level + 2));
+            let text = if breaks_rows(dt) {
+                array_rows(dt, v, level + 2)
+            } else {
+                multiline_value(level, dt, v)
+            };
+            self.out.push_str(&text);
             if i + 1 < total {
                 self.out.push(',');
             }
             self.out.push('\n');
         }
-    }
-
-    /// Compound elements: each member on its own line, as h5dump prints them.
-    fn compound_data(
-        &mut self,
-        level: usize,
-        dt: &Datatype,
-        dims: &[usize],
-        values: &[Val],
-        first: usize,
-        total: usize,
-    ) {
-        for (k, v) in values.iter().enumerate() {
-            let i = first + k;
-            let index = self.index_text(i, dims);
-            self.out.push_str(&format!("{}({index}): ", pad(level)));
-            self.compound_value(level, dt, v);
-            if i + 1 < total {
-                self.out.push(',');
-            }
-            self.out.push('\n');
-        }
-    }
-
-    fn compound_value(&mut self, level: usize, dt: &Datatype, v: &Val) {
-        self.out.push_str(&multiline_value(level, dt, v));
     }
 
     fn attributes(&mut self, level: usize, attrs: Result<Vec<Attribute>, h5::Error>) {
