@@ -609,19 +609,35 @@ impl Ddl<'_> {
         first: usize,
         total: usize,
     ) {
+        let row = dims.last().copied().unwrap_or(1).max(1);
+        // h5dump's column: every byte since the line began, the elements' own line breaks and
+        // indentation included (so a short element can follow a multi-line one on its last line).
+        let mut column = 0;
         for (k, v) in values.iter().enumerate() {
             let i = first + k;
-            let index = self.index_text(i, dims);
-            self.out.push_str(&format!("{}({index}): ", pad(level)));
             let text = if breaks_rows(dt) {
                 array_rows(dt, v, level + 2)
             } else {
                 multiline_value(level, dt, v)
             };
+            let comma = usize::from(i + 1 < total);
+            if k == 0 || i.is_multiple_of(row) || column + 2 + text.len() + comma > DATA_LIMIT {
+                if k > 0 {
+                    self.out.push('\n');
+                }
+                let prefix = format!("{}({}): ", pad(level), self.index_text(i, dims));
+                self.out.push_str(&prefix);
+                column = prefix.len() + text.len();
+            } else {
+                self.out.push(' ');
+                column += 2 + text.len();
+            }
             self.out.push_str(&text);
-            if i + 1 < total {
+            if comma == 1 {
                 self.out.push(',');
             }
+        }
+        if !values.is_empty() {
             self.out.push('\n');
         }
     }
