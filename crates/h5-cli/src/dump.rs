@@ -55,21 +55,20 @@ fn strip_zeros(s: &str) -> &str {
     }
 }
 
-/// A string value in h5dump's quoting: printable ASCII as is, other bytes as octal escapes
-/// (bytes above 0x7f as the sign-extended value, as h5dump prints them).
+/// A string value in h5dump's default quoting (without its `-e`): printable ASCII, quotes,
+/// backslashes, tabs, backspaces and form feeds as they are; a line feed or carriage return as
+/// it is followed by 11 spaces; other bytes as octal escapes (bytes above 0x7f as the
+/// sign-extended value, as h5dump prints them).
 fn quote(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() + 2);
     s.push('"');
     for &b in bytes {
         match b {
-            b'"' => s.push_str("\\\""),
-            b'\\' => s.push_str("\\\\"),
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            0x08 => s.push_str("\\b"),
-            0x0c => s.push_str("\\f"),
-            0x20..=0x7e => s.push(char::from(b)),
+            b'\n' | b'\r' => {
+                s.push(char::from(b));
+                s.push_str("           ");
+            }
+            b'\t' | 0x08 | 0x0c | 0x20..=0x7e => s.push(char::from(b)),
             0x80..=0xff => {
                 let _ = write!(s, "\\{:o}", i32::from(b as i8) as u32);
             }

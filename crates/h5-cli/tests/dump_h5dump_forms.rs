@@ -4,8 +4,9 @@
 //! name no member in hexadecimal), one-byte bitfield and opaque values (`0x2a`) and the line
 //! breaks those widths give, object comments (`COMMENT`), array elements broken into rows
 //! (multi-dimensional arrays) or members (arrays of compounds) at h5dump's indentations,
-//! committed datatypes no link names (`DATATYPE "#addr"`), and the text of types h5dump has no
-//! name for. Fails (never skips) without h5py or h5dump.
+//! committed datatypes no link names (`DATATYPE "#addr"`), the text of types h5dump has no
+//! name for, and strings with quotes, backslashes and control characters (printed as they are,
+//! as h5dump does without `-e`). Fails (never skips) without h5py or h5dump.
 
 use h5_testkit::verify::run_python;
 
@@ -208,4 +209,34 @@ with h5py.File(sys.argv[1], "w") as f:
     assert_eq!(anonymous.len(), 2, "{ours}");
     assert!(anonymous[0].ends_with("H5T_STD_I16LE;"), "{anonymous:?}");
     assert!(anonymous[1].ends_with("H5T_COMPOUND {"), "{anonymous:?}");
+}
+
+/// Strings holding quotes, backslashes, tabs, line feeds, carriage returns, backspaces and form
+/// feeds, fixed-length and variable-length, in datasets and an attribute: h5dump (without `-e`)
+/// prints them as they are, a line feed or carriage return followed by 11 spaces.
+#[test]
+fn strings_with_quotes_and_control_characters_dump_as_h5dump_prints_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("strings.h5");
+    let make = r#"
+import sys
+import h5py, numpy as np
+texts = ['say "hi"', "back\\slash", "tab\there", "two\nlines and more", "cr\rend",
+         "bs\bff\f", "plain"]
+with h5py.File(sys.argv[1], "w") as f:
+    f["fixed"] = np.array([t.encode() for t in texts], dtype="S24")
+    f.create_dataset("vlen", data=texts, dtype=h5py.string_dtype())
+    f.attrs["note"] = 'an "attribute"\nwith two lines'
+"#;
+    run_python(make, &[&path]);
+    same_as_h5dump(&path);
+    let ours = h5_dump(&path);
+    for want in [
+        "\"say \"hi\"\"",
+        "\"back\\slash\"",
+        "\"two\n           lines and more\"",
+        "\"tab\there\"",
+    ] {
+        assert!(ours.contains(want), "{want:?} missing from:\n{ours}");
+    }
 }
