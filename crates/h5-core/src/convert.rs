@@ -467,24 +467,19 @@ fn raw(order: Order, b: &[u8]) -> u64 {
     v
 }
 
-/// The little-endian bytes of an element stored in VAX order: its 16-bit words in reverse
-/// order (libhdf5's conversion does the same before reading the fields).
-fn vax_to_le(b: &[u8]) -> impl Iterator<Item = u8> + '_ {
-    b.chunks(2).rev().flatten().copied()
-}
-
 /// Writes the low `d.len()` (at most 8) bytes of `v` in `order`.
 fn put_raw(order: Order, v: u64, d: &mut [u8]) {
     let le = v.to_le_bytes();
     match order {
         Order::Little => d.iter_mut().zip(le).for_each(|(b, x)| *b = x),
         Order::Big => d.iter_mut().rev().zip(le).for_each(|(b, x)| *b = x),
-        // Never a destination (VAX types are sources only): its words reversed, as read.
-        Order::Vax => {
-            let n = d.len();
-            let words: Vec<u8> = vax_to_le(le.get(..n).unwrap_or(&le)).collect();
-            d.iter_mut().zip(words).for_each(|(b, x)| *b = x);
-        }
+        // Never a destination (VAX types are sources only): the little-endian words, most
+        // significant first, as read.
+        Order::Vax => d
+            .chunks_mut(2)
+            .rev()
+            .zip(le.chunks(2))
+            .for_each(|(w, x)| w.iter_mut().zip(x).for_each(|(b, x)| *b = *x)),
     }
 }
 
@@ -525,10 +520,14 @@ fn raw128(order: Order, b: &[u8]) -> u128 {
     match order {
         Order::Little => b.iter().rev().take(16).for_each(|&x| push(x)),
         Order::Big => b.iter().take(16).for_each(|&x| push(x)),
-        Order::Vax => {
-            let le: Vec<u8> = vax_to_le(b).collect();
-            le.iter().rev().take(16).for_each(|&x| push(x));
-        }
+        // Reversing the 16-bit words gives little-endian bytes (libhdf5's conversion does so
+        // before reading the fields): the most significant byte first is each word's high byte,
+        // the words in stored order.
+        Order::Vax => b
+            .chunks(2)
+            .flat_map(|w| w.iter().rev())
+            .take(16)
+            .for_each(|&x| push(x)),
     }
     v
 }

@@ -9,9 +9,7 @@ use h5_format::UNDEFINED_ADDRESS;
 use h5_format::datatype::Datatype;
 use h5_format::message::dataspace::{Dataspace, UNLIMITED};
 use h5_format::message::filter_pipeline::FilterPipeline;
-use h5_format::message::layout::{
-    ChunkIndex as IndexKind, DONT_FILTER_PARTIAL_EDGE_CHUNKS, Layout, LayoutClass,
-};
+use h5_format::message::layout::{ChunkIndex as IndexKind, Layout, LayoutClass};
 use h5_format::message::shared::SharedRef;
 use h5_format::message::{Message, kind};
 
@@ -291,7 +289,7 @@ pub(crate) fn build_layout(
         LayoutClass::Chunked {
             index,
             dims: layout_dims,
-            flags,
+            ..
         } => {
             let chunk_dims = info.chunk_dims().unwrap_or_default();
             if chunk_dims.len() != dims.len() || chunk_dims.contains(&0) {
@@ -397,7 +395,7 @@ pub(crate) fn build_layout(
                     .map_err(|_| Error::Unsupported("chunk too large".into()))?,
             };
             let unfiltered_edges =
-                flags & DONT_FILTER_PARTIAL_EDGE_CHUNKS != 0 && !decoder.is_identity();
+                info.layout.class.unfiltered_edge_chunks() && !decoder.is_identity();
             Ok(Arc::new(ChunkedLayout {
                 dims,
                 chunk_dims,

@@ -259,9 +259,7 @@ impl Dataset {
     /// filters (libhdf5's `H5Pget_chunk_opts` giving `H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS`;
     /// see [`DatasetBuilder::unfiltered_edge_chunks`](crate::DatasetBuilder::unfiltered_edge_chunks)).
     pub fn unfiltered_edge_chunks(&self) -> bool {
-        use h5_format::message::layout::{DONT_FILTER_PARTIAL_EDGE_CHUNKS, LayoutClass as L};
-        matches!(self.opened.layout.class,
-            L::Chunked { flags, .. } if flags & DONT_FILTER_PARTIAL_EDGE_CHUNKS != 0)
+        self.opened.layout.class.unfiltered_edge_chunks()
     }
 
     /// Whether the dataset is chunked.

@@ -671,8 +671,9 @@ impl DatasetState {
     }
 }
 
-/// Whether the chunk at `coord` extends past `extent`.
-fn partial_bound(chunk_dims: &[u64], coord: &ChunkCoord, extent: &[u64]) -> bool {
+/// Whether the chunk at `coord` (chunks of `chunk_dims`) extends past `extent`: a partial edge
+/// chunk, the `partial_bound` the layout callbacks are given.
+pub fn partial_bound(chunk_dims: &[u64], coord: &ChunkCoord, extent: &[u64]) -> bool {
     coord
         .as_slice()
         .iter()

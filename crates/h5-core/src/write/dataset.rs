@@ -12,9 +12,7 @@ use h5_format::message::attribute::{AttributeMessage, MaybeShared};
 use h5_format::message::dataspace::{Dataspace, DataspaceKind, UNLIMITED};
 use h5_format::message::fill_value::{AllocTime, FillDefined, FillTime, FillValue};
 use h5_format::message::filter_pipeline::Filter;
-use h5_format::message::layout::{
-    ChunkIndex, DONT_FILTER_PARTIAL_EDGE_CHUNKS, Layout, LayoutClass,
-};
+use h5_format::message::layout::{ChunkIndex, Layout, LayoutClass};
 use h5_format::message::{Message, encode_message, kind};
 use h5_format::object_header::msg_flags;
 
@@ -939,9 +937,7 @@ pub(crate) fn existing_layout(
             })))
         }
         LayoutClass::Chunked {
-            dims: cdims,
-            index,
-            flags,
+            dims: cdims, index, ..
         } => {
             // The last dimension is the element size.
             let chunk = cdims
@@ -1006,8 +1002,7 @@ pub(crate) fn existing_layout(
                 fill,
                 index: Arc::clone(&index),
                 space,
-                unfiltered_edges: flags & DONT_FILTER_PARTIAL_EDGE_CHUNKS != 0
-                    && pipeline.is_some(),
+                unfiltered_edges: info.layout.class.unfiltered_edge_chunks() && pipeline.is_some(),
                 pipeline,
                 early,
                 fill_time,

@@ -144,6 +144,15 @@ pub struct Layout {
     pub class: LayoutClass,
 }
 
+impl LayoutClass {
+    /// Whether partial edge chunks are stored without the filters: a chunked layout with
+    /// [`DONT_FILTER_PARTIAL_EDGE_CHUNKS`] (libhdf5's `H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS`).
+    pub fn unfiltered_edge_chunks(&self) -> bool {
+        matches!(self, LayoutClass::Chunked { flags, .. }
+            if flags & DONT_FILTER_PARTIAL_EDGE_CHUNKS != 0)
+    }
+}
+
 impl Layout {
     /// Decodes the message body.
     pub fn decode(r: &mut Reader<'_>, sizes: Sizes) -> Result<Layout> {

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use h5_chunkcache::ChunkCoord;
+use h5_chunkcache::cache::partial_bound;
 use h5_format::message::dataspace::UNLIMITED;
 use h5_format::message::fill_value::{AllocTime, FillTime};
 use h5_format::message::filter_pipeline::{Filter, FilterPipeline};
@@ -558,14 +559,8 @@ impl FileShared {
                     if r.is_some() {
                         continue;
                     }
-                    let partial = c
-                        .as_slice()
-                        .iter()
-                        .zip(&layout.chunk_dims)
-                        .zip(dims)
-                        .any(|((s, c), d)| s.saturating_add(1).saturating_mul(*c) > *d);
                     let (image, mask) = match &edge {
-                        Some(raw) if partial => (raw, 0),
+                        Some(raw) if partial_bound(&layout.chunk_dims, &c, dims) => (raw, 0),
                         _ => (&image, mask),
                     };
                     let rel = self.allocate(SpaceKind::Raw, image.len() as u64)?;
