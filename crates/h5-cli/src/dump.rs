@@ -467,9 +467,9 @@ struct Ddl<'f> {
     /// name), as h5dump names them in `DATATYPE  "/path"`.
     named: HashMap<u64, String>,
     /// Committed datatypes of the main file that datasets use but no link names: (relative
-    /// address, path of the first dataset using one), printed at the root as `DATATYPE "#addr"`
-    /// and named `"/#addr"` in `named`, as h5dump does.
-    anonymous: Vec<(u64, String)>,
+    /// address, the type), printed at the root as `DATATYPE "#addr"` and named `"/#addr"` in
+    /// `named`, as h5dump does.
+    anonymous: Vec<(u64, Datatype)>,
     /// Every object's kind and first path, for naming references (built on first use).
     names: Option<refs::Names>,
     /// Datasets whose data is being printed as the target of an object reference.
@@ -946,20 +946,20 @@ impl Ddl<'_> {
     /// The anonymous committed datatypes, as h5dump prints them first in the root group:
     /// `DATATYPE "#addr"` and the type.
     fn anonymous_types(&mut self, level: usize) {
-        for (a, path) in self.anonymous.clone() {
-            match self.file.dataset(&path) {
-                Ok(d) => {
-                    let dt = d.dtype();
-                    let semi = if matches!(dt, Datatype::Compound(_)) {
-                        ""
-                    } else {
-                        ";"
-                    };
-                    let t = ddl_type(dt, level);
-                    self.line(level, &format!("DATATYPE \"#{a}\" {t}{semi}"));
-                }
-                Err(e) => self.not_read(level, &format!("<datatype \"#{a}\" not read: {e}>")),
-            }
+        let lines: Vec<String> = self
+            .anonymous
+            .iter()
+            .map(|(a, dt)| {
+                let semi = if matches!(dt, Datatype::Compound(_)) {
+                    ""
+                } else {
+                    ";"
+                };
+                format!("DATATYPE \"#{a}\" {}{semi}", ddl_type(dt, level))
+            })
+            .collect();
+        for l in lines {
+            self.line(level, &l);
         }
     }
 
@@ -1095,19 +1095,30 @@ fn multiline_value(level: usize, dt: &Datatype, v: &Val) -> String {
     }
 }
 
-/// An object [`walk_hard_links`] meets.
+/// An object [`walk_hard_links`] meets. Datasets and committed datatypes are not opened by
+/// the walk: a caller that needs one opens it (`parent.dataset(name)`).
 pub(crate) enum Met<'a> {
     /// A group (entered after this call, unless it was entered through another link).
     Group(&'a Group),
-    /// A dataset.
-    Dataset(&'a Dataset),
-    /// A committed datatype.
-    Datatype(&'a h5::NamedDatatype),
+    /// The dataset `name` of `parent`.
+    Dataset {
+        /// The group holding the link.
+        parent: &'a Group,
+        /// The link's name.
+        name: &'a str,
+    },
+    /// The committed datatype `name` of `parent`.
+    Datatype {
+        /// The group holding the link.
+        parent: &'a Group,
+        /// The link's name.
+        name: &'a str,
+    },
 }
 
 /// Calls `f(path, object)` for every object reachable from the root of `file` by hard links,
 /// depth first in link-name order (h5dump's order); a group met again through another link is
-/// reported but not entered again. Objects that cannot be opened are skipped.
+/// reported but not entered again. Groups that cannot be opened are skipped.
 pub(crate) fn walk_hard_links(file: &File, f: &mut dyn FnMut(&str, Met<'_>)) {
     fn visit(g: &Group, f: &mut dyn FnMut(&str, Met<'_>), groups: &mut HashSet<u64>) {
         if !groups.insert(g.address()) {
@@ -1119,23 +1130,16 @@ pub(crate) fn walk_hard_links(file: &File, f: &mut dyn FnMut(&str, Met<'_>)) {
                 continue;
             }
             let path = join(g.path(), &link.name);
-            match g.kind_of(&link.name) {
+            let name = link.name.as_str();
+            match g.kind_of(name) {
                 Ok(ObjectKind::Group) => {
-                    if let Ok(sub) = g.group(&link.name) {
+                    if let Ok(sub) = g.group(name) {
                         f(&path, Met::Group(&sub));
                         visit(&sub, f, groups);
                     }
                 }
-                Ok(ObjectKind::Dataset) => {
-                    if let Ok(d) = g.dataset(&link.name) {
-                        f(&path, Met::Dataset(&d));
-                    }
-                }
-                Ok(ObjectKind::Datatype) => {
-                    if let Ok(t) = g.named_datatype(&link.name) {
-                        f(&path, Met::Datatype(&t));
-                    }
-                }
+                Ok(ObjectKind::Dataset) => f(&path, Met::Dataset { parent: g, name }),
+                Ok(ObjectKind::Datatype) => f(&path, Met::Datatype { parent: g, name }),
                 _ => {}
             }
         }
@@ -1150,28 +1154,39 @@ pub(crate) fn walk_hard_links(file: &File, f: &mut dyn FnMut(&str, Met<'_>)) {
 pub(crate) fn named_types(file: &File) -> HashMap<u64, String> {
     let mut out = HashMap::new();
     walk_hard_links(file, &mut |path, met| {
-        if let Met::Datatype(t) = met {
+        if let Met::Datatype { parent, name } = met
+            && let Ok(t) = parent.named_datatype(name)
+        {
             out.entry(t.address()).or_insert_with(|| path.to_owned());
         }
     });
     out
 }
 
-/// The committed datatypes that datasets of `file` use but no hard link names (`named`):
-/// (relative address, path of the first dataset using it), in the order h5dump finds them
-/// (depth first in link-name order).
-pub(crate) fn anonymous_types(file: &File, named: &HashMap<u64, String>) -> Vec<(u64, String)> {
-    let mut out: Vec<(u64, String)> = Vec::new();
-    walk_hard_links(file, &mut |_, met| {
-        if let Met::Dataset(d) = met
-            && let Some(a) = d.committed_type_address()
-            && !named.contains_key(&a)
-            && !out.iter().any(|(b, _)| *b == a)
-        {
-            out.push((a, d.path().to_owned()));
+/// The committed datatypes of `file`, in one walk: those hard links name ([`named_types`]),
+/// and those datasets use but no link names (h5dump's anonymous types: relative address and
+/// the type, in the order h5dump meets their first dataset, depth first by link name).
+pub(crate) fn committed_types(file: &File) -> (HashMap<u64, String>, Vec<(u64, Datatype)>) {
+    let mut named = HashMap::new();
+    let mut used: Vec<(u64, Datatype)> = Vec::new();
+    walk_hard_links(file, &mut |path, met| match met {
+        Met::Datatype { parent, name } => {
+            if let Ok(t) = parent.named_datatype(name) {
+                named.entry(t.address()).or_insert_with(|| path.to_owned());
+            }
         }
+        Met::Dataset { parent, name } => {
+            if let Ok(d) = parent.dataset(name)
+                && let Some(a) = d.committed_type_address()
+                && !used.iter().any(|(b, _)| *b == a)
+            {
+                used.push((a, d.dtype().clone()));
+            }
+        }
+        Met::Group(_) => {}
     });
-    out
+    used.retain(|(a, _)| !named.contains_key(a));
+    (named, used)
 }
 
 /// `SIMPLE { ( dims ) / ( max ) }`, `SCALAR` or `NULL` (`shape` `None`), as after `DATASPACE  `.
@@ -1325,13 +1340,15 @@ pub(crate) fn ddl_with<'f>(
             .map(std::path::Path::to_path_buf),
         external: HashMap::new(),
         current: 0,
-        named: named_types(file),
+        named: HashMap::new(),
         anonymous: Vec::new(),
         names: None,
         expanding: Vec::new(),
         not_read: 0,
     };
-    p.anonymous = anonymous_types(file, &p.named);
+    let (named, anonymous) = committed_types(file);
+    p.named = named;
+    p.anonymous = anonymous;
     for (a, _) in &p.anonymous {
         p.named.insert(*a, format!("/#{a}"));
     }

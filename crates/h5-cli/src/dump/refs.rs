@@ -46,12 +46,20 @@ impl Names {
             out.insert(root.address(), (ObjectKind::Group, "/".to_owned()));
         }
         super::walk_hard_links(file, &mut |path, met| {
-            let (address, kind) = match met {
-                super::Met::Group(g) => (g.address(), ObjectKind::Group),
-                super::Met::Dataset(d) => (d.address(), ObjectKind::Dataset),
-                super::Met::Datatype(t) => (t.address(), ObjectKind::Datatype),
+            let found = match met {
+                super::Met::Group(g) => Some((g.address(), ObjectKind::Group)),
+                super::Met::Dataset { parent, name } => parent
+                    .dataset(name)
+                    .ok()
+                    .map(|d| (d.address(), ObjectKind::Dataset)),
+                super::Met::Datatype { parent, name } => parent
+                    .named_datatype(name)
+                    .ok()
+                    .map(|t| (t.address(), ObjectKind::Datatype)),
             };
-            out.entry(address).or_insert((kind, path.to_owned()));
+            if let Some((address, kind)) = found {
+                out.entry(address).or_insert((kind, path.to_owned()));
+            }
         });
         Names(out)
     }
